@@ -1,0 +1,45 @@
+# xdpio — make targets a newcomer needs. Everything installs what it uses.
+SHELL := /bin/bash
+GO ?= go
+DEB_PKGS := iproute2 iputils-ping ethtool iperf3 tcpdump tshark strace procps
+# Packages with goroutines that share state: run them under the race detector.
+RACE_PKGS := ./xsk/... ./internal/...
+
+.PHONY: all deps build vet test test-race bench demo fmt
+
+all: build
+
+# deps installs the Debian packages the tests and tools call (root, apt) and
+# downloads the Go modules. Safe to re-run.
+deps:
+	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections 2>/dev/null || true; \
+		apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+	$(GO) mod download
+
+build:
+	$(GO) build ./...
+
+vet:
+	$(GO) vet ./...
+
+# test runs everything: vet, all tests (root tests included when root), and
+# the race detector on the concurrent packages.
+test: deps vet
+	$(GO) test -count=1 -timeout 15m ./...
+	$(GO) test -count=1 -race -timeout 10m $(RACE_PKGS)
+
+# demo is the main job: until `xdpio bench demo` exists, the rxdrop example on
+# a veth pair it creates itself.
+demo: deps
+	$(GO) run ./examples/rxdrop -demo -t 5
+
+bench: deps
+	$(GO) run ./bench/xskbench
+
+fmt:
+	gofmt -l -w .

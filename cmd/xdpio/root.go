@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/vishvananda/netns"
+)
+
+// globals holds the flags every subcommand shares.
+type globals struct {
+	json   bool   // --json: machine-readable output on stdout
+	netns  string // --netns NAME: run inside that network namespace
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// subcommands lists the constructors of the top-level commands. Each file
+// that adds a command appends to it from an init function, so commands can
+// be developed side by side without touching this file.
+var subcommands []func(g *globals) *cobra.Command
+
+// usageError marks a bad invocation: exit status 2.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// usagef returns a usage error (exit status 2).
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Errorf(format, args...)}
+}
+
+func newRoot(g *globals) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "xdpio",
+		Short:         "AF_XDP packet I/O toolkit: NIC tuning, benchmark, software offloads",
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.PersistentFlags().BoolVar(&g.json, "json", false, "print machine-readable JSON on stdout")
+	root.PersistentFlags().StringVar(&g.netns, "netns", "", "run the command inside the named network namespace")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &usageError{fmt.Errorf("%w\n%s", err, c.UsageString())}
+	})
+	for _, mk := range subcommands {
+		root.AddCommand(mk(g))
+	}
+	return root
+}
+
+// run parses args and runs the selected command. Errors from flag parsing
+// and argument counts are usage errors.
+func run(ctx context.Context, args []string) error {
+	g := &globals{stdout: os.Stdout, stderr: os.Stderr}
+	return runWith(ctx, g, args)
+}
+
+func runWith(ctx context.Context, g *globals, args []string) error {
+	root := newRoot(g)
+	root.SetArgs(args)
+	root.SetOut(g.stdout)
+	root.SetErr(g.stderr)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err != nil && cmd != nil && isArgError(err) {
+		return &usageError{err}
+	}
+	return err
+}
+
+// isArgError reports whether cobra rejected the command line itself.
+func isArgError(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand", "accepts ", "requires at least", "requires at most", "invalid argument"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// inNetns runs fn on a locked OS thread inside the namespace named by
+// --netns, or directly when the flag is empty. Sockets and netlink handles fn
+// opens stay in that namespace.
+func (g *globals) inNetns(fn func() error) error {
+	if g.netns == "" {
+		return fn()
+	}
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("get current namespace: %w", err)
+	}
+	defer orig.Close()
+	target, err := netns.GetFromName(g.netns)
+	if err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("namespace %q: %w", g.netns, err)
+	}
+	defer target.Close()
+	if err := netns.Set(target); err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("enter namespace %q: %w", g.netns, err)
+	}
+	defer func() {
+		if netns.Set(orig) == nil {
+			runtime.UnlockOSThread()
+		}
+	}()
+	return fn()
+}
