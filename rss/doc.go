@@ -1,0 +1,2 @@
+// Package rss tunes and models receive-side scaling (RSS).
+package rss
