@@ -1,6 +1,9 @@
 package offload
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math/bits"
+)
 
 // Checksum returns the 16-bit one's complement sum (RFC 1071) of b, added to
 // initial, folded but not complemented. An odd trailing byte is padded with a
@@ -13,33 +16,14 @@ func Checksum(b []byte, initial uint16) uint16 {
 	return checksum(b, initial)
 }
 
-// checksumGeneric is the portable implementation: 64-bit accumulator, eight
-// bytes per step.
-func checksumGeneric(b []byte, initial uint16) uint16 {
-	var sum uint64 = uint64(initial)
-	for len(b) >= 8 {
-		v := binary.BigEndian.Uint64(b)
-		sum += v >> 32
-		sum += v & 0xffffffff
-		b = b[8:]
-	}
-	for len(b) >= 2 {
-		sum += uint64(binary.BigEndian.Uint16(b))
-		b = b[2:]
-	}
-	if len(b) == 1 {
-		sum += uint64(b[0]) << 8
-	}
-	return Fold(sum)
-}
-
-// Fold folds a wide one's complement accumulator into 16 bits.
+// Fold folds a wide one's complement accumulator into 16 bits with
+// end-around carry. It returns 0 only for 0; a nonzero multiple of 0xffff
+// folds to 0xffff.
 func Fold(sum uint64) uint16 {
-	sum = (sum >> 32) + (sum & 0xffffffff)
-	sum = (sum >> 32) + (sum & 0xffffffff)
-	sum = (sum >> 16) + (sum & 0xffff)
-	sum = (sum >> 16) + (sum & 0xffff)
-	return uint16(sum)
+	s, c := bits.Add32(uint32(sum), uint32(sum>>32), 0)
+	s += c // cannot overflow: a sum that carried out is at most 2^32-2
+	t := s>>16 + s&0xffff
+	return uint16(t + t>>16)
 }
 
 // Combine adds two partial sums in one's complement arithmetic.
