@@ -1,0 +1,55 @@
+package xsk
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrNotSupported: the kernel, driver or device lacks a feature the
+	// configuration asks for (zero-copy, multi-buffer, TX metadata, ...).
+	// The error text names the feature; the errno stays reachable with
+	// errors.Is.
+	ErrNotSupported = errors.New("not supported")
+	// ErrPermission: the process lacks CAP_NET_ADMIN, CAP_BPF or CAP_NET_RAW
+	// (run as root).
+	ErrPermission = errors.New("permission denied (needs CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF: run as root)")
+	// ErrNoDevice: no interface by that name or index in this network
+	// namespace.
+	ErrNoDevice = errors.New("no such network interface")
+	// ErrBusy: another XDP program is attached to the interface, or another
+	// socket is bound to the queue.
+	ErrBusy = errors.New("device or queue busy")
+	// ErrInvalidConfig: a Config field has a value the kernel would refuse.
+	ErrInvalidConfig = errors.New("invalid configuration")
+	// ErrClosed: the socket or device was closed.
+	ErrClosed = errors.New("closed")
+)
+
+// OpError names the operation, the interface and queue, and wraps the cause.
+type OpError struct {
+	Op      string // "bind", "register UMEM", "attach XDP", ...
+	Ifname  string
+	Ifindex int
+	Queue   int // -1 when the operation concerns the whole device
+	Err     error
+}
+
+func (e *OpError) Error() string {
+	where := e.Ifname
+	if where == "" {
+		where = fmt.Sprintf("ifindex %d", e.Ifindex)
+	}
+	if e.Queue >= 0 {
+		return fmt.Sprintf("%s %s queue %d: %v", e.Op, where, e.Queue, e.Err)
+	}
+	return fmt.Sprintf("%s %s: %v", e.Op, where, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *OpError) Unwrap() error { return e.Err }
+
+// invalid returns an ErrInvalidConfig error naming field and value.
+func invalid(field string, value any, rule string) error {
+	return fmt.Errorf("%w: %s %v: %s", ErrInvalidConfig, field, value, rule)
+}
