@@ -205,8 +205,8 @@ func maxQueues(ifindex int) (int, error) {
 
 // ethtoolChannels is struct ethtool_channels.
 type ethtoolChannels struct {
-	cmd                                          uint32
-	maxRx, maxTx, maxOther, maxCombined          uint32
+	cmd                                         uint32
+	maxRx, maxTx, maxOther, maxCombined         uint32
 	rxCount, txCount, otherCount, combinedCount uint32
 }
 
