@@ -1,0 +1,91 @@
+//go:build linux
+
+package ethtool
+
+import (
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// Channels returns dev's channel counts (CHANNELS_GET, `ethtool -l`).
+func (c *Client) Channels(dev Device) (Channels, error) {
+	msgs, err := c.do(request{cmd: unix.ETHTOOL_MSG_CHANNELS_GET, dev: dev})
+	if err != nil {
+		return Channels{}, err
+	}
+	b, err := oneReply("CHANNELS_GET", msgs, msgChannelsGetReply)
+	if err != nil {
+		return Channels{}, &Error{Op: "CHANNELS_GET", Device: dev, Err: err}
+	}
+	ch, err := decodeChannels(b)
+	if err != nil {
+		return Channels{}, &Error{Op: "CHANNELS_GET", Device: dev, Err: err}
+	}
+	return ch, nil
+}
+
+// SetChannels changes the counts set in cfg (CHANNELS_SET, `ethtool -L`);
+// the kernel keeps the others.
+func (c *Client) SetChannels(dev Device, cfg ChannelsConfig) error {
+	_, err := c.do(request{cmd: unix.ETHTOOL_MSG_CHANNELS_SET, dev: dev, encode: encodeChannels(cfg)})
+	return err
+}
+
+func encodeChannels(cfg ChannelsConfig) func(*netlink.AttributeEncoder) {
+	return func(ae *netlink.AttributeEncoder) {
+		putU32(ae, unix.ETHTOOL_A_CHANNELS_RX_COUNT, cfg.RX)
+		putU32(ae, unix.ETHTOOL_A_CHANNELS_TX_COUNT, cfg.TX)
+		putU32(ae, unix.ETHTOOL_A_CHANNELS_OTHER_COUNT, cfg.Other)
+		putU32(ae, unix.ETHTOOL_A_CHANNELS_COMBINED_COUNT, cfg.Combined)
+	}
+}
+
+func putU32(ae *netlink.AttributeEncoder, typ uint16, v *uint32) {
+	if v != nil {
+		ae.Uint32(typ, *v)
+	}
+}
+
+func putU8Bool(ae *netlink.AttributeEncoder, typ uint16, v *bool) {
+	if v != nil {
+		var b uint8
+		if *v {
+			b = 1
+		}
+		ae.Uint8(typ, b)
+	}
+}
+
+// decodeChannels decodes the attributes of a CHANNELS_GET reply or
+// CHANNELS_NTF notification.
+func decodeChannels(b []byte) (Channels, error) {
+	var ch Channels
+	ad, err := netlink.NewAttributeDecoder(b)
+	if err != nil {
+		return ch, decodeError("CHANNELS_GET", err)
+	}
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.ETHTOOL_A_CHANNELS_RX_MAX:
+			ch.RXMax = ad.Uint32()
+		case unix.ETHTOOL_A_CHANNELS_TX_MAX:
+			ch.TXMax = ad.Uint32()
+		case unix.ETHTOOL_A_CHANNELS_OTHER_MAX:
+			ch.OtherMax = ad.Uint32()
+		case unix.ETHTOOL_A_CHANNELS_COMBINED_MAX:
+			ch.CombinedMax = ad.Uint32()
+		case unix.ETHTOOL_A_CHANNELS_RX_COUNT:
+			ch.RX = ad.Uint32()
+		case unix.ETHTOOL_A_CHANNELS_TX_COUNT:
+			ch.TX = ad.Uint32()
+		case unix.ETHTOOL_A_CHANNELS_OTHER_COUNT:
+			ch.Other = ad.Uint32()
+		case unix.ETHTOOL_A_CHANNELS_COMBINED_COUNT:
+			ch.Combined = ad.Uint32()
+		}
+	}
+	if err := ad.Err(); err != nil {
+		return Channels{}, decodeError("CHANNELS_GET", err)
+	}
+	return ch, nil
+}

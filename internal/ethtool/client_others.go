@@ -1,0 +1,52 @@
+//go:build !linux
+
+package ethtool
+
+import "errors"
+
+var errNotLinux = &Error{Op: "dial", NotSupported: true, Missing: "ethtool netlink (Linux only)", Err: errors.New("not Linux")}
+
+// Client is unavailable on this system; Dial returns ErrNotSupported.
+type Client struct{}
+
+// Dial returns an error matching ErrNotSupported: ethtool netlink exists
+// only on Linux.
+func Dial() (*Client, error) { return nil, errNotLinux }
+
+// Close does nothing.
+func (c *Client) Close() error { return nil }
+
+// Channels returns ErrNotSupported.
+func (c *Client) Channels(Device) (Channels, error) { return Channels{}, errNotLinux }
+
+// SetChannels returns ErrNotSupported.
+func (c *Client) SetChannels(Device, ChannelsConfig) error { return errNotLinux }
+
+// Rings returns ErrNotSupported.
+func (c *Client) Rings(Device) (Rings, error) { return Rings{}, errNotLinux }
+
+// SetRings returns ErrNotSupported.
+func (c *Client) SetRings(Device, RingsConfig) error { return errNotLinux }
+
+// Coalesce returns ErrNotSupported.
+func (c *Client) Coalesce(Device) (Coalesce, error) { return Coalesce{}, errNotLinux }
+
+// SetCoalesce returns ErrNotSupported.
+func (c *Client) SetCoalesce(Device, Coalesce) error { return errNotLinux }
+
+// Features returns ErrNotSupported.
+func (c *Client) Features(Device) (Features, error) { return nil, errNotLinux }
+
+// SetFeatures returns ErrNotSupported.
+func (c *Client) SetFeatures(Device, map[string]bool) (FeaturesResult, error) {
+	return FeaturesResult{}, errNotLinux
+}
+
+// RSS returns ErrNotSupported.
+func (c *Client) RSS(Device, uint32) (RSS, error) { return RSS{}, errNotLinux }
+
+// SetRSS returns ErrNotSupported.
+func (c *Client) SetRSS(Device, RSSConfig) error { return errNotLinux }
+
+// StringSet returns ErrNotSupported.
+func (c *Client) StringSet(Device, uint32) ([]string, error) { return nil, errNotLinux }

@@ -1,0 +1,119 @@
+//go:build linux
+
+package ethtool
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// maxIndir bounds a decoded indirection table (drivers use at most a few
+// thousand entries).
+const maxIndir = 1 << 16
+
+// RSS returns dev's RSS configuration for context ctx (0: the default
+// context) (RSS_GET, `ethtool -x`). HFuncNames is filled from the kernel's
+// ETH_SS_RSS_HASH_FUNCS string set when it has one.
+func (c *Client) RSS(dev Device, ctx uint32) (RSS, error) {
+	msgs, err := c.do(request{cmd: unix.ETHTOOL_MSG_RSS_GET, dev: dev, encode: func(ae *netlink.AttributeEncoder) {
+		if ctx != 0 {
+			ae.Uint32(aRSSContext, ctx)
+		}
+	}})
+	if err != nil {
+		return RSS{}, err
+	}
+	b, err := oneReply("RSS_GET", msgs, msgRSSGetReply)
+	if err != nil {
+		return RSS{}, &Error{Op: "RSS_GET", Device: dev, Err: err}
+	}
+	r, err := decodeRSS(b)
+	if err != nil {
+		return RSS{}, &Error{Op: "RSS_GET", Device: dev, Err: err}
+	}
+	r.Context = ctx
+	if names, err := c.StringSet(Device{}, ssRSSHashFuncs); err == nil {
+		r.HFuncNames = make(map[uint32]string, len(names))
+		for i, n := range names {
+			if i < 32 {
+				r.HFuncNames[1<<uint(i)] = n
+			}
+		}
+	}
+	return r, nil
+}
+
+// RSSHashFuncs returns the kernel's RSS hash function names by bit
+// (ETH_SS_RSS_HASH_FUNCS): bit 1<<i is names[i].
+func (c *Client) RSSHashFuncs() ([]string, error) {
+	return c.StringSet(Device{}, ssRSSHashFuncs)
+}
+
+// SetRSS changes what cfg sets in RSS context cfg.Context (RSS_SET,
+// `ethtool -X`); the kernel keeps the rest. Kernels before RSS_SET existed
+// give an error matching ErrNotSupported.
+func (c *Client) SetRSS(dev Device, cfg RSSConfig) error {
+	if len(cfg.Indir) > maxIndir {
+		return &Error{Op: "RSS_SET", Device: dev, Attr: "ETHTOOL_A_RSS_INDIR",
+			Err: fmt.Errorf("indirection table of %d entries is too large", len(cfg.Indir))}
+	}
+	_, err := c.do(request{cmd: msgRSSSet, dev: dev, encode: encodeRSSSet(cfg)})
+	return err
+}
+
+func encodeRSSSet(cfg RSSConfig) func(*netlink.AttributeEncoder) {
+	return func(ae *netlink.AttributeEncoder) {
+		if cfg.Context != 0 {
+			ae.Uint32(aRSSContext, cfg.Context)
+		}
+		putU32(ae, aRSSHFunc, cfg.HFunc)
+		if cfg.Indir != nil {
+			b := make([]byte, 4*len(cfg.Indir))
+			for i, q := range cfg.Indir {
+				binary.NativeEndian.PutUint32(b[4*i:], q)
+			}
+			ae.Bytes(aRSSIndir, b)
+		}
+		if cfg.Key != nil {
+			ae.Bytes(aRSSHKey, cfg.Key)
+		}
+		putU32(ae, aRSSInputXfrm, cfg.InputXfrm)
+	}
+}
+
+// decodeRSS decodes an RSS_GET reply or RSS_NTF.
+func decodeRSS(b []byte) (RSS, error) {
+	var r RSS
+	ad, err := netlink.NewAttributeDecoder(b)
+	if err != nil {
+		return r, decodeError("RSS_GET", err)
+	}
+	for ad.Next() {
+		switch ad.Type() {
+		case aRSSContext:
+			r.Context = ad.Uint32()
+		case aRSSHFunc:
+			r.HFunc = ad.Uint32()
+		case aRSSIndir:
+			raw := ad.Bytes()
+			if len(raw)%4 != 0 || len(raw)/4 > maxIndir {
+				return RSS{}, decodeError("RSS_GET", fmt.Errorf("indirection table of %d bytes", len(raw)))
+			}
+			r.Indir = make([]uint32, len(raw)/4)
+			for i := range r.Indir {
+				r.Indir[i] = binary.NativeEndian.Uint32(raw[4*i:])
+			}
+		case aRSSHKey:
+			r.Key = ad.Bytes()
+		case aRSSInputXfrm:
+			r.InputXfrm = ad.Uint32()
+		}
+	}
+	if err := ad.Err(); err != nil {
+		return RSS{}, decodeError("RSS_GET", err)
+	}
+	return r, nil
+}
