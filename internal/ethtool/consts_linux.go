@@ -15,27 +15,27 @@ const (
 	msgRSSDeleteAct = 0x32 // ETHTOOL_MSG_RSS_DELETE_ACT
 
 	// Messages from the kernel (enum ETHTOOL_MSG_KERNEL_*).
-	msgPSENtf             = 0x31 // ETHTOOL_MSG_PSE_NTF
-	msgRSSNtf             = 0x32 // ETHTOOL_MSG_RSS_NTF
-	msgRSSCreateActReply  = 0x33 // ETHTOOL_MSG_RSS_CREATE_ACT_REPLY
-	msgRSSCreateNtf       = 0x34 // ETHTOOL_MSG_RSS_CREATE_NTF
-	msgRSSDeleteNtf       = 0x35 // ETHTOOL_MSG_RSS_DELETE_NTF
-	msgFeaturesNtf        = unix.ETHTOOL_MSG_FEATURES_NTF
-	msgChannelsNtf        = unix.ETHTOOL_MSG_CHANNELS_NTF
-	msgRingsNtf           = unix.ETHTOOL_MSG_RINGS_NTF
-	msgCoalesceNtf        = unix.ETHTOOL_MSG_COALESCE_NTF
-	msgFeaturesSetReply   = unix.ETHTOOL_MSG_FEATURES_SET_REPLY
-	msgRSSGetReply        = unix.ETHTOOL_MSG_RSS_GET_REPLY
-	msgChannelsGetReply   = unix.ETHTOOL_MSG_CHANNELS_GET_REPLY
-	msgRingsGetReply      = unix.ETHTOOL_MSG_RINGS_GET_REPLY
-	msgCoalesceGetReply   = unix.ETHTOOL_MSG_COALESCE_GET_REPLY
-	msgFeaturesGetReply   = unix.ETHTOOL_MSG_FEATURES_GET_REPLY
-	msgStrsetGetReply     = unix.ETHTOOL_MSG_STRSET_GET_REPLY
-	headerAttr            = 1 // ETHTOOL_A_*_HEADER is 1 in every message
-	genlHeaderLen         = 4
-	nlmsgHeaderLen        = 16
-	nlaFNested     uint16 = 0x8000 // NLA_F_NESTED
-	nlaTypeMask    uint16 = 0x3fff // NLA_TYPE_MASK
+	msgPSENtf                   = 0x31 // ETHTOOL_MSG_PSE_NTF
+	msgRSSNtf                   = 0x32 // ETHTOOL_MSG_RSS_NTF
+	msgRSSCreateActReply        = 0x33 // ETHTOOL_MSG_RSS_CREATE_ACT_REPLY
+	msgRSSCreateNtf             = 0x34 // ETHTOOL_MSG_RSS_CREATE_NTF
+	msgRSSDeleteNtf             = 0x35 // ETHTOOL_MSG_RSS_DELETE_NTF
+	msgFeaturesNtf              = unix.ETHTOOL_MSG_FEATURES_NTF
+	msgChannelsNtf              = unix.ETHTOOL_MSG_CHANNELS_NTF
+	msgRingsNtf                 = unix.ETHTOOL_MSG_RINGS_NTF
+	msgCoalesceNtf              = unix.ETHTOOL_MSG_COALESCE_NTF
+	msgFeaturesSetReply         = unix.ETHTOOL_MSG_FEATURES_SET_REPLY
+	msgRSSGetReply              = unix.ETHTOOL_MSG_RSS_GET_REPLY
+	msgChannelsGetReply         = unix.ETHTOOL_MSG_CHANNELS_GET_REPLY
+	msgRingsGetReply            = unix.ETHTOOL_MSG_RINGS_GET_REPLY
+	msgCoalesceGetReply         = unix.ETHTOOL_MSG_COALESCE_GET_REPLY
+	msgFeaturesGetReply         = unix.ETHTOOL_MSG_FEATURES_GET_REPLY
+	msgStrsetGetReply           = unix.ETHTOOL_MSG_STRSET_GET_REPLY
+	headerAttr                  = 1 // ETHTOOL_A_*_HEADER is 1 in every message
+	genlHeaderLen               = 4
+	nlmsgHeaderLen              = 16
+	nlaFNested           uint16 = 0x8000 // NLA_F_NESTED
+	nlaTypeMask          uint16 = 0x3fff // NLA_TYPE_MASK
 
 	// ETHTOOL_A_HEADER_PHY_INDEX (u32), Linux 6.12.
 	aHeaderPHYIndex = 4
@@ -64,9 +64,9 @@ const (
 	aRSSFlowHash     = 8 // ETHTOOL_A_RSS_FLOW_HASH (nest), Linux 6.17
 
 	// enum ethtool_stringset (include/uapi/linux/ethtool.h).
-	ssFeatures      = 4 // ETH_SS_FEATURES
-	ssRSSHashFuncs  = 5 // ETH_SS_RSS_HASH_FUNCS
-	enotsupp        = 524 // ENOTSUPP: kernel-internal "not supported"
+	ssFeatures     = 4   // ETH_SS_FEATURES
+	ssRSSHashFuncs = 5   // ETH_SS_RSS_HASH_FUNCS
+	enotsupp       = 524 // ENOTSUPP: kernel-internal "not supported"
 )
 
 // msgNames names the user-space messages this package sends.

@@ -169,11 +169,11 @@ func setBit(w []uint32, i int) {
 type Feature struct {
 	// Name is the kernel's name (ETH_SS_FEATURES); "" for an unused bit,
 	// which ethtool does not show.
-	Name      string
-	Active    bool // currently on
-	Wanted    bool // requested by the user
+	Name       string
+	Active     bool // currently on
+	Wanted     bool // requested by the user
 	Changeable bool // in the driver's hw_features: the user may toggle it
-	NoChange  bool // "never changed" by the driver (ETHTOOL_A_FEATURES_NOCHANGE)
+	NoChange   bool // "never changed" by the driver (ETHTOOL_A_FEATURES_NOCHANGE)
 }
 
 // Fixed reports whether the feature cannot be changed (ethtool's "[fixed]").
