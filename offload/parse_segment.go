@@ -1,0 +1,196 @@
+package offload
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Errors returned by Segment, SegmentUDP and their variants. Test with
+// errors.Is; the returned error names the operation and the offending value.
+var (
+	// ErrInvalidFrame means the frame cannot be parsed as Ethernet (with
+	// optional 802.1Q/802.1ad tags) + IPv4/IPv6 + the expected transport
+	// header: truncated headers, IHL < 5, lengths beyond the buffer, an
+	// IPv6 extension header chain that is too long or runs past the packet,
+	// a fragment.
+	ErrInvalidFrame = errors.New("invalid frame")
+	// ErrWrongProtocol means the frame parses but carries another transport
+	// protocol (or another EtherType) than the operation needs.
+	ErrWrongProtocol = errors.New("wrong protocol")
+	// ErrInvalidMSS means the segment size is zero, negative or too large.
+	ErrInvalidMSS = errors.New("invalid segment size")
+	// ErrDestTooSmall means the caller-provided destination buffers are too
+	// few or too short for the segments.
+	ErrDestTooSmall = errors.New("destination buffers too small")
+)
+
+// EtherTypes and protocol numbers used by the segmentation code.
+const (
+	etherTypeIPv4  = 0x0800
+	etherTypeIPv6  = 0x86dd
+	etherTypeVLAN  = 0x8100
+	etherTypeQinQ  = 0x88a8
+	etherTypeQinQ2 = 0x9100
+
+	ipProtoTCP = 6
+	ipProtoUDP = 17
+
+	ip6HopByHop = 0
+	ip6Routing  = 43
+	ip6Fragment = 44
+	ip6DestOpts = 60
+
+	// segMaxVLANTags bounds the VLAN tag stack the parser walks.
+	segMaxVLANTags = 4
+	// segMaxExtHeaders bounds the IPv6 extension header chain the parser
+	// walks (a chain longer than this is rejected as malformed).
+	segMaxExtHeaders = 8
+)
+
+// segLayout describes where the headers of a parsed frame are. All offsets
+// are from the start of the frame.
+type segLayout struct {
+	l3    int  // IP header
+	l4    int  // transport header
+	pay   int  // transport payload (l4 + TCP header length, or l4 + 8)
+	end   int  // end of the IP packet (bytes after it are link padding)
+	v6    bool // IPv6 (else IPv4)
+	proto uint8
+	frag  bool // IPv4 fragment or IPv6 fragment header present
+	ipOpt bool // IPv4 options present (IHL > 5)
+}
+
+// parseSegLayout parses the Ethernet, VLAN and IP headers of frame and the
+// transport header of protocol want (TCP or UDP). op names the operation for
+// error messages.
+func parseSegLayout(frame []byte, want uint8, op string) (segLayout, error) {
+	var lo segLayout
+	if len(frame) < 14 {
+		return lo, fmt.Errorf("%s: %w: %d bytes is shorter than an Ethernet header", op, ErrInvalidFrame, len(frame))
+	}
+	off := 12
+	et := binary.BigEndian.Uint16(frame[off:])
+	for tags := 0; et == etherTypeVLAN || et == etherTypeQinQ || et == etherTypeQinQ2; tags++ {
+		if tags == segMaxVLANTags {
+			return lo, fmt.Errorf("%s: %w: more than %d VLAN tags", op, ErrInvalidFrame, segMaxVLANTags)
+		}
+		off += 4
+		if len(frame) < off+2 {
+			return lo, fmt.Errorf("%s: %w: truncated VLAN tag", op, ErrInvalidFrame)
+		}
+		et = binary.BigEndian.Uint16(frame[off:])
+	}
+	lo.l3 = off + 2
+	ip := frame[lo.l3:]
+	switch et {
+	case etherTypeIPv4:
+		if len(ip) < 20 {
+			return lo, fmt.Errorf("%s: %w: truncated IPv4 header (%d bytes)", op, ErrInvalidFrame, len(ip))
+		}
+		if v := ip[0] >> 4; v != 4 {
+			return lo, fmt.Errorf("%s: %w: IP version %d in an IPv4 EtherType frame", op, ErrInvalidFrame, v)
+		}
+		ihl := int(ip[0]&0x0f) * 4
+		if ihl < 20 {
+			return lo, fmt.Errorf("%s: %w: IPv4 header length %d < 20", op, ErrInvalidFrame, ihl)
+		}
+		tot := int(binary.BigEndian.Uint16(ip[2:]))
+		if tot < ihl {
+			return lo, fmt.Errorf("%s: %w: IPv4 total length %d < header length %d", op, ErrInvalidFrame, tot, ihl)
+		}
+		if tot > len(ip) {
+			return lo, fmt.Errorf("%s: %w: IPv4 total length %d beyond the %d bytes after the link header", op, ErrInvalidFrame, tot, len(ip))
+		}
+		lo.ipOpt = ihl > 20
+		lo.frag = binary.BigEndian.Uint16(ip[6:])&0x3fff != 0
+		lo.proto = ip[9]
+		lo.l4 = lo.l3 + ihl
+		lo.end = lo.l3 + tot
+	case etherTypeIPv6:
+		if len(ip) < 40 {
+			return lo, fmt.Errorf("%s: %w: truncated IPv6 header (%d bytes)", op, ErrInvalidFrame, len(ip))
+		}
+		if v := ip[0] >> 4; v != 6 {
+			return lo, fmt.Errorf("%s: %w: IP version %d in an IPv6 EtherType frame", op, ErrInvalidFrame, v)
+		}
+		lo.v6 = true
+		plen := int(binary.BigEndian.Uint16(ip[4:]))
+		if plen == 0 {
+			return lo, fmt.Errorf("%s: %w: IPv6 payload length 0 (jumbograms are not supported)", op, ErrInvalidFrame)
+		}
+		if 40+plen > len(ip) {
+			return lo, fmt.Errorf("%s: %w: IPv6 payload length %d beyond the %d bytes after the IPv6 header", op, ErrInvalidFrame, plen, len(ip)-40)
+		}
+		lo.end = lo.l3 + 40 + plen
+		nh := ip[6]
+		off := lo.l3 + 40
+		for n := 0; ; n++ {
+			if nh != ip6HopByHop && nh != ip6Routing && nh != ip6DestOpts && nh != ip6Fragment {
+				break
+			}
+			if n == segMaxExtHeaders {
+				return lo, fmt.Errorf("%s: %w: more than %d IPv6 extension headers", op, ErrInvalidFrame, segMaxExtHeaders)
+			}
+			if nh == ip6HopByHop && n != 0 {
+				return lo, fmt.Errorf("%s: %w: IPv6 hop-by-hop options header not first", op, ErrInvalidFrame)
+			}
+			if off+8 > lo.end {
+				return lo, fmt.Errorf("%s: %w: truncated IPv6 extension header %d", op, ErrInvalidFrame, nh)
+			}
+			hl := 8
+			if nh == ip6Fragment {
+				lo.frag = true
+			} else {
+				hl = (int(frame[off+1]) + 1) * 8
+			}
+			if off+hl > lo.end {
+				return lo, fmt.Errorf("%s: %w: IPv6 extension header %d of %d bytes runs past the packet", op, ErrInvalidFrame, nh, hl)
+			}
+			nh = frame[off]
+			off += hl
+		}
+		lo.proto = nh
+		lo.l4 = off
+	default:
+		return lo, fmt.Errorf("%s: %w: EtherType %#04x is not IPv4 or IPv6", op, ErrWrongProtocol, et)
+	}
+	if lo.frag {
+		return lo, fmt.Errorf("%s: %w: IP fragment", op, ErrInvalidFrame)
+	}
+	if lo.proto != want {
+		return lo, fmt.Errorf("%s: %w: IP protocol %d, want %d", op, ErrWrongProtocol, lo.proto, want)
+	}
+	switch want {
+	case ipProtoTCP:
+		if lo.end-lo.l4 < 20 {
+			return lo, fmt.Errorf("%s: %w: truncated TCP header (%d bytes)", op, ErrInvalidFrame, lo.end-lo.l4)
+		}
+		thl := int(frame[lo.l4+12]>>4) * 4
+		if thl < 20 {
+			return lo, fmt.Errorf("%s: %w: TCP data offset %d < 20", op, ErrInvalidFrame, thl)
+		}
+		if lo.l4+thl > lo.end {
+			return lo, fmt.Errorf("%s: %w: TCP header length %d beyond the %d bytes of the segment", op, ErrInvalidFrame, thl, lo.end-lo.l4)
+		}
+		lo.pay = lo.l4 + thl
+	case ipProtoUDP:
+		if lo.end-lo.l4 < 8 {
+			return lo, fmt.Errorf("%s: %w: truncated UDP header (%d bytes)", op, ErrInvalidFrame, lo.end-lo.l4)
+		}
+		if ul := int(binary.BigEndian.Uint16(frame[lo.l4+4:])); ul != lo.end-lo.l4 {
+			return lo, fmt.Errorf("%s: %w: UDP length %d, IP says %d", op, ErrInvalidFrame, ul, lo.end-lo.l4)
+		}
+		lo.pay = lo.l4 + 8
+	}
+	return lo, nil
+}
+
+// pseudoSum returns the pseudo-header sum of the IP header at ip for an L4
+// length of l4len and protocol proto.
+func pseudoSum(ip []byte, v6 bool, proto uint8, l4len int) uint16 {
+	if v6 {
+		return PseudoHeaderIPv6([16]byte(ip[8:24]), [16]byte(ip[24:40]), proto, uint32(l4len))
+	}
+	return PseudoHeaderIPv4([4]byte(ip[12:16]), [4]byte(ip[16:20]), proto, uint16(l4len))
+}
