@@ -50,3 +50,12 @@ func (c *Client) SetRSS(Device, RSSConfig) error { return errNotLinux }
 
 // StringSet returns ErrNotSupported.
 func (c *Client) StringSet(Device, uint32) ([]string, error) { return nil, errNotLinux }
+
+// RSSHashFuncs returns ErrNotSupported.
+func (c *Client) RSSHashFuncs() ([]string, error) { return nil, errNotLinux }
+
+// CoalesceAttrName returns "": attribute numbers are Linux's.
+func CoalesceAttrName(typ uint16) string { return "" }
+
+// CoalesceSetAttrs returns nil: attribute numbers are Linux's.
+func CoalesceSetAttrs(c Coalesce) []uint16 { return nil }

@@ -1,0 +1,170 @@
+package rss
+
+import (
+	"fmt"
+	"math/bits"
+	"slices"
+	"strings"
+
+	"github.com/xdpio/xdpio/internal/ethtool"
+)
+
+// TableState is a device's RSS configuration for one context, as
+// `ethtool -x` shows it.
+type TableState struct {
+	// Context is the RSS context (0: the default one).
+	Context uint32
+	// Indir is the indirection table: entry i is the RX queue for hashes
+	// whose index is i. Empty when the driver does not report it.
+	Indir []uint32
+	// Key is the hash key; empty when the driver does not report it.
+	Key []byte
+	// HFunc is the active hash function's name ("toeplitz", "xor",
+	// "crc32"), "" when the driver does not report one.
+	HFunc string
+	// HFuncs lists the hash function names the kernel knows, by bit.
+	HFuncs []string
+	// InputXfrm is the input transformation (symmetric hashing).
+	InputXfrm Symmetric
+}
+
+// TableConfig selects what SetTable changes. Zero-valued fields keep
+// their current value.
+type TableConfig struct {
+	// Context is the RSS context to change (0: the default one).
+	Context uint32
+	// Indir is the new indirection table (see Equal and Weights); nil
+	// keeps it, an empty non-nil slice resets it to the driver's default.
+	Indir []uint32
+	// Key is the new hash key; nil keeps it. Its length must be the
+	// device's key length.
+	Key []byte
+	// HFunc names the hash function ("toeplitz", "xor", "crc32"); ""
+	// keeps it.
+	HFunc string
+	// InputXfrm sets the input transformation; nil keeps it.
+	InputXfrm *Symmetric
+}
+
+// Table returns dev's RSS configuration for the default context
+// (`ethtool -x DEV`). Drivers without RSS give an error matching
+// ErrNotSupported.
+func Table(dev Device) (TableState, error) { return ContextTable(dev, 0) }
+
+// ContextTable returns dev's RSS configuration for RSS context ctx
+// (`ethtool -x DEV context N`).
+func ContextTable(dev Device, ctx uint32) (TableState, error) {
+	var st TableState
+	err := withClient(func(c *ethtool.Client) error {
+		r, err := c.RSS(dev, ctx)
+		if err != nil {
+			return err
+		}
+		names, _ := c.RSSHashFuncs()
+		st = tableState(r, names)
+		return nil
+	})
+	return st, err
+}
+
+func tableState(r ethtool.RSS, names []string) TableState {
+	st := TableState{
+		Context:   r.Context,
+		Indir:     r.Indir,
+		Key:       r.Key,
+		HFuncs:    names,
+		InputXfrm: Symmetric(r.InputXfrm),
+	}
+	if r.HFunc != 0 {
+		i := bits.TrailingZeros32(r.HFunc)
+		if i < len(names) && r.HFunc&(r.HFunc-1) == 0 {
+			st.HFunc = names[i]
+		} else {
+			st.HFunc = fmt.Sprintf("hfunc-%#x", r.HFunc)
+		}
+	}
+	return st
+}
+
+// SetTable changes what cfg sets in dev's RSS configuration (RSS_SET,
+// like `ethtool -X`). Kernels without RSS_SET (before Linux 6.17) and
+// drivers without RSS give an error matching ErrNotSupported.
+func SetTable(dev Device, cfg TableConfig) error {
+	return withClient(func(c *ethtool.Client) error {
+		rc := ethtool.RSSConfig{Context: cfg.Context, Indir: cfg.Indir, Key: cfg.Key}
+		if cfg.HFunc != "" {
+			names, err := c.RSSHashFuncs()
+			if err != nil {
+				return err
+			}
+			bit, err := hfuncBit(cfg.HFunc, names)
+			if err != nil {
+				return err
+			}
+			rc.HFunc = &bit
+		}
+		if cfg.InputXfrm != nil {
+			x := uint32(*cfg.InputXfrm)
+			rc.InputXfrm = &x
+		}
+		return c.SetRSS(dev, rc)
+	})
+}
+
+// hfuncBit maps a hash function name to its ETH_RSS_HASH_* bit.
+func hfuncBit(name string, names []string) (uint32, error) {
+	i := slices.Index(names, name)
+	if i < 0 || i >= 32 {
+		return 0, fmt.Errorf("unknown RSS hash function %q: the kernel knows %s", name, strings.Join(names, ", "))
+	}
+	return 1 << uint(i), nil
+}
+
+// maxIndirSize bounds the tables Equal and Weights build (as large as the
+// kernel's u32-entry ETHTOOL_A_RSS_INDIR in one netlink attribute allows).
+const maxIndirSize = 1 << 13
+
+// Equal returns an indirection table of size entries that spreads hashes
+// evenly over queues RX queues 0..queues-1, as `ethtool -X DEV equal N`
+// does: entry i is queue i % queues.
+func Equal(queues, size int) ([]uint32, error) {
+	if queues <= 0 {
+		return nil, fmt.Errorf("equal indirection table: %d queues: need at least 1", queues)
+	}
+	if size <= 0 || size > maxIndirSize {
+		return nil, fmt.Errorf("indirection table size %d: must be between 1 and %d", size, maxIndirSize)
+	}
+	t := make([]uint32, size)
+	for i := range t {
+		t[i] = uint32(i % queues)
+	}
+	return t, nil
+}
+
+// Weights returns an indirection table of size entries that gives queue q
+// a share of the entries proportional to w[q], as `ethtool -X DEV weight
+// W0 W1 …` does: the entries are filled in queue order, and entry i goes to
+// the first queue whose cumulative weight boundary size*(w0+…+wq)/sum lies
+// beyond i. A zero weight gives a queue no entries.
+func Weights(size int, w ...uint32) ([]uint32, error) {
+	if size <= 0 || size > maxIndirSize {
+		return nil, fmt.Errorf("indirection table size %d: must be between 1 and %d", size, maxIndirSize)
+	}
+	var sum uint64
+	for _, x := range w {
+		sum += uint64(x)
+	}
+	if sum == 0 {
+		return nil, fmt.Errorf("weighted indirection table: weights %v: at least one must be positive", w)
+	}
+	t := make([]uint32, size)
+	q, cum := 0, uint64(w[0])
+	for i := range t {
+		for uint64(i) >= uint64(size)*cum/sum {
+			q++
+			cum += uint64(w[q])
+		}
+		t[i] = uint32(q)
+	}
+	return t, nil
+}
