@@ -1,7 +1,14 @@
 package main
 
 import (
+	"encoding/hex"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
 	"github.com/spf13/cobra"
+	"github.com/xdpio/xdpio/rss"
 )
 
 // rssSubcommands lists the constructors of the `xdpio rss` subcommands.
@@ -11,6 +18,7 @@ var rssSubcommands []func(g *globals) *cobra.Command
 
 func init() {
 	subcommands = append(subcommands, newRSSCmd)
+	rssSubcommands = append(rssSubcommands, newRSSShowCmd, newRSSSetCmd)
 }
 
 // newRSSCmd builds `xdpio rss`, the parent of the RSS subcommands
@@ -24,5 +32,205 @@ func newRSSCmd(g *globals) *cobra.Command {
 	for _, mk := range rssSubcommands {
 		c.AddCommand(mk(g))
 	}
+	return c
+}
+
+// rssJSON is the --json form of a device's RSS configuration.
+type rssJSON struct {
+	Context   uint32   `json:"context"`
+	Indir     []uint32 `json:"indirection_table"`
+	Key       string   `json:"hash_key"`
+	HFunc     string   `json:"hash_function"`
+	InputXfrm string   `json:"input_transformation"`
+}
+
+func toRSSJSON(t rss.TableState) rssJSON {
+	indir := t.Indir
+	if indir == nil {
+		indir = []uint32{}
+	}
+	return rssJSON{t.Context, indir, colonHex(t.Key), t.HFunc, t.InputXfrm.String()}
+}
+
+// colonHex prints a key the way ethtool -x does: "6d:5a:…".
+func colonHex(b []byte) string {
+	s := make([]string, len(b))
+	for i, x := range b {
+		s[i] = hex.EncodeToString([]byte{x})
+	}
+	return strings.Join(s, ":")
+}
+
+func printRSS(w io.Writer, dev string, t rss.TableState) {
+	queues := map[uint32]bool{}
+	for _, q := range t.Indir {
+		queues[q] = true
+	}
+	if len(t.Indir) == 0 {
+		fmt.Fprintf(w, "RX flow hash indirection table for %s: not reported\n", dev)
+	} else {
+		fmt.Fprintf(w, "RX flow hash indirection table for %s (%d entries, %d queues):\n", dev, len(t.Indir), len(queues))
+		for i, q := range t.Indir {
+			if i%8 == 0 {
+				fmt.Fprintf(w, "%5d: ", i)
+			}
+			fmt.Fprintf(w, "%5d", q)
+			if i%8 == 7 || i == len(t.Indir)-1 {
+				fmt.Fprintln(w)
+			}
+		}
+	}
+	fmt.Fprintln(w, "RSS hash key:")
+	if len(t.Key) == 0 {
+		fmt.Fprintln(w, "not reported")
+	} else {
+		fmt.Fprintln(w, colonHex(t.Key))
+	}
+	fmt.Fprintln(w, "RSS hash function:")
+	for _, n := range t.HFuncs {
+		if n != "" {
+			fmt.Fprintf(w, "    %s: %s\n", n, onOff(n == t.HFunc))
+		}
+	}
+	fmt.Fprintln(w, "RSS input transformation:")
+	fmt.Fprintf(w, "    symmetric-xor: %s\n", onOff(t.InputXfrm&rss.SymmetricXOR != 0))
+	fmt.Fprintf(w, "    symmetric-or-xor: %s\n", onOff(t.InputXfrm&rss.SymmetricOrXOR != 0))
+}
+
+func newRSSShowCmd(g *globals) *cobra.Command {
+	var ctx uint32
+	c := &cobra.Command{
+		Use:   "show DEV",
+		Short: "Show the RSS indirection table, hash key, hash function and input transformation, like ethtool -x",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var t rss.TableState
+			err := g.inNetns(func() (err error) {
+				t, err = rss.ContextTable(devArg(args[0]), ctx)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return writeJSON(g.stdout, struct {
+					Device string `json:"device"`
+					rssJSON
+				}{args[0], toRSSJSON(t)})
+			}
+			printRSS(g.stdout, args[0], t)
+			return nil
+		},
+	}
+	c.Flags().Uint32Var(&ctx, "context", 0, "RSS context (0: the default one)")
+	return c
+}
+
+func newRSSSetCmd(g *globals) *cobra.Command {
+	var (
+		equal      int
+		weights    string
+		key, hfunc string
+		xfrm       string
+		ctx        uint32
+		reset      bool
+	)
+	c := &cobra.Command{
+		Use:   "set DEV [--equal N | --weights W0,W1,… | --default] [--key HEX] [--hfunc NAME] [--xfrm none|symmetric-xor|symmetric-or-xor]",
+		Short: "Set the RSS indirection table, hash key, hash function or input transformation, like ethtool -X",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f := cmd.Flags()
+			n := 0
+			for _, name := range []string{"equal", "weights", "default"} {
+				if f.Changed(name) {
+					n++
+				}
+			}
+			if n > 1 {
+				return usagef("rss set: --equal, --weights and --default exclude each other")
+			}
+			cfg := rss.TableConfig{Context: ctx, HFunc: hfunc}
+			var w []uint32
+			if f.Changed("equal") && equal <= 0 {
+				return usagef("rss set: --equal %d: need at least 1 queue", equal)
+			}
+			if f.Changed("weights") {
+				for _, s := range strings.Split(weights, ",") {
+					v, err := strconv.ParseUint(strings.TrimSpace(s), 10, 32)
+					if err != nil {
+						return usagef("rss set: --weights %q: %v", weights, err)
+					}
+					w = append(w, uint32(v))
+				}
+			}
+			if f.Changed("key") {
+				k, err := rss.ParseKey(key)
+				if err != nil {
+					return usagef("rss set: --key: %v", err)
+				}
+				cfg.Key = k
+			}
+			if f.Changed("xfrm") {
+				x, err := rss.ParseSymmetric(xfrm)
+				if err != nil {
+					return usagef("rss set: --xfrm: %v", err)
+				}
+				cfg.InputXfrm = &x
+			}
+			if reset {
+				cfg.Indir = []uint32{}
+			}
+			if n == 0 && cfg.Key == nil && cfg.HFunc == "" && cfg.InputXfrm == nil {
+				return usagef("rss set: nothing to set\n%s", cmd.UsageString())
+			}
+			dev := devArg(args[0])
+			var before, after rss.TableState
+			err := g.inNetns(func() (err error) {
+				if before, err = rss.ContextTable(dev, ctx); err != nil {
+					return err
+				}
+				if f.Changed("equal") || f.Changed("weights") {
+					size := len(before.Indir)
+					if size == 0 {
+						return fmt.Errorf("rss set %s: the device reports no indirection table to size a new one", args[0])
+					}
+					if f.Changed("equal") {
+						cfg.Indir, err = rss.Equal(equal, size)
+					} else {
+						cfg.Indir, err = rss.Weights(size, w...)
+					}
+					if err != nil {
+						return err
+					}
+				}
+				if err = rss.SetTable(dev, cfg); err != nil {
+					return err
+				}
+				after, err = rss.ContextTable(dev, ctx)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return writeJSON(g.stdout, map[string]any{"device": args[0], "before": toRSSJSON(before), "after": toRSSJSON(after)})
+			}
+			printChange(g.stdout, args[0]+" rss", []change{
+				{"indirection-table", fmt.Sprint(before.Indir), fmt.Sprint(after.Indir)},
+				{"hkey", colonHex(before.Key), colonHex(after.Key)},
+				{"hfunc", before.HFunc, after.HFunc},
+				{"xfrm", before.InputXfrm, after.InputXfrm},
+			})
+			return nil
+		},
+	}
+	c.Flags().IntVar(&equal, "equal", 0, "spread the table equally over queues 0..N-1")
+	c.Flags().StringVar(&weights, "weights", "", "spread the table by weights W0,W1,… over queues 0,1,…")
+	c.Flags().BoolVar(&reset, "default", false, "reset the table to the driver's default")
+	c.Flags().StringVar(&key, "key", "", "hash key in hex (6d:5a:… or 6d5a…)")
+	c.Flags().StringVar(&hfunc, "hfunc", "", "hash function: toeplitz, xor, crc32")
+	c.Flags().StringVar(&xfrm, "xfrm", "", "input transformation: none, symmetric-xor, symmetric-or-xor")
+	c.Flags().Uint32Var(&ctx, "context", 0, "RSS context (0: the default one)")
 	return c
 }

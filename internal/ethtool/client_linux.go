@@ -343,3 +343,20 @@ func decodeHeader(ad *netlink.AttributeDecoder) Device {
 
 func u32p(v uint32) *uint32 { return &v }
 func boolp(v bool) *bool    { return &v }
+
+// causeText spells a kernel errno by its name (EINVAL, EOPNOTSUPP, …),
+// which says exactly what the kernel answered; other causes as they are.
+func causeText(err error) string {
+	if en, ok := err.(unix.Errno); ok {
+		if en == unix.EOPNOTSUPP {
+			return "EOPNOTSUPP" // ErrnoName says ENOTSUP, the same number
+		}
+		if n := unix.ErrnoName(en); n != "" {
+			return n
+		}
+		if en == enotsupp {
+			return "ENOTSUPP"
+		}
+	}
+	return err.Error()
+}

@@ -59,3 +59,5 @@ func CoalesceAttrName(typ uint16) string { return "" }
 
 // CoalesceSetAttrs returns nil: attribute numbers are Linux's.
 func CoalesceSetAttrs(c Coalesce) []uint16 { return nil }
+
+func causeText(err error) string { return err.Error() }

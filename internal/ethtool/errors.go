@@ -61,7 +61,7 @@ func (e *Error) Error() string {
 	}
 	if e.Err != nil {
 		b.WriteString(": ")
-		b.WriteString(e.Err.Error())
+		b.WriteString(causeText(e.Err))
 	}
 	return b.String()
 }

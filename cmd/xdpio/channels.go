@@ -1,0 +1,218 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"github.com/xdpio/xdpio/rss"
+)
+
+func init() {
+	subcommands = append(subcommands, newChannelsCmd)
+}
+
+// channelsJSON is the --json form of a device's channel counts. Keys are
+// stable; a kind the device lacks reads 0 with maximum 0.
+type channelsJSON struct {
+	RX          uint32 `json:"rx"`
+	TX          uint32 `json:"tx"`
+	Other       uint32 `json:"other"`
+	Combined    uint32 `json:"combined"`
+	RXMax       uint32 `json:"rx_max"`
+	TXMax       uint32 `json:"tx_max"`
+	OtherMax    uint32 `json:"other_max"`
+	CombinedMax uint32 `json:"combined_max"`
+}
+
+func toChannelsJSON(c rss.ChannelCounts) channelsJSON {
+	return channelsJSON{c.RX, c.TX, c.Other, c.Combined, c.RXMax, c.TXMax, c.OtherMax, c.CombinedMax}
+}
+
+func newChannelsCmd(g *globals) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "channels",
+		Short: "Show or set a device's RX/TX/other/combined channel (queue) counts, like ethtool -l/-L",
+		Args:  cobra.NoArgs,
+	}
+	c.AddCommand(&cobra.Command{
+		Use:   "show DEV",
+		Short: "Show current and maximum channel counts",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var ch rss.ChannelCounts
+			err := g.inNetns(func() (err error) {
+				ch, err = rss.Channels(devArg(args[0]))
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return writeJSON(g.stdout, struct {
+					Device string `json:"device"`
+					channelsJSON
+				}{args[0], toChannelsJSON(ch)})
+			}
+			printChannels(g.stdout, args[0], ch)
+			return nil
+		},
+	})
+
+	var rx, tx, other, combined uint32
+	set := &cobra.Command{
+		Use:   "set DEV [--rx N] [--tx N] [--other N] [--combined N]",
+		Short: "Set channel counts; the others stay as they are",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var cfg rss.ChannelsConfig
+			f := cmd.Flags()
+			for _, x := range []struct {
+				name string
+				v    *uint32
+				dst  **uint32
+			}{{"rx", &rx, &cfg.RX}, {"tx", &tx, &cfg.TX}, {"other", &other, &cfg.Other}, {"combined", &combined, &cfg.Combined}} {
+				if f.Changed(x.name) {
+					*x.dst = x.v
+				}
+			}
+			if cfg == (rss.ChannelsConfig{}) {
+				return usagef("channels set: give at least one of --rx, --tx, --other, --combined\n%s", cmd.UsageString())
+			}
+			dev := devArg(args[0])
+			var before, after rss.ChannelCounts
+			err := g.inNetns(func() (err error) {
+				if before, err = rss.Channels(dev); err != nil {
+					return err
+				}
+				if err = rss.SetChannels(dev, cfg); err != nil {
+					return err
+				}
+				after, err = rss.Channels(dev)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return writeJSON(g.stdout, struct {
+					Device string       `json:"device"`
+					Before channelsJSON `json:"before"`
+					After  channelsJSON `json:"after"`
+				}{args[0], toChannelsJSON(before), toChannelsJSON(after)})
+			}
+			printChange(g.stdout, args[0]+" channels", []change{
+				{"rx", before.RX, after.RX}, {"tx", before.TX, after.TX},
+				{"other", before.Other, after.Other}, {"combined", before.Combined, after.Combined},
+			})
+			return nil
+		},
+	}
+	set.Flags().Uint32Var(&rx, "rx", 0, "number of RX-only channels")
+	set.Flags().Uint32Var(&tx, "tx", 0, "number of TX-only channels")
+	set.Flags().Uint32Var(&other, "other", 0, "number of other channels (link interrupts, …)")
+	set.Flags().Uint32Var(&combined, "combined", 0, "number of combined RX/TX channels")
+	c.AddCommand(set)
+	return c
+}
+
+func printChannels(w io.Writer, dev string, ch rss.ChannelCounts) {
+	fmt.Fprintf(w, "Channel parameters for %s:\n", dev)
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "\tcurrent\tmaximum\t")
+	for _, r := range []struct {
+		name     string
+		cur, max uint32
+	}{{"RX:", ch.RX, ch.RXMax}, {"TX:", ch.TX, ch.TXMax}, {"Other:", ch.Other, ch.OtherMax}, {"Combined:", ch.Combined, ch.CombinedMax}} {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", r.name, naIf(r.cur, r.max == 0), naIf(r.max, r.max == 0))
+	}
+	tw.Flush()
+}
+
+// change is one parameter of a set command's before → after report.
+type change struct {
+	name          string
+	before, after any
+}
+
+// printChange prints "what: a b → c, d e → f" with changed values first
+// marked; unchanged parameters are listed as "(unchanged)".
+func printChange(w io.Writer, what string, cs []change) {
+	var changed, same []string
+	for _, c := range cs {
+		b, a := fmt.Sprint(c.before), fmt.Sprint(c.after)
+		if b != a {
+			changed = append(changed, fmt.Sprintf("%s %s → %s", c.name, b, a))
+		} else {
+			same = append(same, fmt.Sprintf("%s %s", c.name, a))
+		}
+	}
+	if len(changed) == 0 {
+		fmt.Fprintf(w, "%s: nothing changed (%s)\n", what, strings.Join(same, ", "))
+		return
+	}
+	fmt.Fprintf(w, "%s: %s", what, strings.Join(changed, ", "))
+	if len(same) > 0 {
+		fmt.Fprintf(w, " (unchanged: %s)", strings.Join(same, ", "))
+	}
+	fmt.Fprintln(w)
+}
+
+// devArg turns a DEV argument into a device: an interface name.
+func devArg(s string) rss.Device { return rss.Device{Name: s} }
+
+// naIf returns "n/a" when na is true, else v in decimal.
+func naIf(v uint32, na bool) string {
+	if na {
+		return "n/a"
+	}
+	return strconv.FormatUint(uint64(v), 10)
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// onOff spells a boolean like ethtool.
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+// parseOnOff parses ethtool's on/off.
+func parseOnOff(s string) (bool, error) {
+	switch s {
+	case "on":
+		return true, nil
+	case "off":
+		return false, nil
+	}
+	return false, fmt.Errorf("want on or off, not %q", s)
+}
+
+// onOffValue is a pflag.Value for on|off flags.
+type onOffValue struct{ v *bool }
+
+func (o onOffValue) String() string {
+	if o.v == nil {
+		return "off"
+	}
+	return onOff(*o.v)
+}
+func (o onOffValue) Set(s string) error {
+	b, err := parseOnOff(s)
+	if err != nil {
+		return err
+	}
+	*o.v = b
+	return nil
+}
+func (o onOffValue) Type() string { return "on|off" }

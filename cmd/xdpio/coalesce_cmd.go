@@ -1,0 +1,193 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	"github.com/xdpio/xdpio/coalesce"
+)
+
+func init() {
+	subcommands = append(subcommands, newCoalesceCmd)
+}
+
+// coalesceParams lists the hardware coalescing parameters in ethtool -c's
+// order: the flag name (ethtool -C's), the --json key and the field.
+var coalesceU32Params = []struct {
+	flag, key string
+	field     func(*coalesce.HW) **uint32
+}{
+	{"rx-usecs", "rx_usecs", func(h *coalesce.HW) **uint32 { return &h.RXUsecs }},
+	{"rx-frames", "rx_frames", func(h *coalesce.HW) **uint32 { return &h.RXMaxFrames }},
+	{"rx-usecs-irq", "rx_usecs_irq", func(h *coalesce.HW) **uint32 { return &h.RXUsecsIRQ }},
+	{"rx-frames-irq", "rx_frames_irq", func(h *coalesce.HW) **uint32 { return &h.RXMaxFramesIRQ }},
+	{"tx-usecs", "tx_usecs", func(h *coalesce.HW) **uint32 { return &h.TXUsecs }},
+	{"tx-frames", "tx_frames", func(h *coalesce.HW) **uint32 { return &h.TXMaxFrames }},
+	{"tx-usecs-irq", "tx_usecs_irq", func(h *coalesce.HW) **uint32 { return &h.TXUsecsIRQ }},
+	{"tx-frames-irq", "tx_frames_irq", func(h *coalesce.HW) **uint32 { return &h.TXMaxFramesIRQ }},
+	{"stats-block-usecs", "stats_block_usecs", func(h *coalesce.HW) **uint32 { return &h.StatsBlockUsecs }},
+	{"sample-interval", "sample_interval", func(h *coalesce.HW) **uint32 { return &h.RateSampleInterval }},
+	{"pkt-rate-low", "pkt_rate_low", func(h *coalesce.HW) **uint32 { return &h.PktRateLow }},
+	{"pkt-rate-high", "pkt_rate_high", func(h *coalesce.HW) **uint32 { return &h.PktRateHigh }},
+	{"rx-usecs-low", "rx_usecs_low", func(h *coalesce.HW) **uint32 { return &h.RXUsecsLow }},
+	{"rx-frames-low", "rx_frames_low", func(h *coalesce.HW) **uint32 { return &h.RXMaxFramesLow }},
+	{"tx-usecs-low", "tx_usecs_low", func(h *coalesce.HW) **uint32 { return &h.TXUsecsLow }},
+	{"tx-frames-low", "tx_frames_low", func(h *coalesce.HW) **uint32 { return &h.TXMaxFramesLow }},
+	{"rx-usecs-high", "rx_usecs_high", func(h *coalesce.HW) **uint32 { return &h.RXUsecsHigh }},
+	{"rx-frames-high", "rx_frames_high", func(h *coalesce.HW) **uint32 { return &h.RXMaxFramesHigh }},
+	{"tx-usecs-high", "tx_usecs_high", func(h *coalesce.HW) **uint32 { return &h.TXUsecsHigh }},
+	{"tx-frames-high", "tx_frames_high", func(h *coalesce.HW) **uint32 { return &h.TXMaxFramesHigh }},
+	{"tx-aggr-max-bytes", "tx_aggr_max_bytes", func(h *coalesce.HW) **uint32 { return &h.TXAggrMaxBytes }},
+	{"tx-aggr-max-frames", "tx_aggr_max_frames", func(h *coalesce.HW) **uint32 { return &h.TXAggrMaxFrames }},
+	{"tx-aggr-time-usecs", "tx_aggr_time_usecs", func(h *coalesce.HW) **uint32 { return &h.TXAggrTimeUsecs }},
+}
+
+var coalesceBoolParams = []struct {
+	flag, key string
+	field     func(*coalesce.HW) **bool
+}{
+	{"adaptive-rx", "adaptive_rx", func(h *coalesce.HW) **bool { return &h.UseAdaptiveRX }},
+	{"adaptive-tx", "adaptive_tx", func(h *coalesce.HW) **bool { return &h.UseAdaptiveTX }},
+	{"cqe-mode-rx", "cqe_mode_rx", func(h *coalesce.HW) **bool { return &h.UseCQEModeRX }},
+	{"cqe-mode-tx", "cqe_mode_tx", func(h *coalesce.HW) **bool { return &h.UseCQEModeTX }},
+}
+
+// coalesceJSON maps json keys to values; a parameter the device does not
+// support is null.
+func coalesceJSON(h coalesce.HW) map[string]any {
+	m := map[string]any{}
+	for _, p := range coalesceBoolParams {
+		if v := *p.field(&h); v != nil {
+			m[p.key] = *v
+		} else {
+			m[p.key] = nil
+		}
+	}
+	for _, p := range coalesceU32Params {
+		if v := *p.field(&h); v != nil {
+			m[p.key] = *v
+		} else {
+			m[p.key] = nil
+		}
+	}
+	return m
+}
+
+func coalesceText(h coalesce.HW) []change {
+	var out []change
+	for _, p := range coalesceBoolParams {
+		v := "n/a"
+		if b := *p.field(&h); b != nil {
+			v = onOff(*b)
+		}
+		out = append(out, change{p.flag, v, nil})
+	}
+	for _, p := range coalesceU32Params {
+		v := "n/a"
+		if u := *p.field(&h); u != nil {
+			v = fmt.Sprint(*u)
+		}
+		out = append(out, change{p.flag, v, nil})
+	}
+	return out
+}
+
+func printCoalesce(w io.Writer, dev string, h coalesce.HW) {
+	fmt.Fprintf(w, "Coalesce parameters for %s:\n", dev)
+	for _, c := range coalesceText(h) {
+		fmt.Fprintf(w, "%s: %s\n", c.name, c.before)
+	}
+}
+
+func newCoalesceCmd(g *globals) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "coalesce",
+		Short: "Show or set a device's hardware interrupt coalescing, like ethtool -c/-C",
+		Args:  cobra.NoArgs,
+	}
+	c.AddCommand(&cobra.Command{
+		Use:   "show DEV",
+		Short: "Show hardware coalescing parameters (n/a: not supported by the driver)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var h coalesce.HW
+			err := g.inNetns(func() (err error) {
+				h, err = coalesce.Get(devArg(args[0]))
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if g.json {
+				m := coalesceJSON(h)
+				m["device"] = args[0]
+				return writeJSON(g.stdout, m)
+			}
+			printCoalesce(g.stdout, args[0], h)
+			return nil
+		},
+	})
+
+	u32 := make([]uint32, len(coalesceU32Params))
+	bools := make([]bool, len(coalesceBoolParams))
+	set := &cobra.Command{
+		Use:   "set DEV [--rx-usecs N] [--rx-frames N] [--tx-usecs N] [--tx-frames N] [--adaptive-rx on|off] [--adaptive-tx on|off] …",
+		Short: "Set hardware coalescing parameters; the others stay as they are",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var p coalesce.HW
+			n := 0
+			for i, x := range coalesceU32Params {
+				if cmd.Flags().Changed(x.flag) {
+					*x.field(&p) = &u32[i]
+					n++
+				}
+			}
+			for i, x := range coalesceBoolParams {
+				if cmd.Flags().Changed(x.flag) {
+					*x.field(&p) = &bools[i]
+					n++
+				}
+			}
+			if n == 0 {
+				return usagef("coalesce set: give at least one parameter\n%s", cmd.UsageString())
+			}
+			dev := devArg(args[0])
+			var before, after coalesce.HW
+			err := g.inNetns(func() (err error) {
+				if before, err = coalesce.Get(dev); err != nil {
+					return err
+				}
+				if err = coalesce.Set(dev, p); err != nil {
+					return err
+				}
+				after, err = coalesce.Get(dev)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return writeJSON(g.stdout, map[string]any{"device": args[0], "before": coalesceJSON(before), "after": coalesceJSON(after)})
+			}
+			b, a := coalesceText(before), coalesceText(after)
+			var cs []change
+			for i := range b {
+				if b[i].before != "n/a" || a[i].before != "n/a" {
+					cs = append(cs, change{b[i].name, b[i].before, a[i].before})
+				}
+			}
+			printChange(g.stdout, args[0]+" coalesce", cs)
+			return nil
+		},
+	}
+	for i, x := range coalesceBoolParams {
+		set.Flags().Var(onOffValue{&bools[i]}, x.flag, x.flag+" on|off")
+	}
+	for i, x := range coalesceU32Params {
+		set.Flags().Uint32Var(&u32[i], x.flag, 0, x.flag)
+	}
+	c.AddCommand(set)
+	return c
+}

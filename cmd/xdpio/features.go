@@ -1,0 +1,161 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/xdpio/xdpio/rss"
+)
+
+func init() {
+	subcommands = append(subcommands, newFeaturesCmd)
+}
+
+// featureJSON is one feature in --json output.
+type featureJSON struct {
+	Active bool `json:"active"`
+	Wanted bool `json:"wanted"`
+	Fixed  bool `json:"fixed"`
+}
+
+func featuresJSON(fs []rss.Feature) map[string]featureJSON {
+	m := make(map[string]featureJSON, len(fs))
+	for _, f := range fs {
+		m[f.Name] = featureJSON{f.Active, f.Wanted, f.Fixed()}
+	}
+	return m
+}
+
+func offloadsJSON(fs []rss.Feature) map[string]featureJSON {
+	m := map[string]featureJSON{}
+	for _, o := range rss.OffloadStates(fs) {
+		m[o.Name] = featureJSON{Active: o.Active, Wanted: o.Active, Fixed: o.Fixed}
+	}
+	return m
+}
+
+// fixedMark returns ethtool's " [fixed]" suffix.
+func fixedMark(fixed bool) string {
+	if fixed {
+		return " [fixed]"
+	}
+	return ""
+}
+
+func printFeatures(w io.Writer, dev string, fs []rss.Feature) {
+	fmt.Fprintf(w, "Features for %s:\n", dev)
+	for _, f := range fs {
+		fmt.Fprintf(w, "%s: %s%s\n", f.Name, onOff(f.Active), fixedMark(f.Fixed()))
+	}
+	fmt.Fprintln(w, "Offload groups:")
+	for _, o := range rss.OffloadStates(fs) {
+		fmt.Fprintf(w, "%s (%s): %s%s\n", o.Name, o.Short, onOff(o.Active), fixedMark(o.Fixed))
+	}
+}
+
+func newFeaturesCmd(g *globals) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "features",
+		Short: "Show or set a device's offload features, like ethtool -k/-K",
+		Args:  cobra.NoArgs,
+	}
+	c.AddCommand(&cobra.Command{
+		Use:   "show DEV",
+		Short: "Show every feature (kernel names) and ethtool's offload groups",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var fs []rss.Feature
+			err := g.inNetns(func() (err error) {
+				fs, err = rss.Features(devArg(args[0]))
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return writeJSON(g.stdout, map[string]any{"device": args[0], "features": featuresJSON(fs), "offloads": offloadsJSON(fs)})
+			}
+			printFeatures(g.stdout, args[0], fs)
+			return nil
+		},
+	})
+	c.AddCommand(&cobra.Command{
+		Use:   "set DEV NAME on|off [NAME on|off …]",
+		Short: "Turn features on or off: ethtool -K names (tso, gro, rx-checksumming, rx-hashing, ntuple, …) or kernel names",
+		Args:  cobra.MinimumNArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pairs := args[1:]
+			if len(pairs)%2 != 0 {
+				return usagef("features set: want NAME on|off pairs, got %q\n%s", strings.Join(pairs, " "), cmd.UsageString())
+			}
+			want := map[string]bool{}
+			for i := 0; i < len(pairs); i += 2 {
+				on, err := parseOnOff(pairs[i+1])
+				if err != nil {
+					return usagef("features set: %s: %v", pairs[i], err)
+				}
+				if prev, dup := want[pairs[i]]; dup && prev != on {
+					return usagef("features set: %s given both on and off", pairs[i])
+				}
+				want[pairs[i]] = on
+			}
+			dev := devArg(args[0])
+			var (
+				before, after []rss.Feature
+				res           rss.FeaturesResult
+			)
+			err := g.inNetns(func() (err error) {
+				if before, err = rss.Features(dev); err != nil {
+					return err
+				}
+				if res, err = rss.SetFeatures(dev, want); err != nil {
+					return err
+				}
+				after, err = rss.Features(dev)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if g.json {
+				if err := writeJSON(g.stdout, map[string]any{"device": args[0], "before": featuresJSON(before),
+					"after": featuresJSON(after), "refused": refusedJSON(res)}); err != nil {
+					return err
+				}
+			} else {
+				var cs []change
+				b := featuresJSON(before)
+				for _, f := range after {
+					if b[f.Name].Active != f.Active {
+						cs = append(cs, change{f.Name, onOff(b[f.Name].Active), onOff(f.Active)})
+					}
+				}
+				if len(cs) == 0 {
+					fmt.Fprintf(g.stdout, "%s features: nothing changed\n", args[0])
+				} else {
+					printChange(g.stdout, args[0]+" features", cs)
+				}
+			}
+			if len(res.Refused) > 0 {
+				var s []string
+				for _, r := range res.Refused {
+					s = append(s, fmt.Sprintf("%s (wanted %s, is %s)", r.Name, onOff(r.Wanted), onOff(r.Active)))
+				}
+				return errors.New("features set " + args[0] + ": the device refused " + strings.Join(s, ", "))
+			}
+			return nil
+		},
+	})
+	return c
+}
+
+func refusedJSON(res rss.FeaturesResult) map[string]featureJSON {
+	m := map[string]featureJSON{}
+	for _, r := range res.Refused {
+		m[r.Name] = featureJSON{Active: r.Active, Wanted: r.Wanted}
+	}
+	return m
+}

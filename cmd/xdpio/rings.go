@@ -1,0 +1,186 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"github.com/xdpio/xdpio/rss"
+)
+
+func init() {
+	subcommands = append(subcommands, newRingsCmd)
+}
+
+// ringsJSON is the --json form of a device's ring parameters.
+type ringsJSON struct {
+	RX              uint32 `json:"rx"`
+	RXMini          uint32 `json:"rx_mini"`
+	RXJumbo         uint32 `json:"rx_jumbo"`
+	TX              uint32 `json:"tx"`
+	RXMax           uint32 `json:"rx_max"`
+	RXMiniMax       uint32 `json:"rx_mini_max"`
+	RXJumboMax      uint32 `json:"rx_jumbo_max"`
+	TXMax           uint32 `json:"tx_max"`
+	RXBufLen        uint32 `json:"rx_buf_len"`
+	CQESize         uint32 `json:"cqe_size"`
+	TXPush          bool   `json:"tx_push"`
+	RXPush          bool   `json:"rx_push"`
+	TXPushBufLen    uint32 `json:"tx_push_buf_len"`
+	TXPushBufLenMax uint32 `json:"tx_push_buf_len_max"`
+	TCPDataSplit    string `json:"tcp_data_split"`
+	HDSThresh       uint32 `json:"hds_thresh"`
+	HDSThreshMax    uint32 `json:"hds_thresh_max"`
+}
+
+func toRingsJSON(r rss.RingSizes) ringsJSON {
+	return ringsJSON{r.RX, r.RXMini, r.RXJumbo, r.TX, r.RXMax, r.RXMiniMax, r.RXJumboMax, r.TXMax,
+		r.RXBufLen, r.CQESize, r.TXPush, r.RXPush, r.TXPushBufLen, r.TXPushBufLenMax, r.TCPDataSplit.String(),
+		r.HDSThresh, r.HDSThreshMax}
+}
+
+func newRingsCmd(g *globals) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "rings",
+		Short: "Show or set a device's ring sizes and ring options, like ethtool -g/-G",
+		Args:  cobra.NoArgs,
+	}
+	c.AddCommand(&cobra.Command{
+		Use:   "show DEV",
+		Short: "Show current and maximum ring sizes",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var r rss.RingSizes
+			err := g.inNetns(func() (err error) {
+				r, err = rss.Rings(devArg(args[0]))
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return writeJSON(g.stdout, struct {
+					Device string `json:"device"`
+					ringsJSON
+				}{args[0], toRingsJSON(r)})
+			}
+			printRings(g.stdout, args[0], r)
+			return nil
+		},
+	})
+
+	var (
+		u32  = map[string]*uint32{}
+		push = map[string]*bool{}
+		tds  string
+	)
+	set := &cobra.Command{
+		Use:   "set DEV [--rx N] [--rx-mini N] [--rx-jumbo N] [--tx N] [--rx-buf-len N] [--cqe-size N] [--tx-push on|off] [--rx-push on|off] [--tx-push-buf-len N] [--tcp-data-split on|off|auto] [--hds-thresh N]",
+		Short: "Set ring parameters; the others stay as they are",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var cfg rss.RingsConfig
+			f := cmd.Flags()
+			dst := map[string]**uint32{"rx": &cfg.RX, "rx-mini": &cfg.RXMini, "rx-jumbo": &cfg.RXJumbo, "tx": &cfg.TX,
+				"rx-buf-len": &cfg.RXBufLen, "cqe-size": &cfg.CQESize, "tx-push-buf-len": &cfg.TXPushBufLen, "hds-thresh": &cfg.HDSThresh}
+			n := 0
+			for name, p := range dst {
+				if f.Changed(name) {
+					*p = u32[name]
+					n++
+				}
+			}
+			for name, p := range map[string]**bool{"tx-push": &cfg.TXPush, "rx-push": &cfg.RXPush} {
+				if f.Changed(name) {
+					*p = push[name]
+					n++
+				}
+			}
+			if f.Changed("tcp-data-split") {
+				var v rss.TCPDataSplit
+				switch tds {
+				case "on":
+					v = rss.TCPDataSplitEnabled
+				case "off":
+					v = rss.TCPDataSplitDisabled
+				case "auto":
+					v = rss.TCPDataSplitUnknown
+				default:
+					return usagef("rings set: --tcp-data-split: want on, off or auto, not %q", tds)
+				}
+				cfg.TCPDataSplit = &v
+				n++
+			}
+			if n == 0 {
+				return usagef("rings set: give at least one parameter\n%s", cmd.UsageString())
+			}
+			dev := devArg(args[0])
+			var before, after rss.RingSizes
+			err := g.inNetns(func() (err error) {
+				if before, err = rss.Rings(dev); err != nil {
+					return err
+				}
+				if err = rss.SetRings(dev, cfg); err != nil {
+					return err
+				}
+				after, err = rss.Rings(dev)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return writeJSON(g.stdout, struct {
+					Device string    `json:"device"`
+					Before ringsJSON `json:"before"`
+					After  ringsJSON `json:"after"`
+				}{args[0], toRingsJSON(before), toRingsJSON(after)})
+			}
+			printChange(g.stdout, args[0]+" rings", []change{
+				{"rx", before.RX, after.RX}, {"rx-mini", before.RXMini, after.RXMini},
+				{"rx-jumbo", before.RXJumbo, after.RXJumbo}, {"tx", before.TX, after.TX},
+				{"rx-buf-len", before.RXBufLen, after.RXBufLen}, {"cqe-size", before.CQESize, after.CQESize},
+				{"tx-push", onOff(before.TXPush), onOff(after.TXPush)}, {"rx-push", onOff(before.RXPush), onOff(after.RXPush)},
+				{"tx-push-buf-len", before.TXPushBufLen, after.TXPushBufLen},
+				{"tcp-data-split", before.TCPDataSplit, after.TCPDataSplit},
+				{"hds-thresh", before.HDSThresh, after.HDSThresh},
+			})
+			return nil
+		},
+	}
+	for _, x := range []struct{ name, usage string }{
+		{"rx", "RX ring size"}, {"rx-mini", "RX mini ring size"}, {"rx-jumbo", "RX jumbo ring size"}, {"tx", "TX ring size"},
+		{"rx-buf-len", "RX buffer length in bytes"}, {"cqe-size", "completion queue entry size"},
+		{"tx-push-buf-len", "TX push buffer length"}, {"hds-thresh", "header/data split threshold in bytes"},
+	} {
+		u32[x.name] = new(uint32)
+		set.Flags().Uint32Var(u32[x.name], x.name, 0, x.usage)
+	}
+	for _, name := range []string{"tx-push", "rx-push"} {
+		push[name] = new(bool)
+		set.Flags().Var(onOffValue{push[name]}, name, name+" on|off")
+	}
+	set.Flags().StringVar(&tds, "tcp-data-split", "", "TCP header/data split: on, off or auto")
+	c.AddCommand(set)
+	return c
+}
+
+func printRings(w io.Writer, dev string, r rss.RingSizes) {
+	fmt.Fprintf(w, "Ring parameters for %s:\n", dev)
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "\tcurrent\tmaximum\t")
+	for _, x := range []struct {
+		name     string
+		cur, max uint32
+	}{{"RX:", r.RX, r.RXMax}, {"RX Mini:", r.RXMini, r.RXMiniMax}, {"RX Jumbo:", r.RXJumbo, r.RXJumboMax}, {"TX:", r.TX, r.TXMax},
+		{"TX Push Buf Len:", r.TXPushBufLen, r.TXPushBufLenMax}, {"HDS Thresh:", r.HDSThresh, r.HDSThreshMax}} {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", x.name, naIf(x.cur, x.max == 0), naIf(x.max, x.max == 0))
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "RX Buf Len:      %s\n", naIf(r.RXBufLen, r.RXBufLen == 0))
+	fmt.Fprintf(w, "CQE Size:        %s\n", naIf(r.CQESize, r.CQESize == 0))
+	fmt.Fprintf(w, "TX Push:         %s\n", onOff(r.TXPush))
+	fmt.Fprintf(w, "RX Push:         %s\n", onOff(r.RXPush))
+	fmt.Fprintf(w, "TCP data split:  %s\n", r.TCPDataSplit)
+}
