@@ -48,12 +48,12 @@ type Device struct {
 // XDP program, and registers the sockets with it. The sockets are returned
 // by Sockets in queue order. Close releases everything; if the process
 // dies first, the kernel does.
-func Open(ifname string, cfg Config) (d *Device, err error) {
+func Open(ifname string, cfg Config) (_ *Device, err error) {
 	ifi, err := net.InterfaceByName(ifname)
 	if err != nil {
 		return nil, &OpError{Op: "open", Ifname: ifname, Queue: -1, Err: fmt.Errorf("%w: %w", ErrNoDevice, err)}
 	}
-	d = &Device{name: ifname, ifindex: ifi.Index}
+	d := &Device{name: ifname, ifindex: ifi.Index}
 	defer func() {
 		if err != nil {
 			d.Close()
@@ -151,6 +151,9 @@ func (d *Device) Name() string { return d.name }
 // Close detaches the program and closes the sockets and UMEMs. Sockets may
 // be blocked in Wait on other goroutines: Close wakes them.
 func (d *Device) Close() error {
+	if d == nil {
+		return nil
+	}
 	var first error
 	if d.prog != nil {
 		if err := d.prog.Close(); err != nil {

@@ -101,7 +101,7 @@ const (
 
 // NewProgram builds the program for the interface with index ifindex (in
 // the caller's network namespace) and attaches it.
-func NewProgram(ifindex int, cfg ProgramConfig) (p *Program, err error) {
+func NewProgram(ifindex int, cfg ProgramConfig) (_ *Program, err error) {
 	defer func() {
 		if err != nil {
 			err = &OpError{Op: "load XDP program for", Ifindex: ifindex, Queue: -1, Err: err}
@@ -129,7 +129,7 @@ func NewProgram(ifindex int, cfg ProgramConfig) (p *Program, err error) {
 	if err != nil {
 		return nil, bpfError("create XSKMAP", err)
 	}
-	p = &Program{xsks: xsks, ifindex: ifindex, mode: cfg.Attach, rxHash: cfg.RxHash}
+	p := &Program{xsks: xsks, ifindex: ifindex, mode: cfg.Attach, rxHash: cfg.RxHash}
 	defer func() {
 		if err != nil {
 			p.Close()

@@ -177,7 +177,7 @@ type counters struct {
 //
 // The socket starts with its fill ring full, so the kernel can deliver as
 // soon as an XDP program redirects to it (see Program.Register).
-func NewSocket(u *UMEM, ifindex, queue int, cfg SocketConfig) (s *Socket, err error) {
+func NewSocket(u *UMEM, ifindex, queue int, cfg SocketConfig) (_ *Socket, err error) {
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -189,7 +189,7 @@ func NewSocket(u *UMEM, ifindex, queue int, cfg SocketConfig) (s *Socket, err er
 	if err != nil {
 		return nil, err
 	}
-	s = &Socket{fd: fd, eventFD: -1, umem: u, ifindex: ifindex, queue: queue, cfg: cfg}
+	s := &Socket{fd: fd, eventFD: -1, umem: u, ifindex: ifindex, queue: queue, cfg: cfg}
 	defer func() {
 		if err != nil {
 			s.teardown()
@@ -560,7 +560,11 @@ func (s *Socket) Transmit(b *Batch) (int, error) {
 	}
 	want := uint32(len(b.descs))
 	if want == 0 {
-		return 0, s.kickIfNeeded()
+		// Kick only if frames wait on the ring for the kernel.
+		if s.tx.cachedProd != atomic.LoadUint32(s.tx.consumer) {
+			return 0, s.kickIfNeeded()
+		}
+		return 0, nil
 	}
 	r := s.tx
 	free := r.prodFree(want)
