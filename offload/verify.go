@@ -1,0 +1,580 @@
+package offload
+
+import (
+	"encoding/binary"
+	"errors"
+	"strconv"
+)
+
+// Sentinel errors of the checksum functions (FillChecksum, FillPartial,
+// PreparePartial). Test with errors.Is; the returned error also says why.
+var (
+	// ErrMalformed means the frame cannot be parsed: a truncated header,
+	// an IPv4 IHL below 5, an IP or transport length beyond the frame or
+	// inconsistent with another, an IPv6 extension header chain that runs
+	// past the packet or is longer than the walk's bound.
+	ErrMalformed = errors.New("malformed frame")
+	// ErrChecksumRange means csum_start/csum_offset do not point inside the
+	// frame.
+	ErrChecksumRange = errors.New("checksum offsets out of range")
+)
+
+// Bounds of the header walk.
+const (
+	// MaxVLANTags is the longest stack of 802.1Q/802.1ad tags the parser
+	// walks; a frame with more is malformed.
+	MaxVLANTags = 4
+	// MaxExtHeaders is the longest IPv6 extension header chain the parser
+	// walks (the kernel's ipv6_skip_exthdr is bounded only by the packet);
+	// a longer chain is malformed.
+	MaxExtHeaders = 16
+)
+
+// etherTypeQinQOld is the pre-standard 802.1ad TPID some switches still use.
+const etherTypeQinQOld = 0x9100
+
+// Verdict is the outcome of one checksum check.
+type Verdict uint8
+
+// Verdicts. The zero value is VerdictNone.
+const (
+	// VerdictNone: the frame carries no such checksum: the L3 verdict of
+	// IPv6 and non-IP frames; the L4 verdict of a protocol without a
+	// checksum this package knows, or of UDP over IPv4 with checksum 0.
+	VerdictNone Verdict = iota
+	// VerdictOK: the checksum is correct.
+	VerdictOK
+	// VerdictBad: the checksum is wrong (the kernel would count the packet
+	// in InCsumErrors and drop it).
+	VerdictBad
+	// VerdictSkipped: the checksum exists but this frame alone cannot
+	// verify it: a fragment (the transport checksum covers the reassembled
+	// datagram), an encrypted payload, an IPv6 routing header whose final
+	// destination cannot be found.
+	VerdictSkipped
+	// VerdictMalformed: the header that carries the checksum, or one in
+	// front of it, is truncated or has inconsistent lengths. The frame is
+	// invalid whatever the sum says.
+	VerdictMalformed
+)
+
+var verdictNames = [...]string{"none", "ok", "bad", "skipped", "malformed"}
+
+// String returns "none", "ok", "bad", "skipped" or "malformed".
+func (v Verdict) String() string {
+	if int(v) < len(verdictNames) {
+		return verdictNames[v]
+	}
+	return "Verdict(" + strconv.Itoa(int(v)) + ")"
+}
+
+// Reason says why a verdict is malformed, skipped or none, without
+// allocating. It is ReasonNone when both verdicts speak for themselves.
+type Reason uint8
+
+// Reasons.
+const (
+	ReasonNone Reason = iota
+
+	// Malformed frames.
+	ReasonShortEthernet    // frame shorter than an Ethernet header or a VLAN tag
+	ReasonVLANTags         // more than MaxVLANTags VLAN tags
+	ReasonIPVersion        // IP version field does not match the EtherType
+	ReasonShortIPHeader    // IP header (IPv4 IHL, IPv6 fixed header) beyond the end of the frame
+	ReasonIHL              // IPv4 header length below 20 bytes
+	ReasonIPLength         // IP length field beyond the frame or below the header length
+	ReasonExtHeader        // IPv6 extension header beyond the end of the packet
+	ReasonExtHeaderChain   // more than MaxExtHeaders IPv6 extension headers
+	ReasonHopByHop         // IPv6 hop-by-hop header not directly after the fixed header
+	ReasonRoutingHeader    // IPv6 routing header whose address list is inconsistent
+	ReasonShortL4Header    // transport header beyond the end of the packet
+	ReasonL4Length         // UDP length, UDP-Lite coverage or TCP data offset inconsistent with the IP length
+	reasonFirstSkipped     // (marker)
+	ReasonFragment         // fragment: the transport checksum covers the reassembled datagram
+	ReasonEncrypted        // ESP: the transport header is encrypted
+	ReasonRoutingUnknown   // IPv6 routing header of an unknown type with segments left: final destination unknown
+	reasonFirstNone        // (marker)
+	ReasonNotIP            // EtherType is neither IPv4 nor IPv6
+	ReasonNoChecksum       // transport protocol without a checksum this package knows
+	ReasonUDPZeroChecksum  // UDP over IPv4 with checksum 0: sender did not compute one
+	reasonFirstBad         // (marker)
+	ReasonUDP6ZeroChecksum // UDP over IPv6 with checksum 0 (RFC 8200 section 8.1: receivers discard it)
+)
+
+var reasonText = [...]string{
+	ReasonNone:             "",
+	ReasonShortEthernet:    "truncated Ethernet header or VLAN tag",
+	ReasonVLANTags:         "too many VLAN tags",
+	ReasonIPVersion:        "IP version does not match EtherType",
+	ReasonShortIPHeader:    "IP header beyond end of frame",
+	ReasonIHL:              "IPv4 header length below 20",
+	ReasonIPLength:         "IP length field beyond end of frame or below header length",
+	ReasonExtHeader:        "IPv6 extension header beyond end of packet",
+	ReasonExtHeaderChain:   "IPv6 extension header chain too long",
+	ReasonHopByHop:         "IPv6 hop-by-hop header not first",
+	ReasonRoutingHeader:    "inconsistent IPv6 routing header",
+	ReasonShortL4Header:    "transport header beyond end of packet",
+	ReasonL4Length:         "transport length inconsistent with IP length",
+	reasonFirstSkipped:     "",
+	ReasonFragment:         "fragment",
+	ReasonEncrypted:        "encrypted (ESP)",
+	ReasonRoutingUnknown:   "IPv6 routing header of unknown type, final destination unknown",
+	reasonFirstNone:        "",
+	ReasonNotIP:            "not IP",
+	ReasonNoChecksum:       "no transport checksum",
+	ReasonUDPZeroChecksum:  "UDP checksum 0 (none)",
+	reasonFirstBad:         "",
+	ReasonUDP6ZeroChecksum: "UDP checksum 0 over IPv6",
+}
+
+// String describes the reason in a few words ("" for ReasonNone).
+func (r Reason) String() string {
+	if int(r) < len(reasonText) {
+		return reasonText[r]
+	}
+	return "Reason(" + strconv.Itoa(int(r)) + ")"
+}
+
+// Malformed reports whether r explains a malformed frame.
+func (r Reason) Malformed() bool { return r > ReasonNone && r < reasonFirstSkipped }
+
+// RxResult is the checksum verdict on one received frame. It is a plain
+// value: VerifyRx does not allocate.
+type RxResult struct {
+	// EtherType of the network layer after any VLAN tags (EtherTypeIPv4,
+	// EtherTypeIPv6 or another); 0 if the Ethernet header is truncated.
+	EtherType uint16
+	// Proto is the transport protocol: IPv4 Protocol, or for IPv6 the next
+	// header after the extension headers. Valid when L4 is not malformed.
+	Proto uint8
+	// L3 is the IPv4 header checksum verdict: ok, bad, malformed (the IP
+	// header cannot be parsed; also for IPv6), or none (IPv6 has no header
+	// checksum; not IP).
+	L3 Verdict
+	// L4 is the transport checksum verdict (TCP, UDP, UDP-Lite, ICMP,
+	// ICMPv6). It is malformed whenever L3 is.
+	L4 Verdict
+	// Reason explains a malformed, skipped or none verdict, or a bad one
+	// that is not a wrong sum (UDP checksum 0 over IPv6).
+	Reason Reason
+	// L3Offset and L4Offset locate the IP and transport headers in the
+	// frame (0 when not found).
+	L3Offset, L4Offset int
+}
+
+// OK reports whether nothing is bad or malformed: every checksum the frame
+// carries and this frame can verify is correct.
+func (r RxResult) OK() bool { return !r.Bad() && !r.Malformed() }
+
+// Bad reports whether a checksum is wrong.
+func (r RxResult) Bad() bool { return r.L3 == VerdictBad || r.L4 == VerdictBad }
+
+// Malformed reports whether the frame cannot be parsed.
+func (r RxResult) Malformed() bool { return r.L3 == VerdictMalformed || r.L4 == VerdictMalformed }
+
+// L4Verified reports whether the transport checksum was verified correct:
+// what Linux marks CHECKSUM_UNNECESSARY.
+func (r RxResult) L4Verified() bool { return r.L4 == VerdictOK }
+
+// String describes the result on one line, e.g. "ipv4 ok, tcp ok",
+// "ipv6, udp bad", "ipv4 ok, udp none (UDP checksum 0 (none))",
+// "malformed (IP header beyond end of frame)".
+func (r RxResult) String() string {
+	if r.Malformed() {
+		return "malformed (" + r.Reason.String() + ")"
+	}
+	var s string
+	switch r.EtherType {
+	case EtherTypeIPv4:
+		s = "ipv4 " + r.L3.String()
+	case EtherTypeIPv6:
+		s = "ipv6"
+	default:
+		return "not ip (ethertype 0x" + strconv.FormatUint(uint64(r.EtherType), 16) + ")"
+	}
+	s += ", " + protoName(r.Proto) + " " + r.L4.String()
+	if r.Reason != ReasonNone {
+		s += " (" + r.Reason.String() + ")"
+	}
+	return s
+}
+
+// protoName names a transport protocol for String.
+func protoName(p uint8) string {
+	switch p {
+	case ProtoTCP:
+		return "tcp"
+	case ProtoUDP:
+		return "udp"
+	case ProtoUDPLite:
+		return "udplite"
+	case ProtoICMP:
+		return "icmp"
+	case ProtoICMPv6:
+		return "icmpv6"
+	case ProtoESP:
+		return "esp"
+	case ProtoNoNext:
+		return "no-next-header"
+	case ProtoFragment:
+		return "fragment"
+	}
+	return "proto " + strconv.Itoa(int(p))
+}
+
+// frameLayout is where the headers of a parsed frame are. Offsets are from the
+// start of the frame.
+type frameLayout struct {
+	etherType uint16
+	l3        int // IP header
+	l4        int // transport header (after IPv4 options / IPv6 extension headers)
+	end       int // end of the IP packet by its length field; bytes after it are link padding
+	proto     uint8
+	v6        bool
+	skip      Reason // ReasonFragment, ReasonEncrypted, ReasonRoutingUnknown: L4 not verifiable
+	dst6      int    // offset of the IPv6 destination address for the pseudo-header
+}
+
+// parseFrameLayout walks the Ethernet, VLAN and IP headers of frame (and the
+// IPv6 extension headers). A malformed frame returns a malformed reason;
+// a non-IP frame returns ReasonNotIP with etherType set.
+func parseFrameLayout(frame []byte) (frameLayout, Reason) {
+	var lo frameLayout
+	if len(frame) < EthernetLen {
+		return lo, ReasonShortEthernet
+	}
+	off := EthernetLen
+	et := binary.BigEndian.Uint16(frame[12:])
+	for tags := 0; et == EtherTypeVLAN || et == EtherTypeQinQ || et == etherTypeQinQOld; tags++ {
+		if tags == MaxVLANTags {
+			return lo, ReasonVLANTags
+		}
+		if len(frame) < off+VLANLen {
+			return lo, ReasonShortEthernet
+		}
+		et = binary.BigEndian.Uint16(frame[off+2:])
+		off += VLANLen
+	}
+	lo.etherType = et
+	lo.l3 = off
+	switch et {
+	case EtherTypeIPv4:
+		return parseLayoutIPv4(frame, lo)
+	case EtherTypeIPv6:
+		return parseLayoutIPv6(frame, lo)
+	}
+	return lo, ReasonNotIP
+}
+
+func parseLayoutIPv4(frame []byte, lo frameLayout) (frameLayout, Reason) {
+	p := frame[lo.l3:]
+	if len(p) < IPv4MinLen {
+		return lo, ReasonShortIPHeader
+	}
+	ip := IPv4(p)
+	if ip.Version() != 4 {
+		return lo, ReasonIPVersion
+	}
+	hl := ip.HeaderLength()
+	if hl < IPv4MinLen {
+		return lo, ReasonIHL
+	}
+	if hl > len(p) {
+		return lo, ReasonShortIPHeader
+	}
+	tl := int(ip.TotalLength())
+	if tl < hl || tl > len(p) {
+		return lo, ReasonIPLength
+	}
+	lo.l4 = lo.l3 + hl
+	lo.end = lo.l3 + tl
+	lo.proto = ip.Protocol()
+	if ip.IsFragment() {
+		lo.skip = ReasonFragment
+	} else if lo.proto == ProtoESP {
+		lo.skip = ReasonEncrypted
+	}
+	return lo, ReasonNone
+}
+
+func parseLayoutIPv6(frame []byte, lo frameLayout) (frameLayout, Reason) {
+	p := frame[lo.l3:]
+	if len(p) < IPv6Len {
+		return lo, ReasonShortIPHeader
+	}
+	ip := IPv6(p)
+	if ip.Version() != 6 {
+		return lo, ReasonIPVersion
+	}
+	end := IPv6Len + int(ip.PayloadLength())
+	if end > len(p) {
+		return lo, ReasonIPLength
+	}
+	lo.v6 = true
+	lo.end = lo.l3 + end
+	lo.dst6 = lo.l3 + 24
+	p = p[:end]
+	off := IPv6Len
+	nh := ip.NextHeader()
+	for n := 0; ; n++ {
+		var hlen int
+		switch nh {
+		case ProtoHopByHop, ProtoRouting, ProtoDstOpts, ProtoFragment, ProtoAH:
+		default:
+			lo.l4 = lo.l3 + off
+			lo.proto = nh
+			if nh == ProtoESP && lo.skip == ReasonNone {
+				lo.skip = ReasonEncrypted
+			}
+			return lo, ReasonNone
+		}
+		if n == MaxExtHeaders {
+			return lo, ReasonExtHeaderChain
+		}
+		if nh == ProtoHopByHop && n != 0 {
+			return lo, ReasonHopByHop
+		}
+		if len(p) < off+8 {
+			return lo, ReasonExtHeader
+		}
+		h := p[off:]
+		switch nh {
+		case ProtoFragment:
+			hlen = 8
+			// Offset and M flag; an atomic fragment (both zero, RFC 6946)
+			// is a whole datagram and is verified like one.
+			fo := binary.BigEndian.Uint16(h[2:])
+			if fo&0xfff9 != 0 {
+				lo.skip = ReasonFragment
+			}
+			if fo&0xfff8 != 0 {
+				// A later fragment: what follows is data, not headers.
+				lo.l4 = lo.l3 + off + hlen
+				lo.proto = h[0]
+				return lo, ReasonNone
+			}
+		case ProtoAH:
+			hlen = (int(h[1]) + 2) * 4
+		default:
+			hlen = (int(h[1]) + 1) * 8
+		}
+		if len(p) < off+hlen {
+			return lo, ReasonExtHeader
+		}
+		if nh == ProtoRouting {
+			if r := layoutRoutingDst(&lo, h[:hlen], lo.l3+off); r != ReasonNone {
+				if r.Malformed() {
+					return lo, r
+				}
+				if lo.skip == ReasonNone {
+					lo.skip = r
+				}
+			}
+		}
+		nh = h[0]
+		off += hlen
+	}
+}
+
+// layoutRoutingDst points lo.dst6 at the final destination named by a routing
+// header h (at frame offset at) whose segments-left field is nonzero: the
+// pseudo-header uses it (RFC 8200 section 8.1).
+func layoutRoutingDst(lo *frameLayout, h []byte, at int) Reason {
+	typ, left := h[2], int(h[3])
+	if left == 0 {
+		return ReasonNone // at the final destination: the fixed header holds it
+	}
+	n := (len(h) - 8) / 16 // addresses after the 8-byte routing header start
+	switch typ {
+	case 0, 2:
+		// RH0 (RFC 2460, deprecated) and type 2 (RFC 6275): the final
+		// destination is the last address of the list.
+		if n == 0 || left > n {
+			return ReasonRoutingHeader
+		}
+		lo.dst6 = at + 8 + 16*(n-1)
+	case 4:
+		// Segment routing header (RFC 8754): Segment List[0] is the last
+		// segment of the path; Last Entry is h[4].
+		if n == 0 || int(h[4]) >= n || left > int(h[4])+1 {
+			return ReasonRoutingHeader
+		}
+		lo.dst6 = at + 8
+	default:
+		return ReasonRoutingUnknown
+	}
+	return ReasonNone
+}
+
+// layoutL4Span checks the transport header of a parsed frame and returns the end
+// of the bytes its checksum covers (UDP length and UDP-Lite coverage can
+// end before the IP packet does) and the checksum field offset in the
+// frame. ok is false for a protocol without a known checksum.
+func layoutL4Span(frame []byte, lo frameLayout) (covEnd, field int, ok bool, r Reason) {
+	seg := frame[lo.l4:lo.end]
+	switch lo.proto {
+	case ProtoTCP:
+		if len(seg) < TCPMinLen {
+			return 0, 0, true, ReasonShortL4Header
+		}
+		if d := TCP(seg).DataOffset(); d < TCPMinLen || d > len(seg) {
+			return 0, 0, true, ReasonL4Length
+		}
+		return lo.end, lo.l4 + TCPChecksumOffset, true, ReasonNone
+	case ProtoUDP:
+		if len(seg) < UDPLen {
+			return 0, 0, true, ReasonShortL4Header
+		}
+		ul := int(UDP(seg).Length())
+		// Linux trims the datagram to the UDP length when it is shorter
+		// than the IP payload, and drops it when it is longer or below 8.
+		// UDP length 0 over IPv6 belongs to jumbograms, which do not fit a
+		// frame.
+		if ul < UDPLen || ul > len(seg) {
+			return 0, 0, true, ReasonL4Length
+		}
+		return lo.l4 + ul, lo.l4 + UDPChecksumOffset, true, ReasonNone
+	case ProtoUDPLite:
+		if len(seg) < UDPLen {
+			return 0, 0, true, ReasonShortL4Header
+		}
+		// RFC 3828: coverage 0 is the whole datagram, else at least the
+		// header and at most the datagram.
+		cov := int(UDP(seg).Length())
+		if cov == 0 {
+			cov = len(seg)
+		}
+		if cov < UDPLen || cov > len(seg) {
+			return 0, 0, true, ReasonL4Length
+		}
+		return lo.l4 + cov, lo.l4 + UDPChecksumOffset, true, ReasonNone
+	case ProtoICMP, ProtoICMPv6:
+		if len(seg) < ICMPLen {
+			return 0, 0, true, ReasonShortL4Header
+		}
+		return lo.end, lo.l4 + ICMPChecksumOffset, true, ReasonNone
+	}
+	return 0, 0, false, ReasonNone
+}
+
+// layoutPseudoSum returns the pseudo-header sum of a parsed frame's transport
+// segment (0 for ICMP over IPv4, which has none). The length is that of
+// the whole transport segment (the IP payload), also for UDP-Lite.
+func layoutPseudoSum(frame []byte, lo frameLayout) uint16 {
+	if lo.proto == ProtoICMP && !lo.v6 {
+		return 0
+	}
+	length := lo.end - lo.l4
+	if lo.proto == ProtoUDP {
+		length = int(binary.BigEndian.Uint16(frame[lo.l4+4:])) // the trimmed datagram
+	}
+	if lo.v6 {
+		return PseudoHeaderIPv6([16]byte(frame[lo.l3+8:lo.l3+24]), [16]byte(frame[lo.dst6:lo.dst6+16]), lo.proto, uint32(length))
+	}
+	ip := IPv4(frame[lo.l3:])
+	return PseudoHeaderIPv4(ip.Src(), ip.Dst(), lo.proto, uint16(length))
+}
+
+// VerifyRx checks the checksums of a received Ethernet frame and returns
+// a verdict per layer: the IPv4 header checksum, and the TCP, UDP,
+// UDP-Lite, ICMP or ICMPv6 checksum. It sums the bytes itself; a caller
+// that already has a CHECKSUM_COMPLETE sum uses VerifyRxComplete instead.
+//
+// The frame starts with the Ethernet II header, may carry 802.1Q/802.1ad
+// tags, and ends where the received bytes end (link padding after the IP
+// packet is ignored; no FCS). VerifyRx never writes to frame and does not
+// allocate.
+func VerifyRx(frame []byte) RxResult {
+	return verifyRx(frame, 0, false)
+}
+
+// VerifyRxComplete is VerifyRx for a caller that has a complete sum, as a
+// NIC reports it with Linux CHECKSUM_COMPLETE (ravb, mlx5, …): sum is the
+// 16-bit one's complement sum, not complemented, of frame[EthernetLen:] —
+// every byte after the 14-byte Ethernet header to the end of the frame:
+// VLAN tags, IP header, payload and link padding — as
+// Checksum(frame[EthernetLen:], 0) computes it. (Linux keeps skb->csum as
+// a 32-bit __wsum in network byte order; fold it and read it big-endian.)
+//
+// The transport checksum is then derived as the kernel does it: the sums
+// of the VLAN tags, the IP header (and extension headers) and the bytes
+// after the transport segment are subtracted from sum, so the payload is
+// not read again. The IPv4 header checksum is computed from the header.
+func VerifyRxComplete(frame []byte, sum uint16) RxResult {
+	return verifyRx(frame, sum, true)
+}
+
+func verifyRx(frame []byte, sum uint16, haveSum bool) RxResult {
+	var res RxResult
+	lo, r := parseFrameLayout(frame)
+	res.EtherType = lo.etherType
+	res.L3Offset = lo.l3
+	if r != ReasonNone {
+		res.Reason = r
+		if r.Malformed() {
+			res.L3, res.L4 = VerdictMalformed, VerdictMalformed
+		}
+		return res
+	}
+	res.Proto = lo.proto
+	res.L4Offset = lo.l4
+	if !lo.v6 {
+		if Checksum(frame[lo.l3:lo.l4], 0) == 0xffff {
+			res.L3 = VerdictOK
+		} else {
+			res.L3 = VerdictBad
+		}
+	}
+	if lo.skip != ReasonNone {
+		res.L4, res.Reason = VerdictSkipped, lo.skip
+		return res
+	}
+	covEnd, field, known, r := layoutL4Span(frame, lo)
+	if !known {
+		res.Reason = ReasonNoChecksum
+		return res
+	}
+	if r != ReasonNone {
+		res.L4, res.Reason = VerdictMalformed, r
+		return res
+	}
+	check := binary.BigEndian.Uint16(frame[field:])
+	if lo.proto == ProtoUDP && check == 0 {
+		if lo.v6 {
+			res.L4, res.Reason = VerdictBad, ReasonUDP6ZeroChecksum
+		} else {
+			res.Reason = ReasonUDPZeroChecksum
+		}
+		return res
+	}
+	var l4 uint16
+	if haveSum {
+		// Subtract everything in front of the transport header after the
+		// Ethernet header (tags, IP header, extension headers) and
+		// everything after the covered bytes. Offsets are relative to
+		// EthernetLen; the front part has even length, the back part
+		// starts at an odd position when covEnd-EthernetLen is odd, and
+		// then its sum is byte-swapped (RFC 1071 section 1.2(B)).
+		l4 = onesSub(sum, Checksum(frame[EthernetLen:lo.l4], 0))
+		if covEnd < len(frame) {
+			tail := Checksum(frame[covEnd:], 0)
+			if (covEnd-EthernetLen)&1 != 0 {
+				tail = tail<<8 | tail>>8
+			}
+			l4 = onesSub(l4, tail)
+		}
+	} else {
+		l4 = Checksum(frame[lo.l4:covEnd], 0)
+	}
+	if s := Combine(l4, layoutPseudoSum(frame, lo)); s == 0xffff || s == 0 {
+		// 0 and 0xffff are the same value in one's complement; a derived
+		// sum can land on either.
+		res.L4 = VerdictOK
+	} else {
+		res.L4 = VerdictBad
+	}
+	return res
+}
+
+// onesSub subtracts b from a in one's complement arithmetic.
+func onesSub(a, b uint16) uint16 { return Combine(a, ^b) }
