@@ -221,7 +221,8 @@ func buildInstructions(mapFD int, rules []Rule, kfunc btf.TypeID) asm.Instructio
 			asm.Mov.Imm(asm.R2, -rxMetaLen),
 			asm.FnXdpAdjustMeta.Call(),
 			asm.JNE.Imm(asm.R0, 0, "meta_done"),
-			asm.StoreImm(asm.RFP, -8, 0, asm.DWord),
+			asm.Mov.Imm(asm.R1, 0),
+			asm.StoreMem(asm.RFP, -8, asm.R1, asm.DWord),
 			asm.Mov.Reg(asm.R1, asm.R6),
 			asm.Mov.Reg(asm.R2, asm.RFP),
 			asm.Add.Imm(asm.R2, -8),
@@ -242,7 +243,8 @@ func buildInstructions(mapFD int, rules []Rule, kfunc btf.TypeID) asm.Instructio
 			asm.JNE.Imm(asm.R7, 0, "meta_store"),
 			asm.Mov.Imm(asm.R4, rxMetaHashValid),
 			asm.StoreMem(asm.R2, 8, asm.R4, asm.Word).WithSymbol("meta_store"),
-			asm.StoreImm(asm.R2, 12, 0, asm.Word),
+			asm.Mov.Imm(asm.R4, 0),
+			asm.StoreMem(asm.R2, 12, asm.R4, asm.Word),
 			asm.Mov.Imm(asm.R0, 0).WithSymbol("meta_done"),
 		)
 	}

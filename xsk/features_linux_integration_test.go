@@ -1,0 +1,329 @@
+//go:build linux
+
+package xsk_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"net/netip"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xdpio/xdpio/internal/netnstest"
+	"github.com/xdpio/xdpio/xsk"
+)
+
+// receivePackets collects whole packets (multi-buffer fragments joined)
+// from s until want packets arrived or the timeout passed.
+func receivePackets(t *testing.T, s *xsk.Socket, want int, timeout time.Duration) (pkts [][]byte, frags []int) {
+	t.Helper()
+	b := s.NewBatch(64)
+	deadline := time.Now().Add(timeout)
+	var cur []byte
+	n := 0
+	for len(pkts) < want && time.Now().Before(deadline) {
+		if s.Receive(b) == 0 {
+			s.Wait(10*time.Millisecond, false)
+			continue
+		}
+		for i := 0; i < b.Len(); i++ {
+			cur = append(cur, b.Frame(i)...)
+			n++
+			if !b.Desc(i).More() {
+				pkts = append(pkts, cur)
+				frags = append(frags, n)
+				cur, n = nil, 0
+			}
+		}
+		s.Release(b)
+	}
+	if cur != nil {
+		t.Errorf("a packet ended without its last fragment after a full batch: %d bytes", len(cur))
+	}
+	return pkts, frags
+}
+
+func TestMultiBuffer(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 1, MTU: 9000})
+	d := openOn(t, pair.B, xsk.Config{
+		Socket:  xsk.SocketConfig{MultiBuffer: true},
+		Program: xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(testPort)}},
+	})
+	s := d.Sockets()[0]
+
+	// RX: 8000-byte datagrams from the kernel span several 4096-byte frames.
+	const count, size = 20, 8000
+	sendUDP(t, pair.A, netip.AddrPortFrom(pair.B.IPv4, testPort), 1, count, size, 0)
+	pkts, frags := receivePackets(t, s, count, 10*time.Second)
+	if len(pkts) != count {
+		st, _ := s.Stats()
+		t.Fatalf("received %d packets of %d; stats %+v", len(pkts), count, st)
+	}
+	for i, p := range pkts {
+		payload, ok := udpPayload(p, testPort)
+		if !ok || len(payload) != size {
+			t.Fatalf("packet %d: %d bytes, UDP payload ok=%v len %d, want %d", i, len(p), ok, len(payload), size)
+		}
+		seq := binary.BigEndian.Uint64(payload)
+		for j := 8; j < size; j++ {
+			if payload[j] != byte(int(seq)+j) {
+				t.Fatalf("packet %d byte %d corrupted", i, j)
+			}
+		}
+		if frags[i] < 2 {
+			t.Errorf("packet %d of %d bytes came in %d descriptor(s), want a multi-buffer chain", i, len(p), frags[i])
+		}
+	}
+
+	// TX: a 8000-byte datagram sent as a chain of frames arrives whole.
+	dst := netip.AddrPortFrom(pair.A.IPv4, 9001)
+	ln := listenUDP(t, pair.A, dst)
+	payload := bytes.Repeat([]byte("multi-buffer "), 600)[:7800]
+	frame := udpFrame(pair.B.MAC, pair.A.MAC, netip.AddrPortFrom(pair.B.IPv4, 7000), dst, payload)
+	b := s.NewBatch(8)
+	chunk := 3000
+	nfr := (len(frame) + chunk - 1) / chunk
+	if got := s.Alloc(b, nfr); got != nfr {
+		t.Fatalf("Alloc %d frames, got %d", nfr, got)
+	}
+	for i := 0; i < nfr; i++ {
+		part := frame[i*chunk : min(len(frame), (i+1)*chunk)]
+		b.SetLen(i, copy(b.Buffer(i), part))
+		if i < nfr-1 {
+			b.SetOptions(i, xsk.OptContinues)
+		}
+	}
+	if n, err := s.Transmit(b); err != nil || n != nfr {
+		t.Fatalf("Transmit = %d, %v; want %d", n, err, nfr)
+	}
+	got := readAll(ln, 1, 5*time.Second)
+	if len(got) != 1 || !bytes.Equal(got[0], payload) {
+		st, _ := s.Stats()
+		t.Fatalf("kernel received %d datagrams (want 1 of %d bytes); stats %+v", len(got), len(payload), st)
+	}
+}
+
+// TestOversizeWithoutMultiBuffer: a packet larger than a frame on a socket
+// without multi-buffer is not delivered, and the loss is visible in the
+// kernel's counters.
+func TestOversizeWithoutMultiBuffer(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 1, MTU: 9000})
+	d := openOn(t, pair.B, xsk.Config{Program: xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(testPort)}}})
+	s := d.Sockets()[0]
+	sendUDP(t, pair.A, netip.AddrPortFrom(pair.B.IPv4, testPort), 1, 10, 8000, 0)
+	sendUDP(t, pair.A, netip.AddrPortFrom(pair.B.IPv4, testPort), 1, 5, 1000, 0)
+	pkts, _ := receivePackets(t, s, 5, 5*time.Second)
+	if len(pkts) != 5 {
+		t.Fatalf("received %d small packets, want 5", len(pkts))
+	}
+	st, err := s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.RxDropped+st.RxInvalidDescs < 10 {
+		t.Fatalf("10 oversize packets were not counted: %+v", st)
+	}
+}
+
+func TestRxHashMetadata(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	d := openOn(t, pair.B, xsk.Config{Program: xsk.ProgramConfig{RxHash: true, Filter: []xsk.Rule{xsk.UDPPort(testPort)}}})
+	const flows, count = 8, 400
+	hashes := map[uint16]map[uint32]bool{} // source port -> hashes seen
+	var missing int
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		got := 0
+		for ctx.Err() == nil && got < count {
+			for _, s := range d.Sockets() {
+				b := s.NewBatch(64)
+				s.Receive(b)
+				for i := 0; i < b.Len(); i++ {
+					f := b.Frame(i)
+					if _, ok := udpPayload(f, testPort); !ok {
+						continue
+					}
+					got++
+					sport := binary.BigEndian.Uint16(f[34:])
+					h, _, ok := b.RxHash(i)
+					if !ok {
+						missing++
+						continue
+					}
+					if hashes[sport] == nil {
+						hashes[sport] = map[uint32]bool{}
+					}
+					hashes[sport][h] = true
+				}
+				s.Release(b)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	sendUDP(t, pair.A, netip.AddrPortFrom(pair.B.IPv4, testPort), flows, count, 64, 100*time.Microsecond)
+	<-done
+	if missing > 0 {
+		t.Fatalf("%d frames without an RX hash (veth computes one for every skb)", missing)
+	}
+	if len(hashes) != flows {
+		t.Fatalf("hashes for %d flows, want %d", len(hashes), flows)
+	}
+	distinct := map[uint32]bool{}
+	for sport, hs := range hashes {
+		if len(hs) != 1 {
+			t.Errorf("flow from port %d has %d different hashes, want 1", sport, len(hs))
+		}
+		for h := range hs {
+			distinct[h] = true
+		}
+	}
+	if len(distinct) < flows-1 {
+		t.Errorf("%d flows share %d hashes: the hash does not tell flows apart", flows, len(distinct))
+	}
+}
+
+// snmpCounter reads one counter (e.g. "Udp", "InCsumErrors") from
+// /proc/net/snmp inside h's namespace.
+func snmpCounter(t *testing.T, h *netnstest.Host, proto, name string) int {
+	t.Helper()
+	out, err := h.Command(context.Background(), "cat", "/proc/net/snmp").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var header []string
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != proto+":" {
+			continue
+		}
+		if header == nil {
+			header = f
+			continue
+		}
+		for i, k := range header {
+			if k == name && i < len(f) {
+				v, _ := strconv.Atoi(f[i])
+				return v
+			}
+		}
+	}
+	t.Fatalf("no %s %s in /proc/net/snmp", proto, name)
+	return 0
+}
+
+// TestTxChecksumOffload asks the kernel, through AF_XDP TX metadata, to
+// fill the UDP checksum (copy mode computes it in software with
+// XDP_UMEM_TX_SW_CSUM). The peer's kernel verifies checksums (rx-checksumming
+// off on its veth), so a datagram that arrives carries a correct one; a
+// frame with a wrong checksum and no request is dropped and counted.
+func TestTxChecksumOffload(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 1})
+	var d *xsk.Device
+	err := pair.B.Do(func() (err error) {
+		d, err = xsk.Open(pair.B.Link, xsk.Config{UMEM: xsk.UMEMConfig{TxSoftwareChecksum: true}})
+		return
+	})
+	if errors.Is(err, xsk.ErrInvalidConfig) {
+		t.Skipf("kernel lacks TX metadata software checksum: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if out, err := pair.A.Command(context.Background(), "ethtool", "-K", pair.A.Link, "rx", "off").CombinedOutput(); err != nil {
+		t.Fatalf("ethtool -K rx off: %v\n%s", err, out)
+	}
+	s := d.Sockets()[0]
+	dst := netip.AddrPortFrom(pair.A.IPv4, 9001)
+	ln := listenUDP(t, pair.A, dst)
+	src := netip.AddrPortFrom(pair.B.IPv4, 7000)
+
+	send := func(frame []byte, request bool) {
+		t.Helper()
+		b := s.NewBatch(1)
+		if s.Alloc(b, 1) != 1 {
+			t.Fatal("no free frame")
+		}
+		b.SetLen(0, copy(b.Buffer(0), frame))
+		if request && !b.RequestChecksum(0, 14+20, 6) {
+			t.Fatal("RequestChecksum refused on a UMEM with TX metadata")
+		}
+		if _, err := s.Transmit(b); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 100 && s.TxPending() > 0; i++ {
+			time.Sleep(time.Millisecond)
+			s.Complete()
+		}
+	}
+	errsBefore := snmpCounter(t, pair.A, "Udp", "InCsumErrors")
+
+	// Partial frame: the checksum field holds the pseudo-header sum only.
+	payload := []byte("checksum filled by the kernel from TX metadata")
+	f := udpFrame(pair.B.MAC, pair.A.MAC, src, dst, payload)
+	udpLen := 8 + len(payload)
+	s4, d4 := src.Addr().As4(), dst.Addr().As4()
+	pseudo := refSum(append(append(append([]byte{}, s4[:]...), d4[:]...), 0, 17, byte(udpLen>>8), byte(udpLen)))
+	binary.BigEndian.PutUint16(f[14+20+6:], pseudo)
+	send(f, true)
+	if got := readAll(ln, 1, 3*time.Second); len(got) != 1 || !bytes.Equal(got[0], payload) {
+		t.Fatalf("datagram with a kernel-filled checksum not delivered (got %d)", len(got))
+	}
+	if e := snmpCounter(t, pair.A, "Udp", "InCsumErrors"); e != errsBefore {
+		t.Fatalf("InCsumErrors rose from %d to %d", errsBefore, e)
+	}
+
+	// Negative control: the same partial frame without the request is
+	// dropped by the peer as a checksum error.
+	send(f, false)
+	if got := readAll(ln, 1, 300*time.Millisecond); len(got) != 0 {
+		t.Fatal("a frame with a partial checksum was delivered: the peer does not verify checksums, the test proves nothing")
+	}
+	if e := snmpCounter(t, pair.A, "Udp", "InCsumErrors"); e != errsBefore+1 {
+		t.Fatalf("InCsumErrors %d, want %d", e, errsBefore+1)
+	}
+}
+
+func TestUnalignedAndHeadroom(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	d := openOn(t, pair.B, xsk.Config{
+		UMEM:    xsk.UMEMConfig{Unaligned: true, FrameSize: 3000, Headroom: 128},
+		Program: xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(testPort)}},
+	})
+	const count = 3000
+	done := make(chan *collector)
+	go func() { done <- collect(t, d.Sockets(), testPort, count, 20*time.Second) }()
+	sent := sendUDP(t, pair.A, netip.AddrPortFrom(pair.B.IPv4, testPort), 16, count, 1000, 200*time.Microsecond)
+	c := <-done
+	if c.frames != count || c.bytes != sent || len(c.payloads) != count {
+		t.Fatalf("unaligned 3000-byte frames: received %v, want %d frames", c, count)
+	}
+	for _, s := range d.Sockets() {
+		checkAccounting(t, s)
+	}
+}
+
+func TestBusyPoll(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 1})
+	d := openOn(t, pair.B, xsk.Config{
+		Socket:  xsk.SocketConfig{BusyPoll: xsk.BusyPoll{Timeout: 20 * time.Microsecond, Budget: 64}},
+		Program: xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(testPort)}},
+	})
+	done := make(chan *collector)
+	go func() { done <- collect(t, d.Sockets(), testPort, 500, 10*time.Second) }()
+	sendUDP(t, pair.A, netip.AddrPortFrom(pair.B.IPv4, testPort), 4, 500, 100, 100*time.Microsecond)
+	if c := <-done; c.frames != 500 {
+		t.Fatalf("busy poll: received %v, want 500", c)
+	}
+	st, _ := d.Sockets()[0].Stats()
+	if st.Wakeups == 0 {
+		t.Errorf("busy poll on, but Receive never drove the device (no wake-up syscalls)")
+	}
+}
