@@ -65,19 +65,52 @@ type segLayout struct {
 // transport header of protocol want (TCP or UDP). op names the operation for
 // error messages.
 func parseSegLayout(frame []byte, want uint8, op string) (segLayout, error) {
+	lo, e := parseLayout(frame, want)
+	if e.kind != nil {
+		return lo, e.err(op)
+	}
+	return lo, nil
+}
+
+// layoutErr describes a parse failure without allocating; err formats it.
+type layoutErr struct {
+	kind error
+	msg  string
+	args [2]int
+	n    int
+}
+
+func lerr(kind error, msg string, args ...int) layoutErr {
+	e := layoutErr{kind: kind, msg: msg, n: len(args)}
+	copy(e.args[:], args)
+	return e
+}
+
+func (e layoutErr) err(op string) error {
+	a := make([]any, 0, 4)
+	a = append(a, op, e.kind)
+	for _, v := range e.args[:e.n] {
+		a = append(a, v)
+	}
+	return fmt.Errorf("%s: %w: "+e.msg, a...)
+}
+
+// parseLayout is parseSegLayout without the allocation of an error value,
+// for GRO, which meets non-TCP frames all the time.
+func parseLayout(frame []byte, want uint8) (segLayout, layoutErr) {
 	var lo segLayout
 	if len(frame) < 14 {
-		return lo, fmt.Errorf("%s: %w: %d bytes is shorter than an Ethernet header", op, ErrInvalidFrame, len(frame))
+		return lo, lerr(ErrInvalidFrame, "%d bytes is shorter than an Ethernet header", len(frame))
 	}
 	off := 12
 	et := binary.BigEndian.Uint16(frame[off:])
 	for tags := 0; et == etherTypeVLAN || et == etherTypeQinQ || et == etherTypeQinQ2; tags++ {
 		if tags == segMaxVLANTags {
-			return lo, fmt.Errorf("%s: %w: more than %d VLAN tags", op, ErrInvalidFrame, segMaxVLANTags)
+			return lo, lerr(ErrInvalidFrame, "more than %d VLAN tags", segMaxVLANTags)
 		}
 		off += 4
 		if len(frame) < off+2 {
-			return lo, fmt.Errorf("%s: %w: truncated VLAN tag", op, ErrInvalidFrame)
+			return lo, lerr(ErrInvalidFrame, "truncated VLAN tag")
 		}
 		et = binary.BigEndian.Uint16(frame[off:])
 	}
@@ -86,21 +119,21 @@ func parseSegLayout(frame []byte, want uint8, op string) (segLayout, error) {
 	switch et {
 	case etherTypeIPv4:
 		if len(ip) < 20 {
-			return lo, fmt.Errorf("%s: %w: truncated IPv4 header (%d bytes)", op, ErrInvalidFrame, len(ip))
+			return lo, lerr(ErrInvalidFrame, "truncated IPv4 header (%d bytes)", len(ip))
 		}
 		if v := ip[0] >> 4; v != 4 {
-			return lo, fmt.Errorf("%s: %w: IP version %d in an IPv4 EtherType frame", op, ErrInvalidFrame, v)
+			return lo, lerr(ErrInvalidFrame, "IP version %d in an IPv4 EtherType frame", int(v))
 		}
 		ihl := int(ip[0]&0x0f) * 4
 		if ihl < 20 {
-			return lo, fmt.Errorf("%s: %w: IPv4 header length %d < 20", op, ErrInvalidFrame, ihl)
+			return lo, lerr(ErrInvalidFrame, "IPv4 header length %d < 20", ihl)
 		}
 		tot := int(binary.BigEndian.Uint16(ip[2:]))
 		if tot < ihl {
-			return lo, fmt.Errorf("%s: %w: IPv4 total length %d < header length %d", op, ErrInvalidFrame, tot, ihl)
+			return lo, lerr(ErrInvalidFrame, "IPv4 total length %d < header length %d", tot, ihl)
 		}
 		if tot > len(ip) {
-			return lo, fmt.Errorf("%s: %w: IPv4 total length %d beyond the %d bytes after the link header", op, ErrInvalidFrame, tot, len(ip))
+			return lo, lerr(ErrInvalidFrame, "IPv4 total length %d beyond the %d bytes after the link header", tot, len(ip))
 		}
 		lo.ipOpt = ihl > 20
 		lo.frag = binary.BigEndian.Uint16(ip[6:])&0x3fff != 0
@@ -109,18 +142,18 @@ func parseSegLayout(frame []byte, want uint8, op string) (segLayout, error) {
 		lo.end = lo.l3 + tot
 	case etherTypeIPv6:
 		if len(ip) < 40 {
-			return lo, fmt.Errorf("%s: %w: truncated IPv6 header (%d bytes)", op, ErrInvalidFrame, len(ip))
+			return lo, lerr(ErrInvalidFrame, "truncated IPv6 header (%d bytes)", len(ip))
 		}
 		if v := ip[0] >> 4; v != 6 {
-			return lo, fmt.Errorf("%s: %w: IP version %d in an IPv6 EtherType frame", op, ErrInvalidFrame, v)
+			return lo, lerr(ErrInvalidFrame, "IP version %d in an IPv6 EtherType frame", int(v))
 		}
 		lo.v6 = true
 		plen := int(binary.BigEndian.Uint16(ip[4:]))
 		if plen == 0 {
-			return lo, fmt.Errorf("%s: %w: IPv6 payload length 0 (jumbograms are not supported)", op, ErrInvalidFrame)
+			return lo, lerr(ErrInvalidFrame, "IPv6 payload length 0 (jumbograms are not supported)")
 		}
 		if 40+plen > len(ip) {
-			return lo, fmt.Errorf("%s: %w: IPv6 payload length %d beyond the %d bytes after the IPv6 header", op, ErrInvalidFrame, plen, len(ip)-40)
+			return lo, lerr(ErrInvalidFrame, "IPv6 payload length %d beyond the %d bytes after the IPv6 header", plen, len(ip)-40)
 		}
 		lo.end = lo.l3 + 40 + plen
 		nh := ip[6]
@@ -130,13 +163,13 @@ func parseSegLayout(frame []byte, want uint8, op string) (segLayout, error) {
 				break
 			}
 			if n == segMaxExtHeaders {
-				return lo, fmt.Errorf("%s: %w: more than %d IPv6 extension headers", op, ErrInvalidFrame, segMaxExtHeaders)
+				return lo, lerr(ErrInvalidFrame, "more than %d IPv6 extension headers", segMaxExtHeaders)
 			}
 			if nh == ip6HopByHop && n != 0 {
-				return lo, fmt.Errorf("%s: %w: IPv6 hop-by-hop options header not first", op, ErrInvalidFrame)
+				return lo, lerr(ErrInvalidFrame, "IPv6 hop-by-hop options header not first")
 			}
 			if off+8 > lo.end {
-				return lo, fmt.Errorf("%s: %w: truncated IPv6 extension header %d", op, ErrInvalidFrame, nh)
+				return lo, lerr(ErrInvalidFrame, "truncated IPv6 extension header %d", int(nh))
 			}
 			hl := 8
 			if nh == ip6Fragment {
@@ -145,7 +178,7 @@ func parseSegLayout(frame []byte, want uint8, op string) (segLayout, error) {
 				hl = (int(frame[off+1]) + 1) * 8
 			}
 			if off+hl > lo.end {
-				return lo, fmt.Errorf("%s: %w: IPv6 extension header %d of %d bytes runs past the packet", op, ErrInvalidFrame, nh, hl)
+				return lo, lerr(ErrInvalidFrame, "IPv6 extension header %d of %d bytes runs past the packet", int(nh), hl)
 			}
 			nh = frame[off]
 			off += hl
@@ -153,37 +186,37 @@ func parseSegLayout(frame []byte, want uint8, op string) (segLayout, error) {
 		lo.proto = nh
 		lo.l4 = off
 	default:
-		return lo, fmt.Errorf("%s: %w: EtherType %#04x is not IPv4 or IPv6", op, ErrWrongProtocol, et)
+		return lo, lerr(ErrWrongProtocol, "EtherType %#04x is not IPv4 or IPv6", int(et))
 	}
 	if lo.frag {
-		return lo, fmt.Errorf("%s: %w: IP fragment", op, ErrInvalidFrame)
+		return lo, lerr(ErrInvalidFrame, "IP fragment")
 	}
 	if lo.proto != want {
-		return lo, fmt.Errorf("%s: %w: IP protocol %d, want %d", op, ErrWrongProtocol, lo.proto, want)
+		return lo, lerr(ErrWrongProtocol, "IP protocol %d, want %d", int(lo.proto), int(want))
 	}
 	switch want {
 	case ipProtoTCP:
 		if lo.end-lo.l4 < 20 {
-			return lo, fmt.Errorf("%s: %w: truncated TCP header (%d bytes)", op, ErrInvalidFrame, lo.end-lo.l4)
+			return lo, lerr(ErrInvalidFrame, "truncated TCP header (%d bytes)", lo.end-lo.l4)
 		}
 		thl := int(frame[lo.l4+12]>>4) * 4
 		if thl < 20 {
-			return lo, fmt.Errorf("%s: %w: TCP data offset %d < 20", op, ErrInvalidFrame, thl)
+			return lo, lerr(ErrInvalidFrame, "TCP data offset %d < 20", thl)
 		}
 		if lo.l4+thl > lo.end {
-			return lo, fmt.Errorf("%s: %w: TCP header length %d beyond the %d bytes of the segment", op, ErrInvalidFrame, thl, lo.end-lo.l4)
+			return lo, lerr(ErrInvalidFrame, "TCP header length %d beyond the %d bytes of the segment", thl, lo.end-lo.l4)
 		}
 		lo.pay = lo.l4 + thl
 	case ipProtoUDP:
 		if lo.end-lo.l4 < 8 {
-			return lo, fmt.Errorf("%s: %w: truncated UDP header (%d bytes)", op, ErrInvalidFrame, lo.end-lo.l4)
+			return lo, lerr(ErrInvalidFrame, "truncated UDP header (%d bytes)", lo.end-lo.l4)
 		}
 		if ul := int(binary.BigEndian.Uint16(frame[lo.l4+4:])); ul != lo.end-lo.l4 {
-			return lo, fmt.Errorf("%s: %w: UDP length %d, IP says %d", op, ErrInvalidFrame, ul, lo.end-lo.l4)
+			return lo, lerr(ErrInvalidFrame, "UDP length %d, IP says %d", ul, lo.end-lo.l4)
 		}
 		lo.pay = lo.l4 + 8
 	}
-	return lo, nil
+	return lo, layoutErr{}
 }
 
 // pseudoSum returns the pseudo-header sum of the IP header at ip for an L4

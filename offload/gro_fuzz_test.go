@@ -1,0 +1,101 @@
+package offload
+
+import (
+	"bytes"
+	"os"
+	"testing"
+)
+
+// groWeight is the number of TCP payload bytes in a frame, or its length
+// if it is not a TCP frame: GRO must conserve the total.
+func groWeight(f []byte) int {
+	lo, e := parseLayout(f, ipProtoTCP)
+	if e.kind != nil {
+		return len(f)
+	}
+	return lo.end - lo.pay
+}
+
+// FuzzGRO feeds GRO the segments Segment makes of the input (with one byte
+// of one segment flipped, to exercise the flush paths), the input itself
+// and two pieces of it, and requires: no panic; every output frame is
+// either a copy of an input frame or a merged TCP frame whose checksums
+// verify; payload bytes are conserved; the input is not modified.
+func FuzzGRO(f *testing.F) {
+	fuzzSeeds(f, false)
+	f.Fuzz(func(t *testing.T, frame []byte, mss uint16, flip bool) {
+		if mss != 0 && int(mss) < len(frame)/64 {
+			mss = uint16(len(frame)/64 + 1)
+		}
+		in := append([]byte(nil), frame...)
+		segs, _ := Segment(nil, frame, SegmentOptions{MSS: int(mss)})
+		if flip && len(segs) > 1 {
+			s := segs[len(segs)/2]
+			s[int(mss)%len(s)] ^= 0x10
+		}
+		inputs := append(segs, frame, frame[:len(frame)/2], frame[len(frame)/2:])
+		for _, partial := range []bool{false, true} {
+			g, err := NewGRO(GROOptions{PartialChecksum: partial, MaxFlows: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out [][]byte
+			for _, x := range inputs {
+				out = g.Feed(out, x)
+			}
+			out = g.Flush(out)
+			if g.Held() != 0 {
+				t.Fatalf("%d held after Flush", g.Held())
+			}
+			win, wout := 0, 0
+			for _, x := range inputs {
+				win += groWeight(x)
+			}
+			for _, o := range out {
+				wout += groWeight(o)
+				copyOfInput := false
+				for _, x := range inputs {
+					if bytes.Equal(o, x) {
+						copyOfInput = true
+						break
+					}
+				}
+				if copyOfInput || partial {
+					continue
+				}
+				lo, err := parseSegLayout(o, ipProtoTCP, "fuzz")
+				if err != nil {
+					t.Fatalf("merged frame does not parse: %v", err)
+				}
+				if err := refVerify(o, lo); err != nil {
+					t.Fatalf("merged frame: %v", err)
+				}
+			}
+			if win != wout {
+				t.Fatalf("payload bytes in %d, out %d", win, wout)
+			}
+		}
+		if !bytes.Equal(in, frame) {
+			t.Fatal("GRO modified its input")
+		}
+	})
+}
+
+func TestWriteGROCorpus(t *testing.T) {
+	if os.Getenv("XDPIO_WRITE_CORPUS") != "1" {
+		t.Skip("set XDPIO_WRITE_CORPUS=1 to rewrite the seed corpus")
+	}
+	var n int
+	for _, s := range []superSpec{
+		{payload: 6000, tsopt: true, flags: tcpACK | tcpPSH, id: 0xfffe},
+		{v6: true, ext: true, vlans: 1, payload: 4000, flags: tcpACK | tcpFIN},
+		{vlans: 2, ipOpts: true, payload: 3000, flags: tcpACK},
+		{payload: 3001, flags: tcpACK | tcpCWR},
+		{payload: 100, flags: tcpACK | tcpSYN},
+	} {
+		for _, mss := range []uint16{1000, 1448} {
+			writeCorpus(t, "FuzzGRO", &n, buildSuper(t, s), mss, mss == 1000)
+		}
+	}
+	writeCorpus(t, "FuzzGRO", &n, []byte("not a frame"), uint16(10), false)
+}
