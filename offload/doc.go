@@ -1,9 +1,41 @@
 // Package offload does in software what NICs offload in hardware, on plain
-// Ethernet frames held in []byte: the Internet checksum and pseudo-header
-// sums, RX checksum verdicts from one CHECKSUM_COMPLETE-style sum, TX
-// checksum fill, TCP segmentation (TSO), UDP segmentation and receive
-// coalescing (GRO).
+// Ethernet frames held in []byte (Ethernet II, optional 802.1Q/802.1ad
+// tags, IPv4 or IPv6): the Internet checksum and pseudo-header sums, RX
+// checksum verdicts from one CHECKSUM_COMPLETE-style sum, TX checksum fill,
+// TCP segmentation (TSO), UDP segmentation (USO) and receive coalescing
+// (GRO).
 //
-// It knows nothing of sockets and needs no privilege, so it serves any packet
-// source: AF_XDP frames from package xsk, a pcap file, a test.
+// It knows nothing of sockets and needs no privilege, so it serves any
+// packet source: AF_XDP frames from package xsk, a pcap file, a test.
+//
+// # Checksums
+//
+// [Checksum] is the RFC 1071 sum (vectorised on amd64), [Fold] and
+// [Combine] build sums from parts, [Update16] and [Update32] patch a
+// checksum after a field changed (RFC 1624), [PseudoHeaderIPv4] and
+// [PseudoHeaderIPv6] sum the pseudo-headers. Sums are "folded, not
+// complemented": the value stored in a header is the complement.
+//
+// On receive, [VerifyRx] returns an [RxResult]: a [Verdict] for the IPv4
+// header checksum and one for the TCP, UDP, UDP-Lite, ICMP or ICMPv6
+// checksum, with a [Reason] when a frame is malformed (truncated headers,
+// inconsistent lengths: never reported as a bad checksum), when the
+// transport checksum cannot be checked (fragments, ESP) or when there is
+// none (UDP checksum 0 over IPv4). A caller that has a complete sum from
+// the NIC (Linux CHECKSUM_COMPLETE) passes it to [VerifyRxComplete], which
+// derives the transport check from it without reading the payload again.
+//
+// On transmit, [FillChecksum] writes the IPv4 header and transport
+// checksums of a frame (NETIF_F_HW_CSUM in software). [PreparePartial] and
+// [FillPartial] split the same work the way Linux CHECKSUM_PARTIAL and
+// AF_XDP TX metadata (csum_start, csum_offset) do: the pseudo-header sum is
+// seeded in the checksum field, then the device — or FillPartial — sums
+// from csum_start to the end of the frame and stores the complement.
+//
+// Header views ([Ethernet], [VLAN], [IPv4], [IPv6], [TCP], [UDP], [ICMP])
+// read and write fields in place, gVisor style; they do not check bounds.
+//
+// Functions in this package do not keep references to the frames they are
+// given and do not allocate on success. Frames from a UMEM are valid only
+// until their descriptor goes back to a ring.
 package offload

@@ -1,0 +1,92 @@
+package offload_test
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/xdpio/xdpio/offload"
+)
+
+// udpFrame builds an Ethernet + IPv4 + UDP frame with a 5-byte payload and
+// no checksums filled in.
+func udpFrame() []byte {
+	f := make([]byte, offload.EthernetLen+offload.IPv4MinLen+offload.UDPLen+5)
+	offload.Ethernet(f).SetType(offload.EtherTypeIPv4)
+	ip := offload.IPv4(f[offload.EthernetLen:])
+	ip[0] = 0x45 // version 4, IHL 5
+	ip.SetTotalLength(uint16(len(ip)))
+	ip[8], ip[9] = 64, offload.ProtoUDP // TTL, protocol
+	copy(ip[12:], []byte{198, 18, 0, 1, 198, 18, 0, 2})
+	udp := offload.UDP(ip[offload.IPv4MinLen:])
+	binary.BigEndian.PutUint16(udp[0:], 5353)
+	binary.BigEndian.PutUint16(udp[2:], 9)
+	udp.SetLength(uint16(len(udp)))
+	copy(udp[offload.UDPLen:], "hello")
+	return f
+}
+
+func ExampleChecksum() {
+	// The example of RFC 1071 section 3.
+	b := []byte{0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7}
+	fmt.Printf("sum %#04x, checksum field %#04x\n", offload.Checksum(b, 0), ^offload.Checksum(b, 0))
+	// Output: sum 0xddf2, checksum field 0x220d
+}
+
+func ExampleVerifyRx() {
+	f := udpFrame()
+	fmt.Println(offload.VerifyRx(f))
+
+	filled, err := offload.FillChecksum(f)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("filled", filled)
+	fmt.Println(offload.VerifyRx(f))
+
+	f[len(f)-1] ^= 1 // flip a payload bit
+	fmt.Println(offload.VerifyRx(f))
+
+	fmt.Println(offload.VerifyRx(f[:30])) // cut inside the IPv4 header
+	// Output:
+	// ipv4 bad, udp none (UDP checksum 0 (none))
+	// filled ipv4+l4
+	// ipv4 ok, udp ok
+	// ipv4 ok, udp bad
+	// malformed (IP header beyond end of frame)
+}
+
+func ExampleVerifyRxComplete() {
+	f := udpFrame()
+	if _, err := offload.FillChecksum(f); err != nil {
+		fmt.Println(err)
+		return
+	}
+	// A NIC reporting CHECKSUM_COMPLETE hands over the sum of everything
+	// after the Ethernet header; here it is computed to stand in for one.
+	sum := offload.Checksum(f[offload.EthernetLen:], 0)
+	r := offload.VerifyRxComplete(f, sum)
+	fmt.Println(r, r.L4Verified())
+	// Output: ipv4 ok, udp ok true
+}
+
+func ExamplePreparePartial() {
+	f := udpFrame()
+	// What the kernel does before handing the frame to a device with
+	// checksum offload, and the offsets for xsk_tx_metadata.
+	start, offset, err := offload.PreparePartial(f)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("csum_start", start, "csum_offset", offset)
+	// What the device does (here: in software).
+	if err := offload.FillPartial(f, start, offset); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(offload.VerifyRx(f))
+	// Output:
+	// csum_start 34 csum_offset 6
+	// ipv4 ok, udp ok
+}
