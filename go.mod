@@ -9,6 +9,7 @@ require (
 )
 
 require (
+	github.com/asavie/xdp v0.3.3 // indirect
 	github.com/cilium/ebpf v0.22.0 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/gopacket/gopacket v1.7.7 // indirect

@@ -31,6 +31,10 @@ type Config struct {
 	Socket SocketConfig
 	// Program configures the XDP program (filter, RX hash, attach mode).
 	Program ProgramConfig
+	// NoProgram loads no XDP program: for TX-only sockets, or when the
+	// caller attaches its own program and registers the sockets in its
+	// XSKMAP (Socket.FD).
+	NoProgram bool
 }
 
 // Device holds the sockets bound to the queues of one interface, the XDP
@@ -120,6 +124,9 @@ func Open(ifname string, cfg Config) (_ *Device, err error) {
 		}
 		d.sockets = append(d.sockets, s)
 	}
+	if cfg.NoProgram {
+		return d, nil
+	}
 	pc := cfg.Program
 	if pc.Queues == 0 {
 		pc.Queues = max(nq, maxQ+1)
@@ -139,7 +146,7 @@ func Open(ifname string, cfg Config) (_ *Device, err error) {
 // Sockets returns the sockets in queue order.
 func (d *Device) Sockets() []*Socket { return d.sockets }
 
-// Program returns the attached XDP program.
+// Program returns the attached XDP program, or nil with Config.NoProgram.
 func (d *Device) Program() *Program { return d.prog }
 
 // Ifindex returns the interface index.

@@ -632,10 +632,16 @@ func (s *Socket) kick() error {
 }
 
 // Complete reclaims frames the kernel has finished sending from the
-// completion ring into the pool and returns how many.
+// completion ring into the pool and returns how many. If frames still wait
+// on the TX ring and the kernel asks for a wake-up (copy mode sends only a
+// budget of frames per kick), it kicks again, so a caller that just loops
+// on Complete drains the ring.
 func (s *Socket) Complete() int {
 	r := s.comp
 	n := r.consAvail(r.size)
+	if s.tx != nil && s.inTx > int64(n) && s.tx.cachedProd != atomic.LoadUint32(s.tx.consumer) {
+		s.kickIfNeeded()
+	}
 	if n == 0 {
 		return 0
 	}

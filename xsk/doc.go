@@ -1,0 +1,72 @@
+// Package xsk gives a Go program one AF_XDP socket per RX queue of a
+// network interface: packets skip the kernel's network stack and land in
+// memory the program shares with the kernel.
+//
+// The lifecycle, in five lines (the rings are the kernel's):
+//
+//	UMEM      one memory region, split into frames, shared with the kernel
+//	RX        fill ring (frames we lend) → kernel writes a packet → RX ring (frames we get back)
+//	TX        TX ring (frames we send) → kernel sends → completion ring (frames free again)
+//	Program   an XDP program redirects each frame of queue q to socket q (or to the kernel stack)
+//	Socket    one per queue, owned by one goroutine; Batch moves frames between rings and the app
+//
+// Open does all of it for a device:
+//
+//	dev, err := xsk.Open("eth0", xsk.Config{
+//		Program: xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(9000)}},
+//	})
+//	...
+//	defer dev.Close()
+//	for _, s := range dev.Sockets() {
+//		go func(s *xsk.Socket) {
+//			b := s.NewBatch(64)
+//			for {
+//				if s.Receive(b) == 0 {
+//					s.Wait(time.Second, false)
+//					continue
+//				}
+//				for i := 0; i < b.Len(); i++ {
+//					handle(b.Frame(i))
+//				}
+//				s.Release(b) // frames go back to the fill ring
+//			}
+//		}(s)
+//	}
+//
+// # Frame ownership
+//
+// A frame is in exactly one place: a socket's free pool, a ring the kernel
+// owns (fill, RX in flight, TX, completion), or a Batch the application
+// holds. Receive and Alloc move frames into a Batch; Release (to the fill
+// ring), Transmit (to the TX ring) and Free (to the pool) move them out and
+// empty the batch, so a frame cannot be reached through it afterwards. The
+// slices Batch.Frame and Batch.Buffer return alias the UMEM and are valid
+// only until then: copy what must live longer. Socket.Stats reports how
+// many frames are in each place, and their sum is constant.
+//
+// # Concurrency
+//
+// One goroutine owns a socket and its rings; no locks are taken on the hot
+// path. Ring indices shared with the kernel are read and written with
+// sync/atomic, once per batch, with cached copies in between (as libxdp
+// does). Close may be called from another goroutine to wake a blocked Wait.
+// Stats may be read from any goroutine.
+//
+// # Modes
+//
+// Zero-copy needs driver support; copy mode works everywhere (veth has
+// native XDP, copy mode). BindAuto asks for zero-copy and accepts copy;
+// Socket.ZeroCopy tells what the kernel granted. With need_wakeup (the
+// default) the library makes a syscall only when the kernel asks for one.
+// The XDP program is attached through a bpf_link, so it disappears from
+// the interface when the process exits or is killed.
+//
+// # Checksums on veth
+//
+// Frames sent by the local kernel over veth usually carry a partial UDP or
+// TCP checksum (CHECKSUM_PARTIAL: only the pseudo-header sum), because
+// veth offers TX checksum offload and never computes it. Reflecting such a
+// frame back with AF_XDP sends a wrong checksum. Turn tx-checksumming off on
+// the sending side (`ethtool -K veth0 tx off`) or fill the checksum with
+// package offload.
+package xsk
