@@ -4,7 +4,6 @@
 // packets/s per queue once a second and the totals at the end.
 //
 //	rxdrop -i eth0 [-q 0-3] [-t 10s] [-port 9000]
-//	rxdrop -demo -t 5s      # on a veth pair it creates, with its own sender
 package main
 
 import (
@@ -30,12 +29,7 @@ func run() error {
 	var f exutil.Flags
 	f.Register(flag.CommandLine)
 	port := flag.Int("port", 0, "only take UDP to this port (others reach the kernel); 0 takes everything")
-	demo := flag.Bool("demo", false, "create a veth pair in two namespaces, send UDP into it and receive it here")
-	queuesDemo := flag.Int("demo-queues", 2, "queues of the demo veth pair")
 	flag.Parse()
-	if *demo {
-		return runDemo(&f, *queuesDemo)
-	}
 	if f.Iface == "" {
 		flag.Usage()
 		os.Exit(2)
