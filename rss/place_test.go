@@ -143,7 +143,7 @@ func TestSpread(t *testing.T) {
 // port moves the flow, which placement must see without a scan, and a
 // brute force over every port confirms.
 func TestPlaceUnreachable(t *testing.T) {
-	eq, _ := EqualIndirection(128, 4)
+	eq, _ := Equal(4, 128)
 	p, err := NewPredictor(PredictorOptions{Key: DefaultKey()[:8], Indirection: eq})
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +172,7 @@ func TestPlaceUnreachable(t *testing.T) {
 }
 
 func TestPlaceErrors(t *testing.T) {
-	eq, _ := EqualIndirection(128, 4)
+	eq, _ := Equal(4, 128)
 	p, _ := NewPredictor(PredictorOptions{Indirection: eq})
 	k := FlowKey{Src: netip.MustParseAddr("198.18.0.1"), Dst: netip.MustParseAddr("198.18.0.2"), DstPort: 5201, Ports: true}
 	l3 := k
@@ -200,7 +200,7 @@ func TestPlaceErrors(t *testing.T) {
 //
 //	go test ./rss -run '^$' -bench Place
 func BenchmarkPlace(b *testing.B) {
-	eq, _ := EqualIndirection(128, 8)
+	eq, _ := Equal(8, 128)
 	p, _ := NewPredictor(PredictorOptions{Indirection: eq})
 	k := FlowKey{Src: netip.MustParseAddr("198.18.0.1"), Dst: netip.MustParseAddr("198.18.0.2"), DstPort: 5201, Ports: true}
 	b.Run("PlacePorts/256", func(b *testing.B) {

@@ -3,7 +3,6 @@ package rss
 import (
 	"errors"
 	"fmt"
-	"math/bits"
 	"slices"
 )
 
@@ -13,24 +12,6 @@ import (
 // and others). Devices report their real size with RSS_GET (`ethtool -x`):
 // i40e and ice use 512, mlx5 256, so read it when a device is at hand.
 const DefaultTableSize = 128
-
-// EqualIndirection returns the table the kernel programs by default and
-// `ethtool -X DEV equal N` writes: entry i holds queue i % queues (the
-// kernel's ethtool_rxfh_indir_default). size is the device's table size
-// (DefaultTableSize when unknown).
-func EqualIndirection(size, queues int) ([]uint32, error) {
-	if size < 1 || size > MaxTableSize {
-		return nil, fmt.Errorf("equal indirection table: size %d: must be between 1 and %d: %w", size, MaxTableSize, ErrIndirection)
-	}
-	if queues < 1 {
-		return nil, fmt.Errorf("equal indirection table: %d queues: need at least 1: %w", queues, ErrIndirection)
-	}
-	t := make([]uint32, size)
-	for i := range t {
-		t[i] = uint32(i % queues)
-	}
-	return t, nil
-}
 
 // MaxTableSize bounds the indirection tables this package accepts. Real
 // devices have at most a few thousand entries; the bound keeps a corrupt
@@ -93,9 +74,9 @@ type PredictorOptions struct {
 	// Key is the device's hash key; nil means DefaultKey.
 	Key []byte
 	// Indirection is the device's indirection table: entry i is the RX
-	// queue of hashes whose index is i. Required. EqualIndirection builds
-	// the kernel's default one; a table read from a device can be passed
-	// as it is.
+	// queue of hashes whose index is i. Required. Equal builds the
+	// kernel's default one (ethtool_rxfh_indir_default); a table read from
+	// a device (TableState.Indir) can be passed as it is.
 	Indirection []uint32
 	// Rule says how the hash becomes a table index (default IndexLowBits).
 	Rule IndexRule
@@ -176,5 +157,21 @@ func (p *Predictor) Queues() []uint32 {
 // Indirection returns a copy of the indirection table.
 func (p *Predictor) Indirection() []uint32 { return slices.Clone(p.indir) }
 
-// lowBits is the number of hash bits IndexLowBits uses.
-func (p *Predictor) lowBits() int { return bits.TrailingZeros32(p.size) }
+// PredictorFor returns a Predictor for a device's RSS configuration as
+// Table reads it: its key, indirection table and input transformation,
+// with the given index rule. It fails with ErrNotSupported when the device
+// hashes with a function other than Toeplitz (xor, crc32), and with
+// ErrIndirection when the device did not report its table.
+func PredictorFor(st TableState, rule IndexRule) (*Predictor, error) {
+	if st.HFunc != "" && st.HFunc != "toeplitz" {
+		return nil, fmt.Errorf("predictor for RSS context %d: hash function %q: only toeplitz is modelled: %w", st.Context, st.HFunc, ErrNotSupported)
+	}
+	if len(st.Key) == 0 {
+		return nil, fmt.Errorf("predictor for RSS context %d: the device did not report its hash key: %w", st.Context, ErrKeyInvalid)
+	}
+	p, err := NewPredictor(PredictorOptions{Key: st.Key, Indirection: st.Indir, Rule: rule, Symmetric: st.InputXfrm})
+	if err != nil {
+		return nil, fmt.Errorf("predictor for RSS context %d: %w", st.Context, err)
+	}
+	return p, nil
+}

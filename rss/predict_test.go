@@ -7,34 +7,33 @@ import (
 	"testing"
 )
 
-func TestEqualIndirection(t *testing.T) {
-	// `ethtool -X DEV equal 3` on a 128-entry table, and the kernel's
-	// ethtool_rxfh_indir_default: 0 1 2 0 1 2 ...
-	tab, err := EqualIndirection(128, 3)
+func TestPredictorFor(t *testing.T) {
+	eq, _ := Equal(4, 128)
+	st := TableState{Indir: eq, Key: DefaultKey(), HFunc: "toeplitz", InputXfrm: SymmetricXOR}
+	p, err := PredictorFor(st, IndexLowBits)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tab) != 128 {
-		t.Fatalf("len = %d", len(tab))
+	k := FlowKey{Src: netip.MustParseAddr("198.18.0.1"), Dst: netip.MustParseAddr("198.18.0.2"), SrcPort: 40000, DstPort: 5201, Ports: true}
+	if got, want := p.Hash(k), newT(t, nil).HashFlow(k, SymmetricXOR); got != want {
+		t.Errorf("hash %#x, want %#x with the table's input transformation", got, want)
 	}
-	want := []uint32{0, 1, 2, 0, 1, 2, 0, 1}
-	for i, w := range want {
-		if tab[i] != w {
-			t.Fatalf("entries %v, want prefix %v", tab[:8], want)
-		}
+	st.HFunc = "crc32"
+	if _, err := PredictorFor(st, IndexLowBits); !errors.Is(err, ErrNotSupported) {
+		t.Errorf("crc32: error = %v, want ErrNotSupported", err)
 	}
-	if tab[127] != 127%3 {
-		t.Errorf("entry 127 = %d", tab[127])
+	st.HFunc, st.Key = "", nil
+	if _, err := PredictorFor(st, IndexLowBits); !errors.Is(err, ErrKeyInvalid) {
+		t.Errorf("no key: error = %v, want ErrKeyInvalid", err)
 	}
-	for _, c := range []struct{ size, queues int }{{0, 1}, {-1, 1}, {MaxTableSize + 1, 1}, {128, 0}} {
-		if _, err := EqualIndirection(c.size, c.queues); !errors.Is(err, ErrIndirection) {
-			t.Errorf("EqualIndirection(%d, %d) error = %v, want ErrIndirection", c.size, c.queues, err)
-		}
+	st.Key, st.Indir = DefaultKey(), nil
+	if _, err := PredictorFor(st, IndexLowBits); !errors.Is(err, ErrIndirection) {
+		t.Errorf("no table: error = %v, want ErrIndirection", err)
 	}
 }
 
 func TestNewPredictorErrors(t *testing.T) {
-	eq, _ := EqualIndirection(128, 4)
+	eq, _ := Equal(4, 128)
 	for _, c := range []struct {
 		name string
 		o    PredictorOptions
@@ -60,7 +59,7 @@ func TestNewPredictorErrors(t *testing.T) {
 // rule (low seven bits index a 128-entry table).
 func TestPredictMicrosoftVectors(t *testing.T) {
 	for _, queues := range []int{1, 2, 3, 4, 8, 16} {
-		eq, _ := EqualIndirection(DefaultTableSize, queues)
+		eq, _ := Equal(queues, DefaultTableSize)
 		p, err := NewPredictor(PredictorOptions{Indirection: eq})
 		if err != nil {
 			t.Fatal(err)
