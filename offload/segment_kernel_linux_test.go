@@ -1,0 +1,690 @@
+package offload
+
+// Linux as the oracle for TSO, USO and GRO: kernel sockets in one
+// namespace of a veth pair send through a veth end whose TSO and checksum
+// offloads are off, so the kernel segments (GSO) and checksums in software;
+// AF_PACKET captures what arrives in the other namespace.
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/xdpio/xdpio/internal/netnstest"
+	"golang.org/x/sys/unix"
+)
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// capture is an AF_PACKET socket bound to one interface, reading frames in
+// a goroutine until stopped.
+type capture struct {
+	fd     int
+	mu     sync.Mutex
+	frames [][]byte
+	kinds  []uint8 // sockaddr_ll pkttype of each frame
+	done   chan struct{}
+	stop   chan struct{}
+}
+
+// startCapture opens the socket inside h's namespace. The goroutine reads
+// with a 100 ms timeout so that Stop returns promptly.
+func startCapture(t *testing.T, h *netnstest.Host) *capture {
+	t.Helper()
+	c := &capture{done: make(chan struct{}), stop: make(chan struct{})}
+	err := h.Do(func() error {
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL)))
+		if err != nil {
+			return fmt.Errorf("AF_PACKET socket: %w", err)
+		}
+		c.fd = fd
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 32<<20); err != nil {
+			return fmt.Errorf("SO_RCVBUFFORCE: %w", err)
+		}
+		tv := unix.Timeval{Usec: 100000}
+		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+			return fmt.Errorf("SO_RCVTIMEO: %w", err)
+		}
+		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: h.Ifindex})
+	})
+	if err != nil {
+		if c.fd > 0 {
+			unix.Close(c.fd)
+		}
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(c.done)
+		buf := make([]byte, 1<<17)
+		for {
+			select {
+			case <-c.stop:
+				return
+			default:
+			}
+			n, from, err := unix.Recvfrom(c.fd, buf, 0)
+			if err != nil {
+				continue // timeout (EAGAIN) or EINTR
+			}
+			ll, _ := from.(*unix.SockaddrLinklayer)
+			c.mu.Lock()
+			c.frames = append(c.frames, append([]byte(nil), buf[:n]...))
+			if ll != nil {
+				c.kinds = append(c.kinds, ll.Pkttype)
+			} else {
+				c.kinds = append(c.kinds, 0xff)
+			}
+			c.mu.Unlock()
+		}
+	}()
+	t.Cleanup(c.Stop)
+	return c
+}
+
+// Stop ends the capture (idempotent) and closes the socket.
+func (c *capture) Stop() {
+	select {
+	case <-c.stop:
+		return
+	default:
+	}
+	close(c.stop)
+	<-c.done
+	unix.Close(c.fd)
+}
+
+// received returns the captured frames that arrived (not sent) on the
+// interface, or, with outgoing, only those sent.
+func (c *capture) received(outgoing bool) [][]byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out [][]byte
+	for i, f := range c.frames {
+		if (c.kinds[i] == unix.PACKET_OUTGOING) == outgoing {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func ethtoolK(t *testing.T, h *netnstest.Host, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	all := append([]string{"-K", h.Link}, args...)
+	if out, err := h.Command(ctx, "ethtool", all...).CombinedOutput(); err != nil {
+		t.Fatalf("ethtool %s: %v: %s", strings.Join(all, " "), err, out)
+	}
+}
+
+// kernelTCPTransfer sends n bytes over a kernel TCP connection from A to B
+// and waits until B has read them all.
+func kernelTCPTransfer(t *testing.T, pair *netnstest.Pair, v6 bool, n int) {
+	t.Helper()
+	network, dst := "tcp4", pair.B.IPv4
+	if v6 {
+		network, dst = "tcp6", pair.B.IPv6
+	}
+	var ln net.Listener
+	if err := pair.B.Do(func() (err error) {
+		ln, err = net.Listen(network, netip.AddrPortFrom(dst, 0).String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan int64, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			got <- -1
+			return
+		}
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		k, _ := io.Copy(io.Discard, c)
+		got <- k
+	}()
+	var conn net.Conn
+	if err := pair.A.Do(func() (err error) {
+		d := net.Dialer{Timeout: 5 * time.Second}
+		conn, err = d.Dial(network, ln.Addr().String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, n)
+	for i := range data {
+		data[i] = byte(i*131 + i>>8)
+	}
+	conn.SetWriteDeadline(time.Now().Add(20 * time.Second))
+	if _, err := conn.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	select {
+	case k := <-got:
+		if k != int64(n) {
+			t.Fatalf("receiver got %d bytes, want %d", k, n)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("transfer timed out")
+	}
+	time.Sleep(200 * time.Millisecond) // let the capture drain
+}
+
+// dataSegments returns the frames of proto from src with a non-empty
+// transport payload, parsed.
+func dataSegments(frames [][]byte, proto uint8, src netip.Addr) ([][]byte, []segLayout) {
+	var out [][]byte
+	var los []segLayout
+	for _, f := range frames {
+		lo, e := parseLayout(f, proto)
+		if e.kind != nil || lo.end-lo.pay == 0 {
+			continue
+		}
+		var s netip.Addr
+		if lo.v6 {
+			s = netip.AddrFrom16([16]byte(f[lo.l3+8:]))
+		} else {
+			s = netip.AddrFrom4([4]byte(f[lo.l3+12:]))
+		}
+		if s != src {
+			continue
+		}
+		out = append(out, f[:lo.end])
+		los = append(los, lo)
+	}
+	return out, los
+}
+
+// maskedHeader returns a copy of f's headers with the fields segmentation
+// changes cleared, for grouping segments that came from one super-packet.
+func maskedHeader(f []byte, lo segLayout) []byte {
+	h := append([]byte(nil), f[:lo.pay]...)
+	ip := h[lo.l3:]
+	if lo.v6 {
+		ip[4], ip[5] = 0, 0
+	} else {
+		copy(ip[2:6], []byte{0, 0, 0, 0})
+		ip[10], ip[11] = 0, 0
+	}
+	th := h[lo.l4:]
+	copy(th[4:8], []byte{0, 0, 0, 0})
+	if lo.proto == ipProtoTCP {
+		th[13] &^= tcpPSH | tcpFIN
+		th[16], th[17] = 0, 0
+	} else {
+		copy(th[4:8], []byte{0, 0, 0, 0})
+	}
+	return h
+}
+
+// groupSegments splits consecutive captured segments into runs that one
+// super-packet segmented at mss would produce: equal headers apart from
+// the per-segment fields, contiguous sequence numbers and IPv4 IDs, every
+// segment but the last exactly mss bytes without FIN/PSH, CWR only first.
+func groupSegments(segs [][]byte, los []segLayout, mss int) [][]int {
+	var groups [][]int
+	var cur []int
+	total := 0
+	for i := range segs {
+		f, lo := segs[i], los[i]
+		plen := lo.end - lo.pay
+		if len(cur) > 0 {
+			j := cur[len(cur)-1]
+			p, plo := segs[j], los[j]
+			ok := plo.end-plo.pay == mss && bytes.Equal(maskedHeader(f, lo), maskedHeader(p, plo)) &&
+				lo.l4-lo.l3+total+plen+(lo.pay-lo.l4) <= 65535
+			if ok && lo.proto == ipProtoTCP {
+				ok = p[plo.l4+13]&(tcpPSH|tcpFIN) == 0 && f[lo.l4+13]&tcpCWR == 0 &&
+					binary.BigEndian.Uint32(f[lo.l4+4:]) == binary.BigEndian.Uint32(p[plo.l4+4:])+uint32(mss)
+			}
+			if ok && !lo.v6 {
+				ok = binary.BigEndian.Uint16(f[lo.l3+4:]) == binary.BigEndian.Uint16(p[plo.l3+4:])+1
+			}
+			if !ok {
+				groups = append(groups, cur)
+				cur, total = nil, 0
+			}
+		}
+		cur = append(cur, i)
+		total += plen
+	}
+	if len(cur) > 0 {
+		groups = append(groups, cur)
+	}
+	return groups
+}
+
+// rebuildSuper joins a group of segments into the super-packet they came
+// from: the first segment's headers, FIN/PSH from the last, lengths fixed,
+// checksums computed with the reference loop (not the code under test).
+func rebuildSuper(segs [][]byte, los []segLayout, group []int) []byte {
+	first, lo := segs[group[0]], los[group[0]]
+	out := append([]byte(nil), first[:lo.pay]...)
+	for _, i := range group {
+		out = append(out, segs[i][los[i].pay:los[i].end]...)
+	}
+	last := segs[group[len(group)-1]]
+	ip := out[lo.l3:]
+	if lo.v6 {
+		binary.BigEndian.PutUint16(ip[4:], uint16(len(out)-lo.l3-40))
+	} else {
+		binary.BigEndian.PutUint16(ip[2:], uint16(len(out)-lo.l3))
+		ip[10], ip[11] = 0, 0
+		binary.BigEndian.PutUint16(ip[10:], ^uint16(refSum(ip[:lo.l4-lo.l3])))
+	}
+	l4len := len(out) - lo.l4
+	ck := lo.l4 + 16
+	if lo.proto == ipProtoTCP {
+		out[lo.l4+13] |= last[los[group[len(group)-1]].l4+13] & (tcpPSH | tcpFIN)
+	} else {
+		binary.BigEndian.PutUint16(out[lo.l4+4:], uint16(l4len))
+		ck = lo.l4 + 6
+	}
+	out[ck], out[ck+1] = 0, 0
+	var ph []byte
+	if lo.v6 {
+		ph = append(ph, ip[8:40]...)
+		ph = binary.BigEndian.AppendUint32(ph, uint32(l4len))
+		ph = append(ph, 0, 0, 0, lo.proto)
+	} else {
+		ph = append(ph, ip[12:20]...)
+		ph = append(ph, 0, lo.proto)
+		ph = binary.BigEndian.AppendUint16(ph, uint16(l4len))
+	}
+	binary.BigEndian.PutUint16(out[ck:], ^uint16(refSum(append(ph, out[lo.l4:]...))))
+	return out
+}
+
+// compareWithKernel rebuilds every group, segments it with the code under
+// test and requires the kernel's segments byte for byte.
+func compareWithKernel(t *testing.T, segs [][]byte, los []segLayout, proto uint8) {
+	t.Helper()
+	mss := 0
+	for _, lo := range los {
+		mss = max(mss, lo.end-lo.pay)
+	}
+	groups := groupSegments(segs, los, mss)
+	multi := 0
+	for gi, g := range groups {
+		if len(g) > 1 {
+			multi++
+		}
+		super := rebuildSuper(segs, los, g)
+		var ours [][]byte
+		var err error
+		if proto == ipProtoTCP {
+			ours, err = Segment(nil, super, SegmentOptions{MSS: mss})
+		} else {
+			ours, err = SegmentUDP(nil, super, SegmentOptions{MSS: mss})
+		}
+		if err != nil {
+			t.Fatalf("group %d: %v", gi, err)
+		}
+		if len(ours) != len(g) {
+			t.Fatalf("group %d: %d segments, kernel sent %d", gi, len(ours), len(g))
+		}
+		for k, i := range g {
+			if !bytes.Equal(ours[k], segs[i]) {
+				t.Fatalf("group %d segment %d differs from the kernel's:\nkernel %x\n  ours %x", gi, k, segs[i][:min(len(segs[i]), 90)], ours[k][:min(len(ours[k]), 90)])
+			}
+		}
+	}
+	t.Logf("%d kernel segments (MSS %d) in %d super-packets, %d of them multi-segment: all identical", len(segs), mss, len(groups), multi)
+	if multi < 3 {
+		t.Fatalf("only %d multi-segment groups: the kernel did not segment large packets (is GSO on?)", multi)
+	}
+}
+
+// TestKernelTSO compares Segment with Linux software GSO of a kernel TCP
+// socket's large write, over IPv4 and IPv6.
+func TestKernelTSO(t *testing.T) {
+	netnstest.RequireTool(t, "ethtool")
+	for _, v6 := range []bool{false, true} {
+		name := "IPv4"
+		if v6 {
+			name = "IPv6"
+		}
+		t.Run(name, func(t *testing.T) {
+			pair := netnstest.New(t, netnstest.Config{})
+			ethtoolK(t, pair.A, "tx", "off", "tso", "off", "gso", "on")
+			ethtoolK(t, pair.B, "gro", "off")
+			c := startCapture(t, pair.B)
+			kernelTCPTransfer(t, pair, v6, 1<<20)
+			c.Stop()
+			src := pair.A.IPv4
+			if v6 {
+				src = pair.A.IPv6
+			}
+			segs, los := dataSegments(c.received(false), ipProtoTCP, src)
+			compareWithKernel(t, segs, los, ipProtoTCP)
+		})
+	}
+}
+
+// TestKernelUSO compares SegmentUDP with Linux UDP GSO (UDP_SEGMENT)
+// segmented in software.
+func TestKernelUSO(t *testing.T) {
+	netnstest.RequireTool(t, "ethtool")
+	for _, v6 := range []bool{false, true} {
+		name := "IPv4"
+		if v6 {
+			name = "IPv6"
+		}
+		t.Run(name, func(t *testing.T) {
+			pair := netnstest.New(t, netnstest.Config{})
+			ethtoolK(t, pair.A, "tx", "off", "tx-udp-segmentation", "off", "gso", "on")
+			ethtoolK(t, pair.B, "gro", "off")
+			c := startCapture(t, pair.B)
+			network, dst, src := "udp4", pair.B.IPv4, pair.A.IPv4
+			if v6 {
+				network, dst, src = "udp6", pair.B.IPv6, pair.A.IPv6
+			}
+			// A listener in B, so that no ICMP port unreachable makes the
+			// connected sender's next write fail.
+			var sink *net.UDPConn
+			if err := pair.B.Do(func() (err error) {
+				sink, err = net.ListenUDP(network, net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst, 0)))
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			defer sink.Close()
+			sink.SetReadBuffer(4 << 20)
+			var conn *net.UDPConn
+			if err := pair.A.Do(func() (err error) {
+				conn, err = net.DialUDP(network, nil, sink.LocalAddr().(*net.UDPAddr))
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			raw, err := conn.SyscallConn()
+			if err != nil {
+				t.Fatal(err)
+			}
+			const gso = 1200
+			var serr error
+			raw.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_SEGMENT, gso) })
+			if serr != nil {
+				t.Fatalf("UDP_SEGMENT: %v", serr)
+			}
+			sizes := []int{20000, 1201, 60000, 2400, 5555}
+			want := 0
+			for _, n := range sizes {
+				want += (n + gso - 1) / gso
+			}
+			for k, n := range sizes {
+				msg := make([]byte, n)
+				for i := range msg {
+					msg[i] = byte(i*7 + k)
+				}
+				if _, err := conn.Write(msg); err != nil {
+					t.Fatalf("send %d bytes with UDP_SEGMENT: %v", n, err)
+				}
+				time.Sleep(20 * time.Millisecond) // keep datagrams of different sends apart
+			}
+			time.Sleep(200 * time.Millisecond)
+			c.Stop()
+			segs, los := dataSegments(c.received(false), ipProtoUDP, src)
+			compareWithKernel(t, segs, los, ipProtoUDP)
+			if len(segs) != want {
+				t.Errorf("captured %d datagrams, want %d", len(segs), want)
+			}
+		})
+	}
+}
+
+// snmpCounter reads one counter ("Tcp", "InCsumErrors") from
+// /proc/thread-self/net/snmp, or, for IPv6 counters ("", "Udp6InCsumErrors"),
+// from snmp6. Run it inside the namespace.
+func snmpCounter(t *testing.T, table, name string) int64 {
+	t.Helper()
+	if table == "" {
+		b, err := os.ReadFile("/proc/thread-self/net/snmp6")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			f := strings.Fields(l)
+			if len(f) == 2 && f[0] == name {
+				v, _ := strconv.ParseInt(f[1], 10, 64)
+				return v
+			}
+		}
+		t.Fatalf("snmp6 has no %s", name)
+	}
+	file := "/proc/thread-self/net/snmp"
+	if table == "IpExt" {
+		file = "/proc/thread-self/net/netstat"
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\n")
+	for i := 0; i+1 < len(lines); i++ {
+		if !strings.HasPrefix(lines[i], table+":") || !strings.HasPrefix(lines[i+1], table+":") {
+			continue
+		}
+		names, vals := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		for j := range names {
+			if names[j] == name && j < len(vals) {
+				v, _ := strconv.ParseInt(vals[j], 10, 64)
+				return v
+			}
+		}
+	}
+	t.Fatalf("%s has no %s %s", file, table, name)
+	return 0
+}
+
+// TestKernelAcceptsSegments injects frames made by Segment and SegmentUDP
+// into B's kernel through AF_PACKET in A and requires B's checksum error
+// counters to stay put while its input counters grow; one deliberately
+// corrupted frame per protocol must raise the error counter by one, so the
+// test can fail.
+func TestKernelAcceptsSegments(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{})
+	var fd int
+	if err := pair.A.Do(func() (err error) {
+		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	send := func(f []byte) {
+		t.Helper()
+		if err := unix.Sendto(fd, f, 0, &unix.SockaddrLinklayer{Ifindex: pair.A.Ifindex, Halen: 6}); err != nil {
+			t.Fatalf("AF_PACKET send: %v", err)
+		}
+	}
+	type counters struct{ tcpIn, tcpErr, udpIn, udpNoPorts, udpErr, ipErr, udp6Err, udp6In int64 }
+	read := func() (c counters) {
+		pair.B.Do(func() error {
+			c.tcpIn = snmpCounter(t, "Tcp", "InSegs")
+			c.tcpErr = snmpCounter(t, "Tcp", "InCsumErrors")
+			c.udpNoPorts = snmpCounter(t, "Udp", "NoPorts")
+			c.udpErr = snmpCounter(t, "Udp", "InCsumErrors")
+			c.ipErr = snmpCounter(t, "IpExt", "InCsumErrors")
+			c.udp6Err = snmpCounter(t, "", "Udp6InCsumErrors")
+			c.udp6In = snmpCounter(t, "", "Udp6NoPorts")
+			return nil
+		})
+		return c
+	}
+	var frames [][]byte
+	var bad [][]byte
+	for _, v6 := range []bool{false, true} {
+		for _, udp := range []bool{false, true} {
+			s := superSpec{v6: v6, udp: udp, tsopt: true, flags: tcpACK | tcpPSH, payload: 30000, id: 77, seq: 1000}
+			in := buildSuper(t, s)
+			retarget(in, pair, v6)
+			var segs [][]byte
+			var err error
+			if udp {
+				segs, err = SegmentUDP(nil, in, SegmentOptions{MSS: 1400})
+			} else {
+				segs, err = Segment(nil, in, SegmentOptions{MSS: 1400})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			frames = append(frames, segs...)
+			b := append([]byte(nil), segs[1]...)
+			b[len(b)-1] ^= 0x01 // payload bit flip: L4 checksum now wrong
+			bad = append(bad, b)
+		}
+	}
+	before := read()
+	for _, f := range frames {
+		send(f)
+	}
+	time.Sleep(300 * time.Millisecond)
+	mid := read()
+	perKind := int64(len(frames) / 4) // 22 segments of each kind
+	if d := mid.tcpIn - before.tcpIn; d < 2*perKind {
+		t.Errorf("Tcp InSegs grew by %d, want at least %d", d, 2*perKind)
+	}
+	if d := mid.udpNoPorts - before.udpNoPorts; d != perKind {
+		t.Errorf("Udp NoPorts grew by %d, want %d", d, perKind)
+	}
+	if d := mid.udp6In - before.udp6In; d != perKind {
+		t.Errorf("Udp6NoPorts grew by %d, want %d", d, perKind)
+	}
+	if mid.tcpErr != before.tcpErr || mid.udpErr != before.udpErr || mid.ipErr != before.ipErr || mid.udp6Err != before.udp6Err {
+		t.Errorf("checksum errors after offload frames: before %+v after %+v", before, mid)
+	}
+	// Positive control: the corrupted frames must be counted.
+	for _, f := range bad {
+		send(f)
+	}
+	time.Sleep(300 * time.Millisecond)
+	after := read()
+	if d := after.tcpErr - mid.tcpErr; d != 2 {
+		t.Errorf("Tcp InCsumErrors grew by %d for 2 corrupted segments", d)
+	}
+	if d := after.udpErr - mid.udpErr; d != 1 {
+		t.Errorf("Udp InCsumErrors grew by %d for 1 corrupted datagram", d)
+	}
+	if d := after.udp6Err - mid.udp6Err; d != 1 {
+		t.Errorf("Udp6InCsumErrors grew by %d for 1 corrupted datagram", d)
+	}
+	t.Logf("counters before %+v, after offload frames %+v, after corrupted %+v", before, mid, after)
+}
+
+// retarget rewrites a test super-packet's MACs and addresses to go from A
+// to B of pair (and re-fixes the checksums, which Segment recomputes
+// anyway except for what it keeps: nothing).
+func retarget(f []byte, pair *netnstest.Pair, v6 bool) {
+	copy(f[0:6], pair.B.MAC)
+	copy(f[6:12], pair.A.MAC)
+	if v6 {
+		a, b := pair.A.IPv6.As16(), pair.B.IPv6.As16()
+		copy(f[14+8:], a[:])
+		copy(f[14+24:], b[:])
+	} else {
+		a, b := pair.A.IPv4.As4(), pair.B.IPv4.As4()
+		copy(f[14+12:], a[:])
+		copy(f[14+16:], b[:])
+	}
+}
+
+// TestKernelGRO compares GRO with Linux's: veth-b with GRO on (veth then
+// runs NAPI and napi_gro_receive), the wire segments captured leaving A,
+// the kernel's merged packets captured arriving in B. Every merged packet
+// B's kernel made must be what GRO makes of the same wire segments.
+func TestKernelGRO(t *testing.T) {
+	netnstest.RequireTool(t, "ethtool")
+	for _, v6 := range []bool{false, true} {
+		name := "IPv4"
+		if v6 {
+			name = "IPv6"
+		}
+		t.Run(name, func(t *testing.T) {
+			pair := netnstest.New(t, netnstest.Config{})
+			ethtoolK(t, pair.A, "tx", "off", "tso", "off", "gso", "on")
+			ethtoolK(t, pair.B, "gro", "on")
+			wire := startCapture(t, pair.A)
+			merged := startCapture(t, pair.B)
+			kernelTCPTransfer(t, pair, v6, 1<<20)
+			wire.Stop()
+			merged.Stop()
+			src := pair.A.IPv4
+			if v6 {
+				src = pair.A.IPv6
+			}
+			ws, wlos := dataSegments(wire.received(true), ipProtoTCP, src)
+			ms, mlos := dataSegments(merged.received(false), ipProtoTCP, src)
+			mss := 0
+			for _, lo := range wlos {
+				mss = max(mss, lo.end-lo.pay)
+			}
+			bySeq := map[uint32]int{}
+			for i, f := range ws {
+				if lo := wlos[i]; lo.end-lo.l3 > 1500 {
+					t.Fatalf("wire segment %d has %d bytes: A's capture saw the packet before GSO", i, lo.end-lo.l3)
+				}
+				bySeq[binary.BigEndian.Uint32(f[wlos[i].l4+4:])] = i
+			}
+			g, err := NewGRO(GROOptions{PartialChecksum: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			nMerged := 0
+			for k, m := range ms {
+				lo := mlos[k]
+				seq := binary.BigEndian.Uint32(m[lo.l4+4:])
+				plen := lo.end - lo.pay
+				start, ok := bySeq[seq]
+				if !ok {
+					t.Fatalf("B packet %d (seq %d) starts at no wire segment", k, seq)
+				}
+				// The wire segments covering [seq, seq+plen).
+				var in [][]byte
+				for i, covered := start, 0; covered < plen; i++ {
+					if i >= len(ws) {
+						t.Fatalf("B packet %d runs past the wire capture", k)
+					}
+					in = append(in, ws[i])
+					covered += wlos[i].end - wlos[i].pay
+				}
+				if len(in) == 1 {
+					if !bytes.Equal(in[0], m) {
+						t.Fatalf("B packet %d differs from its single wire segment", k)
+					}
+					continue
+				}
+				nMerged++
+				var out [][]byte
+				for _, f := range in {
+					out = g.Feed(out, f)
+				}
+				out = g.Flush(out)
+				if len(out) != 1 {
+					t.Fatalf("B packet %d: the kernel merged %d segments, GRO made %d frames of them", k, len(in), len(out))
+				}
+				if !bytes.Equal(out[0], m) {
+					t.Fatalf("B packet %d (%d segments) differs from GRO's merge:\nkernel %x\n   GRO %x", k, len(in), m[:min(len(m), 90)], out[0][:min(len(out[0]), 90)])
+				}
+			}
+			t.Logf("%d wire segments (MSS %d), %d packets after kernel GRO, %d merged: all identical to GRO's", len(ws), mss, len(ms), nMerged)
+			if nMerged < 3 {
+				t.Fatalf("the kernel merged only %d packets: veth GRO not active?", nMerged)
+			}
+		})
+	}
+}
