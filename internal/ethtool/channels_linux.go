@@ -60,7 +60,7 @@ func putU8Bool(ae *netlink.AttributeEncoder, typ uint16, v *bool) {
 // CHANNELS_NTF notification.
 func decodeChannels(b []byte) (Channels, error) {
 	var ch Channels
-	ad, err := netlink.NewAttributeDecoder(b)
+	ad, err := newDecoder(b)
 	if err != nil {
 		return ch, decodeError("CHANNELS_GET", err)
 	}

@@ -97,7 +97,7 @@ func lookupFamily(c *genetlink.Conn, name string) (genetlink.Family, map[uint32]
 func decodeFamily(b []byte) (genetlink.Family, map[uint32]bool, error) {
 	var f genetlink.Family
 	var ops map[uint32]bool
-	ad, err := netlink.NewAttributeDecoder(b)
+	ad, err := newDecoder(b)
 	if err != nil {
 		return f, nil, err
 	}

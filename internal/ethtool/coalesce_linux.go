@@ -137,7 +137,7 @@ func encodeProfile(p []IRQModeration) func(*netlink.AttributeEncoder) error {
 // decodeCoalesce decodes a COALESCE_GET reply or COALESCE_NTF.
 func decodeCoalesce(b []byte) (Coalesce, error) {
 	var co Coalesce
-	ad, err := netlink.NewAttributeDecoder(b)
+	ad, err := newDecoder(b)
 	if err != nil {
 		return co, decodeError("COALESCE_GET", err)
 	}

@@ -19,7 +19,7 @@ const maxBitsetSize = 1 << 16
 // decodeBitset decodes an ETHTOOL_A_BITSET_* nest in compact or verbose
 // form.
 func decodeBitset(b []byte) (Bitset, error) {
-	ad, err := netlink.NewAttributeDecoder(b)
+	ad, err := newDecoder(b)
 	if err != nil {
 		return Bitset{}, err
 	}
@@ -185,7 +185,7 @@ func (c *Client) StringSet(dev Device, id uint32) ([]string, error) {
 
 // decodeStringSet decodes a STRSET_GET reply and returns set id.
 func decodeStringSet(b []byte, id uint32) ([]string, error) {
-	ad, err := netlink.NewAttributeDecoder(b)
+	ad, err := newDecoder(b)
 	if err != nil {
 		return nil, decodeError("STRSET_GET", err)
 	}
@@ -299,7 +299,7 @@ func (c *Client) Features(dev Device) (Features, error) {
 // decodeFeatures decodes a FEATURES_GET reply; names are the feature
 // strings by bit index (a verbose bitset's own names win).
 func decodeFeatures(b []byte, names []string) (Features, error) {
-	ad, err := netlink.NewAttributeDecoder(b)
+	ad, err := newDecoder(b)
 	if err != nil {
 		return nil, decodeError("FEATURES_GET", err)
 	}
@@ -414,7 +414,7 @@ func encodeFeaturesSet(keys []string, want map[string]bool) func(*netlink.Attrib
 // decodeFeaturesSetReply decodes the WANTED and ACTIVE diffs of a
 // FEATURES_SET reply.
 func decodeFeaturesSetReply(b []byte, names []string) (FeaturesResult, error) {
-	ad, err := netlink.NewAttributeDecoder(b)
+	ad, err := newDecoder(b)
 	if err != nil {
 		return FeaturesResult{}, decodeError("FEATURES_SET", err)
 	}

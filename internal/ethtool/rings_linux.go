@@ -52,7 +52,7 @@ func encodeRings(cfg RingsConfig) func(*netlink.AttributeEncoder) {
 // decodeRings decodes the attributes of a RINGS_GET reply or RINGS_NTF.
 func decodeRings(b []byte) (Rings, error) {
 	var r Rings
-	ad, err := netlink.NewAttributeDecoder(b)
+	ad, err := newDecoder(b)
 	if err != nil {
 		return r, decodeError("RINGS_GET", err)
 	}

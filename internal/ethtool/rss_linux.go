@@ -87,7 +87,7 @@ func encodeRSSSet(cfg RSSConfig) func(*netlink.AttributeEncoder) {
 // decodeRSS decodes an RSS_GET reply or RSS_NTF.
 func decodeRSS(b []byte) (RSS, error) {
 	var r RSS
-	ad, err := netlink.NewAttributeDecoder(b)
+	ad, err := newDecoder(b)
 	if err != nil {
 		return r, decodeError("RSS_GET", err)
 	}
