@@ -1,0 +1,180 @@
+package main
+
+import (
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+
+	"github.com/spf13/cobra"
+	"github.com/xdpio/xdpio/rss"
+)
+
+func init() {
+	rssSubcommands = append(rssSubcommands, newRSSHashCmd)
+}
+
+// rssHashJSON is the --json form of `xdpio rss hash`. The queue fields are
+// present only with --queues.
+type rssHashJSON struct {
+	Src       string `json:"src"`
+	Dst       string `json:"dst"`
+	SrcPort   *int   `json:"sport,omitempty"`
+	DstPort   *int   `json:"dport,omitempty"`
+	Symmetric string `json:"input_transformation"`
+	Key       string `json:"hash_key"`
+	Input     string `json:"hash_input"`
+	Hash      string `json:"hash"`
+	HashValue uint32 `json:"hash_value"`
+	Queues    int    `json:"queues,omitempty"`
+	TableSize int    `json:"table_size,omitempty"`
+	IndexRule string `json:"index_rule,omitempty"`
+	Index     *int   `json:"table_index,omitempty"`
+	Queue     *int   `json:"queue,omitempty"`
+}
+
+// rssHashFlags are the flags of `xdpio rss hash`.
+type rssHashFlags struct {
+	key, src, dst  string
+	sport, dport   uint16
+	queues, size   int
+	symmetric      string
+	index          string
+	sportSet, dSet bool
+	queuesSet      bool
+}
+
+func newRSSHashCmd(g *globals) *cobra.Command {
+	var f rssHashFlags
+	c := &cobra.Command{
+		Use:   "hash --src IP --dst IP [--sport N --dport N] [--key HEX] [--queues N] [--symmetric[=xor|or-xor]]",
+		Short: "Compute the Toeplitz RSS hash of a flow and the RX queue it lands on",
+		Long: `Compute the Toeplitz RSS hash a NIC gives a flow, and with --queues the RX
+queue it lands on with the kernel's default table for that many queues
+(entry i holds queue i % N, as ethtool -X DEV equal N writes it).
+
+The table has --table-size entries (default 128, the common hardware size;
+read a device's with 'xdpio rss show DEV'), and the hash picks an entry by
+its low bits (hash & (size-1)), as RSS hardware does; --index modulo or
+scale select hash % size or the kernel's reciprocal_scale instead.
+
+Without --sport/--dport the hash covers the addresses only (what NICs do
+for fragments and non-TCP/UDP traffic). --key defaults to the 40-byte
+Microsoft/Linux default key; it takes ethtool's colon form too.
+--symmetric applies the kernel's symmetric-xor input transformation
+(--symmetric=or-xor for symmetric-or-xor).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.sportSet = cmd.Flags().Changed("sport")
+			f.dSet = cmd.Flags().Changed("dport")
+			f.queuesSet = cmd.Flags().Changed("queues")
+			return runRSSHash(g, f)
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&f.key, "key", rss.DefaultKeyHex, "Toeplitz key in hex (6d5a… or 6d:5a:…)")
+	fl.StringVar(&f.src, "src", "", "source IPv4 or IPv6 address (required)")
+	fl.StringVar(&f.dst, "dst", "", "destination address, same family as --src (required)")
+	fl.Uint16Var(&f.sport, "sport", 0, "source port (with --dport: hash the 4-tuple)")
+	fl.Uint16Var(&f.dport, "dport", 0, "destination port (with --sport)")
+	fl.IntVar(&f.queues, "queues", 0, "number of RX queues of the default equal table: print the queue")
+	fl.IntVar(&f.size, "table-size", rss.DefaultTableSize, "indirection table entries")
+	fl.StringVar(&f.index, "index", "low-bits", "how the hash indexes the table: low-bits, modulo or scale")
+	fl.StringVar(&f.symmetric, "symmetric", "none", "input transformation: none, xor (symmetric-xor) or or-xor")
+	fl.Lookup("symmetric").NoOptDefVal = "symmetric-xor"
+	return c
+}
+
+func runRSSHash(g *globals, f rssHashFlags) error {
+	if f.src == "" || f.dst == "" {
+		return usagef("rss hash: --src and --dst are required")
+	}
+	src, err := netip.ParseAddr(f.src)
+	if err != nil {
+		return usagef("rss hash: --src: %w", err)
+	}
+	dst, err := netip.ParseAddr(f.dst)
+	if err != nil {
+		return usagef("rss hash: --dst: %w", err)
+	}
+	src, dst = src.WithZone(""), dst.WithZone("")
+	if src.Is4In6() && dst.Is4() {
+		src = src.Unmap()
+	} else if dst.Is4In6() && src.Is4() {
+		dst = dst.Unmap()
+	}
+	if src.Is4() != dst.Is4() {
+		return usagef("rss hash: --src %v and --dst %v are of different address families", src, dst)
+	}
+	if f.sportSet != f.dSet {
+		return usagef("rss hash: --sport and --dport go together (a 4-tuple hash needs both ports)")
+	}
+	sym, err := rss.ParseSymmetric(f.symmetric)
+	if err != nil {
+		return usagef("rss hash: --symmetric: %w", err)
+	}
+	key, err := rss.ParseKey(f.key)
+	if err != nil {
+		return usagef("rss hash: --key: %w", err)
+	}
+	k := rss.FlowKey{Src: src, Dst: dst, SrcPort: f.sport, DstPort: f.dport, Ports: f.sportSet}
+	input := k.Input(nil, sym)
+	if len(key) < len(input)+4 {
+		return usagef("rss hash: --key of %d bytes covers inputs of up to %d bytes, the flow's hash input has %d (a key needs 4 bytes more than the input)", len(key), len(key)-4, len(input))
+	}
+	t, err := rss.NewToeplitz(key)
+	if err != nil {
+		return usagef("rss hash: --key: %w", err)
+	}
+	h := t.HashFlow(k, sym)
+	out := rssHashJSON{
+		Src: src.String(), Dst: dst.String(), Symmetric: sym.String(),
+		Key: hex.EncodeToString(key), Input: hex.EncodeToString(input),
+		Hash: fmt.Sprintf("0x%08x", h), HashValue: h,
+	}
+	if k.Ports {
+		sp, dp := int(f.sport), int(f.dport)
+		out.SrcPort, out.DstPort = &sp, &dp
+	}
+	var p *rss.Predictor
+	if f.queuesSet {
+		if f.queues < 1 {
+			return usagef("rss hash: --queues %d: need at least 1", f.queues)
+		}
+		rule, err := rss.ParseIndexRule(f.index)
+		if err != nil {
+			return usagef("rss hash: --index: %w", err)
+		}
+		table, err := rss.Equal(f.queues, f.size)
+		if err != nil {
+			return usagef("rss hash: --queues %d --table-size %d: %w", f.queues, f.size, err)
+		}
+		p, err = rss.NewPredictor(rss.PredictorOptions{Key: key, Indirection: table, Rule: rule, Symmetric: sym})
+		if err != nil {
+			return usagef("rss hash: --table-size %d --index %s: %w", f.size, rule, err)
+		}
+		idx, q := p.Index(h), int(p.QueueOfHash(h))
+		out.Queues, out.TableSize, out.IndexRule, out.Index, out.Queue = f.queues, f.size, rule.String(), &idx, &q
+	}
+	if g.json {
+		return writeJSON(g.stdout, out)
+	}
+	w := g.stdout
+	fmt.Fprintf(w, "flow:  %v", k)
+	if sym != rss.SymmetricNone {
+		fmt.Fprintf(w, " (%v)", sym)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "input: %s\n", out.Input)
+	fmt.Fprintf(w, "hash:  %s\n", out.Hash)
+	if p != nil {
+		rule := fmt.Sprintf("hash & %d", f.size-1)
+		switch out.IndexRule {
+		case "modulo":
+			rule = fmt.Sprintf("hash %% %d", f.size)
+		case "scale":
+			rule = fmt.Sprintf("(hash * %d) >> 32", f.size)
+		}
+		fmt.Fprintf(w, "queue: %d (entry %d = %s of an equal %d-entry table over %d queues)\n", *out.Queue, *out.Index, rule, f.size, f.queues)
+	}
+	return nil
+}
