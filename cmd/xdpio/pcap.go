@@ -1,6 +1,15 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
 	"github.com/spf13/cobra"
 )
 
@@ -26,4 +35,223 @@ func newPcapCmd(g *globals) *cobra.Command {
 		c.AddCommand(mk(g))
 	}
 	return c
+}
+
+// Capture file formats.
+const (
+	formatPcap   = "pcap"
+	formatPcapng = "pcapng"
+)
+
+// pcapngMagic is the block type of a pcapng section header block, the first
+// four bytes of every pcapng file (the same in either byte order).
+var pcapngMagic = []byte{0x0a, 0x0d, 0x0d, 0x0a}
+
+// captureReader reads packets from a classic pcap or a pcapng file; the
+// format is detected from the file's first bytes.
+type captureReader struct {
+	// Format is formatPcap or formatPcapng.
+	Format string
+	f      *os.File
+	pcap   *pcapgo.Reader
+	ng     *pcapgo.NgReader
+}
+
+// openCapture opens a pcap or pcapng file for reading.
+func openCapture(path string) (*captureReader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open capture: %w", err)
+	}
+	br := bufio.NewReaderSize(f, 1<<16)
+	magic, err := br.Peek(4)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open capture %s: file too short for a pcap or pcapng header: %w", path, err)
+	}
+	r := &captureReader{f: f}
+	if bytes.Equal(magic, pcapngMagic) {
+		r.Format = formatPcapng
+		r.ng, err = pcapgo.NewNgReader(br, pcapgo.NgReaderOptions{WantMixedLinkType: true, SkipUnknownVersion: true})
+	} else {
+		r.Format = formatPcap
+		r.pcap, err = pcapgo.NewReader(br)
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open capture %s: %w", path, err)
+	}
+	return r, nil
+}
+
+// Next returns the next packet, its capture information and its link
+// type, or io.EOF after the last one. data is the reader's own copy.
+func (r *captureReader) Next() (data []byte, ci gopacket.CaptureInfo, lt layers.LinkType, err error) {
+	if r.ng != nil {
+		data, ci, err = r.ng.ReadPacketData()
+		if err != nil {
+			return nil, ci, 0, err
+		}
+		intf, ierr := r.ng.Interface(ci.InterfaceIndex)
+		if ierr != nil {
+			return nil, ci, 0, fmt.Errorf("read capture: packet on unknown interface %d: %w", ci.InterfaceIndex, ierr)
+		}
+		return data, ci, intf.LinkType, nil
+	}
+	data, ci, err = r.pcap.ReadPacketData()
+	return data, ci, r.pcap.LinkType(), err
+}
+
+// Close closes the file.
+func (r *captureReader) Close() error { return r.f.Close() }
+
+// captureWriter writes packets in the format of the capture they were read
+// from (or the one asked for), to a temporary file that Close renames into
+// place, so a failed run leaves no half-written output.
+type captureWriter struct {
+	format string
+	src    *captureReader
+	path   string
+	f      *os.File
+	bw     *bufio.Writer
+	pcap   *pcapgo.Writer
+	ng     *pcapgo.NgWriter
+	ngIDs  map[int]int // input interface index → output interface ID
+}
+
+// createCapture creates path for packets read from src, in format
+// (formatPcap, formatPcapng, or "" for src's format).
+func createCapture(path, format string, src *captureReader) (*captureWriter, error) {
+	if format == "" {
+		format = src.Format
+	}
+	if format != formatPcap && format != formatPcapng {
+		return nil, usagef("invalid format %q: must be pcap or pcapng", format)
+	}
+	if in, err := src.f.Stat(); err == nil {
+		if out, err := os.Stat(path); err == nil && os.SameFile(in, out) {
+			return nil, usagef("output %s is the input file", path)
+		}
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return nil, fmt.Errorf("create capture: %w", err)
+	}
+	w := &captureWriter{format: format, src: src, path: path, f: f, bw: bufio.NewWriterSize(f, 1<<16), ngIDs: map[int]int{}}
+	if format == formatPcap {
+		snap, lt, nanos := uint32(262144), layers.LinkTypeEthernet, true
+		if src.pcap != nil {
+			snap, lt = src.pcap.Snaplen(), src.pcap.LinkType()
+			nanos = src.pcap.Resolution() == gopacket.TimestampResolutionNanosecond
+		} else if intf, err := src.ng.Interface(0); err == nil {
+			lt = intf.LinkType
+			if intf.SnapLength != 0 {
+				snap = intf.SnapLength
+			}
+		}
+		if nanos {
+			w.pcap = pcapgo.NewWriterNanos(w.bw)
+		} else {
+			w.pcap = pcapgo.NewWriter(w.bw)
+		}
+		if err := w.pcap.WriteFileHeader(snap, lt); err != nil {
+			w.abort()
+			return nil, fmt.Errorf("create capture %s: %w", path, err)
+		}
+	}
+	return w, nil
+}
+
+// Write appends one packet read from the source with link type lt.
+func (w *captureWriter) Write(ci gopacket.CaptureInfo, lt layers.LinkType, data []byte) error {
+	if w.pcap != nil {
+		if err := w.pcap.WritePacket(ci, data); err != nil {
+			return fmt.Errorf("write capture %s: %w", w.path, err)
+		}
+		return nil
+	}
+	id, err := w.ngInterface(ci.InterfaceIndex, lt)
+	if err != nil {
+		return fmt.Errorf("write capture %s: %w", w.path, err)
+	}
+	ci.InterfaceIndex = id
+	if err := w.ng.WritePacket(ci, data); err != nil {
+		return fmt.Errorf("write capture %s: %w", w.path, err)
+	}
+	return nil
+}
+
+// ngInterface returns the output interface ID for input interface idx,
+// describing it (from the source's interface block when it has one) on
+// first use.
+func (w *captureWriter) ngInterface(idx int, lt layers.LinkType) (int, error) {
+	if id, ok := w.ngIDs[idx]; ok {
+		return id, nil
+	}
+	intf := pcapgo.DefaultNgInterface
+	intf.LinkType = lt
+	if w.src.ng != nil {
+		if in, err := w.src.ng.Interface(idx); err == nil {
+			intf.Name, intf.Description, intf.Comment, intf.Filter, intf.OS = in.Name, in.Description, in.Comment, in.Filter, in.OS
+			intf.SnapLength = in.SnapLength
+		}
+	} else if w.src.pcap != nil {
+		intf.SnapLength = w.src.pcap.Snaplen()
+	}
+	var id int
+	var err error
+	if w.ng == nil {
+		w.ng, err = pcapgo.NewNgWriterInterface(w.bw, intf, pcapgo.DefaultNgWriterOptions)
+	} else {
+		id, err = w.ng.AddInterface(intf)
+	}
+	if err != nil {
+		return 0, err
+	}
+	w.ngIDs[idx] = id
+	return id, nil
+}
+
+// Close flushes the output and moves it into place.
+func (w *captureWriter) Close() error {
+	if w.format == formatPcapng && w.ng == nil {
+		// No packets: still write a valid file (section and interface).
+		lt := layers.LinkTypeEthernet
+		if w.src.pcap != nil {
+			lt = w.src.pcap.LinkType()
+		}
+		if _, err := w.ngInterface(0, lt); err != nil {
+			w.abort()
+			return fmt.Errorf("write capture %s: %w", w.path, err)
+		}
+	}
+	if w.ng != nil {
+		if err := w.ng.Flush(); err != nil {
+			w.abort()
+			return fmt.Errorf("write capture %s: %w", w.path, err)
+		}
+	}
+	if err := w.bw.Flush(); err != nil {
+		w.abort()
+		return fmt.Errorf("write capture %s: %w", w.path, err)
+	}
+	if err := w.f.Chmod(0o644); err != nil {
+		w.abort()
+		return fmt.Errorf("write capture %s: %w", w.path, err)
+	}
+	if err := w.f.Close(); err != nil {
+		os.Remove(w.f.Name())
+		return fmt.Errorf("write capture %s: %w", w.path, err)
+	}
+	if err := os.Rename(w.f.Name(), w.path); err != nil {
+		os.Remove(w.f.Name())
+		return fmt.Errorf("write capture %s: %w", w.path, err)
+	}
+	return nil
+}
+
+// abort removes the temporary output.
+func (w *captureWriter) abort() {
+	w.f.Close()
+	os.Remove(w.f.Name())
 }
