@@ -12,11 +12,11 @@ var (
 	// ErrInvalidFrame means the frame cannot be parsed as Ethernet (with
 	// optional 802.1Q/802.1ad tags) + IPv4/IPv6 + the expected transport
 	// header: truncated headers, IHL < 5, lengths beyond the buffer, an
-	// IPv6 extension header chain that is too long or runs past the packet,
-	// a fragment.
+	// IPv6 extension header chain that is too long or runs past the packet.
 	ErrInvalidFrame = errors.New("invalid frame")
 	// ErrWrongProtocol means the frame parses but carries another transport
-	// protocol (or another EtherType) than the operation needs.
+	// protocol (or another EtherType) than the operation needs, or an IP
+	// fragment rather than a whole transport segment.
 	ErrWrongProtocol = errors.New("wrong protocol")
 	// ErrInvalidMSS means the segment size is zero, negative or too large.
 	ErrInvalidMSS = errors.New("invalid segment size")
@@ -189,7 +189,7 @@ func parseLayout(frame []byte, want uint8) (segLayout, layoutErr) {
 		return lo, lerr(ErrWrongProtocol, "EtherType %#04x is not IPv4 or IPv6", int(et))
 	}
 	if lo.frag {
-		return lo, lerr(ErrInvalidFrame, "IP fragment")
+		return lo, lerr(ErrWrongProtocol, "IP fragment, not a complete transport segment")
 	}
 	if lo.proto != want {
 		return lo, lerr(ErrWrongProtocol, "IP protocol %d, want %d", int(lo.proto), int(want))

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"github.com/xdpio/xdpio/internal/netnstest"
 	"golang.org/x/sys/unix"
 )
@@ -359,6 +360,7 @@ func TestKernelTSO(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			pair := netnstest.New(t, netnstest.Config{})
+			waitOperUp(t, pair)
 			ethtoolK(t, pair.A, "tx", "off", "tso", "off", "gso", "on")
 			ethtoolK(t, pair.B, "gro", "off")
 			c := startCapture(t, pair.B)
@@ -385,6 +387,7 @@ func TestKernelUSO(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			pair := netnstest.New(t, netnstest.Config{})
+			waitOperUp(t, pair)
 			ethtoolK(t, pair.A, "tx", "off", "tx-udp-segmentation", "off", "gso", "on")
 			ethtoolK(t, pair.B, "gro", "off")
 			c := startCapture(t, pair.B)
@@ -498,6 +501,7 @@ func snmpCounter(t *testing.T, table, name string) int64 {
 // test can fail.
 func TestKernelAcceptsSegments(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{})
+	waitOperUp(t, pair)
 	var fd int
 	if err := pair.A.Do(func() (err error) {
 		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
@@ -586,6 +590,36 @@ func TestKernelAcceptsSegments(t *testing.T) {
 	t.Logf("counters before %+v, after offload frames %+v, after corrupted %+v", before, mid, after)
 }
 
+// waitOperUp waits until both veth ends are operationally up: until then
+// the kernel's link watcher has not attached their queueing discipline, and
+// frames written to an AF_PACKET socket are dropped silently.
+func waitOperUp(t *testing.T, pair *netnstest.Pair) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for _, h := range []*netnstest.Host{pair.A, pair.B} {
+		nh, err := h.Handle()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			l, err := nh.LinkByIndex(h.Ifindex)
+			if err != nil {
+				nh.Close()
+				t.Fatal(err)
+			}
+			if l.Attrs().OperState == netlink.OperUp {
+				break
+			}
+			if time.Now().After(deadline) {
+				nh.Close()
+				t.Fatalf("%s in %s not operationally up after 5 s (state %v)", h.Link, h.NS, l.Attrs().OperState)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		nh.Close()
+	}
+}
+
 // retarget rewrites a test super-packet's MACs and addresses to go from A
 // to B of pair (and re-fixes the checksums, which Segment recomputes
 // anyway except for what it keeps: nothing).
@@ -616,6 +650,7 @@ func TestKernelGRO(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			pair := netnstest.New(t, netnstest.Config{})
+			waitOperUp(t, pair)
 			ethtoolK(t, pair.A, "tx", "off", "tso", "off", "gso", "on")
 			ethtoolK(t, pair.B, "gro", "on")
 			wire := startCapture(t, pair.A)

@@ -163,7 +163,7 @@ func TestSegmentErrors(t *testing.T) {
 		{"IPv4 version 6", mod(good, func(b []byte) { b[l3] = 0x65 }), 1448, ErrInvalidFrame},
 		{"total length beyond buffer", good[:len(good)-1], 1448, ErrInvalidFrame},
 		{"total length below IHL", mod(good, func(b []byte) { binary.BigEndian.PutUint16(b[l3+2:], 10) }), 1448, ErrInvalidFrame},
-		{"IPv4 fragment", mod(good, func(b []byte) { b[l3+6] |= 0x20 }), 1448, ErrInvalidFrame},
+		{"IPv4 fragment", mod(good, func(b []byte) { b[l3+6] |= 0x20 }), 1448, ErrWrongProtocol},
 		{"TCP data offset 4", mod(good, func(b []byte) { b[l3+20+12] = 0x40 }), 1448, ErrInvalidFrame},
 		{"TCP header beyond packet", mod(good, func(b []byte) { binary.BigEndian.PutUint16(b[l3+2:], 40) }), 1448, ErrInvalidFrame},
 		{"not TCP", udp, 1448, ErrWrongProtocol},
@@ -173,7 +173,7 @@ func TestSegmentErrors(t *testing.T) {
 		{"IPv6 payload beyond buffer", good6[:len(good6)-1], 1448, ErrInvalidFrame},
 		{"IPv6 ext header beyond packet", mod(small6, func(b []byte) { b[l3+40+8+1] = 200 }), 1448, ErrInvalidFrame},
 		{"IPv6 hop-by-hop not first", mod(good6, func(b []byte) { b[l3+40+8] = 0 }), 1448, ErrInvalidFrame},
-		{"IPv6 fragment header", mod(good6, func(b []byte) { b[l3+40+8] = 44 }), 1448, ErrInvalidFrame},
+		{"IPv6 fragment header", mod(good6, func(b []byte) { b[l3+40+8] = 44 }), 1448, ErrWrongProtocol},
 		{"IPv6 ext header chain loop", ext6Loop(), 1448, ErrInvalidFrame},
 		{"VLAN tag stack", vlanStack(), 1448, ErrInvalidFrame},
 	}
