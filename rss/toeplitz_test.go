@@ -440,3 +440,35 @@ func BenchmarkToeplitzIPv6Ports(b *testing.B) {
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "hashes/s")
 	})
 }
+
+// FuzzParseKey feeds arbitrary text to the key parser: it never panics,
+// errors wrap ErrKeyInvalid, and an accepted key is the input's hex digits
+// (0x prefix, spaces and colons aside) and hashes like the same key given
+// as bytes.
+func FuzzParseKey(f *testing.F) {
+	for _, s := range []string{DefaultKeyHex, "0x" + DefaultKeyHex, "6d:5a:56:da:25", " 6D5A56DA ", "", "6d5a5", "zz", "6d::5a:56:da", "0X6d5a56da"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		k, err := ParseKey(s)
+		if err != nil {
+			if !errors.Is(err, ErrKeyInvalid) {
+				t.Fatalf("error %v does not wrap ErrKeyInvalid", err)
+			}
+			return
+		}
+		norm := strings.ToLower(strings.ReplaceAll(strings.TrimSpace(s), ":", ""))
+		norm = strings.TrimPrefix(norm, "0x")
+		if got := fmt.Sprintf("%x", k); got != norm {
+			t.Fatalf("ParseKey(%q) = %s, want %s", s, got, norm)
+		}
+		h, err := NewToeplitz(k)
+		if err != nil {
+			t.Fatalf("NewToeplitz of a parsed key: %v", err)
+		}
+		in := []byte("0123456789abcdef")
+		if a, b := h.Hash(in), refHash(k, in); a != b {
+			t.Fatalf("key %x: Hash %#x, reference %#x", k, a, b)
+		}
+	})
+}
