@@ -28,10 +28,12 @@ type IndexRule uint8
 const (
 	// IndexLowBits takes the low bits of the hash: index = hash & (size-1),
 	// for tables whose size is a power of two. This is what RSS hardware
-	// does ("masking out the low order seven bits of the computed hash" for
-	// a 128-entry table, Documentation/networking/scaling.rst): Intel
-	// ixgbe/i40e/ice, Mellanox mlx4/mlx5, virtio-net's hash and most others.
-	// It is the default.
+	// does: "masking out the low order seven bits of the computed hash" for
+	// the common 128-entry table (Documentation/networking/scaling.rst);
+	// Intel's datasheets (the 82599's 7 LS bits into a 128-entry RETA, the
+	// 512-entry tables of i40e and ice) and the virtio spec
+	// (indirection_table[hash & indirection_table_mask]) say the same. It
+	// is the default.
 	IndexLowBits IndexRule = iota
 	// IndexModulo takes hash % size, for devices with tables whose size is
 	// not a power of two.

@@ -360,6 +360,13 @@ func (k FlowKey) Input(b []byte, s Symmetric) []byte {
 // with this key would put in the RX descriptor. Keys that fail Validate
 // hash as 0; check them first where the input is not trusted.
 func (t *Toeplitz) HashFlow(k FlowKey, s Symmetric) uint32 {
+	if s == SymmetricNone && k.Ports && k.Src.Is4() && k.Dst.Is4() {
+		return t.HashIPv4Ports(k.Src.As4(), k.Dst.As4(), k.SrcPort, k.DstPort) // the common case
+	}
+	return t.hashFlow(k, s)
+}
+
+func (t *Toeplitz) hashFlow(k FlowKey, s Symmetric) uint32 {
 	if k.Src.Is4() && k.Dst.Is4() {
 		src, dst := k.Src.As4(), k.Dst.As4()
 		sp, dp := k.SrcPort, k.DstPort
