@@ -67,7 +67,7 @@ func FuzzGRO(f *testing.F) {
 				if err != nil {
 					t.Fatalf("merged frame does not parse: %v", err)
 				}
-				if err := refVerify(o, lo); err != nil {
+				if err := segRefVerify(o, lo); err != nil {
 					t.Fatalf("merged frame: %v", err)
 				}
 			}
@@ -94,8 +94,8 @@ func TestWriteGROCorpus(t *testing.T) {
 		{payload: 100, flags: tcpACK | tcpSYN},
 	} {
 		for _, mss := range []uint16{1000, 1448} {
-			writeCorpus(t, "FuzzGRO", &n, buildSuper(t, s), mss, mss == 1000)
+			segWriteCorpus(t, "FuzzGRO", &n, buildSuper(t, s), mss, mss == 1000)
 		}
 	}
-	writeCorpus(t, "FuzzGRO", &n, []byte("not a frame"), uint16(10), false)
+	segWriteCorpus(t, "FuzzGRO", &n, []byte("not a frame"), uint16(10), false)
 }

@@ -67,9 +67,9 @@ func groSeq(t *testing.T, v6 bool, n int) [][]byte {
 	return segs
 }
 
-// refix recomputes a modified segment's IPv4 header and TCP checksums.
-func refix(t *testing.T, f []byte) []byte {
-	lo, err := parseSegLayout(f, ipProtoTCP, "refix")
+// groRefix recomputes a modified segment's IPv4 header and TCP checksums.
+func groRefix(t *testing.T, f []byte) []byte {
+	lo, err := parseSegLayout(f, ipProtoTCP, "groRefix")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestGRORules(t *testing.T) {
 	at := func(i int, f func(b []byte)) mod {
 		return func(t *testing.T, segs [][]byte) [][]byte {
 			f(segs[i])
-			segs[i] = refix(t, segs[i])
+			segs[i] = groRefix(t, segs[i])
 			return segs
 		}
 	}
@@ -125,16 +125,16 @@ func TestGRORules(t *testing.T) {
 		{"short second ends", false, func(t *testing.T, s [][]byte) [][]byte {
 			s[1] = s[1][:len(s[1])-10]
 			binary.BigEndian.PutUint16(s[1][l3+2:], uint16(len(s[1])-l3))
-			refix(t, s[1])
+			groRefix(t, s[1])
 			return s
 		}, []int{2, 2}},
 		{"larger second", false, func(t *testing.T, s [][]byte) [][]byte {
 			s[0] = s[0][:len(s[0])-10]
 			binary.BigEndian.PutUint16(s[0][l3+2:], uint16(len(s[0])-l3))
-			refix(t, s[0])
+			groRefix(t, s[0])
 			for i := 1; i < len(s); i++ {
 				binary.BigEndian.PutUint32(s[i][l4+4:], binary.BigEndian.Uint32(s[i][l4+4:])-10)
-				refix(t, s[i])
+				groRefix(t, s[i])
 			}
 			return s
 		}, []int{1, 3}},
@@ -142,7 +142,7 @@ func TestGRORules(t *testing.T) {
 			ack := append([]byte(nil), s[0][:l4+32]...)
 			binary.BigEndian.PutUint16(ack[l3+2:], uint16(len(ack)-l3))
 			binary.BigEndian.PutUint32(ack[l4+4:], binary.BigEndian.Uint32(s[2][l4+4:]))
-			return append(s[:2], refix(t, ack), s[2], s[3])
+			return append(s[:2], groRefix(t, ack), s[2], s[3])
 		}, []int{2, 0, 2}},
 		{"IP options", false, func(t *testing.T, s [][]byte) [][]byte {
 			o := make([]byte, 0, len(s[1])+4)
@@ -151,7 +151,7 @@ func TestGRORules(t *testing.T) {
 			o = append(o, s[1][l4:]...)
 			o[l3] = 0x46
 			binary.BigEndian.PutUint16(o[l3+2:], uint16(len(o)-l3))
-			s[1] = refix(t, o)
+			s[1] = groRefix(t, o)
 			return s
 		}, []int{1, 1, 2}},
 	}
@@ -180,18 +180,18 @@ func TestGRORules(t *testing.T) {
 				if len(f) > lo.end {
 					continue // padded frame passed through
 				}
-				if err := refVerify(f, lo); err != nil && !bytes.Contains([]byte(c.name), []byte("bad")) {
+				if err := segRefVerify(f, lo); err != nil && !bytes.Contains([]byte(c.name), []byte("bad")) {
 					t.Errorf("output frame: %v", err)
 				}
 			}
-			if !equalInts(got, c.want) {
+			if !segEqualInts(got, c.want) {
 				t.Errorf("segments per output frame = %v, want %v", got, c.want)
 			}
 		})
 	}
 }
 
-func equalInts(a, b []int) bool {
+func segEqualInts(a, b []int) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -225,7 +225,7 @@ func TestGROFlowsAndPassThrough(t *testing.T) {
 	// A third flow evicts the oldest (a).
 	c := groSeq(t, false, 1)[0]
 	binary.BigEndian.PutUint16(c[34:], 1234)
-	refix(t, c)
+	groRefix(t, c)
 	out = g.Feed(out[:0], c)
 	if len(out) != 1 || len(out[0]) != len(a[0])+2000 {
 		t.Fatalf("eviction: %d frames", len(out))

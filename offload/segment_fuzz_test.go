@@ -122,21 +122,21 @@ func TestWriteSegmentCorpus(t *testing.T) {
 		} {
 			s.udp = udp
 			for _, mss := range []uint16{1448, 7} {
-				writeCorpus(t, name, &n, buildSuper(t, s), mss, mss == 7)
+				segWriteCorpus(t, name, &n, buildSuper(t, s), mss, mss == 7)
 			}
 		}
 		good := buildSuper(t, superSpec{udp: udp, payload: 300})
-		writeCorpus(t, name, &n, good[:len(good)-1], uint16(100), false) // length beyond buffer
+		segWriteCorpus(t, name, &n, good[:len(good)-1], uint16(100), false) // length beyond buffer
 		ihl := append([]byte(nil), good...)
 		ihl[14] = 0x44
-		writeCorpus(t, name, &n, ihl, uint16(100), false)
-		writeCorpus(t, name, &n, ext6Loop(), uint16(100), false)
-		writeCorpus(t, name, &n, vlanStack(), uint16(100), false)
-		writeCorpus(t, name, &n, good, uint16(0), false)
+		segWriteCorpus(t, name, &n, ihl, uint16(100), false)
+		segWriteCorpus(t, name, &n, ext6Loop(), uint16(100), false)
+		segWriteCorpus(t, name, &n, vlanStack(), uint16(100), false)
+		segWriteCorpus(t, name, &n, good, uint16(0), false)
 	}
 }
 
-func writeCorpus(t *testing.T, name string, n *int, args ...any) {
+func segWriteCorpus(t *testing.T, name string, n *int, args ...any) {
 	t.Helper()
 	dir := filepath.Join("testdata", "fuzz", name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -137,7 +137,7 @@ func buildSuper(t testing.TB, s superSpec) []byte {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[lo.l4+16-10*b2i(s.udp)] ^= 0x5a
+		out[lo.l4+16-10*segB2I(s.udp)] ^= 0x5a
 		if !s.v6 {
 			out[lo.l3+10] ^= 0xa5
 		}
@@ -145,7 +145,7 @@ func buildSuper(t testing.TB, s superSpec) []byte {
 	return out
 }
 
-func b2i(b bool) int {
+func segB2I(b bool) int {
 	if b {
 		return 1
 	}
@@ -192,7 +192,7 @@ func gopacketCheck(t testing.TB, frame []byte) gopacket.Packet {
 			t.Errorf("IPv4 total length %d, packet has %d bytes", ip.Length, len(ip.Contents)+len(ip.Payload))
 		}
 	case *layers.IPv6:
-		if int(ip.Length) != len(ip.Payload)+hbhLen(ip) {
+		if int(ip.Length) != len(ip.Payload)+segHBHLen(ip) {
 			t.Errorf("IPv6 payload length %d, packet has %d bytes after the header", ip.Length, len(ip.Payload))
 		}
 	}
@@ -208,18 +208,18 @@ func gopacketCheck(t testing.TB, frame []byte) gopacket.Packet {
 	return p
 }
 
-// hbhLen is the length of a hop-by-hop header gopacket folded into the IPv6
+// segHBHLen is the length of a hop-by-hop header gopacket folded into the IPv6
 // layer (it does not count it in Payload).
-func hbhLen(ip *layers.IPv6) int {
+func segHBHLen(ip *layers.IPv6) int {
 	if ip.HopByHop != nil {
 		return len(ip.HopByHop.Contents)
 	}
 	return 0
 }
 
-// refSum is the plain reference Internet checksum loop (RFC 1071), kept
+// segRefSum is the plain reference Internet checksum loop (RFC 1071), kept
 // independent of Checksum and copySum.
-func refSum(b []byte) uint32 {
+func segRefSum(b []byte) uint32 {
 	var s uint32
 	for i := 0; i+1 < len(b); i += 2 {
 		s += uint32(b[i])<<8 | uint32(b[i+1])
@@ -233,12 +233,12 @@ func refSum(b []byte) uint32 {
 	return s
 }
 
-// refVerify checks the IPv4 header checksum and the TCP/UDP checksum of a
+// segRefVerify checks the IPv4 header checksum and the TCP/UDP checksum of a
 // frame with the reference loop, using lo from the frame itself.
-func refVerify(frame []byte, lo segLayout) error {
+func segRefVerify(frame []byte, lo segLayout) error {
 	ip := frame[lo.l3:lo.end]
 	if !lo.v6 {
-		if s := refSum(ip[:lo.l4-lo.l3]); s != 0xffff {
+		if s := segRefSum(ip[:lo.l4-lo.l3]); s != 0xffff {
 			return fmt.Errorf("IPv4 header checksum: sum %#04x", s)
 		}
 	}
@@ -253,7 +253,7 @@ func refVerify(frame []byte, lo segLayout) error {
 		ph = append(ph, 0, lo.proto)
 		ph = binary.BigEndian.AppendUint16(ph, uint16(l4len))
 	}
-	s := refSum(append(ph, frame[lo.l4:lo.end]...))
+	s := segRefSum(append(ph, frame[lo.l4:lo.end]...))
 	if s != 0xffff {
 		return fmt.Errorf("L4 checksum: sum %#04x", s)
 	}
@@ -286,7 +286,7 @@ func checkReassembles(in []byte, segs [][]byte, opts SegmentOptions, proto uint8
 		if slo.end != len(s) || slo.pay != lo.pay || slo.l4 != lo.l4 || slo.l3 != lo.l3 {
 			return fmt.Errorf("segment %d: layout %+v, input %+v, len %d", i, slo, lo, len(s))
 		}
-		if err := refVerify(s, slo); err != nil {
+		if err := segRefVerify(s, slo); err != nil {
 			return fmt.Errorf("segment %d: %w", i, err)
 		}
 		n := len(s) - lo.pay

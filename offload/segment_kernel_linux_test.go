@@ -25,11 +25,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func htons(v uint16) uint16 { return v<<8 | v>>8 }
+func segHtons(v uint16) uint16 { return v<<8 | v>>8 }
 
-// capture is an AF_PACKET socket bound to one interface, reading frames in
+// segCapture is an AF_PACKET socket bound to one interface, reading frames in
 // a goroutine until stopped.
-type capture struct {
+type segCapture struct {
 	fd     int
 	mu     sync.Mutex
 	frames [][]byte
@@ -38,13 +38,13 @@ type capture struct {
 	stop   chan struct{}
 }
 
-// startCapture opens the socket inside h's namespace. The goroutine reads
+// segStartCapture opens the socket inside h's namespace. The goroutine reads
 // with a 100 ms timeout so that Stop returns promptly.
-func startCapture(t *testing.T, h *netnstest.Host) *capture {
+func segStartCapture(t *testing.T, h *netnstest.Host) *segCapture {
 	t.Helper()
-	c := &capture{done: make(chan struct{}), stop: make(chan struct{})}
+	c := &segCapture{done: make(chan struct{}), stop: make(chan struct{})}
 	err := h.Do(func() error {
-		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(htons(unix.ETH_P_ALL)))
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(segHtons(unix.ETH_P_ALL)))
 		if err != nil {
 			return fmt.Errorf("AF_PACKET socket: %w", err)
 		}
@@ -56,7 +56,7 @@ func startCapture(t *testing.T, h *netnstest.Host) *capture {
 		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
 			return fmt.Errorf("SO_RCVTIMEO: %w", err)
 		}
-		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: h.Ifindex})
+		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: segHtons(unix.ETH_P_ALL), Ifindex: h.Ifindex})
 	})
 	if err != nil {
 		if c.fd > 0 {
@@ -93,7 +93,7 @@ func startCapture(t *testing.T, h *netnstest.Host) *capture {
 }
 
 // Stop ends the capture (idempotent) and closes the socket.
-func (c *capture) Stop() {
+func (c *segCapture) Stop() {
 	select {
 	case <-c.stop:
 		return
@@ -106,7 +106,7 @@ func (c *capture) Stop() {
 
 // received returns the captured frames that arrived (not sent) on the
 // interface, or, with outgoing, only those sent.
-func (c *capture) received(outgoing bool) [][]byte {
+func (c *segCapture) received(outgoing bool) [][]byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out [][]byte
@@ -118,7 +118,7 @@ func (c *capture) received(outgoing bool) [][]byte {
 	return out
 }
 
-func ethtoolK(t *testing.T, h *netnstest.Host, args ...string) {
+func segEthtoolK(t *testing.T, h *netnstest.Host, args ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -128,9 +128,9 @@ func ethtoolK(t *testing.T, h *netnstest.Host, args ...string) {
 	}
 }
 
-// kernelTCPTransfer sends n bytes over a kernel TCP connection from A to B
+// segKernelTCPTransfer sends n bytes over a kernel TCP connection from A to B
 // and waits until B has read them all.
-func kernelTCPTransfer(t *testing.T, pair *netnstest.Pair, v6 bool, n int) {
+func segKernelTCPTransfer(t *testing.T, pair *netnstest.Pair, v6 bool, n int) {
 	t.Helper()
 	network, dst := "tcp4", pair.B.IPv4
 	if v6 {
@@ -184,9 +184,9 @@ func kernelTCPTransfer(t *testing.T, pair *netnstest.Pair, v6 bool, n int) {
 	time.Sleep(200 * time.Millisecond) // let the capture drain
 }
 
-// dataSegments returns the frames of proto from src with a non-empty
+// segDataFrames returns the frames of proto from src with a non-empty
 // transport payload, parsed.
-func dataSegments(frames [][]byte, proto uint8, src netip.Addr) ([][]byte, []segLayout) {
+func segDataFrames(frames [][]byte, proto uint8, src netip.Addr) ([][]byte, []segLayout) {
 	var out [][]byte
 	var los []segLayout
 	for _, f := range frames {
@@ -284,7 +284,7 @@ func rebuildSuper(segs [][]byte, los []segLayout, group []int) []byte {
 	} else {
 		binary.BigEndian.PutUint16(ip[2:], uint16(len(out)-lo.l3))
 		ip[10], ip[11] = 0, 0
-		binary.BigEndian.PutUint16(ip[10:], ^uint16(refSum(ip[:lo.l4-lo.l3])))
+		binary.BigEndian.PutUint16(ip[10:], ^uint16(segRefSum(ip[:lo.l4-lo.l3])))
 	}
 	l4len := len(out) - lo.l4
 	ck := lo.l4 + 16
@@ -305,7 +305,7 @@ func rebuildSuper(segs [][]byte, los []segLayout, group []int) []byte {
 		ph = append(ph, 0, lo.proto)
 		ph = binary.BigEndian.AppendUint16(ph, uint16(l4len))
 	}
-	binary.BigEndian.PutUint16(out[ck:], ^uint16(refSum(append(ph, out[lo.l4:]...))))
+	binary.BigEndian.PutUint16(out[ck:], ^uint16(segRefSum(append(ph, out[lo.l4:]...))))
 	return out
 }
 
@@ -360,17 +360,17 @@ func TestKernelTSO(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			pair := netnstest.New(t, netnstest.Config{})
-			waitOperUp(t, pair)
-			ethtoolK(t, pair.A, "tx", "off", "tso", "off", "gso", "on")
-			ethtoolK(t, pair.B, "gro", "off")
-			c := startCapture(t, pair.B)
-			kernelTCPTransfer(t, pair, v6, 1<<20)
+			segWaitOperUp(t, pair)
+			segEthtoolK(t, pair.A, "tx", "off", "tso", "off", "gso", "on")
+			segEthtoolK(t, pair.B, "gro", "off")
+			c := segStartCapture(t, pair.B)
+			segKernelTCPTransfer(t, pair, v6, 1<<20)
 			c.Stop()
 			src := pair.A.IPv4
 			if v6 {
 				src = pair.A.IPv6
 			}
-			segs, los := dataSegments(c.received(false), ipProtoTCP, src)
+			segs, los := segDataFrames(c.received(false), ipProtoTCP, src)
 			compareWithKernel(t, segs, los, ipProtoTCP)
 		})
 	}
@@ -387,10 +387,10 @@ func TestKernelUSO(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			pair := netnstest.New(t, netnstest.Config{})
-			waitOperUp(t, pair)
-			ethtoolK(t, pair.A, "tx", "off", "tx-udp-segmentation", "off", "gso", "on")
-			ethtoolK(t, pair.B, "gro", "off")
-			c := startCapture(t, pair.B)
+			segWaitOperUp(t, pair)
+			segEthtoolK(t, pair.A, "tx", "off", "tx-udp-segmentation", "off", "gso", "on")
+			segEthtoolK(t, pair.B, "gro", "off")
+			c := segStartCapture(t, pair.B)
 			network, dst, src := "udp4", pair.B.IPv4, pair.A.IPv4
 			if v6 {
 				network, dst, src = "udp6", pair.B.IPv6, pair.A.IPv6
@@ -441,7 +441,7 @@ func TestKernelUSO(t *testing.T) {
 			}
 			time.Sleep(200 * time.Millisecond)
 			c.Stop()
-			segs, los := dataSegments(c.received(false), ipProtoUDP, src)
+			segs, los := segDataFrames(c.received(false), ipProtoUDP, src)
 			compareWithKernel(t, segs, los, ipProtoUDP)
 			if len(segs) != want {
 				t.Errorf("captured %d datagrams, want %d", len(segs), want)
@@ -450,10 +450,10 @@ func TestKernelUSO(t *testing.T) {
 	}
 }
 
-// snmpCounter reads one counter ("Tcp", "InCsumErrors") from
+// segSNMPCounter reads one counter ("Tcp", "InCsumErrors") from
 // /proc/thread-self/net/snmp, or, for IPv6 counters ("", "Udp6InCsumErrors"),
 // from snmp6. Run it inside the namespace.
-func snmpCounter(t *testing.T, table, name string) int64 {
+func segSNMPCounter(t *testing.T, table, name string) int64 {
 	t.Helper()
 	if table == "" {
 		b, err := os.ReadFile("/proc/thread-self/net/snmp6")
@@ -501,7 +501,7 @@ func snmpCounter(t *testing.T, table, name string) int64 {
 // test can fail.
 func TestKernelAcceptsSegments(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{})
-	waitOperUp(t, pair)
+	segWaitOperUp(t, pair)
 	var fd int
 	if err := pair.A.Do(func() (err error) {
 		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
@@ -519,13 +519,13 @@ func TestKernelAcceptsSegments(t *testing.T) {
 	type counters struct{ tcpIn, tcpErr, udpIn, udpNoPorts, udpErr, ipErr, udp6Err, udp6In int64 }
 	read := func() (c counters) {
 		pair.B.Do(func() error {
-			c.tcpIn = snmpCounter(t, "Tcp", "InSegs")
-			c.tcpErr = snmpCounter(t, "Tcp", "InCsumErrors")
-			c.udpNoPorts = snmpCounter(t, "Udp", "NoPorts")
-			c.udpErr = snmpCounter(t, "Udp", "InCsumErrors")
-			c.ipErr = snmpCounter(t, "IpExt", "InCsumErrors")
-			c.udp6Err = snmpCounter(t, "", "Udp6InCsumErrors")
-			c.udp6In = snmpCounter(t, "", "Udp6NoPorts")
+			c.tcpIn = segSNMPCounter(t, "Tcp", "InSegs")
+			c.tcpErr = segSNMPCounter(t, "Tcp", "InCsumErrors")
+			c.udpNoPorts = segSNMPCounter(t, "Udp", "NoPorts")
+			c.udpErr = segSNMPCounter(t, "Udp", "InCsumErrors")
+			c.ipErr = segSNMPCounter(t, "IpExt", "InCsumErrors")
+			c.udp6Err = segSNMPCounter(t, "", "Udp6InCsumErrors")
+			c.udp6In = segSNMPCounter(t, "", "Udp6NoPorts")
 			return nil
 		})
 		return c
@@ -536,7 +536,7 @@ func TestKernelAcceptsSegments(t *testing.T) {
 		for _, udp := range []bool{false, true} {
 			s := superSpec{v6: v6, udp: udp, tsopt: true, flags: tcpACK | tcpPSH, payload: 30000, id: 77, seq: 1000}
 			in := buildSuper(t, s)
-			retarget(in, pair, v6)
+			segRetarget(in, pair, v6)
 			var segs [][]byte
 			var err error
 			if udp {
@@ -551,6 +551,30 @@ func TestKernelAcceptsSegments(t *testing.T) {
 			b := append([]byte(nil), segs[1]...)
 			b[len(b)-1] ^= 0x01 // payload bit flip: L4 checksum now wrong
 			bad = append(bad, b)
+		}
+	}
+	// Probe until B's IPv4 and IPv6 receive paths count datagrams: right
+	// after the pair is created IPv6 may still drop them for a while.
+	probe := map[bool][]byte{}
+	for _, v6 := range []bool{false, true} {
+		p := buildSuper(t, superSpec{v6: v6, udp: true, payload: 10})
+		segRetarget(p, pair, v6)
+		segs, err := SegmentUDP(nil, p, SegmentOptions{MSS: 1400})
+		if err != nil {
+			t.Fatal(err)
+		}
+		probe[v6] = segs[0]
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		c0 := read()
+		send(probe[false])
+		send(probe[true])
+		time.Sleep(50 * time.Millisecond)
+		if c1 := read(); c1.udpNoPorts > c0.udpNoPorts && c1.udp6In > c0.udp6In {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("B's kernel does not count probe datagrams after 10 s")
 		}
 	}
 	before := read()
@@ -590,10 +614,11 @@ func TestKernelAcceptsSegments(t *testing.T) {
 	t.Logf("counters before %+v, after offload frames %+v, after corrupted %+v", before, mid, after)
 }
 
-// waitOperUp waits until both veth ends are operationally up: until then
-// the kernel's link watcher has not attached their queueing discipline, and
-// frames written to an AF_PACKET socket are dropped silently.
-func waitOperUp(t *testing.T, pair *netnstest.Pair) {
+// segWaitOperUp waits until both veth ends are operationally up with their
+// IPv6 addresses ready: until then the kernel's link watcher has not
+// attached the queueing discipline (frames written to an AF_PACKET socket
+// are dropped silently) and IPv6 does not deliver to the address.
+func segWaitOperUp(t *testing.T, pair *netnstest.Pair) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for _, h := range []*netnstest.Host{pair.A, pair.B} {
@@ -607,7 +632,7 @@ func waitOperUp(t *testing.T, pair *netnstest.Pair) {
 				nh.Close()
 				t.Fatal(err)
 			}
-			if l.Attrs().OperState == netlink.OperUp {
+			if l.Attrs().OperState == netlink.OperUp && segIPv6Ready(nh, l, h.IPv6) {
 				break
 			}
 			if time.Now().After(deadline) {
@@ -620,10 +645,25 @@ func waitOperUp(t *testing.T, pair *netnstest.Pair) {
 	}
 }
 
-// retarget rewrites a test super-packet's MACs and addresses to go from A
+// segIPv6Ready reports whether addr is configured on l and no longer
+// tentative (addrconf finishes it only after the link came up).
+func segIPv6Ready(nh *netlink.Handle, l netlink.Link, addr netip.Addr) bool {
+	as, err := nh.AddrList(l, netlink.FAMILY_V6)
+	if err != nil {
+		return false
+	}
+	for _, a := range as {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok && ip == addr {
+			return a.Flags&unix.IFA_F_TENTATIVE == 0
+		}
+	}
+	return false
+}
+
+// segRetarget rewrites a test super-packet's MACs and addresses to go from A
 // to B of pair (and re-fixes the checksums, which Segment recomputes
 // anyway except for what it keeps: nothing).
-func retarget(f []byte, pair *netnstest.Pair, v6 bool) {
+func segRetarget(f []byte, pair *netnstest.Pair, v6 bool) {
 	copy(f[0:6], pair.B.MAC)
 	copy(f[6:12], pair.A.MAC)
 	if v6 {
@@ -650,20 +690,20 @@ func TestKernelGRO(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			pair := netnstest.New(t, netnstest.Config{})
-			waitOperUp(t, pair)
-			ethtoolK(t, pair.A, "tx", "off", "tso", "off", "gso", "on")
-			ethtoolK(t, pair.B, "gro", "on")
-			wire := startCapture(t, pair.A)
-			merged := startCapture(t, pair.B)
-			kernelTCPTransfer(t, pair, v6, 1<<20)
+			segWaitOperUp(t, pair)
+			segEthtoolK(t, pair.A, "tx", "off", "tso", "off", "gso", "on")
+			segEthtoolK(t, pair.B, "gro", "on")
+			wire := segStartCapture(t, pair.A)
+			merged := segStartCapture(t, pair.B)
+			segKernelTCPTransfer(t, pair, v6, 1<<20)
 			wire.Stop()
 			merged.Stop()
 			src := pair.A.IPv4
 			if v6 {
 				src = pair.A.IPv6
 			}
-			ws, wlos := dataSegments(wire.received(true), ipProtoTCP, src)
-			ms, mlos := dataSegments(merged.received(false), ipProtoTCP, src)
+			ws, wlos := segDataFrames(wire.received(true), ipProtoTCP, src)
+			ms, mlos := segDataFrames(merged.received(false), ipProtoTCP, src)
 			mss := 0
 			for _, lo := range wlos {
 				mss = max(mss, lo.end-lo.pay)

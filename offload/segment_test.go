@@ -232,7 +232,7 @@ func TestCopySum(t *testing.T) {
 			if !bytes.Equal(dst[off:off+n], s) {
 				t.Fatalf("copySum(len %d, off %d) copied wrong bytes", n, off)
 			}
-			want := refSum(s)
+			want := segRefSum(s)
 			if n == 0 {
 				want = 0
 			}
