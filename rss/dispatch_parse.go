@@ -177,6 +177,18 @@ func l4Ports(b []byte, fi flowInfo, l4, end int) (flowInfo, error) {
 	return fi, nil
 }
 
+// HashFrame returns the hash of an Ethernet frame's flow under
+// transformation s, reading the fields in place (no FlowKey is built for
+// SymmetricNone): the value a NIC with this key reports for the frame. It
+// fails like ParseFlowKey.
+func (t *Toeplitz) HashFrame(frame []byte, s Symmetric) (uint32, error) {
+	fi, err := parseFlow(frame)
+	if err != nil {
+		return 0, fmt.Errorf("hash frame: %w", err)
+	}
+	return t.hashFrame(frame, fi, s), nil
+}
+
 // hashFrame returns the hash of a parsed frame's flow, read straight from
 // the frame bytes (the same value as HashFlow of ParseFlowKey's key).
 func (t *Toeplitz) hashFrame(b []byte, fi flowInfo, s Symmetric) uint32 {

@@ -189,6 +189,9 @@ func FuzzFlowKey(f *testing.F) {
 	h := newT(f, nil)
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		k, err := ParseFlowKey(frame)
+		if _, herr := h.HashFrame(frame, SymmetricNone); (herr == nil) != (err == nil) {
+			t.Fatalf("ParseFlowKey error %v, HashFrame error %v", err, herr)
+		}
 		if err != nil {
 			if !errors.Is(err, ErrNotIP) && !errors.Is(err, ErrMalformed) {
 				t.Fatalf("error %v wraps neither ErrNotIP nor ErrMalformed", err)
@@ -198,10 +201,13 @@ func FuzzFlowKey(f *testing.F) {
 		if err := k.Validate(); err != nil {
 			t.Fatal(err)
 		}
-		fi, _ := parseFlow(frame)
 		for _, s := range []Symmetric{SymmetricNone, SymmetricXOR, SymmetricOrXOR} {
-			if a, b := h.hashFrame(frame, fi, s), h.HashFlow(k, s); a != b {
-				t.Fatalf("%v: in-place hash %#x, HashFlow %#x", s, a, b)
+			a, err := h.HashFrame(frame, s)
+			if err != nil {
+				t.Fatalf("HashFrame fails where ParseFlowKey succeeds: %v", err)
+			}
+			if b := h.HashFlow(k, s); a != b {
+				t.Fatalf("%v: HashFrame %#x, HashFlow %#x", s, a, b)
 			}
 		}
 		g, l4, ok := gopacketKey(frame)
