@@ -81,10 +81,16 @@ func buildFrame(rng *rand.Rand, o frameOpts) []byte {
 					a[15] = 0x99
 					f = append(f, a[:]...)
 				}
-			default: // hop-by-hop, destination options: PadN filling 8 or 16 bytes
+			default:
+				// Hop-by-hop or destination options of 8 or 16 bytes: one
+				// experimental option (RFC 4727 type 0x1e, "skip if
+				// unknown") fills them. Not padding: Linux drops more than
+				// 7 bytes of consecutive Pad1/PadN.
 				size := 8 * (1 + rng.IntN(2))
-				f = append(f, 0, byte(size/8-1), 1, byte(size-4))
-				f = append(f, make([]byte, size-4)...)
+				f = append(f, 0, byte(size/8-1), 0x1e, byte(size-4))
+				for i := 0; i < size-4; i++ {
+					f = append(f, byte(rng.Uint32()))
+				}
 			}
 		}
 		f[nhAt] = o.proto
