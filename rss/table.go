@@ -87,10 +87,28 @@ func tableState(r ethtool.RSS, names []string) TableState {
 }
 
 // SetTable changes what cfg sets in dev's RSS configuration (RSS_SET,
-// like `ethtool -X`). Kernels without RSS_SET (before Linux 6.17) and
-// drivers without RSS give an error matching ErrNotSupported.
+// like `ethtool -X`). It reads the configuration first: drivers without
+// RSS, kernels without RSS_SET (before Linux 6.17) and a key on a device
+// that reports none give an error matching ErrNotSupported; a key whose
+// length differs from the device's is refused before sending.
 func SetTable(dev Device, cfg TableConfig) error {
 	return withClient(func(c *ethtool.Client) error {
+		// Read first: a device without RSS answers RSS_GET with
+		// EOPNOTSUPP, while RSS_SET of a key alone would only say EINVAL
+		// (key size mismatch); and a key of the wrong length is caught
+		// here with both lengths named.
+		cur, err := c.RSS(dev, cfg.Context)
+		if err != nil {
+			return err
+		}
+		if cfg.Key != nil && len(cfg.Key) != len(cur.Key) {
+			if len(cur.Key) == 0 {
+				return &DeviceError{Op: "RSS_SET", Device: dev, Attr: "ETHTOOL_A_RSS_HKEY", NotSupported: true,
+					Missing: "setting the hash key (the device reports none)", Err: fmt.Errorf("key of %d bytes given", len(cfg.Key))}
+			}
+			return &DeviceError{Op: "RSS_SET", Device: dev, Attr: "ETHTOOL_A_RSS_HKEY",
+				Err: fmt.Errorf("hash key of %d bytes: the device's key has %d", len(cfg.Key), len(cur.Key))}
+		}
 		rc := ethtool.RSSConfig{Context: cfg.Context, Indir: cfg.Indir, Key: cfg.Key}
 		if cfg.HFunc != "" {
 			names, err := c.RSSHashFuncs()
