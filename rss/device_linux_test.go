@@ -127,7 +127,10 @@ func TestDeviceFeaturesOnVeth(t *testing.T) {
 		}
 	}
 	var res FeaturesResult
-	err := pair.A.Do(func() (err error) { res, err = SetFeatures(dev, map[string]bool{"ntuple": true, "rx-hashing": true}); return })
+	err := pair.A.Do(func() (err error) {
+		res, err = SetFeatures(dev, map[string]bool{"ntuple": true, "rx-hashing": true})
+		return
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
