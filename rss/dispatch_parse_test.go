@@ -187,8 +187,26 @@ func FuzzFlowKey(f *testing.F) {
 		f.Add(c.frame)
 	}
 	h := newT(f, nil)
+	d, err := NewDispatcher(DispatchOptions{Workers: 5}, func(int, [][]byte) {})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { d.Close() })
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		k, err := ParseFlowKey(frame)
+		// The dispatcher's choice of worker (fast path included) follows
+		// the documented rule.
+		want := 0
+		switch {
+		case err == nil:
+			hf, _ := h.HashFrame(frame, SymmetricNone)
+			want = int(uint64(hf) * 5 >> 32)
+		case errors.Is(err, ErrNotIP):
+			want = int(uint64(h.Hash(frame[:12])) * 5 >> 32)
+		}
+		if got := d.Worker(frame); got != want {
+			t.Fatalf("Worker = %d, want %d (parse error %v)", got, want, err)
+		}
 		if _, herr := h.HashFrame(frame, SymmetricNone); (herr == nil) != (err == nil) {
 			t.Fatalf("ParseFlowKey error %v, HashFrame error %v", err, herr)
 		}
