@@ -1,0 +1,95 @@
+//go:build linux
+
+package coalesce
+
+import (
+	"errors"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/xdpio/xdpio/internal/netnstest"
+	"golang.org/x/sys/unix"
+)
+
+func u32(v uint32) *uint32 { return &v }
+
+func TestUnsupported(t *testing.T) {
+	on := true
+	supported := HW{RXUsecs: u32(0), RXMaxFrames: u32(1), UseAdaptiveRX: &on}
+	for _, tc := range []struct {
+		p    HW
+		want string
+	}{
+		{HW{RXUsecs: u32(50)}, ""},
+		{HW{RXUsecs: u32(50), UseAdaptiveRX: &on}, ""},
+		{HW{RXUsecsIRQ: u32(5)}, "ETHTOOL_A_COALESCE_RX_USECS_IRQ"},
+		{HW{RXUsecs: u32(5), UseAdaptiveTX: &on}, "ETHTOOL_A_COALESCE_USE_ADAPTIVE_TX"},
+		{HW{TXAggrMaxBytes: u32(5)}, "ETHTOOL_A_COALESCE_TX_AGGR_MAX_BYTES"},
+		{HW{RXProfile: []IRQModeration{{Usec: u32(1)}}}, "ETHTOOL_A_COALESCE_RX_PROFILE"},
+	} {
+		if got := Unsupported(supported, tc.p); got != tc.want {
+			t.Errorf("Unsupported(%+v) = %q, want %q", tc.p, got, tc.want)
+		}
+	}
+	if s := SupportedNames(supported); s != "ETHTOOL_A_COALESCE_RX_USECS, ETHTOOL_A_COALESCE_RX_MAX_FRAMES, ETHTOOL_A_COALESCE_USE_ADAPTIVE_RX" {
+		t.Errorf("SupportedNames = %q", s)
+	}
+}
+
+func TestHWNotSupportedOnVeth(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	dev := Device{Name: pair.A.Link}
+	var errGet, errSet error
+	if err := pair.A.Do(func() error {
+		_, errGet = Get(dev)
+		errSet = Set(dev, HW{RXUsecs: u32(50)})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for name, err := range map[string]error{"Get": errGet, "Set": errSet} {
+		if !errors.Is(err, ErrNotSupported) || !errors.Is(err, unix.EOPNOTSUPP) || !strings.Contains(err.Error(), "COALESCE_GET") {
+			t.Errorf("%s on veth: %v, want ErrNotSupported", name, err)
+		}
+	}
+}
+
+// TestHWGetEth0 reads eth0's coalescing (never sets it) and compares with
+// ethtool -c.
+func TestHWGetEth0(t *testing.T) {
+	netnstest.RequireTool(t, "ethtool")
+	out, err := exec.Command("ethtool", "-c", "eth0").CombinedOutput()
+	if err != nil {
+		t.Skipf("ethtool -c eth0: %v: %s", err, out)
+	}
+	h, err := Get(Device{Name: "eth0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, p := range map[string]*uint32{"rx-usecs": h.RXUsecs, "rx-frames": h.RXMaxFrames, "tx-usecs": h.TXUsecs,
+		"tx-frames": h.TXMaxFrames, "rx-usecs-irq": h.RXUsecsIRQ, "sample-interval": h.RateSampleInterval} {
+		m := regexp.MustCompile(`(?m)^` + name + `: (\S+)$`).FindSubmatch(out)
+		if m == nil {
+			t.Fatalf("no %s in ethtool -c:\n%s", name, out)
+		}
+		want := string(m[1])
+		got := "n/a"
+		if p != nil {
+			got = strconv.FormatUint(uint64(*p), 10)
+		}
+		if got != want {
+			t.Errorf("eth0 %s: ethtool %s, Get %s", name, want, got)
+		}
+	}
+	// A parameter eth0 does not report is refused before anything is sent
+	// (Set never reaches the kernel here: eth0 is not ours to change).
+	if h.RXUsecsIRQ == nil {
+		if name := Unsupported(h, HW{RXUsecsIRQ: u32(1)}); name != "ETHTOOL_A_COALESCE_RX_USECS_IRQ" {
+			t.Errorf("Unsupported on eth0's set: %q", name)
+		}
+	}
+	t.Logf("eth0 supports: %s", SupportedNames(h))
+}
