@@ -31,14 +31,16 @@ type DispatchOptions struct {
 	Drop bool
 	// OnDrop, if set, is called for every frame Dispatch drops or refuses
 	// (queue full with Drop, or the Dispatcher closed), on Dispatch's
-	// goroutine, so the caller can recycle its buffer.
+	// goroutine, so the caller can recycle its buffer. It must not call
+	// Dispatch.
 	OnDrop func(frame []byte)
 }
 
 // Handler processes a batch of frames of one worker. The frames of one
 // flow reach the same worker, in the order Dispatch accepted them. The
 // frames slice is reused after the handler returns; the frame bytes are
-// the caller's, as passed to Dispatch.
+// the caller's, as passed to Dispatch. A handler must not call Dispatch or
+// Close of its own Dispatcher (with backpressure that could wait forever).
 type Handler func(worker int, frames [][]byte)
 
 // ErrDispatcherClosed is returned by Dispatch after Close.
