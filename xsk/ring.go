@@ -1,5 +1,3 @@
-//go:build linux
-
 package xsk
 
 import (
@@ -16,6 +14,14 @@ import (
 // loaded with sync/atomic (acquire) only when the cached copy no longer
 // answers the question; ours is stored with sync/atomic (release) once per
 // batch, after the descriptors are written or read.
+// ringOffsets locates a ring's fields in its mmap'd region.
+type ringOffsets struct {
+	producer, consumer, desc, flags uint64
+}
+
+// ringNeedWakeup is XDP_RING_NEED_WAKEUP.
+const ringNeedWakeup = 1
+
 type ringHeader struct {
 	producer *uint32
 	consumer *uint32
@@ -32,7 +38,7 @@ type ringHeader struct {
 // needWakeup reports whether the kernel asks for a syscall to make progress
 // on this ring (XDP_RING_NEED_WAKEUP).
 func (r *ringHeader) needWakeup() bool {
-	return atomic.LoadUint32(r.flags)&xdpRingNeedWakeup != 0
+	return atomic.LoadUint32(r.flags)&ringNeedWakeup != 0
 }
 
 // prodFree returns how many entries a producer ring can take, looking at the

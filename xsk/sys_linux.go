@@ -10,16 +10,8 @@ import (
 )
 
 const (
-	xdpRingNeedWakeup = unix.XDP_RING_NEED_WAKEUP
-	// unalignedOffsetShift: in unaligned-chunk mode an RX address carries the
-	// data offset in its upper 16 bits (XSK_UNALIGNED_BUF_OFFSET_SHIFT).
-	unalignedOffsetShift = 48
-	unalignedAddrMask    = 1<<unalignedOffsetShift - 1
+	_ = unix.XDP_RING_NEED_WAKEUP - ringNeedWakeup // the portable copy must match
 )
-
-type ringOffsets struct {
-	producer, consumer, desc, flags uint64
-}
 
 type mmapOffsets struct {
 	rx, tx, fr, cr ringOffsets

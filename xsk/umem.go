@@ -1,14 +1,19 @@
-//go:build linux
-
 package xsk
 
 import (
-	"errors"
 	"fmt"
 	"sync"
-	"unsafe"
+)
 
-	"golang.org/x/sys/unix"
+// packetHeadroom is XDP_PACKET_HEADROOM: what the kernel keeps in front of
+// every received packet, on top of UMEMConfig.Headroom.
+const packetHeadroom = 256
+
+const (
+	// unalignedOffsetShift: in unaligned-chunk mode an RX address carries the
+	// data offset in its upper 16 bits (XSK_UNALIGNED_BUF_OFFSET_SHIFT).
+	unalignedOffsetShift = 48
+	unalignedAddrMask    = 1<<unalignedOffsetShift - 1
 )
 
 // UMEMConfig describes a UMEM: one memory region split into equal frames
@@ -70,8 +75,8 @@ func (c *UMEMConfig) validate() error {
 	if c.NumFrames <= 0 || c.NumFrames > 1<<24 {
 		return invalid("number of frames", c.NumFrames, "must be between 1 and 16777216")
 	}
-	if c.Headroom < 0 || c.Headroom >= c.FrameSize-unix.XDP_PACKET_HEADROOM-64 {
-		return invalid("headroom", c.Headroom, fmt.Sprintf("must be between 0 and %d for frame size %d (the kernel keeps 256 bytes of its own)", c.FrameSize-unix.XDP_PACKET_HEADROOM-65, c.FrameSize))
+	if c.Headroom < 0 || c.Headroom >= c.FrameSize-packetHeadroom-64 {
+		return invalid("headroom", c.Headroom, fmt.Sprintf("must be between 0 and %d for frame size %d (the kernel keeps 256 bytes of its own)", c.FrameSize-packetHeadroom-65, c.FrameSize))
 	}
 	return nil
 }
@@ -97,92 +102,6 @@ type UMEM struct {
 	nextFree int // next frame not yet handed to a socket's pool
 	refs     int
 	closed   bool
-}
-
-// NewUMEM maps and registers a region. The first socket created on it
-// (NewSocket) uses the registration's file descriptor; later ones share it.
-func NewUMEM(cfg UMEMConfig) (*UMEM, error) {
-	cfg.setDefaults()
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
-	size := cfg.FrameSize * cfg.NumFrames
-	flags := unix.MAP_PRIVATE | unix.MAP_ANONYMOUS | unix.MAP_POPULATE
-	if cfg.HugePages {
-		flags |= unix.MAP_HUGETLB
-	}
-	mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, flags)
-	if err != nil {
-		if cfg.HugePages && (errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.EINVAL)) {
-			return nil, fmt.Errorf("map %d bytes of huge pages: %w (reserve more with sysctl vm.nr_hugepages, or turn HugePages off)", size, err)
-		}
-		return nil, fmt.Errorf("map %d-byte UMEM: %w", size, err)
-	}
-	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		unix.Munmap(mem)
-		return nil, socketError(err)
-	}
-	reg := unix.XDPUmemReg{
-		Addr:     uint64(uintptr(unsafe.Pointer(&mem[0]))),
-		Len:      uint64(size),
-		Size:     uint32(cfg.FrameSize),
-		Headroom: uint32(cfg.Headroom),
-	}
-	if cfg.Unaligned {
-		reg.Flags |= unix.XDP_UMEM_UNALIGNED_CHUNK_FLAG
-	}
-	u := &UMEM{
-		cfg:       cfg,
-		mem:       mem,
-		size:      uint64(size),
-		frameSize: uint64(cfg.FrameSize),
-		fd:        fd,
-	}
-	if !cfg.Unaligned {
-		u.frameMask = u.frameSize - 1
-	}
-	if cfg.TxMetadata {
-		reg.Flags |= unix.XDP_UMEM_TX_METADATA_LEN
-		reg.Tx_metadata_len = txMetadataLen
-		u.txOffset = txMetadataLen
-	}
-	if cfg.TxSoftwareChecksum {
-		reg.Flags |= unix.XDP_UMEM_TX_SW_CSUM
-	}
-	if err := setsockopt(fd, unix.SOL_XDP, unix.XDP_UMEM_REG, unsafe.Pointer(&reg), unsafe.Sizeof(reg)); err != nil {
-		unix.Close(fd)
-		unix.Munmap(mem)
-		return nil, umemRegError(err, cfg)
-	}
-	return u, nil
-}
-
-func umemRegError(err error, cfg UMEMConfig) error {
-	switch {
-	case errors.Is(err, unix.EINVAL):
-		if cfg.TxMetadata {
-			return fmt.Errorf("register UMEM: %w (frame size %d, headroom %d, unaligned %v, TX metadata needs Linux 6.8 and TX software checksum 6.11): %w",
-				ErrInvalidConfig, cfg.FrameSize, cfg.Headroom, cfg.Unaligned, err)
-		}
-		return fmt.Errorf("register UMEM: %w (the kernel refused frame size %d with headroom %d, unaligned %v; aligned frames must be a power of two no larger than the page size): %w",
-			ErrInvalidConfig, cfg.FrameSize, cfg.Headroom, cfg.Unaligned, err)
-	case errors.Is(err, unix.ENOMEM), errors.Is(err, unix.ENOBUFS):
-		return fmt.Errorf("register UMEM of %d bytes: %w (raise RLIMIT_MEMLOCK, e.g. ulimit -l unlimited, or run with CAP_IPC_LOCK)", cfg.FrameSize*cfg.NumFrames, err)
-	case errors.Is(err, unix.EPERM):
-		return fmt.Errorf("register UMEM: %w: %w", ErrPermission, err)
-	}
-	return fmt.Errorf("register UMEM: %w", err)
-}
-
-func socketError(err error) error {
-	switch {
-	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
-		return fmt.Errorf("create AF_XDP socket: %w: %w", ErrPermission, err)
-	case errors.Is(err, unix.EAFNOSUPPORT):
-		return fmt.Errorf("create AF_XDP socket: kernel built without CONFIG_XDP_SOCKETS: %w: %w", ErrNotSupported, err)
-	}
-	return fmt.Errorf("create AF_XDP socket: %w", err)
 }
 
 // FrameSize returns the size of one frame.
@@ -239,64 +158,4 @@ func (u *UMEM) takeFrames(n int) []uint64 {
 	}
 	u.nextFree += n
 	return out
-}
-
-// socketFD returns the registration's descriptor for the first socket, or -1
-// with shared=true for later sockets, which open their own and bind with
-// XDP_SHARED_UMEM.
-func (u *UMEM) socketFD() (fd int, shared bool, err error) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.closed {
-		return -1, false, fmt.Errorf("UMEM: %w", ErrClosed)
-	}
-	u.refs++
-	if !u.fdUsed {
-		u.fdUsed = true
-		return u.fd, false, nil
-	}
-	fd, err = unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		u.refs--
-		return -1, false, socketError(err)
-	}
-	return fd, true, nil
-}
-
-func (u *UMEM) release() {
-	u.mu.Lock()
-	u.refs--
-	done := u.refs == 0 && u.closed
-	u.mu.Unlock()
-	if done {
-		u.free()
-	}
-}
-
-// Close releases the region once every socket on it is closed. The sockets
-// must be closed first or together; the memory stays mapped until the last
-// one is.
-func (u *UMEM) Close() error {
-	u.mu.Lock()
-	if u.closed {
-		u.mu.Unlock()
-		return nil
-	}
-	u.closed = true
-	done := u.refs == 0
-	u.mu.Unlock()
-	if done {
-		u.free()
-	}
-	return nil
-}
-
-func (u *UMEM) free() {
-	if !u.fdUsed {
-		unix.Close(u.fd)
-	}
-	if u.mem != nil {
-		unix.Munmap(u.mem)
-		u.mem = nil
-	}
 }

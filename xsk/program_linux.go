@@ -1,0 +1,392 @@
+//go:build linux
+
+package xsk
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+)
+
+// Program is an XDP program with its XSKMAP, attached to one interface
+// through a bpf_link: when the process exits, or is killed, the kernel
+// detaches it.
+type Program struct {
+	prog    *ebpf.Program
+	xsks    *ebpf.Map
+	link    link.Link
+	ifindex int
+	mode    AttachMode
+	rxHash  bool
+}
+
+// NewProgram builds the program for the interface with index ifindex (in
+// the caller's network namespace) and attaches it.
+func NewProgram(ifindex int, cfg ProgramConfig) (_ *Program, err error) {
+	defer func() {
+		if err != nil {
+			err = &OpError{Op: "load XDP program for", Ifindex: ifindex, Queue: -1, Err: err}
+		}
+	}()
+	for i, r := range cfg.Filter {
+		if r.ports() && r.DstPortMin > r.DstPortMax {
+			return nil, invalid(fmt.Sprintf("filter rule %d port range", i), fmt.Sprintf("%d-%d", r.DstPortMin, r.DstPortMax), "minimum above maximum")
+		}
+	}
+	if cfg.Queues <= 0 {
+		n, err := maxQueues(ifindex)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Queues = n
+	}
+	xsks, err := ebpf.NewMap(&ebpf.MapSpec{
+		Name:       "xdpio_xsks",
+		Type:       ebpf.XSKMap,
+		KeySize:    4,
+		ValueSize:  4,
+		MaxEntries: uint32(cfg.Queues),
+	})
+	if err != nil {
+		return nil, bpfError("create XSKMAP", err)
+	}
+	p := &Program{xsks: xsks, ifindex: ifindex, mode: cfg.Attach, rxHash: cfg.RxHash}
+	defer func() {
+		if err != nil {
+			p.Close()
+		}
+	}()
+	p.prog, err = loadProgram(ifindex, xsks, cfg)
+	if err != nil && cfg.RxHash && errors.Is(err, ErrNotSupported) {
+		return nil, fmt.Errorf("RX hash metadata: %w", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := p.attach(cfg.Attach); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func loadProgram(ifindex int, xsks *ebpf.Map, cfg ProgramConfig) (*ebpf.Program, error) {
+	var kfunc btf.TypeID
+	if cfg.RxHash {
+		id, err := kfuncID("bpf_xdp_metadata_rx_hash")
+		if err != nil {
+			return nil, err
+		}
+		kfunc = id
+	}
+	insns := buildInstructions(xsks.FD(), cfg.Filter, kfunc)
+	spec := &ebpf.ProgramSpec{
+		Name:         "xdpio_redirect",
+		Type:         ebpf.XDP,
+		Instructions: insns,
+		// The program is our own; the kernel wants a GPL-compatible
+		// license string for kfuncs.
+		License: "Dual MIT/GPL",
+		Flags:   unix.BPF_F_XDP_HAS_FRAGS,
+	}
+	if cfg.RxHash {
+		spec.Flags |= unix.BPF_F_XDP_DEV_BOUND_ONLY
+		spec.Ifindex = uint32(ifindex)
+	}
+	prog, err := ebpf.NewProgramWithOptions(spec, ebpf.ProgramOptions{LogDisabled: false})
+	if err != nil && spec.Flags&unix.BPF_F_XDP_HAS_FRAGS != 0 && errors.Is(err, unix.EINVAL) {
+		// Kernels before 5.18 do not know frags-aware programs.
+		spec.Flags &^= unix.BPF_F_XDP_HAS_FRAGS
+		prog, err = ebpf.NewProgramWithOptions(spec, ebpf.ProgramOptions{})
+	}
+	if err != nil {
+		return nil, bpfError("load program", err)
+	}
+	return prog, nil
+}
+
+func kfuncID(name string) (btf.TypeID, error) {
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return 0, fmt.Errorf("kernel BTF (needed for kfunc %s): %w: %w", name, ErrNotSupported, err)
+	}
+	var fn *btf.Func
+	if err := spec.TypeByName(name, &fn); err != nil {
+		return 0, fmt.Errorf("kfunc %s not in this kernel: %w: %w", name, ErrNotSupported, err)
+	}
+	id, err := spec.TypeID(fn)
+	if err != nil {
+		return 0, fmt.Errorf("kfunc %s: %w", name, err)
+	}
+	return id, nil
+}
+
+// XDP context offsets (struct xdp_md).
+const (
+	ctxData         = 0
+	ctxDataEnd      = 4
+	ctxDataMeta     = 8
+	ctxRxQueueIndex = 16
+	xdpPass         = 2
+)
+
+// buildInstructions writes the redirect program. Registers: R6 context,
+// R2/R3 packet start/end, R7 EtherType, R8 IP protocol (256: none), R9
+// destination port (65536: none).
+func buildInstructions(mapFD int, rules []Rule, kfunc btf.TypeID) asm.Instructions {
+	var in asm.Instructions
+	in = append(in, asm.Mov.Reg(asm.R6, asm.R1))
+
+	if kfunc != 0 {
+		in = append(in,
+			asm.Mov.Reg(asm.R1, asm.R6),
+			asm.Mov.Imm(asm.R2, -rxMetaLen),
+			asm.FnXdpAdjustMeta.Call(),
+			asm.JNE.Imm(asm.R0, 0, "meta_done"),
+			asm.Mov.Imm(asm.R1, 0),
+			asm.StoreMem(asm.RFP, -8, asm.R1, asm.DWord),
+			asm.Mov.Reg(asm.R1, asm.R6),
+			asm.Mov.Reg(asm.R2, asm.RFP),
+			asm.Add.Imm(asm.R2, -8),
+			asm.Mov.Reg(asm.R3, asm.RFP),
+			asm.Add.Imm(asm.R3, -4),
+			asm.Instruction{OpCode: asm.OpCode(asm.JumpClass).SetJumpOp(asm.Call), Src: asm.PseudoKfuncCall, Constant: int64(kfunc)},
+			asm.Mov.Reg(asm.R7, asm.R0),
+			asm.LoadMem(asm.R2, asm.R6, ctxDataMeta, asm.Word),
+			asm.LoadMem(asm.R3, asm.R6, ctxData, asm.Word),
+			asm.Mov.Reg(asm.R4, asm.R2),
+			asm.Add.Imm(asm.R4, rxMetaLen),
+			asm.JGT.Reg(asm.R4, asm.R3, "meta_done"),
+			asm.LoadMem(asm.R4, asm.RFP, -8, asm.Word),
+			asm.StoreMem(asm.R2, 0, asm.R4, asm.Word),
+			asm.LoadMem(asm.R4, asm.RFP, -4, asm.Word),
+			asm.StoreMem(asm.R2, 4, asm.R4, asm.Word),
+			asm.Mov.Imm(asm.R4, 0),
+			asm.JNE.Imm(asm.R7, 0, "meta_store"),
+			asm.Mov.Imm(asm.R4, rxMetaHashValid),
+			asm.StoreMem(asm.R2, 8, asm.R4, asm.Word).WithSymbol("meta_store"),
+			asm.Mov.Imm(asm.R4, 0),
+			asm.StoreMem(asm.R2, 12, asm.R4, asm.Word),
+			asm.Mov.Imm(asm.R0, 0).WithSymbol("meta_done"),
+		)
+	}
+
+	if len(rules) > 0 {
+		in = append(in, parseInstructions()...)
+		for i, r := range rules {
+			next := "rule_" + strconv.Itoa(i+1)
+			first := len(in)
+			if r.EtherType != 0 {
+				in = append(in, asm.JNE.Imm(asm.R7, int32(r.EtherType), next))
+			}
+			if r.Protocol != 0 {
+				in = append(in, asm.JNE.Imm(asm.R8, int32(r.Protocol), next))
+			}
+			if r.ports() {
+				in = append(in,
+					asm.JLT.Imm(asm.R9, int32(r.DstPortMin), next),
+					asm.JGT.Imm(asm.R9, int32(r.DstPortMax), next),
+				)
+			}
+			in = append(in, asm.Ja.Label("redirect"))
+			in[first] = in[first].WithSymbol("rule_" + strconv.Itoa(i))
+		}
+		in = append(in,
+			asm.Mov.Imm(asm.R0, xdpPass).WithSymbol("rule_"+strconv.Itoa(len(rules))),
+			asm.Return(),
+		)
+	}
+
+	in = append(in,
+		asm.LoadMem(asm.R2, asm.R6, ctxRxQueueIndex, asm.Word).WithSymbol("redirect"),
+		asm.LoadMapPtr(asm.R1, mapFD),
+		// flags: the action when no socket is registered for the queue.
+		asm.Mov.Imm(asm.R3, xdpPass),
+		asm.FnRedirectMap.Call(),
+		asm.Return(),
+	)
+	return in
+}
+
+// parseInstructions loads EtherType, IP protocol and destination port into
+// R7, R8, R9, then falls through to the first rule (label rule_0).
+func parseInstructions() asm.Instructions {
+	const eth = 14
+	in := asm.Instructions{
+		asm.Mov.Imm(asm.R7, 0),
+		asm.Mov.Imm(asm.R8, 256),
+		asm.Mov.Imm(asm.R9, 65536),
+		asm.LoadMem(asm.R2, asm.R6, ctxData, asm.Word),
+		asm.LoadMem(asm.R3, asm.R6, ctxDataEnd, asm.Word),
+		asm.Mov.Reg(asm.R4, asm.R2),
+		asm.Add.Imm(asm.R4, eth),
+		asm.JGT.Reg(asm.R4, asm.R3, "rule_0"),
+		asm.LoadMem(asm.R7, asm.R2, 12, asm.Half),
+		asm.HostTo(asm.BE, asm.R7, asm.Half),
+	}
+	// Up to two VLAN tags: step R2 past each, so that R2+12 is always the
+	// EtherType and R2+14 the L3 header.
+	for i := 0; i < 2; i++ {
+		skip := "vlan_done_" + strconv.Itoa(i)
+		in = append(in,
+			asm.JEq.Imm(asm.R7, 0x8100, "vlan_"+strconv.Itoa(i)),
+			asm.JNE.Imm(asm.R7, 0x88a8, skip),
+			asm.Mov.Reg(asm.R4, asm.R2).WithSymbol("vlan_"+strconv.Itoa(i)),
+			asm.Add.Imm(asm.R4, eth+4),
+			asm.JGT.Reg(asm.R4, asm.R3, "rule_0"),
+			asm.LoadMem(asm.R7, asm.R2, 16, asm.Half),
+			asm.HostTo(asm.BE, asm.R7, asm.Half),
+			asm.Add.Imm(asm.R2, 4),
+			asm.Mov.Imm(asm.R0, 0).WithSymbol(skip),
+		)
+	}
+	in = append(in,
+		asm.JEq.Imm(asm.R7, 0x0800, "ipv4"),
+		asm.JEq.Imm(asm.R7, 0x86dd, "ipv6"),
+		asm.Ja.Label("rule_0"),
+
+		asm.Mov.Reg(asm.R4, asm.R2).WithSymbol("ipv4"),
+		asm.Add.Imm(asm.R4, eth+20),
+		asm.JGT.Reg(asm.R4, asm.R3, "rule_0"),
+		asm.LoadMem(asm.R8, asm.R2, eth+9, asm.Byte),
+		asm.LoadMem(asm.R4, asm.R2, eth+6, asm.Half),
+		asm.HostTo(asm.BE, asm.R4, asm.Half),
+		asm.And.Imm(asm.R4, 0x1fff),
+		asm.JNE.Imm(asm.R4, 0, "rule_0"), // non-first fragment: no ports
+		asm.LoadMem(asm.R4, asm.R2, eth, asm.Byte),
+		asm.And.Imm(asm.R4, 0x0f),
+		asm.LSh.Imm(asm.R4, 2),
+		asm.JLT.Imm(asm.R4, 20, "rule_0"),
+		asm.Mov.Reg(asm.R5, asm.R2),
+		asm.Add.Reg(asm.R5, asm.R4),
+		asm.Ja.Label("l4"),
+
+		asm.Mov.Reg(asm.R4, asm.R2).WithSymbol("ipv6"),
+		asm.Add.Imm(asm.R4, eth+40),
+		asm.JGT.Reg(asm.R4, asm.R3, "rule_0"),
+		asm.LoadMem(asm.R8, asm.R2, eth+6, asm.Byte),
+		asm.Mov.Reg(asm.R5, asm.R2),
+		asm.Add.Imm(asm.R5, 40),
+
+		// R5 + eth is the L4 header.
+		asm.JEq.Imm(asm.R8, unix.IPPROTO_TCP, "ports").WithSymbol("l4"),
+		asm.JEq.Imm(asm.R8, unix.IPPROTO_UDP, "ports"),
+		asm.JEq.Imm(asm.R8, unix.IPPROTO_UDPLITE, "ports"),
+		asm.JEq.Imm(asm.R8, unix.IPPROTO_SCTP, "ports"),
+		asm.Ja.Label("rule_0"),
+		asm.Mov.Reg(asm.R4, asm.R5).WithSymbol("ports"),
+		asm.Add.Imm(asm.R4, eth+4),
+		asm.JGT.Reg(asm.R4, asm.R3, "rule_0"),
+		asm.LoadMem(asm.R9, asm.R5, eth+2, asm.Half),
+		asm.HostTo(asm.BE, asm.R9, asm.Half),
+	)
+	return in
+}
+
+func (p *Program) attach(mode AttachMode) error {
+	try := func(flags link.XDPAttachFlags) error {
+		l, err := link.AttachXDP(link.XDPOptions{Program: p.prog, Interface: p.ifindex, Flags: flags})
+		if err != nil {
+			return err
+		}
+		p.link = l
+		return nil
+	}
+	var err error
+	switch mode {
+	case AttachDriver:
+		err = try(link.XDPDriverMode)
+	case AttachGeneric:
+		err = try(link.XDPGenericMode)
+	default:
+		if err = try(link.XDPDriverMode); err == nil {
+			p.mode = AttachDriver
+			return nil
+		}
+		if errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EEXIST) {
+			break
+		}
+		if err = try(link.XDPGenericMode); err == nil {
+			p.mode = AttachGeneric
+			return nil
+		}
+	}
+	if err == nil {
+		return nil
+	}
+	switch {
+	case errors.Is(err, unix.EBUSY), errors.Is(err, unix.EEXIST):
+		return fmt.Errorf("attach: another XDP program is attached to the interface (see `ip link show`; detach it or use its socket map): %w: %w", ErrBusy, err)
+	case errors.Is(err, unix.EOPNOTSUPP):
+		return fmt.Errorf("attach in %v mode: the driver does not support it: %w: %w", mode, ErrNotSupported, err)
+	case errors.Is(err, unix.EPERM):
+		return fmt.Errorf("attach: %w: %w", ErrPermission, err)
+	case errors.Is(err, unix.EINVAL), errors.Is(err, unix.ERANGE):
+		return fmt.Errorf("attach in %v mode: the device refused the program (MTU too large for XDP without multi-buffer?): %w", mode, err)
+	}
+	return fmt.Errorf("attach in %v mode: %w", mode, err)
+}
+
+// Mode returns the mode the program was attached in (driver or generic).
+func (p *Program) Mode() AttachMode { return p.mode }
+
+// Register makes the program redirect frames of queue to s.
+func (p *Program) Register(queue int, s *Socket) error {
+	if err := p.xsks.Put(uint32(queue), uint32(s.FD())); err != nil {
+		return &OpError{Op: "register socket in XSKMAP for", Ifindex: p.ifindex, Queue: queue, Err: err}
+	}
+	return nil
+}
+
+// Unregister stops redirection for queue; its frames go to the kernel.
+func (p *Program) Unregister(queue int) error {
+	if err := p.xsks.Delete(uint32(queue)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return &OpError{Op: "unregister socket from XSKMAP for", Ifindex: p.ifindex, Queue: queue, Err: err}
+	}
+	return nil
+}
+
+// ProgramID returns the kernel's ID of the loaded program.
+func (p *Program) ProgramID() (uint32, error) {
+	info, err := p.prog.Info()
+	if err != nil {
+		return 0, err
+	}
+	id, _ := info.ID()
+	return uint32(id), nil
+}
+
+// Close detaches the program and frees it and its map.
+func (p *Program) Close() error {
+	var first error
+	if p.link != nil {
+		if err := p.link.Close(); err != nil {
+			first = fmt.Errorf("detach XDP: %w", err)
+		}
+		p.link = nil
+	}
+	if p.prog != nil {
+		p.prog.Close()
+		p.prog = nil
+	}
+	if p.xsks != nil {
+		p.xsks.Close()
+		p.xsks = nil
+	}
+	return first
+}
+
+func bpfError(op string, err error) error {
+	switch {
+	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
+		return fmt.Errorf("%s: %w: %w", op, ErrPermission, err)
+	case errors.Is(err, ebpf.ErrNotSupported):
+		return fmt.Errorf("%s: %w: %w", op, ErrNotSupported, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}

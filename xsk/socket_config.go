@@ -1,0 +1,125 @@
+package xsk
+
+import (
+	"fmt"
+	"time"
+)
+
+// BindMode chooses between copy and zero-copy.
+type BindMode int
+
+const (
+	// BindAuto lets the kernel try zero-copy and fall back to copy mode.
+	// Socket.ZeroCopy tells which one was granted.
+	BindAuto BindMode = iota
+	// BindCopy forces copy mode (XDP_COPY): works on every driver.
+	BindCopy
+	// BindZeroCopy forces zero-copy (XDP_ZEROCOPY); binding fails with
+	// ErrNotSupported on drivers without it (veth among them).
+	BindZeroCopy
+)
+
+func (m BindMode) String() string {
+	switch m {
+	case BindAuto:
+		return "auto"
+	case BindCopy:
+		return "copy"
+	case BindZeroCopy:
+		return "zero-copy"
+	}
+	return fmt.Sprintf("BindMode(%d)", int(m))
+}
+
+// SocketConfig describes one AF_XDP socket. The zero value gives RX and TX
+// rings of 2048 entries, fill and completion rings of 2048, auto bind mode
+// and need_wakeup on.
+type SocketConfig struct {
+	// RxRingSize, TxRingSize: entries of the RX and TX rings, powers of two.
+	// Default 2048. Set NoRX or NoTX to leave a ring out.
+	RxRingSize, TxRingSize int
+	// FillRingSize, CompletionRingSize: entries of this socket's fill and
+	// completion rings, powers of two. Default 2048.
+	FillRingSize, CompletionRingSize int
+	// NoRX and NoTX leave out the RX or TX ring (a TX-only or RX-only
+	// socket). At least one ring must remain.
+	NoRX, NoTX bool
+	// Frames is how many of the UMEM's frames this socket takes for its
+	// own pool. Default: FillRingSize + TxRingSize (capped by what the UMEM
+	// has left).
+	Frames int
+	// Bind chooses copy, zero-copy or auto.
+	Bind BindMode
+	// DisableNeedWakeup turns XDP_USE_NEED_WAKEUP off: the library then
+	// kicks the kernel on every TX submit, and the kernel never pauses
+	// RX processing waiting for a wake-up.
+	DisableNeedWakeup bool
+	// MultiBuffer enables XDP_USE_SG: packets larger than one frame arrive
+	// and leave as several descriptors chained with OptContinues.
+	MultiBuffer bool
+	// BusyPoll, when its Timeout is non-zero, turns on SO_PREFER_BUSY_POLL,
+	// SO_BUSY_POLL and SO_BUSY_POLL_BUDGET on the socket; Receive and
+	// Transmit then drive the driver's NAPI from this goroutine.
+	BusyPoll BusyPoll
+	// TxBudget raises how many frames one TX kick sends in copy mode
+	// (XDP_MAX_TX_SKB_BUDGET, Linux 6.17; default 32 in the kernel). 0
+	// leaves the kernel's default. Values above the TX ring size are
+	// clamped.
+	TxBudget int
+}
+
+// BusyPoll configures preferred busy polling (SO_PREFER_BUSY_POLL).
+type BusyPoll struct {
+	// Timeout is SO_BUSY_POLL: how long a syscall busy-polls the device.
+	Timeout time.Duration
+	// Budget is SO_BUSY_POLL_BUDGET: packets per busy-poll round. Default 64.
+	Budget int
+}
+
+func (c *SocketConfig) setDefaults() {
+	if c.RxRingSize == 0 {
+		c.RxRingSize = 2048
+	}
+	if c.TxRingSize == 0 {
+		c.TxRingSize = 2048
+	}
+	if c.FillRingSize == 0 {
+		c.FillRingSize = 2048
+	}
+	if c.CompletionRingSize == 0 {
+		c.CompletionRingSize = 2048
+	}
+	if c.Frames == 0 {
+		c.Frames = 0
+		if !c.NoRX {
+			c.Frames += c.FillRingSize
+		}
+		if !c.NoTX {
+			c.Frames += c.TxRingSize
+		}
+	}
+	if c.BusyPoll.Timeout != 0 && c.BusyPoll.Budget == 0 {
+		c.BusyPoll.Budget = 64
+	}
+}
+
+func (c *SocketConfig) validate() error {
+	for _, r := range []struct {
+		name string
+		v    int
+	}{{"RX ring size", c.RxRingSize}, {"TX ring size", c.TxRingSize}, {"fill ring size", c.FillRingSize}, {"completion ring size", c.CompletionRingSize}} {
+		if r.v <= 0 || r.v&(r.v-1) != 0 || r.v > 1<<20 {
+			return invalid(r.name, r.v, "must be a power of two between 1 and 1048576")
+		}
+	}
+	if c.NoRX && c.NoTX {
+		return invalid("rings", "none", "a socket needs an RX or a TX ring")
+	}
+	if c.Frames < 0 {
+		return invalid("frames", c.Frames, "must not be negative")
+	}
+	if c.Bind < BindAuto || c.Bind > BindZeroCopy {
+		return invalid("bind mode", int(c.Bind), "must be BindAuto, BindCopy or BindZeroCopy")
+	}
+	return nil
+}

@@ -1,0 +1,314 @@
+//go:build linux
+
+package xsk
+
+import (
+	"errors"
+	"fmt"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// NewSocket creates a socket on u and binds it to queue of the interface
+// with index ifindex (in the caller's network namespace). The first socket
+// on a UMEM owns its registration; the others bind with XDP_SHARED_UMEM and
+// get their own fill and completion rings.
+//
+// The socket starts with its fill ring full, so the kernel can deliver as
+// soon as an XDP program redirects to it (see Program.Register).
+func NewSocket(u *UMEM, ifindex, queue int, cfg SocketConfig) (_ *Socket, err error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if queue < 0 {
+		return nil, invalid("queue", queue, "must not be negative")
+	}
+	fd, shared, err := u.socketFD()
+	if err != nil {
+		return nil, err
+	}
+	s := &Socket{fd: fd, eventFD: -1, umem: u, ifindex: ifindex, queue: queue, cfg: cfg}
+	defer func() {
+		if err != nil {
+			s.teardown()
+			err = &OpError{Op: "create socket on", Ifindex: ifindex, Queue: queue, Err: err}
+		}
+	}()
+	s.eventFD, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return nil, fmt.Errorf("eventfd: %w", err)
+	}
+	set := func(opt, v int, what string) error {
+		if err := setsockoptInt(fd, unix.SOL_XDP, opt, v); err != nil {
+			return fmt.Errorf("set %s to %d: %w", what, v, err)
+		}
+		return nil
+	}
+	if err := set(unix.XDP_UMEM_FILL_RING, cfg.FillRingSize, "fill ring size"); err != nil {
+		return nil, err
+	}
+	if err := set(unix.XDP_UMEM_COMPLETION_RING, cfg.CompletionRingSize, "completion ring size"); err != nil {
+		return nil, err
+	}
+	if !cfg.NoRX {
+		if err := set(unix.XDP_RX_RING, cfg.RxRingSize, "RX ring size"); err != nil {
+			return nil, err
+		}
+	}
+	if !cfg.NoTX {
+		if err := set(unix.XDP_TX_RING, cfg.TxRingSize, "TX ring size"); err != nil {
+			return nil, err
+		}
+	}
+	off, err := getMmapOffsets(fd)
+	if err != nil {
+		return nil, err
+	}
+	mem, err := mmapRing(fd, unix.XDP_UMEM_PGOFF_FILL_RING, off.fr, uint32(cfg.FillRingSize), 8)
+	if err != nil {
+		return nil, fmt.Errorf("map fill ring: %w", err)
+	}
+	s.fill = newAddrRing(mem, off.fr, uint32(cfg.FillRingSize), true)
+	mem, err = mmapRing(fd, unix.XDP_UMEM_PGOFF_COMPLETION_RING, off.cr, uint32(cfg.CompletionRingSize), 8)
+	if err != nil {
+		return nil, fmt.Errorf("map completion ring: %w", err)
+	}
+	s.comp = newAddrRing(mem, off.cr, uint32(cfg.CompletionRingSize), false)
+	if !cfg.NoRX {
+		mem, err = mmapRing(fd, unix.XDP_PGOFF_RX_RING, off.rx, uint32(cfg.RxRingSize), unsafe.Sizeof(Desc{}))
+		if err != nil {
+			return nil, fmt.Errorf("map RX ring: %w", err)
+		}
+		s.rx = newDescRing(mem, off.rx, uint32(cfg.RxRingSize), false)
+	}
+	if !cfg.NoTX {
+		mem, err = mmapRing(fd, unix.XDP_PGOFF_TX_RING, off.tx, uint32(cfg.TxRingSize), unsafe.Sizeof(Desc{}))
+		if err != nil {
+			return nil, fmt.Errorf("map TX ring: %w", err)
+		}
+		s.tx = newDescRing(mem, off.tx, uint32(cfg.TxRingSize), true)
+		if cfg.TxBudget > 0 {
+			b := min(cfg.TxBudget, cfg.TxRingSize)
+			// Best effort: older kernels lack the option and keep 32.
+			setsockoptInt(fd, unix.SOL_XDP, unix.XDP_MAX_TX_SKB_BUDGET, b)
+		}
+	}
+	if cfg.BusyPoll.Timeout > 0 {
+		if err := s.setBusyPoll(); err != nil {
+			return nil, err
+		}
+	}
+
+	s.pool.init(u, u.takeFrames(cfg.Frames))
+	s.owned = s.pool.len()
+	if s.pool.len() == 0 {
+		return nil, invalid("frames", cfg.Frames, fmt.Sprintf("the UMEM (%d frames) has none left for this socket", u.cfg.NumFrames))
+	}
+	// Fill before bind so the first packet finds a buffer.
+	if !cfg.NoRX {
+		s.refill()
+	}
+
+	sa := &unix.SockaddrXDP{Ifindex: uint32(ifindex), QueueID: uint32(queue)}
+	if shared {
+		sa.Flags = unix.XDP_SHARED_UMEM
+		sa.SharedUmemFD = uint32(u.fd)
+	} else {
+		switch cfg.Bind {
+		case BindCopy:
+			sa.Flags |= unix.XDP_COPY
+		case BindZeroCopy:
+			sa.Flags |= unix.XDP_ZEROCOPY
+		}
+		if !cfg.DisableNeedWakeup {
+			sa.Flags |= unix.XDP_USE_NEED_WAKEUP
+		}
+		if cfg.MultiBuffer {
+			sa.Flags |= unix.XDP_USE_SG
+		}
+	}
+	if err := bindRetry(fd, sa); err != nil {
+		return nil, bindError(err, cfg, shared)
+	}
+	opt, err := getsockoptInt(fd, unix.SOL_XDP, unix.XDP_OPTIONS)
+	if err == nil {
+		s.zeroCopy = opt&unix.XDP_OPTIONS_ZEROCOPY != 0
+	}
+	return s, nil
+}
+
+// bindRetry binds, retrying for up to a second on EBUSY: right after a
+// socket on the same queue closed, the kernel may still be tearing it down.
+func bindRetry(fd int, sa *unix.SockaddrXDP) error {
+	deadline := time.Now().Add(time.Second)
+	for delay := time.Millisecond; ; delay *= 2 {
+		err := unix.Bind(fd, sa)
+		if err == nil || !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(min(delay, 100*time.Millisecond))
+	}
+}
+
+func bindError(err error, cfg SocketConfig, shared bool) error {
+	switch {
+	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.EPROTONOSUPPORT):
+		what := "this bind mode"
+		switch {
+		case cfg.Bind == BindZeroCopy:
+			what = "zero-copy"
+		case cfg.MultiBuffer:
+			what = "multi-buffer (XDP_USE_SG)"
+		}
+		return fmt.Errorf("bind: the driver does not support %s: %w: %w", what, ErrNotSupported, err)
+	case errors.Is(err, unix.EBUSY):
+		return fmt.Errorf("bind: another AF_XDP socket is bound to this queue: %w: %w", ErrBusy, err)
+	case errors.Is(err, unix.EINVAL):
+		return fmt.Errorf("bind: queue does not exist on the device, or the rings do not fit the UMEM: %w: %w", ErrInvalidConfig, err)
+	case errors.Is(err, unix.ENODEV), errors.Is(err, unix.ENXIO):
+		return fmt.Errorf("bind: %w: %w", ErrNoDevice, err)
+	case errors.Is(err, unix.EPERM):
+		return fmt.Errorf("bind: %w: %w", ErrPermission, err)
+	}
+	return fmt.Errorf("bind: %w", err)
+}
+
+func (s *Socket) setBusyPoll() error {
+	bp := s.cfg.BusyPoll
+	for _, o := range []struct {
+		name string
+		opt  int
+		v    int
+	}{
+		{"SO_PREFER_BUSY_POLL", unix.SO_PREFER_BUSY_POLL, 1},
+		{"SO_BUSY_POLL", unix.SO_BUSY_POLL, int(bp.Timeout / time.Microsecond)},
+		{"SO_BUSY_POLL_BUDGET", unix.SO_BUSY_POLL_BUDGET, bp.Budget},
+	} {
+		if err := setsockoptInt(s.fd, unix.SOL_SOCKET, o.opt, o.v); err != nil {
+			if errors.Is(err, unix.ENOPROTOOPT) {
+				return fmt.Errorf("set %s: %w: %w", o.name, ErrNotSupported, err)
+			}
+			return fmt.Errorf("set %s to %d: %w", o.name, o.v, err)
+		}
+	}
+	return nil
+}
+
+// wakeRX lets the kernel make RX progress when it asked for a wake-up
+// (zero-copy drivers pause when the fill ring ran dry) or when busy polling.
+func (s *Socket) wakeRX() {
+	if s.cfg.BusyPoll.Timeout > 0 || (s.fill != nil && !s.cfg.DisableNeedWakeup && s.fill.needWakeup()) {
+		s.ctr.wakeups.Add(1)
+		unix.Recvfrom(s.fd, nil, unix.MSG_DONTWAIT)
+	}
+}
+
+func (s *Socket) kick() error {
+	s.ctr.kicks.Add(1)
+	_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+	switch e {
+	case 0, unix.EAGAIN, unix.EBUSY, unix.ENOBUFS:
+		// Transient: the kernel is busy with earlier frames; the next kick
+		// (after completions are reclaimed) goes on.
+		if e != 0 {
+			s.ctr.kickErrors.Add(1)
+		}
+		return nil
+	case unix.ENETDOWN:
+		return &OpError{Op: "transmit on", Ifindex: s.ifindex, Queue: s.queue, Err: fmt.Errorf("interface is down: %w", e)}
+	case unix.ENXIO:
+		return &OpError{Op: "transmit on", Ifindex: s.ifindex, Queue: s.queue, Err: fmt.Errorf("device gone: %w: %w", ErrNoDevice, e)}
+	}
+	return &OpError{Op: "transmit on", Ifindex: s.ifindex, Queue: s.queue, Err: e}
+}
+
+// Wait blocks until the RX ring has descriptors (or, with tx set, the TX
+// ring has room or completions arrived), the timeout passes, or Close is
+// called. A negative timeout waits without limit. It reports whether the
+// socket is ready; after Close it returns ErrClosed.
+func (s *Socket) Wait(timeout time.Duration, tx bool) (bool, error) {
+	s.busy.Add(1)
+	defer s.busy.Add(-1)
+	if s.closed.Load() {
+		return false, ErrClosed
+	}
+	if s.rx != nil && s.rx.consAvail(1) > 0 {
+		return true, nil
+	}
+	var ev int16
+	if s.rx != nil {
+		ev |= unix.POLLIN
+	}
+	if tx {
+		if s.comp.consAvail(1) > 0 {
+			return true, nil
+		}
+		ev |= unix.POLLOUT
+	}
+	fds := []unix.PollFd{{Fd: int32(s.fd), Events: ev}, {Fd: int32(s.eventFD), Events: unix.POLLIN}}
+	var ts *unix.Timespec
+	if timeout >= 0 {
+		t := unix.NsecToTimespec(int64(timeout))
+		ts = &t
+	}
+	s.ctr.polls.Add(1)
+	for {
+		n, err := unix.Ppoll(fds, ts, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("poll: %w", err)
+		}
+		if fds[1].Revents != 0 || s.closed.Load() {
+			return false, ErrClosed
+		}
+		if n == 0 {
+			return false, nil
+		}
+		if fds[0].Revents&(unix.POLLERR|unix.POLLNVAL) != 0 {
+			return false, &OpError{Op: "poll", Ifindex: s.ifindex, Queue: s.queue, Err: fmt.Errorf("socket error (revents %#x)", fds[0].Revents)}
+		}
+		return true, nil
+	}
+}
+
+// Close unbinds the socket (the kernel drops it from any XSKMAP), unmaps
+// its rings and gives its frames back. It may be called from another
+// goroutine to unblock Wait; the owning goroutine must not call anything
+// else on the socket afterwards.
+func (s *Socket) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	if s.eventFD >= 0 {
+		var one = [8]byte{1}
+		unix.Write(s.eventFD, one[:])
+	}
+	for s.busy.Load() != 0 {
+		time.Sleep(time.Millisecond)
+	}
+	s.teardown()
+	return nil
+}
+
+func (s *Socket) teardown() {
+	for _, m := range []*ringHeader{ringOf(s.rx), ringOf(s.tx), addrOf(s.fill), addrOf(s.comp)} {
+		if m != nil && m.mem != nil {
+			unix.Munmap(m.mem)
+			m.mem = nil
+		}
+	}
+	if s.fd >= 0 {
+		unix.Close(s.fd)
+		s.fd = -1
+		s.umem.release()
+	}
+	if s.eventFD >= 0 {
+		unix.Close(s.eventFD)
+		s.eventFD = -1
+	}
+}
