@@ -21,7 +21,7 @@ func copySum(dst, src []byte) uint16 {
 	dst = dst[:len(src)]
 	var s uint64
 	if useAVX2 && len(src) >= copySumVecMin {
-		n := len(src) &^ 63
+		n := len(src) &^ 31
 		s = copySumBlocks(dst[:n], src[:n])
 		dst, src = dst[n:], src[n:]
 	}

@@ -4,7 +4,7 @@
 
 // func copySumAVX2(dst, src *byte, n int) uint64
 //
-// Copies n bytes (a positive multiple of 64, at most 1<<22) from src to dst
+// Copies n bytes (a positive multiple of 32, at most 1<<22) from src to dst
 // and returns the unfolded sum of src read as little-endian 16-bit words,
 // in one pass: every 32-byte vector loaded is stored and then split into
 // the low and high halves of its eight dwords, which go into 32-bit lanes
@@ -20,6 +20,8 @@ TEXT ·copySumAVX2(SB), NOSPLIT, $0-32
 	VPXOR Y3, Y3, Y3
 	VPCMPEQD Y15, Y15, Y15
 	VPSRLD $16, Y15, Y15
+	CMPQ CX, $64
+	JB tail32
 
 copyloop:
 	VMOVDQU (SI), Y4
@@ -37,7 +39,21 @@ copyloop:
 	ADDQ $64, SI
 	ADDQ $64, DI
 	SUBQ $64, CX
-	JNZ copyloop
+	CMPQ CX, $64
+	JAE copyloop
+
+tail32:
+	// At most one 32-byte block is left.
+	TESTQ CX, CX
+	JZ reduce
+	VMOVDQU (SI), Y4
+	VMOVDQU Y4, (DI)
+	VPSRLD $16, Y4, Y6
+	VPAND Y15, Y4, Y4
+	VPADDD Y4, Y0, Y0
+	VPADDD Y6, Y2, Y2
+
+reduce:
 
 	// Add the four accumulators pairwise in 64-bit lanes (each dword
 	// widened first), then the four qwords of the result.
