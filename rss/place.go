@@ -203,8 +203,8 @@ func (s *portScan) ranges() [2][2]int {
 //
 // The search does not hash every candidate flow: Toeplitz is linear, so a
 // candidate costs two table loads and XORs (except under symmetric-or-xor,
-// which is not linear and hashes each candidate). Flows with distinct
-// ports, so the ports returned are distinct.
+// which is not linear and hashes each candidate). Each port is tried
+// once, so the ports returned are distinct.
 func (p *Predictor) PlacePorts(k FlowKey, queue uint32, n int, o PlaceOptions) ([]uint16, error) {
 	const op = "place ports"
 	if n < 1 {
