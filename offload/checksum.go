@@ -20,10 +20,11 @@ func Checksum(b []byte, initial uint16) uint16 {
 // end-around carry. It returns 0 only for 0; a nonzero multiple of 0xffff
 // folds to 0xffff.
 func Fold(sum uint64) uint16 {
-	s, c := bits.Add32(uint32(sum), uint32(sum>>32), 0)
-	s += c // cannot overflow: a sum that carried out is at most 2^32-2
-	t := s>>16 + s&0xffff
-	return uint16(t + t>>16)
+	// Adding the value rotated by half its width leaves the end-around
+	// carry sum of both halves in the upper half: the carry out of the
+	// lower half is the end-around carry.
+	s := uint32((sum + bits.RotateLeft64(sum, 32)) >> 32)
+	return uint16((s + bits.RotateLeft32(s, 16)) >> 16)
 }
 
 // Combine adds two partial sums in one's complement arithmetic.

@@ -153,7 +153,7 @@ func TestFillKernel(t *testing.T) {
 			t.Fatalf("%s: test frame does not parse: %v", k.name, r)
 		}
 		if !lo.v6 {
-			f[lo.l3+1] = 0                                   // TOS
+			f[lo.l3+1] = 0                                  // TOS
 			binary.BigEndian.PutUint16(f[lo.l3+6:], 0x4000) // DF, not a fragment
 		}
 		sport++
