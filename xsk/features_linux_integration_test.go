@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/xdpio/xdpio/internal/netnstest"
 	"github.com/xdpio/xdpio/xsk"
+	"golang.org/x/sys/unix"
 )
 
 // receivePackets collects whole packets (multi-buffer fragments joined)
@@ -325,5 +327,32 @@ func TestBusyPoll(t *testing.T) {
 	st, _ := d.Sockets()[0].Stats()
 	if st.Wakeups == 0 {
 		t.Errorf("busy poll on, but Receive never drove the device (no wake-up syscalls)")
+	}
+}
+
+// From Linux 6.11 on every probed feature exists (CI runs 6.18); a false
+// there means the probe is broken.
+func TestKernelFeatures(t *testing.T) {
+	netnstest.RequirePriv(t)
+	f, err := xsk.KernelFeatures()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uts unix.Utsname
+	unix.Uname(&uts)
+	var major, minor int
+	fmt.Sscanf(unix.ByteSliceToString(uts.Release[:]), "%d.%d", &major, &minor)
+	if major > 6 || major == 6 && minor >= 11 {
+		if !f.TxMetadata || !f.TxSoftwareChecksum || !f.RxHash || !f.UnalignedChunks {
+			t.Fatalf("KernelFeatures on %d.%d = %+v, want all true", major, minor, f)
+		}
+	}
+	// A UMEM with TX metadata behaves as the probe says.
+	u, err := xsk.NewUMEM(xsk.UMEMConfig{NumFrames: 4, TxMetadata: true})
+	if err == nil {
+		u.Close()
+	}
+	if (err == nil) != f.TxMetadata {
+		t.Fatalf("probe said TX metadata %v, NewUMEM said %v", f.TxMetadata, err)
 	}
 }

@@ -65,3 +65,6 @@ func Open(ifname string, cfg Config) (*Device, error) { return nil, errOS }
 
 // Queues returns ErrNotSupported.
 func Queues(ifname string) (int, error) { return 0, errOS }
+
+// KernelFeatures returns ErrNotSupported.
+func KernelFeatures() (Features, error) { return Features{}, errOS }
