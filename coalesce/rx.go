@@ -1,0 +1,87 @@
+package coalesce
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/xdpio/xdpio/xsk"
+)
+
+// Receiver hands the frames of one AF_XDP socket (one RX queue) to the
+// application in batches, the way NIC interrupt coalescing does: a batch
+// goes out when rx-frames frames are there or rx-usecs passed since its
+// first frame was seen, whichever comes first. While idle it sleeps in the
+// kernel (ppoll on the socket, nanosecond timeout) and is woken by the
+// first frame; while a batch is open it sleeps on a timer instead, so that
+// the frames arriving meanwhile do not each cost a wake-up. Under steady
+// traffic it sleeps one rx-usecs window at a time, like a coalescing timer
+// that re-arms under load.
+//
+// A Receiver must not be used concurrently, like the socket it wraps; one
+// goroutine owns both. Stats may be read from any goroutine. Closing the
+// socket ends a Next that waits in the kernel.
+type Receiver struct {
+	s    *xsk.Socket
+	b    *xsk.Batch
+	p    Params
+	core *rxCore
+}
+
+type socketRx struct {
+	s *xsk.Socket
+	b *xsk.Batch
+}
+
+func (x *socketRx) receive() int { return x.s.Receive(x.b) }
+func (x *socketRx) room() int    { return x.b.Cap() - x.b.Len() }
+func (x *socketRx) wait(d time.Duration) (bool, error) {
+	return x.s.Wait(d, false)
+}
+
+// NewReceiver returns a Receiver for s with parameters p. Parameters out of
+// range give an error matching ErrInvalidParams.
+func NewReceiver(s *xsk.Socket, p Params, o Options) (*Receiver, error) {
+	if s == nil {
+		return nil, fmt.Errorf("new receiver: nil socket: %w", ErrInvalidParams)
+	}
+	if err := p.validate(); err != nil {
+		return nil, fmt.Errorf("new receiver: %w", err)
+	}
+	p.setDefaults()
+	o.setDefaults()
+	r := &Receiver{s: s, b: s.NewBatch(p.BatchSize), p: p}
+	r.core = newRxCore(p, o, &socketRx{s: s, b: r.b})
+	return r, nil
+}
+
+// Next returns the next batch, with at least one frame. The batch belongs
+// to the Receiver: hand its frames back (Release, or the socket's
+// Release, Transmit or Free) before calling Next again, or Next fails with
+// ErrBatchHeld. Next returns ctx's error when ctx ends while no frame is
+// pending (a batch already open is handed over instead), and the socket's
+// error (xsk.ErrClosed after Close) when its wait fails.
+func (r *Receiver) Next(ctx context.Context) (*xsk.Batch, error) {
+	if r.b.Len() != 0 {
+		return nil, fmt.Errorf("receive: %d frames: %w", r.b.Len(), ErrBatchHeld)
+	}
+	if _, err := r.core.next(ctx); err != nil {
+		return nil, fmt.Errorf("receive: %w", err)
+	}
+	return r.b, nil
+}
+
+// Release gives the frames of the last batch back to the kernel (the
+// socket's fill ring).
+func (r *Receiver) Release() { r.s.Release(r.b) }
+
+// Socket returns the wrapped socket.
+func (r *Receiver) Socket() *xsk.Socket { return r.s }
+
+// Params returns the parameters the Receiver was created with, defaults
+// filled in.
+func (r *Receiver) Params() Params { return r.p }
+
+// Stats returns the Receiver's counters. It may be called from any
+// goroutine.
+func (r *Receiver) Stats() RxStats { return r.core.stats() }

@@ -1,0 +1,201 @@
+package coalesce
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestParamsValidate(t *testing.T) {
+	for _, p := range []Params{{RxUsecs: -1}, {RxUsecs: MaxUsecs + 1}, {RxFrames: -3}, {BatchSize: -1}, {BatchSize: 1 << 17}} {
+		if err := p.validate(); !errors.Is(err, ErrInvalidParams) {
+			t.Errorf("%+v: got %v, want ErrInvalidParams", p, err)
+		}
+	}
+	for _, p := range []TxParams{{TxUsecs: -1}, {TxFrames: -1}, {BatchSize: 1 << 20}} {
+		if err := p.validate(); !errors.Is(err, ErrInvalidParams) {
+			t.Errorf("%+v: got %v, want ErrInvalidParams", p, err)
+		}
+	}
+	p := Params{RxFrames: 1000}
+	p.setDefaults()
+	if p.RxFrames != p.BatchSize || p.BatchSize != 256 {
+		t.Errorf("defaults: %+v: want rx-frames capped at batch size 256", p)
+	}
+}
+
+// With rx-usecs 0 every frame goes out the moment it is seen.
+func TestRxImmediate(t *testing.T) {
+	arr := every(time.Millisecond, 30*us, 100)
+	out, c, f := runFake(t, Params{}, arr)
+	if len(out) != len(arr) {
+		t.Fatalf("%d batches for %d spaced frames, want one each", len(out), len(arr))
+	}
+	if d := maxDelay(out); d != 0 {
+		t.Errorf("max delay %v, want 0", d)
+	}
+	st := c.stats()
+	if st.Immediate != uint64(len(arr)) || st.Sleeps != 0 || f.sleeps != 0 {
+		t.Errorf("stats %+v, fake sleeps %d: want all immediate, no sleeps", st, f.sleeps)
+	}
+}
+
+// The first frame after idle waits exactly rx-usecs when nothing else comes.
+func TestRxLatencyBoundAfterIdle(t *testing.T) {
+	arr := []time.Duration{time.Millisecond, 5 * time.Millisecond}
+	out, c, _ := runFake(t, Params{RxUsecs: 50}, arr)
+	want := []time.Duration{time.Millisecond + 50*us, 5*time.Millisecond + 50*us}
+	var got []time.Duration
+	for _, b := range out {
+		got = append(got, b.at)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("delivered at %v, want %v", got, want)
+	}
+	st := c.stats()
+	if st.TimerExpiries != 2 || st.Delay.Max != uint64(50*us) || st.Delay.Count != 2 {
+		t.Errorf("stats %+v: want 2 timer expiries, delays of exactly 50µs", st)
+	}
+}
+
+// A burst fills rx-frames before rx-usecs: the batch goes at once.
+func TestRxFrameLimit(t *testing.T) {
+	arr := every(time.Millisecond, 0, 8) // 8 frames at the same instant
+	arr = append(arr, 2*time.Millisecond)
+	out, c, _ := runFake(t, Params{RxUsecs: 100, RxFrames: 8}, arr)
+	if len(out) != 2 || out[0].at != time.Millisecond || len(out[0].frames) != 8 {
+		t.Fatalf("batches %+v: want 8 frames at 1ms, then 1", out)
+	}
+	if out[1].at != 2*time.Millisecond+100*us {
+		t.Errorf("lone frame delivered at %v, want 2.1ms", out[1].at)
+	}
+	if st := c.stats(); st.FrameLimit != 1 || st.TimerExpiries != 1 {
+		t.Errorf("stats %+v: want 1 frame-limit and 1 timer batch", st)
+	}
+}
+
+// Frames spread over the window: the batch closes exactly rx-usecs after
+// its first frame, with every frame that came meanwhile, after one sleep.
+func TestRxTimerBoundary(t *testing.T) {
+	arr := every(time.Millisecond, 7*us, 10) // 1000, 1007, … 1063µs
+	out, _, f := runFake(t, Params{RxUsecs: 40}, arr)
+	if len(out) < 2 || out[0].at != time.Millisecond+40*us {
+		t.Fatalf("first batch at %v, want 1.04ms", out[0].at)
+	}
+	// Frames at 1000…1035 (6) belong to the first batch.
+	if len(out[0].frames) != 6 {
+		t.Errorf("first batch has %d frames, want 6 (arrivals up to 1.035ms)", len(out[0].frames))
+	}
+	if d := maxDelay(out); d > 40*us {
+		t.Errorf("max delay %v exceeds rx-usecs 40µs", d)
+	}
+	if f.sleeps == 0 {
+		t.Error("no timed sleep: the policy must not be woken per frame")
+	}
+}
+
+// Steady traffic: one wake-up per rx-usecs window, about rate×rx-usecs
+// frames per batch, and no frame waits longer than rx-usecs.
+func TestRxSteadyTraffic(t *testing.T) {
+	arr := every(0, 10*us, 10000) // 100k frames/s for 100ms
+	out, c, f := runFake(t, Params{RxUsecs: 50}, arr)
+	if d := maxDelay(out); d > 50*us {
+		t.Errorf("max delay %v exceeds rx-usecs 50µs", d)
+	}
+	st := c.stats()
+	perBatch := float64(st.Frames) / float64(st.Batches)
+	wakePerBatch := float64(st.Wakeups) / float64(st.Batches)
+	t.Logf("%d batches, %.2f frames/batch, %.2f wake-ups/batch, polls %d sleeps %d", st.Batches, perBatch, wakePerBatch, st.Polls, st.Sleeps)
+	if perBatch < 4.5 || wakePerBatch > 1.05 {
+		t.Errorf("%.2f frames and %.2f wake-ups per batch: want ~5 frames per wake-up", perBatch, wakePerBatch)
+	}
+	if f.waits > 5 {
+		t.Errorf("%d kernel waits under steady traffic: want the timer mode", f.waits)
+	}
+	// The delay histogram is an upper bound of the true delays.
+	if got, want := time.Duration(st.Delay.Max), maxDelay(out); got < want {
+		t.Errorf("histogram max delay %v below the true max %v", got, want)
+	}
+	if st.FramesPerBatch.Count != st.Batches || st.FramesPerBatch.Sum != st.Frames {
+		t.Errorf("frames-per-batch histogram %d/%d, want %d/%d", st.FramesPerBatch.Count, st.FramesPerBatch.Sum, st.Batches, st.Frames)
+	}
+}
+
+// rx-frames smaller than rate×rx-usecs: batches close on the frame count,
+// after sleeping only as long as the rate says they need.
+func TestRxSteadyFrameLimit(t *testing.T) {
+	arr := every(0, 10*us, 5000)
+	out, c, _ := runFake(t, Params{RxUsecs: 200, RxFrames: 4}, arr)
+	if d := maxDelay(out); d > 200*us {
+		t.Errorf("max delay %v exceeds rx-usecs", d)
+	}
+	st := c.stats()
+	if st.FrameLimit < st.Batches*9/10 {
+		t.Errorf("stats %+v: want nearly all batches closed by rx-frames", st)
+	}
+	if p50 := st.FramesPerBatch.Quantile(0.5); p50 < 4 || p50 > 5 {
+		t.Errorf("median batch %d frames, want 4-5", p50)
+	}
+}
+
+// Sparse traffic: with not even one more frame expected in the window, the
+// frame goes at once rather than costing a second wake-up.
+func TestRxSparseEarly(t *testing.T) {
+	arr := every(0, 500*us, 200)
+	out, c, _ := runFake(t, Params{RxUsecs: 50}, arr)
+	st := c.stats()
+	if st.Early < st.Batches-3 {
+		t.Errorf("stats %+v: want early delivery once the rate is known", st)
+	}
+	late := 0
+	for _, b := range out[3:] {
+		if b.at != b.frames[0] {
+			late++
+		}
+	}
+	if late != 0 {
+		t.Errorf("%d sparse frames were held back", late)
+	}
+}
+
+// Traffic stops: the receiver leaves the timer mode after one empty window
+// and waits in the kernel; the next frame still meets the bound.
+func TestRxSteadyThenIdle(t *testing.T) {
+	arr := every(0, 10*us, 1000)
+	arr = append(arr, 50*time.Millisecond)
+	out, _, f := runFake(t, Params{RxUsecs: 50}, arr)
+	last := out[len(out)-1]
+	if last.at-last.frames[0] > 50*us {
+		t.Errorf("frame after idle delivered %v late", last.at-last.frames[0])
+	}
+	if f.sleeps > 1000/5+20 {
+		t.Errorf("%d sleeps: the idle period must be spent in a kernel wait", f.sleeps)
+	}
+}
+
+func TestRxContext(t *testing.T) {
+	f := &fakeRing{capacity: 8, arrivals: []time.Duration{10 * us}, cancel: func() {}}
+	p := Params{RxUsecs: 1000}
+	p.setDefaults()
+	c := newRxCore(p, Options{Clock: f, IdleWait: time.Second}, f)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	// Open batch: frame at 10µs is there after a wait; a cancelled context
+	// hands it over early instead of dropping it.
+	f.now = 20 * us
+	n, err := c.next(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("next with a frame pending and ctx done = %d, %v; want the frame", n, err)
+	}
+	f.inBatch = 0
+	if _, err := c.next(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("next with nothing pending and ctx done: %v, want context.Canceled", err)
+	}
+	ctx, cancel2 := context.WithTimeout(context.Background(), -time.Second)
+	defer cancel2()
+	if _, err := c.next(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("expired deadline: %v", err)
+	}
+}

@@ -1,0 +1,280 @@
+package coalesce
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
+
+// minSleep is the shortest wait worth a syscall: a batch whose deadline is
+// closer than this is handed over at once.
+const minSleep = 2 * time.Microsecond
+
+// rxSource is what the RX policy needs from a socket: take what the RX
+// ring holds into the pending batch, tell how much room the batch has left,
+// and block in the kernel until the ring is readable.
+type rxSource interface {
+	receive() int
+	room() int
+	wait(d time.Duration) (bool, error)
+}
+
+// Why a batch was handed over.
+type rxReason int
+
+const (
+	rxNone rxReason = iota
+	rxImmediate
+	rxFrameLimit
+	rxTimer
+	rxEarly
+)
+
+type rxGroup struct {
+	seen time.Duration // the ring was last seen without these frames
+	n    int
+}
+
+// rxCounters are the RX statistics, written by the owner, read anywhere.
+type rxCounters struct {
+	batches, frames                        atomic.Uint64
+	immediate, frameLimit, timerExp, early atomic.Uint64
+	polls, sleeps                          atomic.Uint64
+	profileChanges                         atomic.Uint64
+	profile, usecs, framesLim              atomic.Int64
+	perBatch, delay                        recorder
+}
+
+// rxCore is the RX coalescing policy, independent of the socket so that it
+// runs against a fake ring and clock in tests.
+type rxCore struct {
+	clock    Clock
+	src      rxSource
+	idleWait time.Duration
+
+	usecs  time.Duration // rx-usecs in force
+	frames int           // rx-frames in force
+	mod    *moderator
+
+	pending   int
+	open      bool
+	start     time.Duration // lower bound of the first frame's arrival
+	lastCheck time.Duration // when the ring was last seen empty
+	groups    []rxGroup
+
+	rate        float64 // frames per nanosecond, smoothed
+	lastDeliver time.Duration
+	delivered   bool
+	polled      bool // waited in the kernel since the last delivery
+	blind       bool // the last wait was a sleep with no batch open
+	missed      bool // that sleep found nothing
+	events      uint64
+
+	st rxCounters
+}
+
+func newRxCore(p Params, o Options, src rxSource) *rxCore {
+	c := &rxCore{clock: o.Clock, src: src, idleWait: o.IdleWait}
+	if p.Adaptive {
+		c.mod = newModerator(Profiles(p.RxUsecs, p.RxFrames))
+		c.setProfile(c.mod.profile())
+		c.st.profile.Store(0)
+	} else {
+		c.setProfile(Profile{p.RxUsecs, p.RxFrames})
+		c.st.profile.Store(-1)
+	}
+	c.lastCheck = c.clock.Now()
+	return c
+}
+
+func (c *rxCore) setProfile(p Profile) {
+	c.usecs, c.frames = usecs(p.RxUsecs), p.RxFrames
+	c.st.usecs.Store(int64(p.RxUsecs))
+	c.st.framesLim.Store(int64(p.RxFrames))
+}
+
+// next waits for the next batch and returns its size, or 0 and an error.
+// The frames are in the source's batch.
+func (c *rxCore) next(ctx context.Context) (int, error) {
+	for {
+		n := c.src.receive()
+		now := c.clock.Now()
+		if n > 0 {
+			if !c.open {
+				c.open, c.start = true, c.lastCheck
+			}
+			c.groups = append(c.groups, rxGroup{c.lastCheck, n})
+			c.pending += n
+			c.missed = false
+		} else if c.blind {
+			c.missed = true
+		}
+		c.blind = false
+		c.lastCheck = now
+		if c.open {
+			reason := c.due(ctx, now)
+			if reason == rxNone {
+				continue
+			}
+			return c.deliver(now, reason), nil
+		}
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		if c.usecs > 0 && !c.missed && c.rate*float64(c.usecs) >= 1 {
+			// Steady traffic: at least one frame is expected per window,
+			// so sleep a whole window instead of being woken by the first
+			// frame (the way a NIC's coalescing timer re-arms under load).
+			// A frame arriving meanwhile waits less than rx-usecs.
+			// If rx-frames should be there sooner, sleep only that long.
+			d := c.usecs
+			if est := time.Duration(float64(c.frames) / c.rate); est < d {
+				d = max(est, minSleep)
+			}
+			c.blind = true
+			c.sleep(d)
+			continue
+		}
+		d := c.idleWait
+		if dl, ok := ctx.Deadline(); ok {
+			rem := time.Until(dl)
+			if rem <= 0 {
+				return 0, context.DeadlineExceeded
+			}
+			d = min(d, rem)
+		}
+		c.st.polls.Add(1)
+		c.events++
+		c.polled = true
+		if _, err := c.src.wait(d); err != nil {
+			return 0, err
+		}
+		// Frames that woke us arrived about now.
+		c.lastCheck = c.clock.Now()
+	}
+}
+
+// due decides whether the open batch goes now; if not, it sleeps (for the
+// rest of rx-usecs, or less if rx-frames should be there sooner at the
+// measured rate) and returns rxNone.
+func (c *rxCore) due(ctx context.Context, now time.Duration) rxReason {
+	if c.usecs == 0 {
+		return rxImmediate
+	}
+	if c.pending >= c.frames || c.src.room() == 0 {
+		return rxFrameLimit
+	}
+	deadline := c.start + c.usecs
+	if now >= deadline {
+		return rxTimer
+	}
+	if ctx.Err() != nil {
+		return rxEarly
+	}
+	rem := deadline - now
+	if rem < minSleep {
+		return rxTimer
+	}
+	d := rem
+	if c.rate > 0 {
+		if c.rate*float64(rem) < 1 {
+			// Not even one more frame is expected before the deadline:
+			// waiting would cost a wake-up and add delay for nothing.
+			return rxEarly
+		}
+		if est := time.Duration(float64(c.frames-c.pending) / c.rate); est < d {
+			d = max(est, minSleep)
+		}
+	}
+	c.sleep(d)
+	return rxNone
+}
+
+func (c *rxCore) sleep(d time.Duration) {
+	c.st.sleeps.Add(1)
+	c.events++
+	c.clock.Sleep(d)
+}
+
+func (c *rxCore) deliver(now time.Duration, reason rxReason) int {
+	n := c.pending
+	st := &c.st
+	st.batches.Add(1)
+	st.frames.Add(uint64(n))
+	switch reason {
+	case rxImmediate:
+		st.immediate.Add(1)
+	case rxFrameLimit:
+		st.frameLimit.Add(1)
+	case rxTimer:
+		st.timerExp.Add(1)
+	case rxEarly:
+		st.early.Add(1)
+	}
+	st.perBatch.add(uint64(n), 1)
+	for _, g := range c.groups {
+		st.delay.add(uint64(now-g.seen), uint64(g.n))
+	}
+	if c.delivered && now > c.lastDeliver {
+		obs := float64(n) / float64(now-c.lastDeliver)
+		if c.polled {
+			c.rate = obs
+		} else {
+			c.rate = (c.rate + obs) / 2
+		}
+	}
+	if c.mod != nil && c.mod.observe(now, uint64(n), c.events) {
+		c.setProfile(c.mod.profile())
+		st.profile.Store(int64(c.mod.ix))
+		st.profileChanges.Add(1)
+	}
+	c.events = 0
+	c.delivered, c.lastDeliver, c.polled = true, now, false
+	c.pending, c.open, c.groups = 0, false, c.groups[:0]
+	return n
+}
+
+// RxStats are a Receiver's counters. Delays are upper bounds: each frame
+// counts from the last moment the receiver saw the RX ring without it (or,
+// for the frame that ended a kernel wait, from the wake-up) to the moment
+// its batch was handed over.
+type RxStats struct {
+	// Batches handed to the application, and the frames in them.
+	Batches, Frames uint64
+	// Why batches were handed over: rx-usecs 0 (Immediate), rx-frames
+	// reached or the batch full (FrameLimit), rx-usecs passed
+	// (TimerExpiries), or before rx-usecs because no further frame was
+	// expected in time at the measured rate, or the context ended (Early).
+	Immediate, FrameLimit, TimerExpiries, Early uint64
+	// Polls counts waits in the kernel for the first frame of a batch;
+	// Sleeps counts timed sleeps for more frames of an open batch or, under
+	// steady traffic, for the next window. Wakeups is their sum: how often
+	// the owning goroutine blocked and had to be woken.
+	Polls, Sleeps, Wakeups uint64
+	// FramesPerBatch is the distribution of batch sizes.
+	FramesPerBatch Histogram
+	// Delay is the distribution of the time frames waited, in nanoseconds.
+	Delay Histogram
+	// Profile is the adaptive profile in force (an index into
+	// Profiles(RxUsecs, RxFrames)), -1 without Adaptive; Current holds its
+	// values (or the fixed ones); ProfileChanges counts the moves.
+	Profile        int
+	Current        Profile
+	ProfileChanges uint64
+}
+
+func (c *rxCore) stats() RxStats {
+	st := &c.st
+	s := RxStats{
+		Batches: st.batches.Load(), Frames: st.frames.Load(),
+		Immediate: st.immediate.Load(), FrameLimit: st.frameLimit.Load(),
+		TimerExpiries: st.timerExp.Load(), Early: st.early.Load(),
+		Polls: st.polls.Load(), Sleeps: st.sleeps.Load(),
+		FramesPerBatch: st.perBatch.snapshot(), Delay: st.delay.snapshot(),
+		Profile:        int(st.profile.Load()),
+		Current:        Profile{int(st.usecs.Load()), int(st.framesLim.Load())},
+		ProfileChanges: st.profileChanges.Load(),
+	}
+	s.Wakeups = s.Polls + s.Sleeps
+	return s
+}
