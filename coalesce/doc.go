@@ -11,7 +11,8 @@
 // driver does not support fails with an error matching ErrNotSupported
 // that names it. Both run in the calling thread's network namespace.
 //
-// Per-queue hardware coalescing (`ethtool -Q QUEUE_MASK --coalesce …`)
-// exists only as the ETHTOOL_PERQUEUE ioctl, not over netlink; this
-// package does not offer it yet.
+// Per-queue hardware coalescing (`ethtool -Q DEV queue_mask M --coalesce
+// …`) exists only as the ETHTOOL_PERQUEUE ioctl, not over netlink.
+// GetQueues and SetQueues use it behind the same types and error rules;
+// the ioctl has no CQE modes, TX aggregation or DIM profiles.
 package coalesce

@@ -93,3 +93,36 @@ func SupportedNames(supported HW) string {
 	}
 	return s
 }
+
+// MaxQueues bounds the queue numbers GetQueues and SetQueues accept (the
+// kernel's MAX_NUM_QUEUE for the per-queue ioctl).
+const MaxQueues = ethtool.MaxQueueCoalesce
+
+// GetQueues returns the hardware coalescing parameters of each queue in
+// queues (strictly ascending), as `ethtool -Q DEV queue_mask M
+// --show-coalesce` shows them. It uses the ETHTOOL_PERQUEUE ioctl (there
+// is no netlink message for per-queue coalescing); parameters the driver
+// does not support for the device are nil. Drivers without per-queue
+// coalescing give an error matching ErrNotSupported.
+func GetQueues(dev Device, queues []int) ([]HW, error) {
+	c, err := ethtool.Dial()
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return c.QueueCoalesce(dev, queues)
+}
+
+// SetQueues changes the non-nil parameters of p on each queue in queues
+// and keeps the others (read, modify, write, as `ethtool -Q … --coalesce`
+// does). The per-queue ioctl has no CQE modes, TX aggregation or DIM
+// profiles; those, and parameters the driver does not support, fail with
+// an error matching ErrNotSupported that names them.
+func SetQueues(dev Device, queues []int, p HW) error {
+	c, err := ethtool.Dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.SetQueueCoalesce(dev, queues, p)
+}

@@ -3,6 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/xdpio/xdpio/coalesce"
@@ -106,18 +109,44 @@ func newCoalesceCmd(g *globals) *cobra.Command {
 		Short: "Show or set a device's hardware interrupt coalescing, like ethtool -c/-C",
 		Args:  cobra.NoArgs,
 	}
-	c.AddCommand(&cobra.Command{
-		Use:   "show DEV",
-		Short: "Show hardware coalescing parameters (n/a: not supported by the driver)",
+	var showQueues string
+	show := &cobra.Command{
+		Use:   "show DEV [--queues LIST]",
+		Short: "Show hardware coalescing parameters (n/a: not supported by the driver), per queue with --queues",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var h coalesce.HW
-			err := g.inNetns(func() (err error) {
+			qs, err := parseQueueList(showQueues)
+			if err != nil {
+				return usagef("coalesce show: --queues: %v", err)
+			}
+			var (
+				h   coalesce.HW
+				per []coalesce.HW
+			)
+			err = g.inNetns(func() (err error) {
+				if qs != nil {
+					per, err = coalesce.GetQueues(devArg(args[0]), qs)
+					return err
+				}
 				h, err = coalesce.Get(devArg(args[0]))
 				return err
 			})
 			if err != nil {
 				return err
+			}
+			if qs != nil {
+				if g.json {
+					list := make([]map[string]any, len(per))
+					for i := range per {
+						list[i] = coalesceJSON(per[i])
+						list[i]["queue"] = qs[i]
+					}
+					return writeJSON(g.stdout, map[string]any{"device": args[0], "queues": list})
+				}
+				for i := range per {
+					printCoalesce(g.stdout, fmt.Sprintf("%s queue %d", args[0], qs[i]), per[i])
+				}
+				return nil
 			}
 			if g.json {
 				m := coalesceJSON(h)
@@ -127,8 +156,11 @@ func newCoalesceCmd(g *globals) *cobra.Command {
 			printCoalesce(g.stdout, args[0], h)
 			return nil
 		},
-	})
+	}
+	show.Flags().StringVar(&showQueues, "queues", "", "per-queue parameters of these queues (e.g. 0,2-3), via the ETHTOOL_PERQUEUE ioctl")
+	c.AddCommand(show)
 
+	var setQueues string
 	u32 := make([]uint32, len(coalesceU32Params))
 	bools := make([]bool, len(coalesceBoolParams))
 	set := &cobra.Command{
@@ -153,9 +185,16 @@ func newCoalesceCmd(g *globals) *cobra.Command {
 			if n == 0 {
 				return usagef("coalesce set: give at least one parameter\n%s", cmd.UsageString())
 			}
+			qs, err := parseQueueList(setQueues)
+			if err != nil {
+				return usagef("coalesce set: --queues: %v", err)
+			}
 			dev := devArg(args[0])
+			if qs != nil {
+				return setQueueCoalesce(g, dev, args[0], qs, p)
+			}
 			var before, after coalesce.HW
-			err := g.inNetns(func() (err error) {
+			err = g.inNetns(func() (err error) {
 				if before, err = coalesce.Get(dev); err != nil {
 					return err
 				}
@@ -182,6 +221,7 @@ func newCoalesceCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+	set.Flags().StringVar(&setQueues, "queues", "", "set these queues only (e.g. 0,2-3), via the ETHTOOL_PERQUEUE ioctl")
 	for i, x := range coalesceBoolParams {
 		set.Flags().Var(onOffValue{&bools[i]}, x.flag, x.flag+" on|off")
 	}
@@ -190,4 +230,74 @@ func newCoalesceCmd(g *globals) *cobra.Command {
 	}
 	c.AddCommand(set)
 	return c
+}
+
+// setQueueCoalesce is `coalesce set --queues`: per-queue before → after.
+func setQueueCoalesce(g *globals, dev coalesce.Device, name string, qs []int, p coalesce.HW) error {
+	var before, after []coalesce.HW
+	err := g.inNetns(func() (err error) {
+		if before, err = coalesce.GetQueues(dev, qs); err != nil {
+			return err
+		}
+		if err = coalesce.SetQueues(dev, qs, p); err != nil {
+			return err
+		}
+		after, err = coalesce.GetQueues(dev, qs)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if g.json {
+		list := make([]map[string]any, len(qs))
+		for i := range qs {
+			list[i] = map[string]any{"queue": qs[i], "before": coalesceJSON(before[i]), "after": coalesceJSON(after[i])}
+		}
+		return writeJSON(g.stdout, map[string]any{"device": name, "queues": list})
+	}
+	for i := range qs {
+		b, a := coalesceText(before[i]), coalesceText(after[i])
+		var cs []change
+		for j := range b {
+			if b[j].before != "n/a" || a[j].before != "n/a" {
+				cs = append(cs, change{b[j].name, b[j].before, a[j].before})
+			}
+		}
+		printChange(g.stdout, fmt.Sprintf("%s queue %d coalesce", name, qs[i]), cs)
+	}
+	return nil
+}
+
+// parseQueueList parses "0,2-3" into ascending, distinct queue numbers; ""
+// gives nil (no per-queue request).
+func parseQueueList(s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	seen := map[int]bool{}
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(strings.TrimSpace(part), "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %v", part, err)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil {
+				return nil, fmt.Errorf("%q: %v", part, err)
+			}
+		}
+		if a < 0 || b < a || b >= coalesce.MaxQueues {
+			return nil, fmt.Errorf("%q: want queues 0..%d, ranges low-high", part, coalesce.MaxQueues-1)
+		}
+		for q := a; q <= b; q++ {
+			seen[q] = true
+		}
+	}
+	out := make([]int, 0, len(seen))
+	for q := range seen {
+		out = append(out, q)
+	}
+	sort.Ints(out)
+	return out, nil
 }

@@ -61,3 +61,12 @@ func CoalesceAttrName(typ uint16) string { return "" }
 func CoalesceSetAttrs(c Coalesce) []uint16 { return nil }
 
 func causeText(err error) string { return err.Error() }
+
+// MaxQueueCoalesce is the number of queues the per-queue ioctl addresses.
+const MaxQueueCoalesce = 4096
+
+// QueueCoalesce returns ErrNotSupported.
+func (c *Client) QueueCoalesce(Device, []int) ([]Coalesce, error) { return nil, errNotLinux }
+
+// SetQueueCoalesce returns ErrNotSupported.
+func (c *Client) SetQueueCoalesce(Device, []int, Coalesce) error { return errNotLinux }
