@@ -17,8 +17,9 @@
 // queue from an indirection table indexed by the hash's low bits. This
 // package computes the same thing:
 //
-//   - Toeplitz is the hash for any key length (DefaultKey is the 40-byte
-//     Microsoft/Linux key), table driven: one load and XOR per input byte,
+//   - Toeplitz is the hash for any key length (DefaultKey is Microsoft's
+//     40-byte verification key; Linux drivers mostly pick a random key at
+//     boot, which Table reads), table driven: one load and XOR per input byte,
 //     verified against Microsoft's RSS verification suite. FlowKey is its
 //     input; Symmetric selects the kernel's symmetric-xor and
 //     symmetric-or-xor input transformations, and SymmetricKey builds a

@@ -9,8 +9,10 @@ import (
 )
 
 // DefaultKeyHex is the 40-byte Toeplitz key that Microsoft publishes with
-// its RSS verification suite. Linux drivers that let the user pick no key
-// (and the test vectors of most NIC datasheets) use it too.
+// its RSS verification suite, the key of NIC datasheets' examples and of
+// many drivers' and DPDK's defaults. Most Linux drivers instead fill a
+// random key at boot (netdev_rss_key_fill), so predict with the device's
+// key (Table, `xdpio rss show`) when one is at hand.
 const DefaultKeyHex = "6d5a56da255b0ec24167253d43a38fb0d0ca2bcbae7b30b477cb2da38030f20c6a42b73bbeac01fa"
 
 // defaultKey is DefaultKeyHex decoded.

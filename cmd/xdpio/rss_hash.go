@@ -58,8 +58,10 @@ its low bits (hash & (size-1)), as RSS hardware does; --index modulo or
 scale select hash % size or the kernel's reciprocal_scale instead.
 
 Without --sport/--dport the hash covers the addresses only (what NICs do
-for fragments and non-TCP/UDP traffic). --key defaults to the 40-byte
-Microsoft/Linux default key; it takes ethtool's colon form too.
+for fragments and non-TCP/UDP traffic). --key defaults to Microsoft's
+40-byte verification key; most Linux drivers pick a random key at boot,
+so pass the device's (the hash key 'xdpio rss show DEV' prints, in
+ethtool's colon form) to predict its queues.
 --symmetric applies the kernel's symmetric-xor input transformation
 (--symmetric=or-xor for symmetric-or-xor).`,
 		Args: cobra.NoArgs,
