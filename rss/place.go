@@ -248,34 +248,45 @@ func (p *Predictor) unreachableWhy(queue uint32) string {
 }
 
 // Spread returns n ports that put n flows, which differ from k only in the
-// port o.Port selects, on n distinct RX queues: a client opening n
-// connections binds them to these ports to use n queues of the server.
-// Queues are taken in the order the search finds them. It fails, wrapping
-// ErrUnplaceable, when the table has fewer than n distinct queues or the
-// range does not reach n of them (then it returns what it found).
+// port o.Port selects, on as many distinct RX queues as possible: a client
+// opening n connections binds them to these ports to use n queues of the
+// server. With n up to the number of queues Q in the table every flow gets
+// its own queue; with more, every queue gets n/Q or n/Q+1 flows. Queues
+// are taken in the order the search finds them, and so are the ports.
+// It fails, wrapping ErrUnplaceable, when the range cannot give that even
+// spread (a queue unreachable, or too few ports); then it returns what it
+// found.
 func (p *Predictor) Spread(k FlowKey, n int, o PlaceOptions) ([]Placement, error) {
 	const op = "spread flows"
 	qs := p.Queues()
-	if n < 1 || n > len(qs) {
-		return nil, fmt.Errorf("%s: asked for %d distinct queues, the indirection table has %d: %w", op, n, len(qs), ErrUnplaceable)
+	if n < 1 {
+		return nil, fmt.Errorf("%s: asked for %d flows: %w", op, n, ErrUnplaceable)
 	}
 	s, err := p.newScan(op, k, o)
 	if err != nil {
 		return nil, err
 	}
-	seen := make(map[uint32]bool, n)
-	out := make([]Placement, 0, n)
+	// Every queue takes base flows, and extra of them one more.
+	base, extra := n/len(qs), n%len(qs)
+	count := make(map[uint32]int, len(qs))
+	out := make([]Placement, 0, min(n, 1024))
 	for _, r := range s.ranges() {
 		for v := r[0]; v <= r[1] && len(out) < n; v++ {
 			h := s.hash(uint16(v))
-			if q := p.QueueOfHash(h); !seen[q] {
-				seen[q] = true
-				out = append(out, Placement{Port: uint16(v), Queue: q, Hash: h})
+			q := p.QueueOfHash(h)
+			switch c := count[q]; {
+			case c < base:
+			case c == base && extra > 0:
+				extra--
+			default:
+				continue
 			}
+			count[q]++
+			out = append(out, Placement{Port: uint16(v), Queue: q, Hash: h})
 		}
 	}
 	if len(out) < n {
-		return out, fmt.Errorf("%s: %v: %v ports %d-%d reach only %d distinct queues, asked for %d: %w", op, k, s.field, s.min, s.max, len(out), n, ErrUnplaceable)
+		return out, fmt.Errorf("%s: %v: %v ports %d-%d spread only %d of %d flows evenly over the %d queues of the table (%d reached): %w", op, k, s.field, s.min, s.max, len(out), n, len(qs), len(count), ErrUnplaceable)
 	}
 	return out, nil
 }

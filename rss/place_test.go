@@ -108,16 +108,21 @@ func TestPlacementMatchesPrediction(t *testing.T) {
 
 func TestSpread(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
-	for iter := range 200 {
+	for iter := range 300 {
 		p, _ := randPredictor(t, rng)
 		k := randFlow(rng, rng.IntN(2) == 0)
 		k.Ports = true
-		n := len(p.Queues())
+		nq := len(p.Queues())
+		n := 1 + rng.IntN(3*nq)
 		pl, err := p.Spread(k, n, PlaceOptions{Start: uint16(EphemeralMin + rng.IntN(1000))})
 		if err != nil {
-			t.Fatalf("iter %d: %v", iter, err)
+			t.Fatalf("iter %d: %d flows over %d queues: %v", iter, n, nq, err)
 		}
-		seen := map[uint32]bool{}
+		if len(pl) != n {
+			t.Fatalf("iter %d: %d placements, want %d", iter, len(pl), n)
+		}
+		count := map[uint32]int{}
+		ports := map[uint16]bool{}
 		for _, x := range pl {
 			kk := k
 			kk.SrcPort = x.Port
@@ -125,16 +130,24 @@ func TestSpread(t *testing.T) {
 			if q != x.Queue || p.Hash(kk) != x.Hash {
 				t.Fatalf("iter %d: placement %+v, but the flow predicts to queue %d hash %#x", iter, x, q, p.Hash(kk))
 			}
-			if seen[q] {
-				t.Fatalf("iter %d: queue %d twice in %+v", iter, q, pl)
+			if ports[x.Port] {
+				t.Fatalf("iter %d: port %d twice", iter, x.Port)
 			}
-			seen[q] = true
+			ports[x.Port] = true
+			count[q]++
 			if x.Port < EphemeralMin || x.Port > EphemeralMax {
 				t.Fatalf("iter %d: port %d outside the ephemeral range", iter, x.Port)
 			}
 		}
-		if _, err := p.Spread(k, n+1, PlaceOptions{}); !errors.Is(err, ErrUnplaceable) {
-			t.Fatalf("Spread(%d of %d queues) error = %v", n+1, n, err)
+		// Even: every queue n/Q or n/Q+1 (and no queue twice when n <= Q).
+		lo, hi := n/nq, (n+nq-1)/nq
+		for q, c := range count {
+			if c < lo || c > hi {
+				t.Fatalf("iter %d: %d flows over %d queues: queue %d got %d (%v)", iter, n, nq, q, c, count)
+			}
+		}
+		if n >= nq && len(count) != nq {
+			t.Fatalf("iter %d: %d flows reached %d of %d queues", iter, n, len(count), nq)
 		}
 	}
 }
@@ -150,6 +163,9 @@ func TestPlaceUnreachable(t *testing.T) {
 	}
 	k := FlowKey{Src: netip.MustParseAddr("198.18.0.1"), Dst: netip.MustParseAddr("198.18.0.2"), DstPort: 5201, Ports: true, Proto: 6}
 	home, _ := p.Queue(k)
+	if pl, err := p.Spread(k, 2, PlaceOptions{}); !errors.Is(err, ErrUnplaceable) || len(pl) != 1 || pl[0].Queue != home {
+		t.Errorf("Spread over ports that do not move the flow = %+v, %v; want its own queue and ErrUnplaceable", pl, err)
+	}
 	for q := range uint32(4) {
 		ports, err := p.PlacePorts(k, q, 1, PlaceOptions{Min: 1, Max: 65535})
 		if q == home {
@@ -184,6 +200,7 @@ func TestPlaceErrors(t *testing.T) {
 		"zero ports":         func() error { _, err := p.PlacePorts(k, 1, 0, PlaceOptions{}); return err },
 		"range too small":    func() error { _, err := p.PlacePorts(k, 1, 100, PlaceOptions{Min: 1000, Max: 1100}); return err },
 		"spread zero":        func() error { _, err := p.Spread(k, 0, PlaceOptions{}); return err },
+		"spread short range": func() error { _, err := p.Spread(k, 8, PlaceOptions{Min: 40000, Max: 40001}); return err },
 		"bad field":          func() error { _, err := p.PlacePorts(k, 1, 1, PlaceOptions{Port: 5}); return err },
 	} {
 		if err := f(); !errors.Is(err, ErrUnplaceable) {
