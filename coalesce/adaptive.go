@@ -28,8 +28,9 @@ func Profiles(usecs, frames int) []Profile {
 // rate and kernel wake-ups per packet), compares it with the previous
 // one, and moves one profile step. A step that made things better (more
 // packets per second, or, at the same rate, fewer wake-ups per packet) is
-// followed by another in the same direction; one that did not is undone by
-// turning around. Two turns in quick succession mean the best profile was
+// followed by another in the same direction; one that made them worse is
+// undone by turning around (a tie keeps going towards more coalescing,
+// where the cost can only fall, and turns back from less). Two turns in quick succession mean the best profile was
 // found: the moderator parks there until the traffic changes. After too
 // many steps without parking it rests for a while (tired).
 
@@ -165,7 +166,11 @@ func (m *moderator) decide(s dimSample) bool {
 			m.leavePark()
 		}
 	default:
-		if compareSamples(s, m.prev) != dimBetter {
+		// Keep going while it helps. A tie keeps going right, towards
+		// more coalescing: the cost is flat as long as a window is too
+		// short to catch a second frame, and only drops past that point.
+		res := compareSamples(s, m.prev)
+		if res == dimWorse || (res == dimSame && m.state == dimGoingLeft) {
 			m.turn()
 		}
 		if m.onTop() {
