@@ -305,15 +305,9 @@ func (d *Dispatcher) send(wi int, b *frameBatch) {
 // later Dispatch.
 func (d *Dispatcher) flush() {
 	for wi, b := range d.cur {
-		if b == nil {
-			continue
+		if b != nil { // never empty: a batch is taken for a frame
+			d.send(wi, b)
 		}
-		if len(b.frames) == 0 {
-			d.workers[wi].free <- b
-			d.cur[wi] = nil
-			continue
-		}
-		d.send(wi, b)
 	}
 }
 

@@ -74,6 +74,20 @@ func frameCases(tb testing.TB) []frameCase {
 	// options (8 bytes), then TCP.
 	ext := append([]byte{60, 0, 1, 4, 0, 0, 0, 0}, []byte{6, 0, 1, 4, 0, 0, 0, 0}...)
 	v6ext := build(tb, eth(layers.EthernetTypeIPv6), v6(layers.IPProtocolIPv6HopByHop), gopacket.Payload(append(ext, tcpBytes...)))
+	// AH (RFC 4302: length in 4-byte units minus 2): 12 bytes of header
+	// and a 12-byte ICV, then TCP.
+	ah := append([]byte{6, 4, 0, 0}, make([]byte, 20)...)
+	v6ah := build(tb, eth(layers.EthernetTypeIPv6), v6(layers.IPProtocolAH), gopacket.Payload(append(ah, tcpBytes...)))
+	// Nine destination options headers: longer than the parser follows.
+	var chain []byte
+	for i := range 9 {
+		next := byte(60)
+		if i == 8 {
+			next = 6
+		}
+		chain = append(chain, next, 0, 1, 4, 0, 0, 0, 0)
+	}
+	v6chain := build(tb, eth(layers.EthernetTypeIPv6), v6(layers.IPProtocolIPv6Destination), gopacket.Payload(append(chain, tcpBytes...)))
 	v6frag := build(tb, eth(layers.EthernetTypeIPv6), v6(layers.IPProtocolIPv6Fragment),
 		gopacket.Payload(append([]byte{6, 0, 0, 1, 0, 0, 0, 7}, tcpBytes...))) // first fragment, M=1
 
@@ -89,6 +103,8 @@ func frameCases(tb testing.TB) []frameCase {
 		{name: "ipv6 tcp", frame: build(tb, eth(layers.EthernetTypeIPv6), v6(layers.IPProtocolTCP), tcp, payload), ports: true, wantProto: 6},
 		{name: "ipv6 hop-by-hop dstopts tcp", frame: v6ext, ports: true, wantProto: 6},
 		{name: "ipv6 fragment", frame: v6frag, wantProto: 6},
+		{name: "ipv6 ah tcp", frame: v6ah, ports: true, wantProto: 6},
+		{name: "ipv6 long extension chain", frame: v6chain, wantProto: 60},
 		{name: "ipv6 icmp", frame: build(tb, eth(layers.EthernetTypeIPv6), v6(layers.IPProtocolICMPv6), payload), wantProto: 58},
 		{name: "arp", frame: build(tb, eth(layers.EthernetTypeARP), &layers.ARP{AddrType: layers.LinkTypeEthernet, Protocol: layers.EthernetTypeIPv4, HwAddressSize: 6, ProtAddressSize: 4, Operation: 1, SourceHwAddress: macA, SourceProtAddress: []byte{198, 18, 0, 1}, DstHwAddress: make([]byte, 6), DstProtAddress: []byte{198, 18, 0, 2}}), wantErr: ErrNotIP},
 	}
