@@ -257,16 +257,45 @@ func (g *Generator) Run(ctx context.Context, packets uint64, duration time.Durat
 
 	start := time.Now()
 	deadline := start.Add(duration)
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
 	var wg sync.WaitGroup
 	errs := make([]error, len(g.cpus))
+	tids := make([]atomic.Int32, len(g.cpus))
 	for i, c := range g.cpus {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = g.worker(ctx, c, limits[i], deadline)
+			errs[i] = g.worker(ctx, c, limits[i], &tids[i])
 		}()
 	}
-	wg.Wait()
+	finished := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(finished)
+	}()
+	select {
+	case <-finished:
+	case <-ctx.Done():
+		// A BPF_PROG_RUN call only ends early on a pending signal:
+		// interrupt the workers' threads (SIGURG, which the Go runtime
+		// tolerates at any time) until they have all returned.
+		pid := unix.Getpid()
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for done := false; !done; {
+			for i := range tids {
+				if tid := tids[i].Load(); tid != 0 {
+					unix.Tgkill(pid, int(tid), unix.SIGURG)
+				}
+			}
+			select {
+			case <-finished:
+				done = true
+			case <-tick.C:
+			}
+		}
+	}
 	res := Result{Elapsed: time.Since(start), PerCPU: make([]uint64, len(g.cpus))}
 	final, err := g.readState()
 	if err != nil {
@@ -284,8 +313,9 @@ func (g *Generator) Run(ctx context.Context, packets uint64, duration time.Durat
 
 // worker runs the program on cpu, on a locked thread inside the
 // generator's namespace, until its share is sent or the deadline passes.
-func (g *Generator) worker(ctx context.Context, cpu int, limit uint64, deadline time.Time) (err error) {
+func (g *Generator) worker(ctx context.Context, cpu int, limit uint64, tid *atomic.Int32) (err error) {
 	runtime.LockOSThread()
+	deadline, _ := ctx.Deadline()
 	orig, err := netns.Get()
 	if err != nil {
 		runtime.UnlockOSThread()
@@ -297,10 +327,24 @@ func (g *Generator) worker(ctx context.Context, cpu int, limit uint64, deadline 
 		runtime.UnlockOSThread()
 		return fmt.Errorf("trafficgen: read CPU affinity: %w", err)
 	}
+	// Block SIGPROF on this thread: a CPU profile of the process would
+	// otherwise interrupt every BPF_PROG_RUN call after 10 ms of CPU time
+	// and the generator would spend its time setting up page pools.
+	var prof, origMask unix.Sigset_t
+	prof.Val[(unix.SIGPROF-1)/64] |= 1 << ((uint(unix.SIGPROF) - 1) % 64)
+	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &prof, &origMask); err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("trafficgen: block SIGPROF: %w", err)
+	}
 	restore := true
 	defer func() {
+		// Stop being a signal target before the thread is unlocked.
+		tid.Store(0)
 		// A thread we could not put back stays locked: the runtime
 		// discards it when the goroutine exits.
+		if unix.PthreadSigmask(unix.SIG_SETMASK, &origMask, nil) != nil {
+			restore = false
+		}
 		if unix.SchedSetaffinity(0, &origSet) != nil {
 			restore = false
 		}
@@ -320,7 +364,8 @@ func (g *Generator) worker(ctx context.Context, cpu int, limit uint64, deadline 
 		return fmt.Errorf("trafficgen: pin to CPU %d: %w", cpu, err)
 	}
 
-	chunk := uint64(min(1<<16, g.cfg.MaxChunk))
+	tid.Store(int32(unix.Gettid()))
+	chunk := uint64(min(1<<14, g.cfg.MaxChunk))
 	var sent uint64
 	for ctx.Err() == nil && sent < limit {
 		now := time.Now()
@@ -344,7 +389,9 @@ func (g *Generator) worker(ctx context.Context, cpu int, limit uint64, deadline 
 		if took > 0 {
 			target := min(callTarget, time.Until(deadline))
 			next := uint64(float64(n) * float64(target) / float64(took))
-			chunk = max(64, min(next, uint64(g.cfg.MaxChunk)))
+			// Grow at most fourfold per call: the rate can drop
+			// suddenly (a receiver that starts to work the stack).
+			chunk = max(64, min(next, 4*n, uint64(g.cfg.MaxChunk)))
 		}
 	}
 	return nil

@@ -1,0 +1,57 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/xdpio/xdpio/internal/netnstest"
+)
+
+var queuePrefix = regexp.MustCompile(`^(rx|tx)_queue_\d+_`)
+
+// vethStats reads `ethtool -S` of h's veth and sums the per-queue
+// counters by name (rx_queue_0_drops + rx_queue_1_drops -> rx_drops).
+func vethStats(ctx context.Context, h *netnstest.Host) (map[string]uint64, error) {
+	out, err := h.Command(ctx, "ethtool", "-S", h.Link).Output()
+	if err != nil {
+		return nil, fmt.Errorf("ethtool -S %s: %w", h.Link, err)
+	}
+	m := map[string]uint64{}
+	for _, line := range strings.Split(string(out), "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			continue
+		}
+		if loc := queuePrefix.FindStringSubmatchIndex(k); loc != nil {
+			k = k[loc[2]:loc[3]] + "_" + k[loc[1]:]
+		}
+		m[k] += n
+	}
+	return m, nil
+}
+
+// diff formats the non-zero differences b-a per second.
+func diff(a, b map[string]uint64, secs float64) string {
+	var keys []string
+	for k := range b {
+		if b[k] != a[k] && k != "peer_ifindex" {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s=%.2fM/s", k, float64(b[k]-a[k])/secs/1e6))
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,150 @@
+//go:build linux
+
+// Command xskbench measures AF_XDP receive (rxdrop) and transmit (txonly)
+// packet rates of xdpio's xsk package against github.com/asavie/xdp and
+// kernel UDP sockets (recvmmsg), on a veth pair with several queues in two
+// network namespaces it creates and removes itself. Run it as root:
+//
+//	go run ./bench/xskbench [-queues 4] [-sizes 64,1514] [-rounds 5] [-window 1s] [-json]
+//
+// rxdrop: an XDP live-frames generator (internal/trafficgen) in namespace
+// A sends UDP frames out of veth-a; every receiver takes them on veth-b
+// with one socket and one goroutine per queue and drops them. The
+// generator's rate into a bare XDP_DROP program is measured too: it must
+// be well above every receiver's. txonly: one socket per queue of veth-b
+// sends; an XDP_DROP program on veth-a counts what arrives.
+//
+// Each backend is measured once per round, in rotating order, and the
+// report gives medians and the ratios xdpio/asavie and xdpio/socket.
+// Progress goes to stderr; the table (or, with -json, a JSON document) to
+// stdout. Exit status: 0 ok, 1 failure, 2 bad usage.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/xdpio/xdpio/internal/netnstest"
+)
+
+type usageError struct{ error }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:])
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "xskbench:", err)
+		var ue usageError
+		if errors.As(err, &ue) || errors.Is(err, flag.ErrHelp) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) (err error) {
+	fs := flag.NewFlagSet("xskbench", flag.ContinueOnError)
+	o := Options{}
+	fs.IntVar(&o.Queues, "queues", 4, "queues of each veth end (one socket per queue)")
+	sizes := fs.String("sizes", "64,1514", "comma-separated frame sizes in bytes (without FCS)")
+	fs.IntVar(&o.Rounds, "rounds", 5, "rounds; the report gives medians")
+	fs.DurationVar(&o.Window, "window", time.Second, "measurement window per backend and round")
+	fs.DurationVar(&o.Warmup, "warmup", 300*time.Millisecond, "warm-up before each window")
+	fs.IntVar(&o.Batch, "batch", 64, "receive/transmit batch of every backend")
+	fs.IntVar(&o.RingSize, "ring", 2048, "AF_XDP ring sizes (xdpio and asavie/xdp)")
+	fs.IntVar(&o.NumFrames, "frames", 4096, "UMEM frames per socket (xdpio and asavie/xdp)")
+	fs.IntVar(&o.FrameSize, "frame-size", 2048, "UMEM frame size (xdpio and asavie/xdp)")
+	fs.IntVar(&o.TxBudget, "tx-budget", 2048, "xdpio TX frames per kick in copy mode (XDP_MAX_TX_SKB_BUDGET)")
+	fs.IntVar(&o.Spin, "spin", 0, "empty RX-ring checks before an AF_XDP receiver sleeps in poll (xdpio and asavie alike)")
+	fs.IntVar(&o.Sockets, "sockets", 0, "SO_REUSEPORT kernel UDP sockets (default: the number of queues)")
+	fs.IntVar(&o.Flows, "flows", 64, "UDP flows (source ports), a power of two")
+	port := fs.Uint("port", 7777, "UDP destination port")
+	modes := fs.String("modes", "", "comma-separated modes to run: rxdrop, txonly (default both)")
+	backends := fs.String("backends", "", "comma-separated backends: generator, xdpio, asavie, socket (default all)")
+	fs.BoolVar(&o.Verbose, "v", false, "log veth and socket counters of every rxdrop measurement")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected arguments %q", fs.Args())}
+	}
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			return usageError{fmt.Errorf("-sizes: %w", err)}
+		}
+		o.Sizes = append(o.Sizes, n)
+	}
+	if *port == 0 || *port > 65535 {
+		return usageError{fmt.Errorf("-port %d: must be 1-65535", *port)}
+	}
+	o.Port = uint16(*port)
+	if o.Sockets == 0 {
+		o.Sockets = o.Queues
+	}
+	o.Modes = splitList(*modes)
+	o.Backends = splitList(*backends)
+	if err := o.validate(); err != nil {
+		return usageError{err}
+	}
+
+	pair, err := netnstest.NewPair(netnstest.Config{Queues: o.Queues})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := pair.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("remove test namespaces: %w", cerr)
+		}
+	}()
+	fmt.Fprintf(os.Stderr, "xskbench: veth pair %s/%s <-> %s/%s, %d queues\n", pair.A.NS, pair.A.Link, pair.B.NS, pair.B.Link, o.Queues)
+
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	rep, err := measure(ctx, pair, o, os.Stderr)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	printTable(os.Stdout, rep)
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}

@@ -1,0 +1,127 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xdpio/xdpio/internal/netnstest"
+)
+
+// TestMeasureSmoke runs every mode and backend once with tiny windows and
+// checks that each one moved packets, that receivers never count more
+// than was offered, that the ratios are there, and that no XDP program is
+// left on either veth afterwards.
+func TestMeasureSmoke(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	o := Options{
+		Queues: 2, Sizes: []int{64, 1514}, Rounds: 1,
+		Warmup: 50 * time.Millisecond, Window: 200 * time.Millisecond,
+		Batch: 64, RingSize: 2048, NumFrames: 4096, FrameSize: 2048, TxBudget: 2048,
+		Sockets: 2, Flows: 64, Port: 7777,
+	}
+	var log bytes.Buffer
+	rep, err := measure(ctx, pair, o, &log)
+	if err != nil {
+		t.Fatalf("measure: %v\n%s", err, log.String())
+	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("progress:\n%s", log.String())
+		}
+	}()
+	type key struct {
+		mode, be string
+		size     int
+	}
+	seen := map[key]bool{}
+	for _, r := range rep.Results {
+		seen[key{r.Mode, r.Backend, r.Size}] = true
+		if r.PPS <= 0 {
+			t.Errorf("%s %d B %s: %.0f pps, want > 0", r.Mode, r.Size, r.Backend, r.PPS)
+		}
+		// What arrived cannot exceed what was offered, apart from the
+		// counters being read a moment apart and, for the kernel socket,
+		// datagrams queued in its 32 MiB buffer before the window.
+		slack := 1.05
+		if r.Backend == beSocket {
+			slack = 1.3
+		}
+		if r.PPS > slack*r.OfferedPPS+1000 {
+			t.Errorf("%s %d B %s: received %.0f pps of %.0f offered", r.Mode, r.Size, r.Backend, r.PPS, r.OfferedPPS)
+		}
+	}
+	for _, size := range o.Sizes {
+		for _, be := range rxBackends {
+			if !seen[key{modeRx, be, size}] {
+				t.Errorf("no rxdrop result for %s at %d B", be, size)
+			}
+		}
+		for _, be := range txBackends {
+			if !seen[key{modeTx, be, size}] {
+				t.Errorf("no txonly result for %s at %d B", be, size)
+			}
+		}
+	}
+	names := map[string]int{}
+	for _, r := range rep.Ratios {
+		names[r.Mode+" "+r.Name]++
+	}
+	for _, n := range []string{"rxdrop xdpio/asavie", "rxdrop xdpio/socket", "txonly xdpio/asavie"} {
+		if names[n] != len(o.Sizes) {
+			t.Errorf("ratio %q appears %d times, want %d", n, names[n], len(o.Sizes))
+		}
+	}
+	var out bytes.Buffer
+	printTable(&out, rep)
+	if !strings.Contains(out.String(), "xdpio/asavie") {
+		t.Errorf("table lacks the ratios:\n%s", out.String())
+	}
+	js, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(js, &back); err != nil || len(back.Results) != len(rep.Results) {
+		t.Errorf("JSON round trip: %v, %d results", err, len(back.Results))
+	}
+	for _, h := range []*netnstest.Host{pair.A, pair.B} {
+		nh, err := h.Handle()
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := nh.LinkByIndex(h.Ifindex)
+		nh.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x := l.Attrs().Xdp; x != nil && x.Attached {
+			t.Errorf("%s: XDP program %d still attached after measure", h.Link, x.ProgId)
+		}
+	}
+}
+
+func TestRunUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"-sizes", "abc"},
+		{"-sizes", "20"},
+		{"-queues", "0"},
+		{"-modes", "bogus"},
+		{"-backends", "nope"},
+		{"extra"},
+	} {
+		err := run(context.Background(), args)
+		var ue usageError
+		if !errors.As(err, &ue) {
+			t.Errorf("run(%q) = %v, want a usage error", args, err)
+		}
+	}
+}

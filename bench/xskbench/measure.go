@@ -1,0 +1,444 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/xdpio/xdpio/internal/netnstest"
+	"github.com/xdpio/xdpio/internal/trafficgen"
+)
+
+// Options configure a benchmark run.
+type Options struct {
+	// Queues of each veth end: one socket (and one goroutine) per queue.
+	Queues int
+	// Sizes are the frame lengths in bytes (without FCS).
+	Sizes []int
+	// Rounds: every backend is measured once per round, in rotating
+	// order; the report gives the median over rounds.
+	Rounds int
+	// Warmup before, and Window of, each measurement.
+	Warmup, Window time.Duration
+	// Batch is the receive/transmit batch of every backend.
+	Batch int
+	// RingSize is the size of every AF_XDP ring; NumFrames and FrameSize
+	// describe each socket's UMEM (the same for xdpio and asavie/xdp).
+	RingSize, NumFrames, FrameSize int
+	// TxBudget is xdpio's XDP_MAX_TX_SKB_BUDGET (frames per TX kick in
+	// copy mode).
+	TxBudget int
+	// Spin is how many times an AF_XDP receiver (xdpio and asavie/xdp
+	// alike) looks at an empty RX ring before it sleeps in poll.
+	Spin int
+	// Sockets is the number of SO_REUSEPORT kernel UDP sockets.
+	Sockets int
+	// Flows is the number of UDP source ports the generator uses.
+	Flows int
+	// Port is the UDP destination port.
+	Port uint16
+	// Modes and Backends select what to measure (nil: everything).
+	Modes, Backends []string
+	// Verbose adds per-measurement veth and socket counters to the log.
+	Verbose bool
+
+	frame []byte    // the template of the size being measured
+	log   io.Writer // progress
+}
+
+// Mode names.
+const (
+	modeRx = "rxdrop"
+	modeTx = "txonly"
+)
+
+// Backend names.
+const (
+	beGen    = "generator" // the generator into an XDP_DROP program
+	beXDPIO  = "xdpio"
+	beAsavie = "asavie"
+	beSocket = "socket"
+)
+
+var (
+	rxBackends = []string{beGen, beXDPIO, beAsavie, beSocket}
+	txBackends = []string{beXDPIO, beAsavie}
+)
+
+func (o *Options) wants(mode, backend string) bool {
+	return (len(o.Modes) == 0 || slices.Contains(o.Modes, mode)) &&
+		(len(o.Backends) == 0 || slices.Contains(o.Backends, backend))
+}
+
+func (o *Options) validate() error {
+	switch {
+	case o.Queues < 1:
+		return fmt.Errorf("queues %d: must be at least 1", o.Queues)
+	case len(o.Sizes) == 0:
+		return errors.New("no frame size given")
+	case o.Rounds < 1:
+		return fmt.Errorf("rounds %d: must be at least 1", o.Rounds)
+	case o.Window <= 0 || o.Warmup < 0:
+		return fmt.Errorf("window %v, warm-up %v: window must be positive, warm-up not negative", o.Window, o.Warmup)
+	case o.Batch < 1 || o.Batch > o.RingSize:
+		return fmt.Errorf("batch %d: must be between 1 and the ring size %d", o.Batch, o.RingSize)
+	case o.Sockets < 1:
+		return fmt.Errorf("sockets %d: must be at least 1", o.Sockets)
+	}
+	for _, m := range o.Modes {
+		if m != modeRx && m != modeTx {
+			return fmt.Errorf("mode %q: want %s or %s", m, modeRx, modeTx)
+		}
+	}
+	for _, b := range o.Backends {
+		if !slices.Contains(rxBackends, b) {
+			return fmt.Errorf("backend %q: want one of %s", b, strings.Join(rxBackends, ", "))
+		}
+	}
+	for _, s := range o.Sizes {
+		if s < 60 || s > o.FrameSize-256 || s > 1514 {
+			return fmt.Errorf("frame size %d: must be between 60 and 1514", s)
+		}
+	}
+	return nil
+}
+
+// Sample is one measurement.
+type Sample struct {
+	// PPS is what arrived per second over the window.
+	PPS float64 `json:"pps"`
+	// OfferedPPS is what the generator (rxdrop) or the sender (txonly)
+	// put out per second over the same window.
+	OfferedPPS float64 `json:"offered_pps"`
+}
+
+// Result is the summary of one backend at one size.
+type Result struct {
+	Mode       string   `json:"mode"`
+	Size       int      `json:"size"`
+	Backend    string   `json:"backend"`
+	PPS        float64  `json:"pps_median"`
+	OfferedPPS float64  `json:"offered_pps_median"`
+	Samples    []Sample `json:"samples"`
+}
+
+// Ratio compares two backends at one size.
+type Ratio struct {
+	Mode  string  `json:"mode"`
+	Size  int     `json:"size"`
+	Name  string  `json:"name"` // e.g. "xdpio/asavie"
+	Value float64 `json:"value"`
+	Goal  float64 `json:"goal,omitempty"`
+	Met   *bool   `json:"met,omitempty"`
+}
+
+// Report is the benchmark's output.
+type Report struct {
+	Queues   int      `json:"queues"`
+	Rounds   int      `json:"rounds"`
+	WindowS  float64  `json:"window_s"`
+	WarmupS  float64  `json:"warmup_s"`
+	Batch    int      `json:"batch"`
+	Results  []Result `json:"results"`
+	Ratios   []Ratio  `json:"ratios"`
+	Elapsed  float64  `json:"elapsed_s"`
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// measure runs every selected mode, size and backend o.Rounds times on
+// pair (frames flow from A to B for rxdrop, from B to A for txonly) and
+// summarises. Progress goes to log.
+func measure(ctx context.Context, pair *netnstest.Pair, o Options, log io.Writer) (*Report, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	o.Queues = pair.Queues
+	o.log = log
+	// The kernel-socket receiver needs NAPI on veth-b without an XDP
+	// program: GRO on gives it.
+	if out, err := pair.B.Command(ctx, "ethtool", "-K", pair.B.Link, "gro", "on").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("ethtool -K %s gro on: %w: %s", pair.B.Link, err, out)
+	}
+	gens := map[int]*trafficgen.Generator{}
+	defer func() {
+		for _, g := range gens {
+			g.Close()
+		}
+	}()
+	for _, size := range o.Sizes {
+		err := pair.A.Do(func() (err error) {
+			gens[size], err = trafficgen.New(trafficgen.Config{
+				Ifindex: pair.A.Ifindex,
+				Frame: trafficgen.FrameSpec{
+					SrcMAC: pair.A.MAC, DstMAC: pair.B.MAC, Src: pair.A.IPv4, Dst: pair.B.IPv4,
+					SrcPort: 40000, DstPort: o.Port, Size: size,
+				},
+				Flows: o.Flows,
+			})
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	samples := map[string][]Sample{}
+	key := func(mode string, size int, be string) string { return fmt.Sprintf("%s/%d/%s", mode, size, be) }
+	for round := 0; round < o.Rounds; round++ {
+		for _, size := range o.Sizes {
+			o.frame = gens[size].Frame()
+			for _, be := range rotate(rxBackends, round) {
+				if !o.wants(modeRx, be) {
+					continue
+				}
+				t0 := time.Now()
+				s, err := measureRx(ctx, pair, &o, gens[size], be)
+				if err != nil {
+					return nil, fmt.Errorf("round %d, rxdrop %d B, %s: %w", round+1, size, be, err)
+				}
+				fmt.Fprintf(log, "round %d  rxdrop %4d B  %-9s %7.3f Mpps (offered %.3f) [%.1fs]\n", round+1, size, be, s.PPS/1e6, s.OfferedPPS/1e6, time.Since(t0).Seconds())
+				samples[key(modeRx, size, be)] = append(samples[key(modeRx, size, be)], s)
+			}
+			for _, be := range rotate(txBackends, round) {
+				if !o.wants(modeTx, be) {
+					continue
+				}
+				t0 := time.Now()
+				s, err := measureTx(ctx, pair, &o, be)
+				if err != nil {
+					return nil, fmt.Errorf("round %d, txonly %d B, %s: %w", round+1, size, be, err)
+				}
+				fmt.Fprintf(log, "round %d  txonly %4d B  %-9s %7.3f Mpps (sent %.3f) [%.1fs]\n", round+1, size, be, s.PPS/1e6, s.OfferedPPS/1e6, time.Since(t0).Seconds())
+				samples[key(modeTx, size, be)] = append(samples[key(modeTx, size, be)], s)
+			}
+		}
+	}
+
+	rep := &Report{Queues: o.Queues, Rounds: o.Rounds, WindowS: o.Window.Seconds(), WarmupS: o.Warmup.Seconds(), Batch: o.Batch}
+	med := map[string]float64{}
+	for _, mode := range []string{modeRx, modeTx} {
+		bes := rxBackends
+		if mode == modeTx {
+			bes = txBackends
+		}
+		for _, size := range o.Sizes {
+			for _, be := range bes {
+				ss := samples[key(mode, size, be)]
+				if len(ss) == 0 {
+					continue
+				}
+				r := Result{Mode: mode, Size: size, Backend: be, Samples: ss}
+				r.PPS = median(ss, func(s Sample) float64 { return s.PPS })
+				r.OfferedPPS = median(ss, func(s Sample) float64 { return s.OfferedPPS })
+				med[key(mode, size, be)] = r.PPS
+				rep.Results = append(rep.Results, r)
+			}
+			ratio := func(name, a, b string, goal float64) {
+				x, okA := med[key(mode, size, a)]
+				y, okB := med[key(mode, size, b)]
+				if !okA || !okB || y == 0 {
+					return
+				}
+				r := Ratio{Mode: mode, Size: size, Name: name, Value: x / y, Goal: goal}
+				if goal > 0 {
+					met := r.Value >= goal
+					r.Met = &met
+				}
+				rep.Ratios = append(rep.Ratios, r)
+			}
+			ratio("xdpio/asavie", beXDPIO, beAsavie, 1.5)
+			if mode == modeRx {
+				ratio("xdpio/socket", beXDPIO, beSocket, 2)
+				ratio("generator/xdpio", beGen, beXDPIO, 0)
+				// The generator must outrun every receiver.
+				if g, ok := med[key(mode, size, beGen)]; ok {
+					for _, be := range []string{beXDPIO, beAsavie, beSocket} {
+						if v, ok := med[key(mode, size, be)]; ok && v > 0.9*g {
+							rep.Warnings = append(rep.Warnings, fmt.Sprintf("rxdrop %d B: %s received %.2f Mpps, within 10%% of the generator's %.2f Mpps into XDP_DROP: it may measure the generator", size, be, v/1e6, g/1e6))
+						}
+					}
+				}
+			}
+		}
+	}
+	rep.Elapsed = time.Since(start).Seconds()
+	return rep, nil
+}
+
+// rotate returns s rotated left by r, so that every backend takes every
+// position in the order over the rounds.
+func rotate(s []string, r int) []string {
+	r %= len(s)
+	return append(append([]string(nil), s[r:]...), s[:r]...)
+}
+
+func median(ss []Sample, f func(Sample) float64) float64 {
+	v := make([]float64, len(ss))
+	for i, s := range ss {
+		v[i] = f(s)
+	}
+	sort.Float64s(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+func newRx(be string) receiver {
+	switch be {
+	case beGen:
+		return &dropRx{}
+	case beXDPIO:
+		return &xdpioRx{}
+	case beAsavie:
+		return &asavieRx{}
+	}
+	return &socketRx{}
+}
+
+// sleep waits d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// measureRx runs the generator from A into backend be on B.
+func measureRx(ctx context.Context, pair *netnstest.Pair, o *Options, gen *trafficgen.Generator, be string) (s Sample, err error) {
+	rx := newRx(be)
+	defer func() { err = errors.Join(err, rx.stop()) }()
+	if err := rx.start(pair.B, o); err != nil {
+		return s, err
+	}
+	gctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := gen.Run(gctx, 0, o.Warmup+o.Window+5*time.Second)
+		done <- err
+	}()
+	defer func() {
+		cancel()
+		err = errors.Join(err, <-done)
+	}()
+	if !o.Verbose {
+		return window(ctx, o, rx.count, gen.Sent)
+	}
+	a0, _ := vethStats(ctx, pair.A)
+	b0, _ := vethStats(ctx, pair.B)
+	x0 := extra(rx)
+	t0 := time.Now()
+	s, err = window(ctx, o, rx.count, gen.Sent)
+	secs := time.Since(t0).Seconds()
+	a1, _ := vethStats(ctx, pair.A)
+	b1, _ := vethStats(ctx, pair.B)
+	x1 := extra(rx)
+	fmt.Fprintf(o.log, "    %s: veth-a: %s\n    veth-b: %s\n    sockets: %s\n", be, diff(a0, a1, secs), diff(b0, b1, secs), diff(x0, x1, secs))
+	return s, err
+}
+
+// extra returns a backend's own counters, if it has any.
+func extra(r receiver) map[string]uint64 {
+	if x, ok := r.(interface{ stats() map[string]uint64 }); ok {
+		return x.stats()
+	}
+	return nil
+}
+
+// measureTx sends from B with backend be and counts at A.
+func measureTx(ctx context.Context, pair *netnstest.Pair, o *Options, be string) (s Sample, err error) {
+	var c *trafficgen.Counter
+	if err := pair.A.Do(func() (err error) {
+		c, err = trafficgen.AttachCounter(pair.A.Ifindex, trafficgen.Drop)
+		return err
+	}); err != nil {
+		return s, err
+	}
+	defer func() { err = errors.Join(err, c.Close()) }()
+	var tx sender
+	switch be {
+	case beXDPIO:
+		tx = &xdpioTx{rx: c}
+	default:
+		tx = &asavieTx{rx: c}
+	}
+	defer func() { err = errors.Join(err, tx.stop()) }()
+	if err := tx.start(pair.B, o); err != nil {
+		return s, err
+	}
+	return window(ctx, o, tx.count, func() (uint64, error) { return tx.sent(), nil })
+}
+
+// window waits the warm-up, then reads both counters at the start and
+// end of the window.
+func window(ctx context.Context, o *Options, got, offered func() (uint64, error)) (Sample, error) {
+	if err := sleep(ctx, o.Warmup); err != nil {
+		return Sample{}, err
+	}
+	r0, err := got()
+	if err != nil {
+		return Sample{}, err
+	}
+	g0, err := offered()
+	if err != nil {
+		return Sample{}, err
+	}
+	t0 := time.Now()
+	if err := sleep(ctx, o.Window); err != nil {
+		return Sample{}, err
+	}
+	r1, err := got()
+	if err != nil {
+		return Sample{}, err
+	}
+	g1, err := offered()
+	if err != nil {
+		return Sample{}, err
+	}
+	dt := time.Since(t0).Seconds()
+	return Sample{PPS: float64(r1-r0) / dt, OfferedPPS: float64(g1-g0) / dt}, nil
+}
+
+// printTable writes the human-readable report.
+func printTable(w io.Writer, rep *Report) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "mode\tsize\tbackend\tMpps (median)\toffered Mpps\tsamples (Mpps)\t\n")
+	for _, r := range rep.Results {
+		var ss []string
+		for _, s := range r.Samples {
+			ss = append(ss, fmt.Sprintf("%.2f", s.PPS/1e6))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.3f\t%.3f\t%s\t\n", r.Mode, r.Size, r.Backend, r.PPS/1e6, r.OfferedPPS/1e6, strings.Join(ss, " "))
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "mode\tsize\tratio\tvalue\tgoal\t\n")
+	for _, r := range rep.Ratios {
+		goal := "-"
+		if r.Met != nil {
+			goal = fmt.Sprintf("≥%.1f %s", r.Goal, map[bool]string{true: "met", false: "MISSED"}[*r.Met])
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.2f\t%s\t\n", r.Mode, r.Size, r.Name, r.Value, goal)
+	}
+	tw.Flush()
+	for _, w2 := range rep.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", w2)
+	}
+	fmt.Fprintf(w, "(%d queues, %d rounds × %.1f s windows after %.1f s warm-up, batch %d; %.0f s in all)\n",
+		rep.Queues, rep.Rounds, rep.WindowS, rep.WarmupS, rep.Batch, rep.Elapsed)
+}

@@ -1,0 +1,370 @@
+//go:build linux
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	asavie "github.com/asavie/xdp"
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpio/xdpio/internal/netnstest"
+	"github.com/xdpio/xdpio/internal/trafficgen"
+	"github.com/xdpio/xdpio/xsk"
+)
+
+// receiver is one backend under test. start sets it up on host h and
+// starts its goroutines; count returns the packets it has received (or,
+// for senders, that the peer's counter saw); stop ends the goroutines and
+// releases everything start created.
+type receiver interface {
+	start(h *netnstest.Host, o *Options) error
+	count() (uint64, error)
+	stop() error
+}
+
+// padded keeps per-goroutine counters on separate cache lines.
+type padded struct {
+	n atomic.Uint64
+	_ [56]byte
+}
+
+func sum(cs []padded) uint64 {
+	var n uint64
+	for i := range cs {
+		n += cs[i].n.Load()
+	}
+	return n
+}
+
+// loops runs one goroutine per index until stop is called.
+type loops struct {
+	quit atomic.Bool
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	err  error
+	ctr  []padded
+}
+
+func (l *loops) run(n int, body func(i int, ctr *atomic.Uint64) error) {
+	l.ctr = make([]padded, n)
+	for i := 0; i < n; i++ {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			if err := body(i, &l.ctr[i].n); err != nil {
+				l.mu.Lock()
+				l.err = errors.Join(l.err, err)
+				l.mu.Unlock()
+			}
+		}()
+	}
+}
+
+func (l *loops) halt() error {
+	l.quit.Store(true)
+	l.wg.Wait()
+	return l.err
+}
+
+// recoverInto turns a panic of a peer library (asavie/xdp panics on
+// unexpected sendto errors) into an error.
+func recoverInto(err *error) {
+	if p := recover(); p != nil {
+		*err = fmt.Errorf("panic: %v", p)
+	}
+}
+
+// idle is how long a receiver with nothing to do sleeps in poll.
+const idle = 10 * time.Millisecond
+
+// ---- XDP_DROP: the generator's own rate ----
+
+type dropRx struct{ c *trafficgen.Counter }
+
+func (r *dropRx) start(h *netnstest.Host, o *Options) error {
+	return h.Do(func() (err error) {
+		r.c, err = trafficgen.AttachCounter(h.Ifindex, trafficgen.Drop)
+		return err
+	})
+}
+func (r *dropRx) count() (uint64, error) { return r.c.Count() }
+func (r *dropRx) stop() error {
+	if r.c == nil {
+		return nil
+	}
+	return r.c.Close()
+}
+
+// ---- xdpio rxdrop ----
+
+type xdpioRx struct {
+	dev *xsk.Device
+	l   loops
+}
+
+func (r *xdpioRx) start(h *netnstest.Host, o *Options) error {
+	err := h.Do(func() (err error) {
+		r.dev, err = xsk.Open(h.Link, xsk.Config{
+			UMEM:   xsk.UMEMConfig{FrameSize: o.FrameSize, NumFrames: o.NumFrames},
+			Socket: xsk.SocketConfig{NoTX: true, RxRingSize: o.RingSize, FillRingSize: o.RingSize},
+		})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("xdpio: %w", err)
+	}
+	socks := r.dev.Sockets()
+	r.l.run(len(socks), func(i int, ctr *atomic.Uint64) error {
+		s := socks[i]
+		b := s.NewBatch(o.Batch)
+		empty := 0
+		for !r.l.quit.Load() {
+			n := s.Receive(b)
+			if n == 0 {
+				if empty++; empty <= o.Spin {
+					continue
+				}
+				empty = 0
+				if _, err := s.Wait(idle, false); err != nil {
+					return err
+				}
+				continue
+			}
+			empty = 0
+			ctr.Add(uint64(n))
+			s.Release(b)
+		}
+		return nil
+	})
+	return nil
+}
+
+func (r *xdpioRx) count() (uint64, error) { return sum(r.l.ctr), nil }
+
+func (r *xdpioRx) stats() map[string]uint64 {
+	m := map[string]uint64{}
+	for _, s := range r.dev.Sockets() {
+		st, err := s.Stats()
+		if err != nil {
+			continue
+		}
+		m["rx_dropped"] += st.RxDropped
+		m["rx_ring_full"] += st.RxRingFull
+		m["fill_ring_empty"] += st.RxFillRingEmpty
+		m["polls"] += st.Polls
+	}
+	return m
+}
+
+func (r *xdpioRx) stop() error {
+	err := r.l.halt()
+	if r.dev != nil {
+		err = errors.Join(err, r.dev.Close())
+	}
+	return err
+}
+
+// ---- asavie/xdp rxdrop ----
+
+type asavieRx struct {
+	h     *netnstest.Host
+	prog  *asavie.Program
+	socks []*asavie.Socket
+	l     loops
+}
+
+func asavieOptions(o *Options) *asavie.SocketOptions {
+	return &asavie.SocketOptions{
+		NumFrames:              o.NumFrames,
+		FrameSize:              o.FrameSize,
+		FillRingNumDescs:       o.RingSize,
+		CompletionRingNumDescs: o.RingSize,
+		RxRingNumDescs:         o.RingSize,
+		TxRingNumDescs:         o.RingSize,
+	}
+}
+
+func (r *asavieRx) start(h *netnstest.Host, o *Options) error {
+	r.h = h
+	err := h.Do(func() (err error) {
+		r.prog, err = asavie.NewProgram(o.Queues)
+		if err != nil {
+			return err
+		}
+		if err := r.prog.Attach(h.Ifindex); err != nil {
+			return err
+		}
+		for q := 0; q < o.Queues; q++ {
+			s, err := newAsavieSocket(h.Ifindex, q, asavieOptions(o))
+			if err != nil {
+				return err
+			}
+			r.socks = append(r.socks, s)
+			if err := r.prog.Register(q, s.FD()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("asavie/xdp: %w", err)
+	}
+	r.l.run(len(r.socks), func(i int, ctr *atomic.Uint64) (err error) {
+		defer recoverInto(&err)
+		s := r.socks[i]
+		// The receive loop of asavie/xdp's documentation, polling only
+		// when the RX ring is empty.
+		empty := 0
+		for !r.l.quit.Load() {
+			if free := s.NumFreeFillSlots(); free > 0 {
+				s.Fill(s.GetDescs(free))
+			}
+			n := s.NumReceived()
+			if n == 0 {
+				if empty++; empty <= o.Spin {
+					continue
+				}
+				empty = 0
+				if _, _, err := s.Poll(int(idle / time.Millisecond)); err != nil {
+					return err
+				}
+				continue
+			}
+			empty = 0
+			descs := s.Receive(min(n, o.Batch))
+			ctr.Add(uint64(len(descs)))
+		}
+		return nil
+	})
+	return nil
+}
+
+func (r *asavieRx) count() (uint64, error) { return sum(r.l.ctr), nil }
+
+func (r *asavieRx) stats() map[string]uint64 {
+	m := map[string]uint64{}
+	for _, s := range r.socks {
+		st, err := s.Stats()
+		if err != nil {
+			continue
+		}
+		m["rx_dropped"] += st.KernelStats.Rx_dropped
+		m["rx_ring_full"] += st.KernelStats.Rx_ring_full
+		m["fill_ring_empty"] += st.KernelStats.Rx_fill_ring_empty_descs
+	}
+	return m
+}
+
+func (r *asavieRx) stop() error {
+	err := r.l.halt()
+	if r.prog != nil {
+		err = errors.Join(err, r.h.Do(func() error { return r.prog.Detach(r.h.Ifindex) }))
+		r.prog.Close()
+	}
+	for _, s := range r.socks {
+		err = errors.Join(err, closeAsavie(s))
+	}
+	return err
+}
+
+// ---- kernel UDP sockets with recvmmsg ----
+
+type socketRx struct {
+	fds []int
+	l   loops
+}
+
+// mmsghdr is struct mmsghdr.
+type mmsghdr struct {
+	hdr unix.Msghdr
+	len uint32
+	_   [4]byte
+}
+
+func (r *socketRx) start(h *netnstest.Host, o *Options) error {
+	n := o.Sockets
+	err := h.Do(func() error {
+		for i := 0; i < n; i++ {
+			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				return fmt.Errorf("socket: %w", err)
+			}
+			r.fds = append(r.fds, fd)
+			if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
+				return fmt.Errorf("SO_REUSEPORT: %w", err)
+			}
+			if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 32<<20); err != nil {
+				return fmt.Errorf("SO_RCVBUFFORCE: %w", err)
+			}
+			tv := unix.NsecToTimeval(int64(idle))
+			if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+				return fmt.Errorf("SO_RCVTIMEO: %w", err)
+			}
+			if err := unix.Bind(fd, &unix.SockaddrInet4{Port: int(o.Port), Addr: h.IPv4.As4()}); err != nil {
+				return fmt.Errorf("bind %v:%d: %w", h.IPv4, o.Port, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("kernel socket: %w", err)
+	}
+	r.l.run(n, func(i int, ctr *atomic.Uint64) error {
+		fd := r.fds[i]
+		msgs := make([]mmsghdr, o.Batch)
+		iovs := make([]unix.Iovec, o.Batch)
+		buf := make([]byte, o.Batch*2048)
+		for j := range msgs {
+			iovs[j].Base = &buf[j*2048]
+			iovs[j].SetLen(2048)
+			msgs[j].hdr.Iov = &iovs[j]
+			msgs[j].hdr.SetIovlen(1)
+		}
+		for !r.l.quit.Load() {
+			// Blocking recvmmsg: wait for the first datagram (up to
+			// SO_RCVTIMEO), then take what is queued, up to the batch.
+			got, _, e := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)), unix.MSG_WAITFORONE, 0, 0)
+			switch e {
+			case 0:
+				ctr.Add(uint64(got))
+			case unix.EAGAIN, unix.EINTR:
+			default:
+				return fmt.Errorf("recvmmsg: %w", e)
+			}
+		}
+		return nil
+	})
+	return nil
+}
+
+func (r *socketRx) count() (uint64, error) { return sum(r.l.ctr), nil }
+
+func (r *socketRx) stop() error {
+	err := r.l.halt()
+	for _, fd := range r.fds {
+		unix.Close(fd)
+	}
+	return err
+}
+
+// newAsavieSocket is asavie.NewSocket, retried for a second while bind
+// says EBUSY: the kernel releases the previous backend's socket on the
+// queue asynchronously (xdpio's own bind retries the same way).
+func newAsavieSocket(ifindex, queue int, opts *asavie.SocketOptions) (*asavie.Socket, error) {
+	deadline := time.Now().Add(time.Second)
+	for {
+		s, err := asavie.NewSocket(ifindex, queue, opts)
+		// asavie/xdp formats errors with %v: match the text.
+		if err == nil || !strings.Contains(err.Error(), "busy") || time.Now().After(deadline) {
+			return s, err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,173 @@
+//go:build linux
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	asavie "github.com/asavie/xdp"
+
+	"github.com/xdpio/xdpio/internal/netnstest"
+	"github.com/xdpio/xdpio/internal/trafficgen"
+	"github.com/xdpio/xdpio/xsk"
+)
+
+// sender is a txonly backend: it sends the template frame from one
+// socket per queue of host h. What arrives is counted at the peer by an
+// XDP_DROP counter; sent reports the sender's own count.
+type sender interface {
+	receiver
+	sent() uint64
+}
+
+// ---- xdpio txonly ----
+
+type xdpioTx struct {
+	socks []*xsk.Socket
+	umems []*xsk.UMEM
+	l     loops
+	rx    *trafficgen.Counter // at the peer
+}
+
+func (t *xdpioTx) start(h *netnstest.Host, o *Options) error {
+	err := h.Do(func() error {
+		for q := 0; q < o.Queues; q++ {
+			u, err := xsk.NewUMEM(xsk.UMEMConfig{FrameSize: o.FrameSize, NumFrames: o.NumFrames})
+			if err != nil {
+				return err
+			}
+			t.umems = append(t.umems, u)
+			s, err := xsk.NewSocket(u, h.Ifindex, q, xsk.SocketConfig{
+				NoRX:               true,
+				TxRingSize:         o.RingSize,
+				CompletionRingSize: o.RingSize,
+				Frames:             o.NumFrames,
+				TxBudget:           o.TxBudget,
+			})
+			if err != nil {
+				return err
+			}
+			t.socks = append(t.socks, s)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("xdpio: %w", err)
+	}
+	for _, s := range t.socks {
+		// Write the template into every frame once; frames keep it as
+		// they cycle through the TX and completion rings.
+		b := s.NewBatch(o.NumFrames)
+		n := s.Alloc(b, o.NumFrames)
+		for i := 0; i < n; i++ {
+			copy(b.Buffer(i), o.frame)
+		}
+		s.Free(b)
+	}
+	t.l.run(len(t.socks), func(i int, ctr *atomic.Uint64) error {
+		s := t.socks[i]
+		b := s.NewBatch(o.Batch)
+		size := len(o.frame)
+		for !t.l.quit.Load() {
+			have := b.Len()
+			n := s.Alloc(b, o.Batch-have)
+			for j := have; j < have+n; j++ {
+				b.SetLen(j, size)
+			}
+			if b.Len() == 0 {
+				// Every frame is in flight: wait for completions.
+				if _, err := s.Wait(idle, true); err != nil {
+					return err
+				}
+				s.Complete()
+				continue
+			}
+			sent, err := s.Transmit(b)
+			if err != nil {
+				return err
+			}
+			ctr.Add(uint64(sent))
+		}
+		s.Free(b)
+		return nil
+	})
+	return nil
+}
+
+func (t *xdpioTx) sent() uint64 { return sum(t.l.ctr) }
+
+func (t *xdpioTx) count() (uint64, error) { return t.rx.Count() }
+
+func (t *xdpioTx) stop() error {
+	err := t.l.halt()
+	for _, s := range t.socks {
+		s.Close()
+	}
+	for _, u := range t.umems {
+		u.Close()
+	}
+	return err
+}
+
+// ---- asavie/xdp txonly ----
+
+type asavieTx struct {
+	socks []*asavie.Socket
+	l     loops
+	rx    *trafficgen.Counter
+}
+
+func (t *asavieTx) start(h *netnstest.Host, o *Options) error {
+	err := h.Do(func() error {
+		// asavie/xdp's Poll reads the RX ring unconditionally: keep one.
+		opts := asavieOptions(o)
+		for q := 0; q < o.Queues; q++ {
+			s, err := newAsavieSocket(h.Ifindex, q, opts)
+			if err != nil {
+				return err
+			}
+			t.socks = append(t.socks, s)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("asavie/xdp: %w", err)
+	}
+	for _, s := range t.socks {
+		for _, d := range s.GetDescs(o.NumFrames) {
+			copy(s.GetFrame(d), o.frame)
+		}
+	}
+	t.l.run(len(t.socks), func(i int, ctr *atomic.Uint64) (err error) {
+		defer recoverInto(&err)
+		s := t.socks[i]
+		size := uint32(len(o.frame))
+		// The send loop of asavie/xdp's sendudp example.
+		for !t.l.quit.Load() {
+			descs := s.GetDescs(s.NumFreeTxSlots())
+			for j := range descs {
+				descs[j].Len = size
+			}
+			ctr.Add(uint64(s.Transmit(descs)))
+			if _, _, err := s.Poll(int(idle.Milliseconds())); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return nil
+}
+
+func (t *asavieTx) sent() uint64 { return sum(t.l.ctr) }
+
+func (t *asavieTx) count() (uint64, error) { return t.rx.Count() }
+
+func (t *asavieTx) stop() error {
+	err := t.l.halt()
+	for _, s := range t.socks {
+		err = errors.Join(err, closeAsavie(s))
+	}
+	return err
+}
