@@ -109,21 +109,9 @@ func SetTable(dev Device, cfg TableConfig) error {
 			return &DeviceError{Op: "RSS_SET", Device: dev, Attr: "ETHTOOL_A_RSS_HKEY",
 				Err: fmt.Errorf("hash key of %d bytes: the device's key has %d", len(cfg.Key), len(cur.Key))}
 		}
-		rc := ethtool.RSSConfig{Context: cfg.Context, Indir: cfg.Indir, Key: cfg.Key}
-		if cfg.HFunc != "" {
-			names, err := c.RSSHashFuncs()
-			if err != nil {
-				return err
-			}
-			bit, err := hfuncBit(cfg.HFunc, names)
-			if err != nil {
-				return err
-			}
-			rc.HFunc = &bit
-		}
-		if cfg.InputXfrm != nil {
-			x := uint32(*cfg.InputXfrm)
-			rc.InputXfrm = &x
+		rc, err := rssConfig(c, cfg)
+		if err != nil {
+			return err
 		}
 		return c.SetRSS(dev, rc)
 	})
@@ -185,4 +173,51 @@ func Weights(size int, w ...uint32) ([]uint32, error) {
 		t[i] = uint32(q)
 	}
 	return t, nil
+}
+
+// CreateContext creates an additional RSS context on dev with cfg's table,
+// key, hash function and input transformation (cfg.Context: the number to
+// ask for, 0 to let the kernel choose) and returns its number, like
+// `ethtool -X DEV context new …`. Flow steering rules can then direct
+// flows to it. Drivers without additional contexts give an error matching
+// ErrNotSupported.
+func CreateContext(dev Device, cfg TableConfig) (uint32, error) {
+	var ctx uint32
+	err := withClient(func(c *ethtool.Client) error {
+		rc, err := rssConfig(c, cfg)
+		if err != nil {
+			return err
+		}
+		ctx, err = c.CreateRSSContext(dev, rc)
+		return err
+	})
+	return ctx, err
+}
+
+// DeleteContext deletes additional RSS context ctx of dev, like
+// `ethtool -X DEV context N delete`.
+func DeleteContext(dev Device, ctx uint32) error {
+	return withClient(func(c *ethtool.Client) error { return c.DeleteRSSContext(dev, ctx) })
+}
+
+// rssConfig turns a TableConfig into the client's form, resolving the
+// hash function name with the kernel's string set.
+func rssConfig(c *ethtool.Client, cfg TableConfig) (ethtool.RSSConfig, error) {
+	rc := ethtool.RSSConfig{Context: cfg.Context, Indir: cfg.Indir, Key: cfg.Key}
+	if cfg.HFunc != "" {
+		names, err := c.RSSHashFuncs()
+		if err != nil {
+			return rc, err
+		}
+		bit, err := hfuncBit(cfg.HFunc, names)
+		if err != nil {
+			return rc, err
+		}
+		rc.HFunc = &bit
+	}
+	if cfg.InputXfrm != nil {
+		x := uint32(*cfg.InputXfrm)
+		rc.InputXfrm = &x
+	}
+	return rc, nil
 }

@@ -425,6 +425,8 @@ func TestEncodingOracleKernelPolicy(t *testing.T) {
 		{cmd: unix.ETHTOOL_MSG_FEATURES_SET, dev: dev, flags: FlagCompactBitsets, encode: encodeFeaturesSet([]string{"rx-gro"}, map[string]bool{"rx-gro": true})},
 		{cmd: msgRSSSet, dev: dev, encode: encodeRSSSet(RSSConfig{Context: 1, HFunc: &hf, Indir: []uint32{0, 1}, Key: []byte{1, 2, 3, 4}, InputXfrm: &x})},
 		{cmd: unix.ETHTOOL_MSG_RSS_GET, dev: dev, encode: func(ae *netlink.AttributeEncoder) { ae.Uint32(aRSSContext, 1) }},
+		{cmd: msgRSSCreateAct, dev: dev, encode: encodeRSSSet(RSSConfig{Context: 2, HFunc: &hf, Indir: []uint32{0, 1}, Key: []byte{1, 2, 3, 4}, InputXfrm: &x})},
+		{cmd: msgRSSDeleteAct, dev: dev, encode: func(ae *netlink.AttributeEncoder) { ae.Uint32(aRSSContext, 2) }},
 		{cmd: unix.ETHTOOL_MSG_STRSET_GET, dev: dev, encode: func(ae *netlink.AttributeEncoder) {
 			ae.Nested(unix.ETHTOOL_A_STRSET_STRINGSETS, func(n *netlink.AttributeEncoder) error {
 				n.Nested(unix.ETHTOOL_A_STRINGSETS_STRINGSET, func(s *netlink.AttributeEncoder) error {
@@ -460,6 +462,16 @@ func TestEncodingOracleKernelPolicy(t *testing.T) {
 		if !errors.Is(err, unix.EOPNOTSUPP) {
 			t.Errorf("well-formed RSS_SET on veth: %v, want EOPNOTSUPP from the driver check", err)
 		}
+		_, err = c.CreateRSSContext(Device{Name: pair.A.Link}, RSSConfig{Indir: []uint32{0, 1}})
+		if !errors.Is(err, ErrNotSupported) {
+			t.Errorf("RSS_CREATE_ACT on veth: %v, want ErrNotSupported", err)
+		}
+		t.Logf("RSS_CREATE_ACT on veth: %v", err)
+		err = c.DeleteRSSContext(Device{Name: pair.A.Link}, 1)
+		if !errors.Is(err, ErrNotSupported) && !errors.Is(err, unix.ENOENT) {
+			t.Errorf("RSS_DELETE_ACT on veth: %v", err)
+		}
+		t.Logf("RSS_DELETE_ACT on veth: %v", err)
 		// Negative control: HFUNC as a u8 fails the kernel's policy.
 		_, err = c.do(request{cmd: msgRSSSet, dev: Device{Name: pair.A.Link}, encode: func(ae *netlink.AttributeEncoder) { ae.Uint8(aRSSHFunc, 1) }})
 		var e *Error

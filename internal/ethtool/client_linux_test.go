@@ -562,3 +562,43 @@ func containsString(list []string, s string) bool {
 	}
 	return false
 }
+
+func TestRSSContexts(t *testing.T) {
+	var sent []genetlink.Message
+	fk := &fakeKernel{handle: func(cmd uint8, attrs []byte) fakeAnswer {
+		sent = append(sent, genetlink.Message{Header: genetlink.Header{Command: cmd}, Data: attrs})
+		if cmd == msgRSSCreateAct {
+			b := encodeAttrs(t, func(ae *netlink.AttributeEncoder) {
+				ae.Nested(headerAttr, func(n *netlink.AttributeEncoder) error { n.String(unix.ETHTOOL_A_HEADER_DEV_NAME, "eth9"); return nil })
+				ae.Uint32(aRSSContext, 5)
+			})
+			return fakeAnswer{replies: []genetlink.Message{{Header: genetlink.Header{Command: msgRSSCreateActReply, Version: 1}, Data: b}}}
+		}
+		return fakeAnswer{}
+	}}
+	c := fk.client(t)
+	hf := HashXOR
+	ctx, err := c.CreateRSSContext(Device{Name: "eth9"}, RSSConfig{HFunc: &hf, Indir: []uint32{2, 3}})
+	if err != nil || ctx != 5 {
+		t.Fatalf("CreateRSSContext = %d, %v", ctx, err)
+	}
+	if err := c.DeleteRSSContext(Device{Name: "eth9"}, 0); err == nil {
+		t.Error("deleting context 0 accepted")
+	}
+	if err := c.DeleteRSSContext(Device{Name: "eth9"}, 5); err != nil {
+		t.Fatal(err)
+	}
+	if len(sent) != 2 {
+		t.Fatalf("%d requests, want 2 (context 0 must not be sent)", len(sent))
+	}
+	m := attrMap(t, sent[0].Data)
+	delete(m, headerAttr)
+	if d := cmp.Diff(map[uint16][]byte{aRSSHFunc: u32b(HashXOR), aRSSIndir: append(u32b(2), u32b(3)...)}, m); d != "" || sent[0].Header.Command != msgRSSCreateAct {
+		t.Errorf("create request (-want +got):\n%s", d)
+	}
+	m = attrMap(t, sent[1].Data)
+	delete(m, headerAttr)
+	if d := cmp.Diff(map[uint16][]byte{aRSSContext: u32b(5)}, m); d != "" || sent[1].Header.Command != msgRSSDeleteAct {
+		t.Errorf("delete request (-want +got):\n%s", d)
+	}
+}

@@ -70,3 +70,9 @@ func (c *Client) QueueCoalesce(Device, []int) ([]Coalesce, error) { return nil, 
 
 // SetQueueCoalesce returns ErrNotSupported.
 func (c *Client) SetQueueCoalesce(Device, []int, Coalesce) error { return errNotLinux }
+
+// CreateRSSContext returns ErrNotSupported.
+func (c *Client) CreateRSSContext(Device, RSSConfig) (uint32, error) { return 0, errNotLinux }
+
+// DeleteRSSContext returns ErrNotSupported.
+func (c *Client) DeleteRSSContext(Device, uint32) error { return errNotLinux }

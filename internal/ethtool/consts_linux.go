@@ -182,6 +182,8 @@ var requestTrees = map[uint8]*attrTree{
 	unix.ETHTOOL_MSG_COALESCE_SET: coalesceTree,
 	unix.ETHTOOL_MSG_RSS_GET:      rssTree,
 	msgRSSSet:                     rssTree,
+	msgRSSCreateAct:               rssTree,
+	msgRSSDeleteAct:               rssTree,
 }
 
 // attrAt names the attribute that starts at byte offset off of the

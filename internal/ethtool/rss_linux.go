@@ -117,3 +117,39 @@ func decodeRSS(b []byte) (RSS, error) {
 	}
 	return r, nil
 }
+
+// CreateRSSContext creates an additional RSS context on dev with the
+// settings of cfg (RSS_CREATE_ACT, `ethtool -X DEV context new …`) and
+// returns its number. cfg.Context 0 lets the kernel choose the number.
+// Drivers without additional contexts give an error matching
+// ErrNotSupported.
+func (c *Client) CreateRSSContext(dev Device, cfg RSSConfig) (uint32, error) {
+	msgs, err := c.do(request{cmd: msgRSSCreateAct, dev: dev, encode: encodeRSSSet(cfg)})
+	if err != nil {
+		return 0, err
+	}
+	b, err := oneReply("RSS_CREATE_ACT", msgs, msgRSSCreateActReply)
+	if err != nil {
+		return 0, &Error{Op: "RSS_CREATE_ACT", Device: dev, Err: err}
+	}
+	r, err := decodeRSS(b)
+	if err != nil {
+		return 0, &Error{Op: "RSS_CREATE_ACT", Device: dev, Err: err}
+	}
+	if r.Context == 0 {
+		return 0, &Error{Op: "RSS_CREATE_ACT", Device: dev, Err: fmt.Errorf("reply names no context")}
+	}
+	return r.Context, nil
+}
+
+// DeleteRSSContext deletes RSS context ctx (not 0) of dev (RSS_DELETE_ACT,
+// `ethtool -X DEV context N delete`).
+func (c *Client) DeleteRSSContext(dev Device, ctx uint32) error {
+	if ctx == 0 {
+		return &Error{Op: "RSS_DELETE_ACT", Device: dev, Attr: "ETHTOOL_A_RSS_CONTEXT", Err: fmt.Errorf("context 0 is the default one and cannot be deleted")}
+	}
+	_, err := c.do(request{cmd: msgRSSDeleteAct, dev: dev, encode: func(ae *netlink.AttributeEncoder) {
+		ae.Uint32(aRSSContext, ctx)
+	}})
+	return err
+}
