@@ -1,0 +1,544 @@
+//go:build linux
+
+package coalesce_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/xdpio/xdpio/coalesce"
+	"github.com/xdpio/xdpio/internal/netnstest"
+	"github.com/xdpio/xdpio/internal/trafficgen"
+	"github.com/xdpio/xdpio/xsk"
+	"golang.org/x/sys/unix"
+)
+
+var benchReport = flag.Bool("bench-report", false, "run the long coalescing benchmark (4s per setting) and check the issue's goals")
+
+const benchPort = 9100
+
+// rig is the benchmark's test network: a 2-queue veth pair, AF_XDP sockets
+// on every queue of B's end, and an XDP counter on A's end for TX.
+type rig struct {
+	t       *testing.T
+	pair    *netnstest.Pair
+	dev     *xsk.Device
+	counter *trafficgen.Counter
+}
+
+func newRig(t *testing.T) *rig {
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	r := &rig{t: t, pair: pair}
+	err := pair.B.Do(func() error {
+		var err error
+		r.dev, err = xsk.Open(pair.B.Link, xsk.Config{
+			// Deep RX rings (160ms at 100k/s per queue): on a shared
+			// machine the receiver can be descheduled for a long time.
+			UMEM:    xsk.UMEMConfig{FrameSize: 2048, NumFrames: 32768},
+			Socket:  xsk.SocketConfig{RxRingSize: 16384, FillRingSize: 16384, TxRingSize: 2048, CompletionRingSize: 2048, TxBudget: 256},
+			Program: xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(benchPort)}},
+		})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("open sockets on %s: %v", pair.B.Link, err)
+	}
+	t.Cleanup(func() { r.dev.Close() })
+	if len(r.dev.Sockets()) != 2 {
+		t.Fatalf("%d sockets, want 2", len(r.dev.Sockets()))
+	}
+	err = pair.A.Do(func() error {
+		var err error
+		r.counter, err = trafficgen.AttachCounter(pair.A.Ifindex, trafficgen.Drop)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("attach counter on %s: %v", pair.A.Link, err)
+	}
+	t.Cleanup(func() { r.counter.Close() })
+	return r
+}
+
+// linkDrops returns the frames veth-a dropped on their way to B (its peer's
+// queue was full). Frames B's XDP program failed to redirect are counted
+// by the sockets (xskDrops), and again in veth-b's rx_dropped, which is
+// therefore left out.
+func (r *rig) linkDrops() uint64 {
+	h := r.pair.A
+	nh, err := h.Handle()
+	if err != nil {
+		r.t.Fatalf("netlink handle for %s: %v", h.NS, err)
+	}
+	defer nh.Close()
+	l, err := nh.LinkByName(h.Link)
+	if err != nil {
+		r.t.Fatalf("link %s: %v", h.Link, err)
+	}
+	return l.Attrs().Statistics.TxDropped
+}
+
+func (r *rig) xskDrops() uint64 {
+	var total uint64
+	for _, s := range r.dev.Sockets() {
+		st, err := s.Stats()
+		if err != nil {
+			r.t.Fatalf("socket stats: %v", err)
+		}
+		total += st.RxDropped + st.RxRingFull + st.RxInvalidDescs
+	}
+	return total
+}
+
+type rxRun struct {
+	name      string
+	rate      float64
+	sent      senderResult
+	received  uint64
+	dups      uint64
+	xskDrops  uint64
+	linkDrops uint64
+	procCPU   time.Duration // RUSAGE_SELF over the run
+	thrCPU    time.Duration // RUSAGE_THREAD of the receiving threads
+	delays    []int64       // sender timestamp to delivery, ns
+	stats     []coalesce.RxStats
+	runs      []string // per round: CPU per packet and achieved rate
+}
+
+func (x *rxRun) cpuPerPkt() time.Duration { return x.procCPU / time.Duration(max(x.received, 1)) }
+func (x *rxRun) thrPerPkt() time.Duration { return x.thrCPU / time.Duration(max(x.received, 1)) }
+
+func (x *rxRun) quantile(q float64) time.Duration {
+	if len(x.delays) == 0 {
+		return 0
+	}
+	i := min(len(x.delays)-1, int(q*float64(len(x.delays))))
+	return time.Duration(x.delays[i])
+}
+
+func (x *rxRun) sum() (batches, frames, wakeups uint64, profiles string) {
+	var ps []string
+	for _, s := range x.stats {
+		batches += s.Batches
+		frames += s.Frames
+		wakeups += s.Wakeups
+		if s.Profile >= 0 {
+			ps = append(ps, fmt.Sprintf("%dµs/%dch", s.Current.RxUsecs, s.ProfileChanges))
+		}
+	}
+	return batches, frames, wakeups, strings.Join(ps, ",")
+}
+
+// runRx receives on both queues with parameters p while a child process in
+// namespace A sends rate datagrams per second for dur.
+func (r *rig) runRx(name string, p coalesce.Params, rate float64, dur time.Duration) *rxRun {
+	t := r.t
+	x := &rxRun{name: name, rate: rate}
+	xd0, ld0 := r.xskDrops(), r.linkDrops()
+	expect := int(rate * dur.Seconds())
+	seen := make([]uint64, expect/64+64)
+	var got, dups atomic.Uint64
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	socks := r.dev.Sockets()
+	x.stats = make([]coalesce.RxStats, len(socks))
+	ready := make(chan struct{}, len(socks))
+	cpu0 := processCPU()
+	for i, s := range socks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			unlock, err := coalesce.LockThread()
+			if err != nil {
+				ready <- struct{}{}
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+				return
+			}
+			defer unlock()
+			rcv, err := coalesce.NewReceiver(s, p, coalesce.Options{IdleWait: 10 * time.Millisecond})
+			if err != nil {
+				ready <- struct{}{}
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+				return
+			}
+			delays := make([]int64, 0, expect)
+			c0 := threadCPU()
+			ready <- struct{}{}
+			for {
+				b, err := rcv.Next(ctx)
+				if err != nil {
+					if ctx.Err() == nil {
+						mu.Lock()
+						errs = append(errs, err)
+						mu.Unlock()
+					}
+					break
+				}
+				now := mono()
+				n := 0
+				for j := 0; j < b.Len(); j++ {
+					pl, ok := udpPayload(b.Frame(j), benchPort)
+					if !ok {
+						continue
+					}
+					seq, ts, ok := unstamp(pl)
+					if !ok {
+						continue
+					}
+					n++
+					delays = append(delays, now-ts)
+					if w := seq / 64; w < uint64(len(seen)) {
+						if atomic.OrUint64(&seen[w], 1<<(seq%64))&(1<<(seq%64)) != 0 {
+							dups.Add(1)
+						}
+					}
+				}
+				rcv.Release()
+				got.Add(uint64(n))
+			}
+			c := threadCPU() - c0
+			mu.Lock()
+			x.thrCPU += c
+			x.delays = append(x.delays, delays...)
+			x.stats[i] = rcv.Stats()
+			mu.Unlock()
+		}()
+	}
+	for range socks {
+		<-ready
+	}
+	cfg, _ := json.Marshal(senderConfig{Dst: r.pair.B.IPv4.String(), Port: benchPort, Rate: rate, Duration: dur, Flows: 8, Size: 64})
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), dur+10*time.Second)
+	defer scancel()
+	cmd := r.pair.A.Command(sctx, exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), envSender+"="+string(cfg))
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		cancel()
+		wg.Wait()
+		t.Fatalf("sender: %v: %s", err, stderr.String())
+	}
+	if err := json.Unmarshal(out.Bytes(), &x.sent); err != nil {
+		t.Fatalf("sender output %q: %v", out.String(), err)
+	}
+	// Drain: frames still in flight, bounded.
+	for deadline := time.Now().Add(time.Second); got.Load() < x.sent.Sent && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	wg.Wait()
+	x.procCPU = processCPU() - cpu0
+	if len(errs) > 0 {
+		t.Fatalf("%s: receivers failed: %v", name, errs)
+	}
+	x.received, x.dups = got.Load(), dups.Load()
+	x.runs = []string{fmt.Sprintf("%v@%.0fk", x.cpuPerPkt(), float64(x.sent.Sent)/x.sent.Elapsed.Seconds()/1e3)}
+	x.xskDrops, x.linkDrops = r.xskDrops()-xd0, r.linkDrops()-ld0
+	slices.Sort(x.delays)
+	return x
+}
+
+// merge adds run y to x (nil x: y) and sorts the delays.
+func (x *rxRun) merge(y *rxRun) *rxRun {
+	if x == nil {
+		return y
+	}
+	x.sent.Sent += y.sent.Sent
+	x.sent.Elapsed += y.sent.Elapsed
+	x.sent.Errors += y.sent.Errors
+	x.received += y.received
+	x.dups += y.dups
+	x.xskDrops += y.xskDrops
+	x.linkDrops += y.linkDrops
+	x.procCPU += y.procCPU
+	x.thrCPU += y.thrCPU
+	x.delays = append(x.delays, y.delays...)
+	slices.Sort(x.delays)
+	x.stats = append(x.stats, y.stats...)
+	x.runs = append(x.runs, y.runs...)
+	return x
+}
+
+func (x *txRun) merge(y *txRun) *txRun {
+	if x == nil {
+		return y
+	}
+	x.sent += y.sent
+	x.counted += y.counted
+	x.kicks += y.kicks
+	x.cpu += y.cpu
+	x.elapsed += y.elapsed
+	x.p99 = append(x.p99, y.p99...)
+	return x
+}
+
+type txRun struct {
+	name    string
+	rate    float64
+	sent    uint64 // frames put on the TX ring
+	counted uint64 // frames the XDP counter on A saw
+	kicks   uint64
+	cpu     time.Duration // RUSAGE_THREAD of the sending thread
+	stats   coalesce.TxStats
+	elapsed time.Duration
+	p99     []time.Duration // per round, submit to TX ring
+}
+
+// runTx sends rate frames per second for dur through a Transmitter on B's
+// queue 0, one Submit per frame, and counts them with the XDP counter on A.
+func (r *rig) runTx(name string, p coalesce.TxParams, rate float64, dur time.Duration) *txRun {
+	t := r.t
+	x := &txRun{name: name, rate: rate}
+	s := r.dev.Sockets()[0]
+	frame, err := trafficgen.BuildFrame(trafficgen.FrameSpec{
+		SrcMAC: r.pair.B.MAC, DstMAC: r.pair.A.MAC, Src: r.pair.B.IPv4, Dst: r.pair.A.IPv4,
+		SrcPort: 42000, DstPort: benchPort + 1, Size: 64,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c0, err := r.counter.Count()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		unlock, err := coalesce.LockThread()
+		if err != nil {
+			done <- err
+			return
+		}
+		defer unlock()
+		tx, err := coalesce.NewTransmitter(s, p, coalesce.Options{})
+		if err != nil {
+			done <- err
+			return
+		}
+		st0, _ := s.Stats()
+		b := s.NewBatch(1)
+		cpu0 := threadCPU()
+		start := mono()
+		end := start + int64(dur)
+		tick := 10 * time.Microsecond
+		var made uint64
+		for {
+			now := mono()
+			if now >= end {
+				break
+			}
+			due := uint64(float64(now-start)*rate/1e9) + 1
+			for made < due && mono() < end {
+				if tx.Alloc(b, 1) == 0 {
+					if _, err := tx.Poll(); err != nil {
+						done <- err
+						return
+					}
+					break
+				}
+				copy(b.Buffer(0), frame)
+				b.SetLen(0, len(frame))
+				if _, err := tx.Submit(b); err != nil {
+					done <- err
+					return
+				}
+				made++
+			}
+			d, err := tx.Poll()
+			if err != nil {
+				done <- err
+				return
+			}
+			if d <= 0 || d > tick {
+				d = tick
+			}
+			coalesce.SystemClock().Sleep(d)
+		}
+		if err := tx.Flush(); err != nil {
+			done <- err
+			return
+		}
+		for deadline := mono() + int64(time.Second); s.TxPending() > 0 && mono() < deadline; {
+			s.Complete()
+		}
+		x.elapsed = time.Duration(mono() - start)
+		x.cpu = threadCPU() - cpu0
+		st1, _ := s.Stats()
+		x.sent = st1.TxFrames - st0.TxFrames
+		x.kicks = st1.Kicks - st0.Kicks
+		x.stats = tx.Stats()
+		x.p99 = []time.Duration{time.Duration(x.stats.Delay.Quantile(0.99))}
+		done <- nil
+	}()
+	if err := <-done; err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	for deadline := time.Now().Add(time.Second); ; time.Sleep(time.Millisecond) {
+		c1, err := r.counter.Count()
+		if err != nil {
+			t.Fatal(err)
+		}
+		x.counted = c1 - c0
+		if x.counted >= x.sent || time.Now().After(deadline) {
+			break
+		}
+	}
+	return x
+}
+
+// TestCoalesceBenchmark is the benchmark: a kernel UDP sender at
+// fixed rates into a 2-queue AF_XDP receiver, CPU per packet and added
+// delay with batching off, rx-usecs 50 and adaptive; then TX frames per
+// kick and CPU per packet with tx-usecs 0 and 50. The short version (CI)
+// checks the accounting; -bench-report runs longer and checks the goals:
+//
+//	go test -run TestCoalesceBenchmark -v ./coalesce/ -args -bench-report
+func TestCoalesceBenchmark(t *testing.T) {
+	dur, rounds, rates := time.Second, 1, []float64{100e3, 300e3}
+	if *benchReport {
+		dur, rounds = 2*time.Second, 3
+	}
+	r := newRig(t)
+	modes := []struct {
+		name string
+		p    coalesce.Params
+	}{
+		{"off (rx-usecs 0)", coalesce.Params{}},
+		{"rx-usecs 50", coalesce.Params{RxUsecs: 50}},
+		{"adaptive ≤50µs", coalesce.Params{RxUsecs: 50, Adaptive: true}},
+	}
+	var rx [][]*rxRun
+	if os.Getenv("XDPIO_COALESCE_TXONLY") != "" {
+		rates = nil
+	}
+	// Rounds interleave the settings, so that a burst of load from
+	// elsewhere on the machine does not fall on one setting only.
+	for _, rate := range rates {
+		row := make([]*rxRun, len(modes))
+		for range rounds {
+			for i, m := range modes {
+				row[i] = row[i].merge(r.runRx(m.name, m.p, rate, dur))
+			}
+		}
+		rx = append(rx, row)
+	}
+	txModes := []struct {
+		name string
+		p    coalesce.TxParams
+	}{{"tx-usecs 0", coalesce.TxParams{}}, {"tx-usecs 50", coalesce.TxParams{TxUsecs: 50}}}
+	tx := make([]*txRun, len(txModes))
+	for range rounds {
+		for i, m := range txModes {
+			tx[i] = tx[i].merge(r.runTx(m.name, m.p, 100e3, dur))
+		}
+	}
+
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "RX: kernel UDP sender (8 flows, sendmmsg) → veth (2 queues, XDP copy mode) → 2 AF_XDP sockets, %v per setting\n", dur)
+	fmt.Fprintf(&sb, "%-8s %-17s %9s %9s %6s %7s %10s %10s %6s %6s %8s %8s %8s %s\n",
+		"rate", "setting", "sent/s", "received", "lost", "drops", "cpu/pkt", "thr/pkt", "ratio", "fr/b", "p50", "p99", "max", "profile")
+	for _, row := range rx {
+		base := row[0].cpuPerPkt()
+		for _, x := range row {
+			batches, frames, _, prof := x.sum()
+			fmt.Fprintf(&sb, "%-8s %-17s %9.0f %9d %6d %7d %10v %10v %6.2f %6.1f %8v %8v %8v %s\n",
+				fmt.Sprintf("%.0fk", x.rate/1e3), x.name, float64(x.sent.Sent)/x.sent.Elapsed.Seconds(), x.received,
+				int64(x.sent.Sent)-int64(x.received), x.xskDrops+x.linkDrops, x.cpuPerPkt(), x.thrPerPkt(),
+				float64(x.cpuPerPkt())/float64(base), float64(frames)/float64(max(batches, 1)),
+				x.quantile(0.5).Round(time.Microsecond), x.quantile(0.99).Round(time.Microsecond),
+				time.Duration(x.delays[len(x.delays)-1]).Round(time.Microsecond), prof)
+		}
+	}
+	fmt.Fprintf(&sb, "TX: one Submit per frame at 100k frames/s from B queue 0, counted by XDP on A\n")
+	fmt.Fprintf(&sb, "%-12s %9s %9s %9s %8s %9s %10s %6s %s\n", "setting", "sent/s", "sent", "counted", "kicks", "fr/kick", "cpu/pkt", "ratio", "p99 wait per round")
+	for _, x := range tx {
+		fmt.Fprintf(&sb, "%-12s %9.0f %9d %9d %8d %9.1f %10v %6.2f %v\n", x.name, float64(x.sent)/x.elapsed.Seconds(), x.sent, x.counted, x.kicks,
+			float64(x.sent)/float64(max(x.kicks, 1)), x.cpu/time.Duration(max(x.sent, 1)),
+			float64(x.cpu/time.Duration(max(x.sent, 1)))/float64(tx[0].cpu/time.Duration(max(tx[0].sent, 1))), x.p99)
+	}
+	fmt.Fprintf(&sb, "per round (cpu/pkt@achieved rate):\n")
+	for _, row := range rx {
+		for _, x := range row {
+			fmt.Fprintf(&sb, "  %.0fk %-17s %v\n", x.rate/1e3, x.name, x.runs)
+		}
+	}
+	t.Logf("\n%s", sb.String())
+	if rates == nil {
+		return
+	}
+
+	// Accounting, in every run: each datagram the sender's kernel accepted
+	// was received exactly once or shows up in a drop counter.
+	for _, row := range rx {
+		for _, x := range row {
+			if x.dups != 0 {
+				t.Errorf("%.0fk %s: %d duplicate datagrams", x.rate/1e3, x.name, x.dups)
+			}
+			if x.received+x.xskDrops+x.linkDrops < x.sent.Sent || x.received > x.sent.Sent {
+				t.Errorf("%.0fk %s: sent %d, received %d, dropped %d: frames unaccounted for", x.rate/1e3, x.name, x.sent.Sent, x.received, x.xskDrops+x.linkDrops)
+			}
+		}
+		if off, on := row[0], row[1]; batchMean(on) <= batchMean(off) {
+			t.Errorf("%.0fk: %.2f frames per batch with rx-usecs 50, %.2f off: batching had no effect", off.rate/1e3, batchMean(on), batchMean(off))
+		}
+	}
+	for _, x := range tx {
+		if x.counted != x.sent {
+			t.Errorf("%s: %d frames sent, %d arrived", x.name, x.sent, x.counted)
+		}
+	}
+	if fpk := func(x *txRun) float64 { return float64(x.sent) / float64(max(x.kicks, 1)) }; fpk(tx[1]) <= fpk(tx[0]) {
+		t.Errorf("tx-usecs 50 sent %.1f frames per kick, tx-usecs 0 %.1f: want more", fpk(tx[1]), fpk(tx[0]))
+	}
+	if !*benchReport {
+		return
+	}
+	// The goals.
+	for _, row := range rx {
+		for _, x := range row {
+			if got := float64(x.sent.Sent) / x.sent.Elapsed.Seconds(); got < 0.95*x.rate {
+				t.Errorf("%.0fk %s: sender reached only %.0f/s", x.rate/1e3, x.name, got)
+			}
+			if x.received != x.sent.Sent {
+				t.Errorf("%.0fk %s: lost %d of %d", x.rate/1e3, x.name, x.sent.Sent-x.received, x.sent.Sent)
+			}
+		}
+		off, on, ad := row[0], row[1], row[2]
+		if ratio := float64(on.cpuPerPkt()) / float64(off.cpuPerPkt()); ratio > 0.6 {
+			t.Errorf("%.0fk: rx-usecs 50 uses %.0f%% of the CPU per packet of off: goal ≤ 60%%", on.rate/1e3, 100*ratio)
+		}
+		for _, x := range []*rxRun{on, ad} {
+			if p99 := x.quantile(0.99); p99 > 150*time.Microsecond {
+				t.Errorf("%.0fk %s: p99 delay %v, goal ≤ rx-usecs + 100µs = 150µs", x.rate/1e3, x.name, p99)
+			}
+		}
+	}
+}
+
+func batchMean(x *rxRun) float64 {
+	b, f, _, _ := x.sum()
+	return float64(f) / float64(max(b, 1))
+}
+
+var _ = unix.ETH_P_IP

@@ -1,0 +1,166 @@
+//go:build linux
+
+package coalesce_test
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+
+	"golang.org/x/net/ipv4"
+	"golang.org/x/sys/unix"
+)
+
+// The benchmark's UDP sender runs as a child process (this test binary
+// again, inside namespace A), so the receiving process's rusage holds only
+// the receiver.
+const envSender = "XDPIO_COALESCE_SENDER"
+
+func TestMain(m *testing.M) {
+	if cfg := os.Getenv(envSender); cfg != "" {
+		os.Exit(runSender(cfg))
+	}
+	os.Exit(m.Run())
+}
+
+// mono returns CLOCK_MONOTONIC in nanoseconds through the runtime's vDSO
+// clock: the same time base in the sender and the receiver process.
+func mono() int64 { return monoOffset + int64(time.Since(monoEpoch)) }
+
+var monoEpoch, monoOffset = func() (time.Time, int64) {
+	e := time.Now()
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return e, ts.Nano() - int64(time.Since(e))
+}()
+
+// threadCPU returns the calling thread's CPU time (user + system).
+func threadCPU() time.Duration {
+	var ru unix.Rusage
+	unix.Getrusage(unix.RUSAGE_THREAD, &ru)
+	return time.Duration(unix.TimevalToNsec(ru.Utime) + unix.TimevalToNsec(ru.Stime))
+}
+
+// processCPU returns the process's CPU time (user + system, all threads).
+func processCPU() time.Duration {
+	var ru unix.Rusage
+	unix.Getrusage(unix.RUSAGE_SELF, &ru)
+	return time.Duration(unix.TimevalToNsec(ru.Utime) + unix.TimevalToNsec(ru.Stime))
+}
+
+const payloadMagic = 0x636f616c65736365 // "coalesce"
+
+// stamp writes the benchmark payload header: magic, sequence, send time.
+func stamp(p []byte, seq uint64, ts int64) {
+	binary.BigEndian.PutUint64(p[0:], payloadMagic)
+	binary.BigEndian.PutUint64(p[8:], seq)
+	binary.BigEndian.PutUint64(p[16:], uint64(ts))
+}
+
+func unstamp(p []byte) (seq uint64, ts int64, ok bool) {
+	if len(p) < 24 || binary.BigEndian.Uint64(p) != payloadMagic {
+		return 0, 0, false
+	}
+	return binary.BigEndian.Uint64(p[8:]), int64(binary.BigEndian.Uint64(p[16:])), true
+}
+
+type senderConfig struct {
+	Dst      string        // IPv4 address
+	Port     int           // destination port
+	Rate     float64       // datagrams per second
+	Duration time.Duration // how long to send
+	Flows    int           // source ports (spread over the veth queues)
+	Size     int           // payload bytes (≥ 24)
+}
+
+type senderResult struct {
+	Sent    uint64
+	Elapsed time.Duration
+	Errors  uint64
+}
+
+// runSender sends cfg.Rate datagrams per second for cfg.Duration with
+// sendmmsg, paced every 10µs, each stamped with its sequence number and
+// send time, and prints a senderResult as JSON.
+func runSender(raw string) int {
+	var cfg senderConfig
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil || cfg.Size < 24 || cfg.Flows < 1 || cfg.Rate <= 0 {
+		fmt.Fprintf(os.Stderr, "sender: bad config %q: %v\n", raw, err)
+		return 2
+	}
+	runtime.LockOSThread()
+	unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+	dst := &net.UDPAddr{IP: net.ParseIP(cfg.Dst), Port: cfg.Port}
+	var pcs []*ipv4.PacketConn
+	for i := 0; i < cfg.Flows; i++ {
+		c, err := net.DialUDP("udp4", &net.UDPAddr{Port: 41000 + i}, dst)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "sender: dial: %v\n", err)
+			return 1
+		}
+		defer c.Close()
+		pcs = append(pcs, ipv4.NewPacketConn(c))
+	}
+	const maxBatch = 64
+	msgs := make([]ipv4.Message, maxBatch)
+	for i := range msgs {
+		msgs[i].Buffers = [][]byte{make([]byte, cfg.Size)}
+	}
+	var res senderResult
+	start := mono()
+	end := start + int64(cfg.Duration)
+	tick := unix.NsecToTimespec(int64(10 * time.Microsecond))
+	flow := 0
+	for {
+		now := mono()
+		if now >= end {
+			break
+		}
+		due := uint64(float64(now-start)*cfg.Rate/1e9) + 1
+		for res.Sent < due {
+			k := int(min(due-res.Sent, maxBatch))
+			ts := mono()
+			for j := 0; j < k; j++ {
+				stamp(msgs[j].Buffers[0], res.Sent+uint64(j), ts)
+			}
+			n, err := pcs[flow].WriteBatch(msgs[:k], 0)
+			flow = (flow + 1) % len(pcs)
+			if n > 0 {
+				res.Sent += uint64(n)
+			}
+			if err != nil {
+				res.Errors++
+				break // ENOBUFS: the rest stays due for the next tick
+			}
+		}
+		unix.Nanosleep(&tick, nil)
+	}
+	res.Elapsed = time.Duration(mono() - start)
+	json.NewEncoder(os.Stdout).Encode(res)
+	return 0
+}
+
+// udpPayload returns the UDP payload of an Ethernet/IPv4 frame to port.
+func udpPayload(f []byte, port uint16) ([]byte, bool) {
+	if len(f) < 14+20+8 || binary.BigEndian.Uint16(f[12:]) != unix.ETH_P_IP {
+		return nil, false
+	}
+	ip := f[14:]
+	if ip[9] != unix.IPPROTO_UDP {
+		return nil, false
+	}
+	l4 := ip[int(ip[0]&0xf)*4:]
+	if len(l4) < 8 || binary.BigEndian.Uint16(l4[2:]) != port {
+		return nil, false
+	}
+	ul := int(binary.BigEndian.Uint16(l4[4:]))
+	if ul < 8 || ul > len(l4) {
+		return nil, false
+	}
+	return l4[8:ul], true
+}
