@@ -5,14 +5,22 @@
 // kernel UDP sockets (recvmmsg), on a veth pair with several queues in two
 // network namespaces it creates and removes itself. Run it as root:
 //
-//	go run ./bench/xskbench [-queues 4] [-sizes 64,1514] [-rounds 5] [-window 1s] [-json]
+//	go run ./bench/xskbench [-queues 4] [-sizes 64,1514] [-rounds 5] [-window 800ms] [-json]
 //
 // rxdrop: an XDP live-frames generator (internal/trafficgen) in namespace
 // A sends UDP frames out of veth-a; every receiver takes them on veth-b
 // with one socket and one goroutine per queue and drops them. The
-// generator's rate into a bare XDP_DROP program is measured too: it must
-// be well above every receiver's. txonly: one socket per queue of veth-b
-// sends; an XDP_DROP program on veth-a counts what arrives.
+// "offered" column is what the generator sent during the same window: it
+// must stay well above what the receiver took, or the run measured the
+// generator (the report warns). The generator's rate into a bare XDP_DROP
+// program is a row of its own. txonly: one socket per queue of veth-b
+// sends; an XDP_DROP program on veth-a counts what arrives ("offered" is
+// then the sender's own count).
+//
+// On veth the kernel's receive work (XDP, the copy into the UMEM, the
+// stack for kernel sockets) runs in the sender's context, so the two
+// CPUs are shared by generator and receivers; the machine is noisy, so
+// compare only the ratios of one run.
 //
 // Each backend is measured once per round, in rotating order, and the
 // report gives medians and the ratios xdpio/asavie and xdpio/socket.
@@ -59,14 +67,15 @@ func run(ctx context.Context, args []string) (err error) {
 	fs.IntVar(&o.Queues, "queues", 4, "queues of each veth end (one socket per queue)")
 	sizes := fs.String("sizes", "64,1514", "comma-separated frame sizes in bytes (without FCS)")
 	fs.IntVar(&o.Rounds, "rounds", 5, "rounds; the report gives medians")
-	fs.DurationVar(&o.Window, "window", time.Second, "measurement window per backend and round")
-	fs.DurationVar(&o.Warmup, "warmup", 300*time.Millisecond, "warm-up before each window")
+	fs.DurationVar(&o.Window, "window", 800*time.Millisecond, "measurement window per backend and round")
+	fs.DurationVar(&o.Warmup, "warmup", 200*time.Millisecond, "warm-up before each window")
 	fs.IntVar(&o.Batch, "batch", 64, "receive/transmit batch of every backend")
 	fs.IntVar(&o.RingSize, "ring", 2048, "AF_XDP ring sizes (xdpio and asavie/xdp)")
 	fs.IntVar(&o.NumFrames, "frames", 4096, "UMEM frames per socket (xdpio and asavie/xdp)")
 	fs.IntVar(&o.FrameSize, "frame-size", 2048, "UMEM frame size (xdpio and asavie/xdp)")
 	fs.IntVar(&o.TxBudget, "tx-budget", 2048, "xdpio TX frames per kick in copy mode (XDP_MAX_TX_SKB_BUDGET)")
 	fs.IntVar(&o.Spin, "spin", 0, "empty RX-ring checks before an AF_XDP receiver sleeps in poll (xdpio and asavie alike)")
+	fs.DurationVar(&o.Nap, "nap", 0, "if set, AF_XDP receivers with an empty RX ring sleep this long instead of blocking in poll (xdpio and asavie alike)")
 	fs.IntVar(&o.Sockets, "sockets", 0, "SO_REUSEPORT kernel UDP sockets (default: the number of queues)")
 	fs.IntVar(&o.Flows, "flows", 64, "UDP flows (source ports), a power of two")
 	port := fs.Uint("port", 7777, "UDP destination port")

@@ -132,6 +132,10 @@ func (r *xdpioRx) start(h *netnstest.Host, o *Options) error {
 					continue
 				}
 				empty = 0
+				if o.Nap > 0 {
+					time.Sleep(o.Nap)
+					continue
+				}
 				if _, err := s.Wait(idle, false); err != nil {
 					return err
 				}
@@ -232,6 +236,10 @@ func (r *asavieRx) start(h *netnstest.Host, o *Options) error {
 					continue
 				}
 				empty = 0
+				if o.Nap > 0 {
+					time.Sleep(o.Nap)
+					continue
+				}
 				if _, _, err := s.Poll(int(idle / time.Millisecond)); err != nil {
 					return err
 				}
