@@ -63,7 +63,10 @@ func newChannelsCmd(g *globals) *cobra.Command {
 		},
 	})
 
-	var rx, tx, other, combined uint32
+	var (
+		rx, tx, other, combined uint32
+		dryRun                  bool
+	)
 	set := &cobra.Command{
 		Use:   "set DEV [--rx N] [--tx N] [--other N] [--combined N]",
 		Short: "Set channel counts; the others stay as they are",
@@ -89,6 +92,15 @@ func newChannelsCmd(g *globals) *cobra.Command {
 				if before, err = rss.Channels(dev); err != nil {
 					return err
 				}
+				if dryRun {
+					after = before
+					for _, x := range []struct{ dst, v *uint32 }{{&after.RX, cfg.RX}, {&after.TX, cfg.TX}, {&after.Other, cfg.Other}, {&after.Combined, cfg.Combined}} {
+						if x.v != nil {
+							*x.dst = *x.v
+						}
+					}
+					return nil
+				}
 				if err = rss.SetChannels(dev, cfg); err != nil {
 					return err
 				}
@@ -101,11 +113,12 @@ func newChannelsCmd(g *globals) *cobra.Command {
 			if g.json {
 				return writeJSON(g.stdout, struct {
 					Device string       `json:"device"`
+					DryRun bool         `json:"dry_run"`
 					Before channelsJSON `json:"before"`
 					After  channelsJSON `json:"after"`
-				}{args[0], toChannelsJSON(before), toChannelsJSON(after)})
+				}{args[0], dryRun, toChannelsJSON(before), toChannelsJSON(after)})
 			}
-			printChange(g.stdout, args[0]+" channels", []change{
+			printChange(g.stdout, args[0]+" channels"+dryRunNote(dryRun), []change{
 				{"rx", before.RX, after.RX}, {"tx", before.TX, after.TX},
 				{"other", before.Other, after.Other}, {"combined", before.Combined, after.Combined},
 			})
@@ -116,6 +129,7 @@ func newChannelsCmd(g *globals) *cobra.Command {
 	set.Flags().Uint32Var(&tx, "tx", 0, "number of TX-only channels")
 	set.Flags().Uint32Var(&other, "other", 0, "number of other channels (link interrupts, …)")
 	set.Flags().Uint32Var(&combined, "combined", 0, "number of combined RX/TX channels")
+	set.Flags().BoolVar(&dryRun, "dry-run", false, "show what would change without changing it")
 	c.AddCommand(set)
 	return c
 }
@@ -160,6 +174,14 @@ func printChange(w io.Writer, what string, cs []change) {
 		fmt.Fprintf(w, " (unchanged: %s)", strings.Join(same, ", "))
 	}
 	fmt.Fprintln(w)
+}
+
+// dryRunNote marks a set command's report when nothing was sent.
+func dryRunNote(dry bool) string {
+	if dry {
+		return " (dry run, nothing sent)"
+	}
+	return ""
 }
 
 // devArg turns a DEV argument into a device: an interface name.

@@ -105,6 +105,15 @@ func TestCLIChannels(t *testing.T) {
 		}
 	}
 
+	// --dry-run reports the change and sends nothing.
+	out, code, err = cli(t, "--netns", ns, "channels", "set", dev, "--rx", "1", "--dry-run")
+	if code != 0 || !strings.Contains(out, "dry run") || !strings.Contains(out, "rx 4 → 1") {
+		t.Errorf("set --dry-run: exit %d, %v:\n%s", code, err, out)
+	}
+	if got := ethtoolL(hostOut(t, pair.A, "ethtool", "-l", dev)); got["RX"] != "4/4" {
+		t.Errorf("--dry-run changed the device: ethtool -l %v", got)
+	}
+
 	out, code, err = cli(t, "--netns", ns, "channels", "set", dev, "--rx", "2", "--tx", "2")
 	if code != 0 {
 		t.Fatalf("channels set: %v", err)

@@ -160,7 +160,10 @@ func newCoalesceCmd(g *globals) *cobra.Command {
 	show.Flags().StringVar(&showQueues, "queues", "", "per-queue parameters of these queues (e.g. 0,2-3), via the ETHTOOL_PERQUEUE ioctl")
 	c.AddCommand(show)
 
-	var setQueues string
+	var (
+		setQueues string
+		dry       bool
+	)
 	u32 := make([]uint32, len(coalesceU32Params))
 	bools := make([]bool, len(coalesceBoolParams))
 	set := &cobra.Command{
@@ -191,12 +194,19 @@ func newCoalesceCmd(g *globals) *cobra.Command {
 			}
 			dev := devArg(args[0])
 			if qs != nil {
+				if dry {
+					return usagef("coalesce set: --dry-run does not combine with --queues")
+				}
 				return setQueueCoalesce(g, dev, args[0], qs, p)
 			}
 			var before, after coalesce.HW
 			err = g.inNetns(func() (err error) {
 				if before, err = coalesce.Get(dev); err != nil {
 					return err
+				}
+				if dry {
+					after = overlayHW(before, p)
+					return nil
 				}
 				if err = coalesce.Set(dev, p); err != nil {
 					return err
@@ -208,7 +218,7 @@ func newCoalesceCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if g.json {
-				return writeJSON(g.stdout, map[string]any{"device": args[0], "before": coalesceJSON(before), "after": coalesceJSON(after)})
+				return writeJSON(g.stdout, map[string]any{"device": args[0], "dry_run": dry, "before": coalesceJSON(before), "after": coalesceJSON(after)})
 			}
 			b, a := coalesceText(before), coalesceText(after)
 			var cs []change
@@ -217,10 +227,11 @@ func newCoalesceCmd(g *globals) *cobra.Command {
 					cs = append(cs, change{b[i].name, b[i].before, a[i].before})
 				}
 			}
-			printChange(g.stdout, args[0]+" coalesce", cs)
+			printChange(g.stdout, args[0]+" coalesce"+dryRunNote(dry), cs)
 			return nil
 		},
 	}
+	set.Flags().BoolVar(&dry, "dry-run", false, "show what would change without changing it (not with --queues)")
 	set.Flags().StringVar(&setQueues, "queues", "", "set these queues only (e.g. 0,2-3), via the ETHTOOL_PERQUEUE ioctl")
 	for i, x := range coalesceBoolParams {
 		set.Flags().Var(onOffValue{&bools[i]}, x.flag, x.flag+" on|off")
@@ -300,4 +311,21 @@ func parseQueueList(s string) ([]int, error) {
 	}
 	sort.Ints(out)
 	return out, nil
+}
+
+// overlayHW returns base with the non-nil parameters of p applied: what a
+// Set of p would leave.
+func overlayHW(base, p coalesce.HW) coalesce.HW {
+	out := base
+	for _, x := range coalesceU32Params {
+		if v := *x.field(&p); v != nil {
+			*x.field(&out) = v
+		}
+	}
+	for _, x := range coalesceBoolParams {
+		if v := *x.field(&p); v != nil {
+			*x.field(&out) = v
+		}
+	}
+	return out
 }

@@ -82,7 +82,8 @@ func newFeaturesCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	})
-	c.AddCommand(&cobra.Command{
+	var dry bool
+	set := &cobra.Command{
 		Use:   "set DEV NAME on|off [NAME on|off …]",
 		Short: "Turn features on or off: ethtool -K names (tso, gro, rx-checksumming, rx-hashing, ntuple, …) or kernel names",
 		Args:  cobra.MinimumNArgs(3),
@@ -111,6 +112,23 @@ func newFeaturesCmd(g *globals) *cobra.Command {
 				if before, err = rss.Features(dev); err != nil {
 					return err
 				}
+				if dry {
+					known := make([]string, len(before))
+					for i, f := range before {
+						known[i] = f.Name
+					}
+					req, err := rss.ExpandFeatures(want, known)
+					if err != nil {
+						return err
+					}
+					after = append([]rss.Feature(nil), before...)
+					for i := range after {
+						if v, ok := req[after[i].Name]; ok && !after[i].Fixed() {
+							after[i].Active = v
+						}
+					}
+					return nil
+				}
 				if res, err = rss.SetFeatures(dev, want); err != nil {
 					return err
 				}
@@ -121,7 +139,7 @@ func newFeaturesCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if g.json {
-				if err := writeJSON(g.stdout, map[string]any{"device": args[0], "before": featuresJSON(before),
+				if err := writeJSON(g.stdout, map[string]any{"device": args[0], "dry_run": dry, "before": featuresJSON(before),
 					"after": featuresJSON(after), "refused": refusedJSON(res)}); err != nil {
 					return err
 				}
@@ -134,9 +152,9 @@ func newFeaturesCmd(g *globals) *cobra.Command {
 					}
 				}
 				if len(cs) == 0 {
-					fmt.Fprintf(g.stdout, "%s features: nothing changed\n", args[0])
+					fmt.Fprintf(g.stdout, "%s features%s: nothing changed\n", args[0], dryRunNote(dry))
 				} else {
-					printChange(g.stdout, args[0]+" features", cs)
+					printChange(g.stdout, args[0]+" features"+dryRunNote(dry), cs)
 				}
 			}
 			if len(res.Refused) > 0 {
@@ -148,7 +166,9 @@ func newFeaturesCmd(g *globals) *cobra.Command {
 			}
 			return nil
 		},
-	})
+	}
+	set.Flags().BoolVar(&dry, "dry-run", false, "show what would change (fixed features stay) without changing it")
+	c.AddCommand(set)
 	return c
 }
 

@@ -67,8 +67,17 @@ func TestCLIFeatures(t *testing.T) {
 			t.Errorf("--json after set %s: %+v", v, j.Features["tx-tcp-segmentation"])
 		}
 	}
+	// --dry-run: the report, no change.
+	before := ethtoolK()
+	out, code, err := cli(t, "--netns", ns, "features", "set", dev, "gso", "off", "--dry-run")
+	if code != 0 || !strings.Contains(out, "tx-generic-segmentation on → off") || !strings.Contains(out, "dry run") {
+		t.Errorf("--dry-run: exit %d, %v:\n%s", code, err, out)
+	}
+	if after := ethtoolK(); after["generic-segmentation-offload"] != before["generic-segmentation-offload"] {
+		t.Errorf("--dry-run changed gso: %s → %s", before["generic-segmentation-offload"], after["generic-segmentation-offload"])
+	}
 	// A fixed feature: the device refuses, exit 1 naming it.
-	_, code, err := cli(t, "--netns", ns, "features", "set", dev, "ntuple", "on")
+	_, code, err = cli(t, "--netns", ns, "features", "set", dev, "ntuple", "on")
 	if code != 1 || !strings.Contains(err.Error(), "refused rx-ntuple-filter") {
 		t.Errorf("set ntuple on: exit %d, %v", code, err)
 	}

@@ -74,6 +74,7 @@ func newRingsCmd(g *globals) *cobra.Command {
 		u32  = map[string]*uint32{}
 		push = map[string]*bool{}
 		tds  string
+		dry  bool
 	)
 	set := &cobra.Command{
 		Use:   "set DEV [--rx N] [--rx-mini N] [--rx-jumbo N] [--tx N] [--rx-buf-len N] [--cqe-size N] [--tx-push on|off] [--rx-push on|off] [--tx-push-buf-len N] [--tcp-data-split on|off|auto] [--hds-thresh N]",
@@ -121,6 +122,26 @@ func newRingsCmd(g *globals) *cobra.Command {
 				if before, err = rss.Rings(dev); err != nil {
 					return err
 				}
+				if dry {
+					after = before
+					for _, x := range []struct{ dst, v *uint32 }{{&after.RX, cfg.RX}, {&after.RXMini, cfg.RXMini}, {&after.RXJumbo, cfg.RXJumbo},
+						{&after.TX, cfg.TX}, {&after.RXBufLen, cfg.RXBufLen}, {&after.CQESize, cfg.CQESize}, {&after.TXPushBufLen, cfg.TXPushBufLen},
+						{&after.HDSThresh, cfg.HDSThresh}} {
+						if x.v != nil {
+							*x.dst = *x.v
+						}
+					}
+					if cfg.TXPush != nil {
+						after.TXPush = *cfg.TXPush
+					}
+					if cfg.RXPush != nil {
+						after.RXPush = *cfg.RXPush
+					}
+					if cfg.TCPDataSplit != nil {
+						after.TCPDataSplit = *cfg.TCPDataSplit
+					}
+					return nil
+				}
 				if err = rss.SetRings(dev, cfg); err != nil {
 					return err
 				}
@@ -133,11 +154,12 @@ func newRingsCmd(g *globals) *cobra.Command {
 			if g.json {
 				return writeJSON(g.stdout, struct {
 					Device string    `json:"device"`
+					DryRun bool      `json:"dry_run"`
 					Before ringsJSON `json:"before"`
 					After  ringsJSON `json:"after"`
-				}{args[0], toRingsJSON(before), toRingsJSON(after)})
+				}{args[0], dry, toRingsJSON(before), toRingsJSON(after)})
 			}
-			printChange(g.stdout, args[0]+" rings", []change{
+			printChange(g.stdout, args[0]+" rings"+dryRunNote(dry), []change{
 				{"rx", before.RX, after.RX}, {"rx-mini", before.RXMini, after.RXMini},
 				{"rx-jumbo", before.RXJumbo, after.RXJumbo}, {"tx", before.TX, after.TX},
 				{"rx-buf-len", before.RXBufLen, after.RXBufLen}, {"cqe-size", before.CQESize, after.CQESize},
@@ -162,6 +184,7 @@ func newRingsCmd(g *globals) *cobra.Command {
 		set.Flags().Var(onOffValue{push[name]}, name, name+" on|off")
 	}
 	set.Flags().StringVar(&tds, "tcp-data-split", "", "TCP header/data split: on, off or auto")
+	set.Flags().BoolVar(&dry, "dry-run", false, "show what would change without changing it")
 	c.AddCommand(set)
 	return c
 }

@@ -134,6 +134,7 @@ func newRSSSetCmd(g *globals) *cobra.Command {
 		xfrm       string
 		ctx        uint32
 		reset      bool
+		dry        bool
 	)
 	c := &cobra.Command{
 		Use:   "set DEV [--equal N | --weights W0,W1,… | --default] [--key HEX] [--hfunc NAME] [--xfrm none|symmetric-xor|symmetric-or-xor]",
@@ -204,6 +205,22 @@ func newRSSSetCmd(g *globals) *cobra.Command {
 						return err
 					}
 				}
+				if dry {
+					after = before
+					if cfg.Indir != nil {
+						after.Indir = cfg.Indir
+					}
+					if cfg.Key != nil {
+						after.Key = cfg.Key
+					}
+					if cfg.HFunc != "" {
+						after.HFunc = cfg.HFunc
+					}
+					if cfg.InputXfrm != nil {
+						after.InputXfrm = *cfg.InputXfrm
+					}
+					return nil
+				}
 				if err = rss.SetTable(dev, cfg); err != nil {
 					return err
 				}
@@ -214,9 +231,9 @@ func newRSSSetCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if g.json {
-				return writeJSON(g.stdout, map[string]any{"device": args[0], "before": toRSSJSON(before), "after": toRSSJSON(after)})
+				return writeJSON(g.stdout, map[string]any{"device": args[0], "dry_run": dry, "before": toRSSJSON(before), "after": toRSSJSON(after)})
 			}
-			printChange(g.stdout, args[0]+" rss", []change{
+			printChange(g.stdout, args[0]+" rss"+dryRunNote(dry), []change{
 				{"indirection-table", fmt.Sprint(before.Indir), fmt.Sprint(after.Indir)},
 				{"hkey", colonHex(before.Key), colonHex(after.Key)},
 				{"hfunc", before.HFunc, after.HFunc},
@@ -232,5 +249,6 @@ func newRSSSetCmd(g *globals) *cobra.Command {
 	c.Flags().StringVar(&hfunc, "hfunc", "", "hash function: toeplitz, xor, crc32")
 	c.Flags().StringVar(&xfrm, "xfrm", "", "input transformation: none, symmetric-xor, symmetric-or-xor")
 	c.Flags().Uint32Var(&ctx, "context", 0, "RSS context (0: the default one)")
+	c.Flags().BoolVar(&dry, "dry-run", false, "show what would change without changing it")
 	return c
 }
