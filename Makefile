@@ -36,7 +36,7 @@ test: deps vet
 # demo is the main job: until `xdpio bench demo` exists, the rxdrop example on
 # a veth pair it creates itself.
 demo: deps
-	$(GO) run ./examples/rxdrop -demo -t 5
+	$(GO) run ./examples/rxdrop -demo -t 5s
 
 bench: deps
 	$(GO) run ./bench/xskbench

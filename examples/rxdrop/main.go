@@ -4,6 +4,7 @@
 // packets/s per queue once a second and the totals at the end.
 //
 //	rxdrop -i eth0 [-q 0-3] [-t 10s] [-port 9000]
+//	rxdrop -demo [-t 5s] [-demo-queues 2]   # on a veth pair it creates, with its own generator
 package main
 
 import (
@@ -29,7 +30,12 @@ func run() error {
 	var f exutil.Flags
 	f.Register(flag.CommandLine)
 	port := flag.Int("port", 0, "only take UDP to this port (others reach the kernel); 0 takes everything")
+	demo := flag.Bool("demo", false, "create a veth pair in two namespaces, send 64-byte UDP into it with an XDP generator, and receive it here")
+	demoQueues := flag.Int("demo-queues", 2, "queues of the demo veth pair")
 	flag.Parse()
+	if *demo {
+		return runDemo(&f, *demoQueues)
+	}
 	if f.Iface == "" {
 		flag.Usage()
 		os.Exit(2)
@@ -46,12 +52,30 @@ func run() error {
 	return rxdrop(ctx, f.Iface, cfg, f.Batch)
 }
 
+// summary is what a run received and what the kernel dropped on the way
+// to the sockets.
+type summary struct {
+	Received      uint64
+	KernelDropped uint64 // rx_dropped: fill ring empty, frame too large, ...
+	RingFull      uint64 // rx_ring_full: the application was too slow
+}
+
 // rxdrop opens the sockets and drops everything until ctx ends.
 func rxdrop(ctx context.Context, iface string, cfg xsk.Config, batch int) error {
+	_, err := rxdropStarted(ctx, iface, cfg, batch, func() {})
+	return err
+}
+
+// rxdropStarted is rxdrop that calls started once the sockets are open and
+// returns the counts.
+func rxdropStarted(ctx context.Context, iface string, cfg xsk.Config, batch int, started func()) (summary, error) {
+	var sum summary
 	dev, err := xsk.Open(iface, cfg)
 	if err != nil {
-		return err
+		started()
+		return sum, err
 	}
+	started()
 	defer dev.Close()
 	socks := dev.Sockets()
 	fmt.Printf("rxdrop on %s: %d queues, program in %v mode, zero-copy %v\n", iface, len(socks), dev.Program().Mode(), socks[0].ZeroCopy())
@@ -73,9 +97,16 @@ func rxdrop(ctx context.Context, iface string, cfg xsk.Config, batch int) error 
 	exutil.Report(ctx, os.Stdout, socks, "received", func(st xsk.Stats) uint64 { return st.RxFrames })
 	wg.Wait()
 	for _, s := range socks {
-		if st, err := s.Stats(); err == nil && (st.RxDropped+st.RxRingFull+st.RxFillRingEmpty) > 0 {
-			fmt.Printf("queue %d kernel counters: rx_dropped %d, rx_ring_full %d, fill_ring_empty %d\n", s.Queue(), st.RxDropped, st.RxRingFull, st.RxFillRingEmpty)
+		st, err := s.Stats()
+		if err != nil {
+			return sum, err
+		}
+		sum.Received += st.RxFrames
+		sum.KernelDropped += st.RxDropped
+		sum.RingFull += st.RxRingFull
+		if st.RxDropped+st.RxRingFull > 0 {
+			fmt.Printf("queue %d kernel counters: rx_dropped %d (fill ring empty %d), rx_ring_full %d\n", s.Queue(), st.RxDropped, st.RxFillRingEmpty, st.RxRingFull)
 		}
 	}
-	return nil
+	return sum, nil
 }

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/xdpio/xdpio/examples/internal/exutil"
+	"github.com/xdpio/xdpio/internal/netnstest"
+	"github.com/xdpio/xdpio/internal/trafficgen"
+	"github.com/xdpio/xdpio/xsk"
+)
+
+// runDemo builds a veth pair with the given number of queues in two fresh
+// namespaces, runs rxdrop on one end and an XDP live-frames generator
+// (64-byte UDP, many flows) on the other, then removes everything.
+func runDemo(f *exutil.Flags, queues int) error {
+	if f.Duration <= 0 {
+		f.Duration = 5 * time.Second
+	}
+	pair, err := netnstest.NewPair(netnstest.Config{Queues: queues})
+	if err != nil {
+		return fmt.Errorf("demo network: %w", err)
+	}
+	defer pair.Close()
+	fmt.Printf("demo: %s (%s) <-> %s (%s), %d queues, 64-byte UDP for %v\n",
+		pair.A.Link, pair.A.NS, pair.B.Link, pair.B.NS, queues, f.Duration)
+
+	ctx, cancel := exutil.Context(f.Duration)
+	defer cancel()
+
+	var gen *trafficgen.Generator
+	if err := pair.A.Do(func() (err error) {
+		gen, err = trafficgen.New(trafficgen.Config{
+			Ifindex: pair.A.Ifindex,
+			Frame: trafficgen.FrameSpec{
+				SrcMAC: pair.A.MAC, DstMAC: pair.B.MAC,
+				Src: pair.A.IPv4, Dst: pair.B.IPv4,
+				DstPort: 9, Size: 64,
+			},
+		})
+		return err
+	}); err != nil {
+		return fmt.Errorf("generator: %w", err)
+	}
+	defer gen.Close()
+
+	cfg, err := f.Config()
+	if err != nil {
+		return err
+	}
+	cfg.Program.Filter = []xsk.Rule{xsk.UDPPort(9)}
+	genDone := make(chan trafficgen.Result, 1)
+	started := make(chan struct{})
+	var genErr error
+	go func() {
+		<-started
+		// Let the receiver attach before sending, and stop with it.
+		res, err := gen.Run(ctx, 0, f.Duration)
+		genErr = err
+		genDone <- res
+	}()
+	var sum summary
+	err = pair.B.Do(func() (err error) {
+		sum, err = rxdropStarted(ctx, pair.B.Link, cfg, f.Batch, func() { close(started) })
+		return err
+	})
+	cancel()
+	res := <-genDone
+	if err != nil {
+		return err
+	}
+	if genErr != nil && genErr != context.Canceled && genErr != context.DeadlineExceeded {
+		return fmt.Errorf("generator: %w", genErr)
+	}
+	fmt.Printf("generator: %d packets sent in %.1f s (%.0f pkts/s)\n", res.Packets, res.Elapsed.Seconds(), res.PPS())
+	fmt.Printf("accounting: sent %d = received %d + dropped by the kernel %d (receiver too slow: fill ring empty or RX ring full) + unaccounted %d\n",
+		res.Packets, sum.Received, sum.KernelDropped+sum.RingFull, int64(res.Packets)-int64(sum.Received+sum.KernelDropped+sum.RingFull))
+	return nil
+}
