@@ -18,7 +18,7 @@ func TestRxdropAccountsForEveryFrame(t *testing.T) {
 	if err := pair.A.Do(func() (err error) {
 		gen, err = trafficgen.New(trafficgen.Config{
 			Ifindex: pair.A.Ifindex,
-			Frame: trafficgen.FrameSpec{SrcMAC: pair.A.MAC, DstMAC: pair.B.MAC, Src: pair.A.IPv4, Dst: pair.B.IPv4, DstPort: 9, Size: 64},
+			Frame:   trafficgen.FrameSpec{SrcMAC: pair.A.MAC, DstMAC: pair.B.MAC, Src: pair.A.IPv4, Dst: pair.B.IPv4, DstPort: 9, Size: 64},
 		})
 		return err
 	}); err != nil {
