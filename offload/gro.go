@@ -37,7 +37,8 @@ type GROOptions struct {
 //     it, its payload is not larger than the first segment's, the merged
 //     IP packet stays within MaxSize, and the headers agree: TTL/hop limit,
 //     TOS/traffic class, DF, IPv4 ID incrementing by one per segment (or
-//     fixed from the second segment on), TCP data offset, window, ACK
+//     the same in every segment, decided at the second one, with or without
+//     DF as in current Linux), TCP data offset, window, ACK
 //     number and options byte for byte (so timestamps must be equal, as in
 //     the kernel), and flags except FIN and PSH; a segment with CWR does
 //     not join;
