@@ -602,3 +602,41 @@ func TestRSSContexts(t *testing.T) {
 		t.Errorf("delete request (-want +got):\n%s", d)
 	}
 }
+
+func TestDecodeNotification(t *testing.T) {
+	hdr := func(ae *netlink.AttributeEncoder) {
+		ae.Nested(headerAttr, func(n *netlink.AttributeEncoder) error {
+			n.Uint32(unix.ETHTOOL_A_HEADER_DEV_INDEX, 3)
+			n.String(unix.ETHTOOL_A_HEADER_DEV_NAME, "eth3")
+			return nil
+		})
+	}
+	for _, tc := range []struct {
+		cmd   uint8
+		attrs func(ae *netlink.AttributeEncoder)
+		check func(n Notification) bool
+	}{
+		{msgChannelsNtf, func(ae *netlink.AttributeEncoder) { ae.Uint32(unix.ETHTOOL_A_CHANNELS_COMBINED_COUNT, 6) },
+			func(n Notification) bool { return n.Kind == "channels" && n.Channels.Combined == 6 }},
+		{msgRingsNtf, func(ae *netlink.AttributeEncoder) { ae.Uint32(unix.ETHTOOL_A_RINGS_RX, 1024) },
+			func(n Notification) bool { return n.Kind == "rings" && n.Rings.RX == 1024 }},
+		{msgCoalesceNtf, func(ae *netlink.AttributeEncoder) { ae.Uint32(unix.ETHTOOL_A_COALESCE_RX_USECS, 50) },
+			func(n Notification) bool { return n.Kind == "coalesce" && *n.Coalesce.RXUsecs == 50 && n.Coalesce.TXUsecs == nil }},
+		{msgRSSNtf, func(ae *netlink.AttributeEncoder) { ae.Uint32(aRSSHFunc, HashCRC32) },
+			func(n Notification) bool { return n.Kind == "rss" && n.RSS.HFunc == HashCRC32 }},
+		{msgFeaturesNtf, func(ae *netlink.AttributeEncoder) {}, func(n Notification) bool { return n.Kind == "features" }},
+		{msgPSENtf, func(ae *netlink.AttributeEncoder) {}, func(n Notification) bool { return n.Kind == "other" }},
+	} {
+		b := encodeAttrs(t, func(ae *netlink.AttributeEncoder) { hdr(ae); tc.attrs(ae) })
+		n, err := decodeNotification(genetlink.Message{Header: genetlink.Header{Command: tc.cmd}, Data: b})
+		if err != nil {
+			t.Fatalf("notification %d: %v", tc.cmd, err)
+		}
+		if !tc.check(n) || n.Device != (Device{Index: 3, Name: "eth3"}) || n.Cmd != tc.cmd {
+			t.Errorf("notification %d decoded as %+v", tc.cmd, n)
+		}
+	}
+	if _, err := decodeNotification(genetlink.Message{Header: genetlink.Header{Command: msgCoalesceNtf}, Data: []byte{8, 0, 2, 0, 1}}); err == nil {
+		t.Error("truncated coalesce notification decoded")
+	}
+}
