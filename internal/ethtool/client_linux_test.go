@@ -621,7 +621,9 @@ func TestDecodeNotification(t *testing.T) {
 		{msgRingsNtf, func(ae *netlink.AttributeEncoder) { ae.Uint32(unix.ETHTOOL_A_RINGS_RX, 1024) },
 			func(n Notification) bool { return n.Kind == "rings" && n.Rings.RX == 1024 }},
 		{msgCoalesceNtf, func(ae *netlink.AttributeEncoder) { ae.Uint32(unix.ETHTOOL_A_COALESCE_RX_USECS, 50) },
-			func(n Notification) bool { return n.Kind == "coalesce" && *n.Coalesce.RXUsecs == 50 && n.Coalesce.TXUsecs == nil }},
+			func(n Notification) bool {
+				return n.Kind == "coalesce" && *n.Coalesce.RXUsecs == 50 && n.Coalesce.TXUsecs == nil
+			}},
 		{msgRSSNtf, func(ae *netlink.AttributeEncoder) { ae.Uint32(aRSSHFunc, HashCRC32) },
 			func(n Notification) bool { return n.Kind == "rss" && n.RSS.HFunc == HashCRC32 }},
 		{msgFeaturesNtf, func(ae *netlink.AttributeEncoder) {}, func(n Notification) bool { return n.Kind == "features" }},
