@@ -98,25 +98,11 @@ const runDir = "/run/netns"
 func New(tb testing.TB, cfg Config) *Pair {
 	tb.Helper()
 	RequirePriv(tb)
-	if cfg.Queues <= 0 {
-		cfg.Queues = 1
-	}
-	if cfg.MTU <= 0 {
-		cfg.MTU = 1500
-	}
-	sweep()
-	n := counter.Add(1)
-	base := fmt.Sprintf("%s%d-%d", Prefix, os.Getpid(), n)
-	p := &Pair{
-		A:      &Host{NS: base + "-a", Link: "veth-a", IPv4: netip.MustParseAddr("198.18.0.1"), IPv6: netip.MustParseAddr("2001:db8::1")},
-		B:      &Host{NS: base + "-b", Link: "veth-b", IPv4: netip.MustParseAddr("198.18.0.2"), IPv6: netip.MustParseAddr("2001:db8::2")},
-		Queues: cfg.Queues,
-		MTU:    cfg.MTU,
+	p, err := NewPair(cfg)
+	if err != nil {
+		tb.Fatalf("%v", err)
 	}
 	tb.Cleanup(func() { p.Close() })
-	if err := p.build(); err != nil {
-		tb.Fatalf("netnstest: %v", err)
-	}
 	return p
 }
 
