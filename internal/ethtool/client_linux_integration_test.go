@@ -630,3 +630,46 @@ func deref(p *uint32) any {
 	}
 	return *p
 }
+
+// TestFeaturesVerboseEqualsCompact asks the kernel for the features of a
+// veth in both bitset forms and requires the same states: the verbose
+// decoder (names and bits from the kernel) and the compact one (words plus
+// the string set) must agree.
+func TestFeaturesVerboseEqualsCompact(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	dev := Device{Name: pair.A.Link}
+	inHost(t, pair.A, func(c *Client) error {
+		compact, err := c.Features(dev)
+		if err != nil {
+			return err
+		}
+		msgs, err := c.do(request{cmd: unix.ETHTOOL_MSG_FEATURES_GET, dev: dev})
+		if err != nil {
+			return err
+		}
+		verbose, err := decodeFeatures(msgs[0].Data, nil)
+		if err != nil {
+			return err
+		}
+		if len(verbose) != len(compact) {
+			t.Fatalf("verbose %d features, compact %d", len(verbose), len(compact))
+		}
+		named := 0
+		for i := range compact {
+			v, c := verbose[i], compact[i]
+			if v.Active != c.Active || v.Wanted != c.Wanted || v.Changeable != c.Changeable || v.NoChange != c.NoChange {
+				t.Errorf("bit %d (%s): verbose %+v, compact %+v", i, c.Name, v, c)
+			}
+			if v.Name != "" {
+				named++
+				if v.Name != c.Name {
+					t.Errorf("bit %d: verbose name %q, string set %q", i, v.Name, c.Name)
+				}
+			}
+		}
+		if named < 10 {
+			t.Errorf("verbose reply named only %d bits", named)
+		}
+		return nil
+	})
+}
