@@ -1,6 +1,48 @@
 // Package coalesce batches packet delivery the way NIC interrupt
 // coalescing does, and tunes a device's hardware coalescing.
 //
+// # Software coalescing on AF_XDP sockets
+//
+// A Receiver wraps one xsk.Socket (one RX queue) and hands its frames to
+// the application in batches, with the parameters of `ethtool -C`: a batch
+// goes out when RxFrames frames are there or RxUsecs microseconds passed
+// since its first frame was seen, whichever comes first; RxUsecs 0 (or
+// RxFrames 1) delivers at once. No frame waits longer than RxUsecs (plus
+// the kernel's wake-up latency): that is the bound the application buys
+// its CPU savings with.
+//
+// How it waits decides what it costs. Idle, the receiver sleeps in the
+// kernel (ppoll on the socket, with a nanosecond timeout) and is woken by
+// the first frame. With a batch open it sleeps on a timer (nanosleep)
+// rather than on the socket, which would wake it for every frame: until
+// the deadline, or less when the measured rate says RxFrames will be there
+// sooner. Under steady traffic it sleeps a whole window at a time without
+// waiting for a first frame, like a NIC's coalescing timer re-armed under
+// load: one wake-up per window. When not even one more frame is expected
+// before the deadline, the batch goes at once.
+//
+// A Transmitter batches the other way: frames submitted one by one wait
+// until TxFrames are pending or TxUsecs passed since the oldest, then go
+// to the TX ring together with one kick (made only when the kernel asks,
+// need_wakeup); completions are reclaimed in batches; Flush sends now.
+//
+// With Params.Adaptive, the receiver chooses its rx-usecs from the table
+// Profiles(RxUsecs, RxFrames) the way the kernel's net_dim does: every 64
+// batches it compares packet rate and wake-ups per packet with the
+// previous sample, keeps a step that helped, turns back from one that did
+// not, and parks on the best profile until the traffic changes.
+// RxStats.Profile shows its choice.
+//
+// RxStats and TxStats count batches, frames per batch (a histogram),
+// wake-ups, timer expiries, flushes and the time each frame waited (a
+// histogram); the socket's xsk.Stats counts the kicks. Together they show
+// what a setting costs and what it saves.
+// The waits use a Clock, which tests replace to check batch boundaries and
+// the bound exactly. Call LockThread in the goroutine that owns the socket
+// to lower its timer slack (50µs by default) to 1ns.
+//
+// # Hardware coalescing
+//
 // Hardware coalescing (`ethtool -c`/`-C`) is read with Get and changed
 // with Set over ethtool netlink. HW holds every parameter the kernel
 // defines (rx/tx usecs and frames and their irq, low and high variants,
