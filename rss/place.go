@@ -218,16 +218,26 @@ func (p *Predictor) PlacePorts(k FlowKey, queue uint32, n int, o PlaceOptions) (
 		return nil, fmt.Errorf("%s: %v cannot land on queue %d with any %v port: %s: %w", op, k, queue, s.field, p.unreachableWhy(queue), ErrUnplaceable)
 	}
 	ports := make([]uint16, 0, min(n, 64))
-	for _, r := range s.ranges() {
-		for v := r[0]; v <= r[1] && len(ports) < n; v++ {
-			var h uint32
-			if s.linear {
-				h = s.base ^ s.hi[v>>8] ^ s.lo[v&0xff] // two loads per candidate
-			} else {
-				h = s.hash(uint16(v))
+	if s.linear && p.rule == IndexLowBits {
+		// The hot case: three loads per candidate, no hashing.
+		hit := make([]bool, p.size)
+		for i, q := range p.indir {
+			hit[i] = q == queue
+		}
+		mask := p.size - 1
+		for _, r := range s.ranges() {
+			for v := r[0]; v <= r[1] && len(ports) < n; v++ {
+				if hit[(s.base^s.hi[v>>8&0xff]^s.lo[v&0xff])&mask] {
+					ports = append(ports, uint16(v))
+				}
 			}
-			if p.QueueOfHash(h) == queue {
-				ports = append(ports, uint16(v))
+		}
+	} else {
+		for _, r := range s.ranges() {
+			for v := r[0]; v <= r[1] && len(ports) < n; v++ {
+				if p.QueueOfHash(s.hash(uint16(v))) == queue {
+					ports = append(ports, uint16(v))
+				}
 			}
 		}
 	}

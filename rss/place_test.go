@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"testing"
+	"time"
 )
 
 // randPredictor returns a predictor with a random key, table, rule and
@@ -249,4 +250,42 @@ func BenchmarkPlace(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkPlaceSpeedup alternates PlacePorts and the brute-force search
+// for 256 ports of one queue (of 8) in one loop and reports the ratio of
+// the fastest run of each, which the noise of a shared machine disturbs
+// least:
+//
+//	go test ./rss -run '^$' -bench PlaceSpeedup
+func BenchmarkPlaceSpeedup(b *testing.B) {
+	eq, _ := Equal(8, 128)
+	p, _ := NewPredictor(PredictorOptions{Indirection: eq})
+	k := FlowKey{Src: netip.MustParseAddr("198.18.0.1"), Dst: netip.MustParseAddr("198.18.0.2"), DstPort: 5201, Ports: true}
+	const want = 256
+	brute := func() int {
+		n := 0
+		for v := EphemeralMin; v <= EphemeralMax && n < want; v++ {
+			kk := k
+			kk.SrcPort = uint16(v)
+			if p.QueueOfHash(p.Hash(kk)) == 5 {
+				n++
+			}
+		}
+		return n
+	}
+	b.ReportAllocs()
+	minPlace, minBrute := time.Duration(1<<62), time.Duration(1<<62)
+	for b.Loop() {
+		t0 := time.Now()
+		ports, err := p.PlacePorts(k, 5, want, PlaceOptions{})
+		t1 := time.Now()
+		if n := brute(); err != nil || n != len(ports) {
+			b.Fatalf("PlacePorts found %d (%v), brute force %d", len(ports), err, n)
+		}
+		minPlace, minBrute = min(minPlace, t1.Sub(t0)), min(minBrute, time.Since(t1))
+	}
+	b.ReportMetric(float64(minPlace.Nanoseconds()), "place-ns")
+	b.ReportMetric(float64(minBrute.Nanoseconds()), "bruteforce-ns")
+	b.ReportMetric(float64(minBrute)/float64(minPlace), "speedup")
 }
