@@ -55,7 +55,9 @@ var ErrDispatchOptions = errors.New("invalid dispatch options")
 // every frame is accounted for in Stats.
 //
 // A frame goes to worker (hash * Workers) >> 32, where hash is the Toeplitz
-// hash of its flow key (see ParseFlowKey). Frames without an IP header go
+// hash of its flow key (see ParseFlowKey). That takes the hash's high bits,
+// while RSS hardware picks the queue by its low bits, so behind one RX
+// queue of an RSS device (same key) the flows still spread evenly. Frames without an IP header go
 // by a hash of their MAC addresses; frames too short or inconsistent to
 // parse go to worker 0. Both are counted.
 //

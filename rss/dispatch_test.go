@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 
 	"runtime"
 	"sync"
@@ -424,4 +425,38 @@ func BenchmarkDispatchSpeedup(b *testing.B) {
 	b.ReportMetric(float64(len(frames))/minD.Seconds(), "dispatcher-frames/s")
 	b.ReportMetric(float64(len(frames))/minN.Seconds(), "naive-frames/s")
 	b.ReportMetric(float64(minN)/float64(minD), "speedup")
+}
+
+// TestDispatchBehindRSSQueue: the flows an RSS device puts on one queue
+// (low hash bits, same key) still spread evenly over the workers of a
+// Dispatcher behind that queue (high hash bits).
+func TestDispatchBehindRSSQueue(t *testing.T) {
+	eq, _ := Equal(4, 128)
+	p, _ := NewPredictor(PredictorOptions{Indirection: eq})
+	// 4 workers: a dispatcher that took the low bits too would put every
+	// flow of queue 0 (hash & 3 == 0) on worker 0.
+	d, err := NewDispatcher(DispatchOptions{Workers: 4}, func(int, [][]byte) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	rng := rand.New(rand.NewPCG(21, 22))
+	var per [4]int
+	n := 0
+	for n < 3000 {
+		k := randFlow(rng, false)
+		k.Ports = true
+		if q, _ := p.Queue(k); q != 0 {
+			continue
+		}
+		fr := build(t, eth(layers.EthernetTypeIPv4), ip4(layers.IPProtocolTCP, k.Src.String(), k.Dst.String()),
+			&layers.TCP{SrcPort: layers.TCPPort(k.SrcPort), DstPort: layers.TCPPort(k.DstPort), DataOffset: 5})
+		per[d.Worker(fr)]++
+		n++
+	}
+	for w, c := range per {
+		if c < 600 || c > 900 { // 750 each expected; 6 sigma is about 140
+			t.Errorf("worker %d got %d of %d flows of one RSS queue: %v", w, c, n, per)
+		}
+	}
 }
