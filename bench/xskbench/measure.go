@@ -57,6 +57,7 @@ type Options struct {
 
 	frame []byte    // the template of the size being measured
 	log   io.Writer // progress
+	cpu   *cpuMeter
 }
 
 // Mode names.
@@ -123,6 +124,11 @@ type Sample struct {
 	// OfferedPPS is what the generator (rxdrop) or the sender (txonly)
 	// put out per second over the same window.
 	OfferedPPS float64 `json:"offered_pps"`
+	// CPUs is how many CPUs the benchmark kept busy on average (this
+	// process and ksoftirqd), and PerCPU is PPS per busy CPU: packets per
+	// CPU-second, which other tenants of the machine affect less.
+	CPUs   float64 `json:"cpus"`
+	PerCPU float64 `json:"pps_per_cpu"`
 }
 
 // Result is the summary of one backend at one size.
@@ -132,6 +138,7 @@ type Result struct {
 	Backend    string   `json:"backend"`
 	PPS        float64  `json:"pps_median"`
 	OfferedPPS float64  `json:"offered_pps_median"`
+	PerCPU     float64  `json:"pps_per_cpu_median"`
 	Samples    []Sample `json:"samples"`
 }
 
@@ -141,8 +148,10 @@ type Ratio struct {
 	Size  int     `json:"size"`
 	Name  string  `json:"name"` // e.g. "xdpio/asavie"
 	Value float64 `json:"value"`
-	Goal  float64 `json:"goal,omitempty"`
-	Met   *bool   `json:"met,omitempty"`
+	// PerCPU is the same ratio of packets per CPU-second.
+	PerCPU float64 `json:"per_cpu"`
+	Goal   float64 `json:"goal,omitempty"`
+	Met    *bool   `json:"met,omitempty"`
 }
 
 // Report is the benchmark's output.
@@ -168,6 +177,7 @@ func measure(ctx context.Context, pair *netnstest.Pair, o Options, log io.Writer
 	start := time.Now()
 	o.Queues = pair.Queues
 	o.log = log
+	o.cpu = newCPUMeter()
 	// The kernel-socket receiver needs NAPI on veth-b without an XDP
 	// program: GRO on gives it.
 	if out, err := pair.B.Command(ctx, "ethtool", "-K", pair.B.Link, "gro", "on").CombinedOutput(); err != nil {
@@ -210,7 +220,7 @@ func measure(ctx context.Context, pair *netnstest.Pair, o Options, log io.Writer
 				if err != nil {
 					return nil, fmt.Errorf("round %d, rxdrop %d B, %s: %w", round+1, size, be, err)
 				}
-				fmt.Fprintf(log, "round %d  rxdrop %4d B  %-9s %7.3f Mpps (offered %.3f) [%.1fs]\n", round+1, size, be, s.PPS/1e6, s.OfferedPPS/1e6, time.Since(t0).Seconds())
+				fmt.Fprintf(log, "round %d  rxdrop %4d B  %-9s %7.3f Mpps (offered %.3f) %.2f CPUs %.3f Mpps/CPU [%.1fs]\n", round+1, size, be, s.PPS/1e6, s.OfferedPPS/1e6, s.CPUs, s.PerCPU/1e6, time.Since(t0).Seconds())
 				samples[key(modeRx, size, be)] = append(samples[key(modeRx, size, be)], s)
 			}
 			for _, be := range rotate(txBackends, round) {
@@ -222,7 +232,7 @@ func measure(ctx context.Context, pair *netnstest.Pair, o Options, log io.Writer
 				if err != nil {
 					return nil, fmt.Errorf("round %d, txonly %d B, %s: %w", round+1, size, be, err)
 				}
-				fmt.Fprintf(log, "round %d  txonly %4d B  %-9s %7.3f Mpps (sent %.3f) [%.1fs]\n", round+1, size, be, s.PPS/1e6, s.OfferedPPS/1e6, time.Since(t0).Seconds())
+				fmt.Fprintf(log, "round %d  txonly %4d B  %-9s %7.3f Mpps (sent %.3f) %.2f CPUs %.3f Mpps/CPU [%.1fs]\n", round+1, size, be, s.PPS/1e6, s.OfferedPPS/1e6, s.CPUs, s.PerCPU/1e6, time.Since(t0).Seconds())
 				samples[key(modeTx, size, be)] = append(samples[key(modeTx, size, be)], s)
 			}
 		}
@@ -230,6 +240,7 @@ func measure(ctx context.Context, pair *netnstest.Pair, o Options, log io.Writer
 
 	rep := &Report{Queues: o.Queues, Rounds: o.Rounds, WindowS: o.Window.Seconds(), WarmupS: o.Warmup.Seconds(), Batch: o.Batch}
 	med := map[string]float64{}
+	medCPU := map[string]float64{}
 	for _, mode := range []string{modeRx, modeTx} {
 		bes := rxBackends
 		if mode == modeTx {
@@ -244,7 +255,9 @@ func measure(ctx context.Context, pair *netnstest.Pair, o Options, log io.Writer
 				r := Result{Mode: mode, Size: size, Backend: be, Samples: ss}
 				r.PPS = median(ss, func(s Sample) float64 { return s.PPS })
 				r.OfferedPPS = median(ss, func(s Sample) float64 { return s.OfferedPPS })
+				r.PerCPU = median(ss, func(s Sample) float64 { return s.PerCPU })
 				med[key(mode, size, be)] = r.PPS
+				medCPU[key(mode, size, be)] = r.PerCPU
 				rep.Results = append(rep.Results, r)
 			}
 			ratio := func(name, a, b string, goal float64) {
@@ -254,6 +267,9 @@ func measure(ctx context.Context, pair *netnstest.Pair, o Options, log io.Writer
 					return
 				}
 				r := Ratio{Mode: mode, Size: size, Name: name, Value: x / y, Goal: goal}
+				if c := medCPU[key(mode, size, b)]; c > 0 {
+					r.PerCPU = medCPU[key(mode, size, a)] / c
+				}
 				if goal > 0 {
 					met := r.Value >= goal
 					r.Met = &met
@@ -402,10 +418,12 @@ func window(ctx context.Context, o *Options, got, offered func() (uint64, error)
 	if err != nil {
 		return Sample{}, err
 	}
+	c0 := o.cpu.used()
 	t0 := time.Now()
 	if err := sleep(ctx, o.Window); err != nil {
 		return Sample{}, err
 	}
+	c1 := o.cpu.used()
 	r1, err := got()
 	if err != nil {
 		return Sample{}, err
@@ -415,30 +433,34 @@ func window(ctx context.Context, o *Options, got, offered func() (uint64, error)
 		return Sample{}, err
 	}
 	dt := time.Since(t0).Seconds()
-	return Sample{PPS: float64(r1-r0) / dt, OfferedPPS: float64(g1-g0) / dt}, nil
+	s := Sample{PPS: float64(r1-r0) / dt, OfferedPPS: float64(g1-g0) / dt, CPUs: (c1 - c0).Seconds() / dt}
+	if s.CPUs > 0 {
+		s.PerCPU = s.PPS / s.CPUs
+	}
+	return s, nil
 }
 
 // printTable writes the human-readable report.
 func printTable(w io.Writer, rep *Report) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "mode\tsize\tbackend\tMpps (median)\toffered Mpps\tsamples (Mpps)\t\n")
+	fmt.Fprintf(tw, "mode\tsize\tbackend\tMpps (median)\toffered Mpps\tMpps/CPU\tsamples (Mpps)\t\n")
 	for _, r := range rep.Results {
 		var ss []string
 		for _, s := range r.Samples {
 			ss = append(ss, fmt.Sprintf("%.2f", s.PPS/1e6))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%.3f\t%.3f\t%s\t\n", r.Mode, r.Size, r.Backend, r.PPS/1e6, r.OfferedPPS/1e6, strings.Join(ss, " "))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.3f\t%.3f\t%.3f\t%s\t\n", r.Mode, r.Size, r.Backend, r.PPS/1e6, r.OfferedPPS/1e6, r.PerCPU/1e6, strings.Join(ss, " "))
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "mode\tsize\tratio\tvalue\tgoal\t\n")
+	fmt.Fprintf(tw, "mode\tsize\tratio\tpps\tgoal\tper CPU\t\n")
 	for _, r := range rep.Ratios {
 		goal := "-"
 		if r.Met != nil {
 			goal = fmt.Sprintf("≥%.1f %s", r.Goal, map[bool]string{true: "met", false: "MISSED"}[*r.Met])
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%.2f\t%s\t\n", r.Mode, r.Size, r.Name, r.Value, goal)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.2f\t%s\t%.2f\t\n", r.Mode, r.Size, r.Name, r.Value, goal, r.PerCPU)
 	}
 	tw.Flush()
 	for _, w2 := range rep.Warnings {
