@@ -86,6 +86,24 @@ func tableState(r ethtool.RSS, names []string) TableState {
 	return st
 }
 
+// Contexts returns the RSS configuration of every RSS context of dev,
+// the default one (0) first.
+func Contexts(dev Device) ([]TableState, error) {
+	var out []TableState
+	err := withClient(func(c *ethtool.Client) error {
+		rs, err := c.RSSContexts(dev)
+		if err != nil {
+			return err
+		}
+		names, _ := c.RSSHashFuncs()
+		for _, r := range rs {
+			out = append(out, tableState(r, names))
+		}
+		return nil
+	})
+	return out, err
+}
+
 // SetTable changes what cfg sets in dev's RSS configuration (RSS_SET,
 // like `ethtool -X`). It reads the configuration first: drivers without
 // RSS, kernels without RSS_SET (before Linux 6.17) and a key on a device

@@ -172,6 +172,7 @@ type request struct {
 	dev    Device
 	flags  uint32
 	encode func(ae *netlink.AttributeEncoder) // attributes after the header; may be nil
+	dump   bool                               // a dump request (NLM_F_DUMP): replies up to NLMSG_DONE
 }
 
 func opName(cmd uint8) string {
@@ -221,7 +222,7 @@ func (c *Client) do(r request) ([]genetlink.Message, error) {
 	}
 	msg := genetlink.Message{Header: genetlink.Header{Command: r.cmd, Version: unix.ETHTOOL_GENL_VERSION}, Data: data}
 	c.mu.Lock()
-	msgs, err := c.exchange(msg)
+	msgs, err := c.exchange(msg, r.dump)
 	c.mu.Unlock()
 	if err != nil {
 		return nil, wrapKernelError(r.cmd, r.dev, data, err)
@@ -234,9 +235,15 @@ func (c *Client) do(r request) ([]genetlink.Message, error) {
 // the ack in separate datagrams, so one receive is not enough (and a
 // leftover ack would confuse the next request). Messages with another
 // sequence number (left over from an interrupted exchange) are dropped.
+// A dump's replies are collected up to NLMSG_DONE.
 // The caller holds c.mu.
-func (c *Client) exchange(msg genetlink.Message) ([]genetlink.Message, error) {
-	req, err := c.c.Send(msg, c.family.ID, netlink.Request|netlink.Acknowledge)
+func (c *Client) exchange(msg genetlink.Message, dump bool) ([]genetlink.Message, error) {
+	flags := netlink.Request | netlink.Acknowledge
+	if dump {
+		// A dump ends with NLMSG_DONE (which carries any error); no ack.
+		flags = netlink.Request | netlink.Dump
+	}
+	req, err := c.c.Send(msg, c.family.ID, flags)
 	if err != nil {
 		return nil, err
 	}
@@ -253,8 +260,10 @@ func (c *Client) exchange(msg genetlink.Message) ([]genetlink.Message, error) {
 			}
 			return nil, err
 		}
+		stale := 0
 		for i, nm := range nmsgs {
 			if nm.Header.Sequence != seq {
+				stale++
 				continue
 			}
 			switch nm.Header.Type {
@@ -262,6 +271,12 @@ func (c *Client) exchange(msg genetlink.Message) ([]genetlink.Message, error) {
 				return out, nil // the acknowledgement (errors come as err)
 			}
 			out = append(out, gmsgs[i])
+		}
+		// The netlink package reads a whole multi-part dump in one
+		// Receive and drops its NLMSG_DONE: the dump is complete unless
+		// everything received belonged to an earlier request.
+		if dump && (stale == 0 || len(out) > 0) {
+			return out, nil
 		}
 	}
 }

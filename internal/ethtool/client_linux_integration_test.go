@@ -673,3 +673,36 @@ func TestFeaturesVerboseEqualsCompact(t *testing.T) {
 		return nil
 	})
 }
+
+// TestRSSContextsDump dumps eth0's RSS contexts (read-only) and compares
+// context 0 with a plain RSS_GET; veth, without RSS, has none.
+func TestRSSContextsDump(t *testing.T) {
+	c, err := Dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	dev := Device{Name: "eth0"}
+	one, err := c.RSS(dev, 0)
+	if errors.Is(err, ErrNotSupported) {
+		t.Skip("eth0 has no RSS")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := c.RSSContexts(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) == 0 || all[0].Context != 0 || all[0].HFunc != one.HFunc || !cmp.Equal(all[0].Indir, one.Indir) || !cmp.Equal(all[0].Key, one.Key) {
+		t.Errorf("dump %+v, context 0 %+v", all, one)
+	}
+	t.Logf("eth0 has %d RSS context(s)", len(all))
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	inHost(t, pair.A, func(c *Client) error {
+		if _, err := c.RSSContexts(Device{Name: pair.A.Link}); !errors.Is(err, ErrNotSupported) {
+			t.Errorf("veth RSS dump: %v, want ErrNotSupported", err)
+		}
+		return nil
+	})
+}

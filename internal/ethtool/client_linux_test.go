@@ -642,3 +642,43 @@ func TestDecodeNotification(t *testing.T) {
 		t.Error("truncated coalesce notification decoded")
 	}
 }
+
+func TestRSSContextsDumpFake(t *testing.T) {
+	reply := func(dev string, ctx uint32) genetlink.Message {
+		b := encodeAttrs(t, func(ae *netlink.AttributeEncoder) {
+			ae.Nested(headerAttr, func(n *netlink.AttributeEncoder) error { n.String(unix.ETHTOOL_A_HEADER_DEV_NAME, dev); return nil })
+			if ctx != 0 {
+				ae.Uint32(aRSSContext, ctx)
+			}
+			ae.Uint32(aRSSHFunc, HashToeplitz)
+		})
+		return genetlink.Message{Header: genetlink.Header{Command: msgRSSGetReply, Version: 1}, Data: b}
+	}
+	var answer fakeAnswer
+	fk := &fakeKernel{handle: func(cmd uint8, attrs []byte) fakeAnswer { return answer }}
+	c := fk.client(t)
+	answer = fakeAnswer{replies: []genetlink.Message{reply("eth9", 0), reply("eth9", 2), reply("other0", 0)}}
+	rs, err := c.RSSContexts(Device{Name: "eth9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 2 || rs[0].Context != 0 || rs[1].Context != 2 {
+		t.Errorf("contexts %+v, want 0 and 2 of eth9 only", rs)
+	}
+	answer = fakeAnswer{}
+	if _, err := c.RSSContexts(Device{Name: "eth9"}); !errors.Is(err, ErrNotSupported) {
+		t.Errorf("empty dump: %v", err)
+	}
+	answer = fakeAnswer{errno: unix.ENODEV}
+	if _, err := c.RSSContexts(Device{Name: "eth9"}); !errors.Is(err, unix.ENODEV) {
+		t.Errorf("dump error: %v", err)
+	}
+	// The client is still in step after the dumps.
+	answer = fakeAnswer{replies: []genetlink.Message{reply("eth9", 0)}}
+	if _, err := c.RSS(Device{Name: "eth9"}, 0); err != nil {
+		t.Errorf("RSS after dumps: %v", err)
+	}
+	if reqs := fk.requests(); len(reqs) != 5 { // three dumps, RSS_GET and its STRSET_GET
+		t.Errorf("%d requests", len(reqs))
+	}
+}

@@ -76,3 +76,6 @@ func (c *Client) CreateRSSContext(Device, RSSConfig) (uint32, error) { return 0,
 
 // DeleteRSSContext returns ErrNotSupported.
 func (c *Client) DeleteRSSContext(Device, uint32) error { return errNotLinux }
+
+// RSSContexts returns ErrNotSupported.
+func (c *Client) RSSContexts(Device) ([]RSS, error) { return nil, errNotLinux }

@@ -97,6 +97,17 @@ func (f *fakeKernel) serve(reqs []netlink.Message) ([]netlink.Message, error) {
 	for _, r := range a.replies {
 		out = append(out, f.wrap(req, r))
 	}
+	if req.Header.Flags&netlink.Dump != 0 {
+		// A dump: every part flagged multi, then NLMSG_DONE with the
+		// error code.
+		for i := range out {
+			out[i].Header.Flags |= netlink.Multi
+		}
+		done := make([]byte, 4)
+		binary.NativeEndian.PutUint32(done, uint32(-int32(a.errno)))
+		out = append(out, netlink.Message{Header: netlink.Header{Type: netlink.Done, Flags: netlink.Multi, Sequence: req.Header.Sequence, PID: nltest.PID}, Data: done})
+		return out, nil
+	}
 	out = append(out, ackOrError(req, a))
 	return out, nil
 }

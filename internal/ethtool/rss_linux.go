@@ -153,3 +153,58 @@ func (c *Client) DeleteRSSContext(dev Device, ctx uint32) error {
 	}})
 	return err
 }
+
+// RSSContexts returns the RSS configuration of every context of dev, the
+// default one (0) first (an RSS_GET dump, `ethtool -x DEV` plus each
+// `context N`). Drivers without RSS give an error matching ErrNotSupported.
+func (c *Client) RSSContexts(dev Device) ([]RSS, error) {
+	msgs, err := c.do(request{cmd: unix.ETHTOOL_MSG_RSS_GET, dev: dev, dump: true})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]RSS, 0, len(msgs))
+	for _, m := range msgs {
+		if m.Header.Command != msgRSSGetReply {
+			continue
+		}
+		r, err := decodeRSS(m.Data)
+		if err != nil {
+			return nil, &Error{Op: "RSS_GET", Device: dev, Err: err}
+		}
+		if !sameDevice(dev, replyDevice(m.Data)) {
+			continue // the kernel filters by the header's device; be sure
+		}
+		out = append(out, r)
+	}
+	if len(out) == 0 {
+		// The kernel skips devices without RSS in a dump.
+		return nil, &Error{Op: "RSS_GET", Device: dev, NotSupported: true,
+			Missing: "RSS contexts on " + dev.String() + " (the dump returned none)", Err: unix.EOPNOTSUPP}
+	}
+	return out, nil
+}
+
+// replyDevice returns the device named by a reply's header.
+func replyDevice(b []byte) Device {
+	ad, err := newDecoder(b)
+	if err != nil {
+		return Device{}
+	}
+	for ad.Next() {
+		if ad.Type() == headerAttr {
+			return decodeHeader(ad)
+		}
+	}
+	return Device{}
+}
+
+// sameDevice reports whether reply header h can be the device want names.
+func sameDevice(want, h Device) bool {
+	if want.Index > 0 && h.Index > 0 && want.Index != h.Index {
+		return false
+	}
+	if want.Name != "" && h.Name != "" && want.Name != h.Name {
+		return false
+	}
+	return true
+}
