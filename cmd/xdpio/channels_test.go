@@ -252,6 +252,19 @@ func TestCLIShowEth0(t *testing.T) {
 				t.Errorf("rss show line %q not in ethtool -x:\n%s", l, x)
 			}
 		}
+		out, code, err = cli(t, "--json", "rss", "show", "eth0", "--all")
+		var j struct {
+			Contexts []struct {
+				Context uint32 `json:"context"`
+				HFunc   string `json:"hash_function"`
+			} `json:"contexts"`
+		}
+		if code != 0 || json.Unmarshal([]byte(out), &j) != nil || len(j.Contexts) == 0 || j.Contexts[0].Context != 0 {
+			t.Fatalf("rss show --all --json: %v\n%s", err, out)
+		}
+		if h := j.Contexts[0].HFunc; h != "" && !strings.Contains(x, "    "+h+": on") {
+			t.Errorf("context 0 hash function %q is not on in ethtool -x", h)
+		}
 	} else if !errors.Is(err, rss.ErrNotSupported) {
 		t.Errorf("rss show eth0: %v", err)
 	}

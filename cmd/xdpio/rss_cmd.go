@@ -98,31 +98,59 @@ func printRSS(w io.Writer, dev string, t rss.TableState) {
 }
 
 func newRSSShowCmd(g *globals) *cobra.Command {
-	var ctx uint32
+	var (
+		ctx uint32
+		all bool
+	)
 	c := &cobra.Command{
-		Use:   "show DEV",
+		Use:   "show DEV [--context N | --all]",
 		Short: "Show the RSS indirection table, hash key, hash function and input transformation, like ethtool -x",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var t rss.TableState
-			err := g.inNetns(func() (err error) {
-				t, err = rss.ContextTable(devArg(args[0]), ctx)
+			if all && cmd.Flags().Changed("context") {
+				return usagef("rss show: --context and --all exclude each other")
+			}
+			var ts []rss.TableState
+			err := g.inNetns(func() error {
+				if all {
+					var err error
+					ts, err = rss.Contexts(devArg(args[0]))
+					return err
+				}
+				t, err := rss.ContextTable(devArg(args[0]), ctx)
+				ts = []rss.TableState{t}
 				return err
 			})
 			if err != nil {
 				return err
 			}
 			if g.json {
+				if all {
+					list := make([]rssJSON, len(ts))
+					for i, t := range ts {
+						list[i] = toRSSJSON(t)
+					}
+					return writeJSON(g.stdout, map[string]any{"device": args[0], "contexts": list})
+				}
 				return writeJSON(g.stdout, struct {
 					Device string `json:"device"`
 					rssJSON
-				}{args[0], toRSSJSON(t)})
+				}{args[0], toRSSJSON(ts[0])})
 			}
-			printRSS(g.stdout, args[0], t)
+			for i, t := range ts {
+				if all {
+					if i > 0 {
+						fmt.Fprintln(g.stdout)
+					}
+					fmt.Fprintf(g.stdout, "RSS context %d:\n", t.Context)
+				}
+				printRSS(g.stdout, args[0], t)
+			}
 			return nil
 		},
 	}
 	c.Flags().Uint32Var(&ctx, "context", 0, "RSS context (0: the default one)")
+	c.Flags().BoolVar(&all, "all", false, "show every RSS context of the device")
 	return c
 }
 
