@@ -2,16 +2,17 @@ package coalesce
 
 import "time"
 
-// Profile is one step of adaptive moderation: the rx-usecs and rx-frames
-// in force.
+// Profile is one step of adaptive moderation: the usecs and frames in
+// force (rx-usecs/rx-frames for a Receiver, tx-usecs/tx-frames for a
+// Transmitter).
 type Profile struct {
-	RxUsecs  int
-	RxFrames int
+	Usecs  int
+	Frames int
 }
 
 // Profiles returns the profile table Adaptive moves along for the bounds
-// usecs and frames: rx-usecs 0 (deliver at once), then 8, 16, 32, … below
-// usecs, then usecs itself; each with rx-frames frames.
+// usecs and frames: usecs 0 (at once), then 8, 16, 32, … below usecs, then
+// usecs itself; each with frames frames.
 func Profiles(usecs, frames int) []Profile {
 	t := []Profile{{0, frames}}
 	for u := 8; u < usecs; u *= 2 {

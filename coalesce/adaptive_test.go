@@ -82,7 +82,7 @@ func TestRxAdaptiveSteady(t *testing.T) {
 	out, c, _ := runFake(t, Params{RxUsecs: 50, Adaptive: true}, arr)
 	st := c.stats()
 	t.Logf("profile %d %+v after %d changes; %d batches, %.1f frames/batch", st.Profile, st.Current, st.ProfileChanges, st.Batches, float64(st.Frames)/float64(st.Batches))
-	if st.Profile != len(Profiles(50, 256))-1 || st.Current.RxUsecs != 50 {
+	if st.Profile != len(Profiles(50, 256))-1 || st.Current.Usecs != 50 {
 		t.Errorf("ended on profile %d (%+v), want the top one (50µs)", st.Profile, st.Current)
 	}
 	if st.ProfileChanges == 0 {

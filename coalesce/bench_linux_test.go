@@ -132,7 +132,7 @@ func (x *rxRun) sum() (batches, frames, wakeups uint64, profiles string) {
 		frames += s.Frames
 		wakeups += s.Wakeups
 		if s.Profile >= 0 {
-			ps = append(ps, fmt.Sprintf("%dµs/%dch", s.Current.RxUsecs, s.ProfileChanges))
+			ps = append(ps, fmt.Sprintf("%dµs/%dch", s.Current.Usecs, s.ProfileChanges))
 		}
 	}
 	return batches, frames, wakeups, strings.Join(ps, ",")

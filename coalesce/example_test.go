@@ -10,7 +10,7 @@ import (
 // and batches of up to 64 frames.
 func ExampleProfiles() {
 	for i, p := range coalesce.Profiles(50, 64) {
-		fmt.Printf("%d: rx-usecs %d rx-frames %d\n", i, p.RxUsecs, p.RxFrames)
+		fmt.Printf("%d: rx-usecs %d rx-frames %d\n", i, p.Usecs, p.Frames)
 	}
 	// Output:
 	// 0: rx-usecs 0 rx-frames 64

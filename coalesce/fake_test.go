@@ -16,6 +16,7 @@ type fakeRing struct {
 	capacity int             // batch capacity
 	inBatch  int
 	cancel   context.CancelFunc // called when the schedule is exhausted
+	late     time.Duration      // every sleep ends this much late
 
 	sleeps, waits int
 }
@@ -27,7 +28,7 @@ func (f *fakeRing) Sleep(d time.Duration) {
 		panic("sleep of non-positive duration")
 	}
 	f.sleeps++
-	f.now += d
+	f.now += d + f.late
 }
 
 func (f *fakeRing) receive() int {
@@ -69,13 +70,19 @@ type delivered struct {
 // runFake runs the policy over arrivals until they are all delivered.
 func runFake(t *testing.T, p Params, arrivals []time.Duration) ([]delivered, *rxCore, *fakeRing) {
 	t.Helper()
+	return runFakeLate(t, p, arrivals, 0)
+}
+
+// runFakeLate is runFake with sleeps that end late by late.
+func runFakeLate(t *testing.T, p Params, arrivals []time.Duration, late time.Duration) ([]delivered, *rxCore, *fakeRing) {
+	t.Helper()
 	if err := p.validate(); err != nil {
 		t.Fatal(err)
 	}
 	p.setDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	f := &fakeRing{arrivals: arrivals, capacity: p.BatchSize, cancel: cancel}
+	f := &fakeRing{arrivals: arrivals, capacity: p.BatchSize, cancel: cancel, late: late}
 	c := newRxCore(p, Options{Clock: f, IdleWait: time.Second}, f)
 	var out []delivered
 	taken := 0

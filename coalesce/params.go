@@ -77,6 +77,11 @@ type TxParams struct {
 	// TxFrames sends as soon as this many frames are pending. 0 or anything
 	// above BatchSize means BatchSize.
 	TxFrames int
+	// Adaptive lets the transmitter pick tx-usecs from the table
+	// Profiles(TxUsecs, TxFrames) by the measured packet rate and kicks per
+	// packet (adaptive-tx); TxUsecs is the bound (0 with Adaptive means
+	// 64µs).
+	Adaptive bool
 	// BatchSize is how many frames may be pending. Default 256.
 	BatchSize int
 }
@@ -84,6 +89,9 @@ type TxParams struct {
 func (p *TxParams) setDefaults() {
 	if p.BatchSize == 0 {
 		p.BatchSize = 256
+	}
+	if p.Adaptive && p.TxUsecs == 0 {
+		p.TxUsecs = DefaultAdaptiveUsecs
 	}
 	if p.TxFrames == 0 || p.TxFrames > p.BatchSize {
 		p.TxFrames = p.BatchSize

@@ -42,6 +42,7 @@ type rxCounters struct {
 	polls, sleeps                          atomic.Uint64
 	profileChanges                         atomic.Uint64
 	profile, usecs, framesLim              atomic.Int64
+	late                                   atomic.Int64
 	perBatch, delay                        recorder
 }
 
@@ -69,6 +70,7 @@ type rxCore struct {
 	blind       bool // the last wait was a sleep with no batch open
 	missed      bool // that sleep found nothing
 	events      uint64
+	late        time.Duration // smoothed lateness of timed sleeps
 
 	st rxCounters
 }
@@ -88,9 +90,9 @@ func newRxCore(p Params, o Options, src rxSource) *rxCore {
 }
 
 func (c *rxCore) setProfile(p Profile) {
-	c.usecs, c.frames = usecs(p.RxUsecs), p.RxFrames
-	c.st.usecs.Store(int64(p.RxUsecs))
-	c.st.framesLim.Store(int64(p.RxFrames))
+	c.usecs, c.frames = usecs(p.Usecs), p.Frames
+	c.st.usecs.Store(int64(p.Usecs))
+	c.st.framesLim.Store(int64(p.Frames))
 }
 
 // next waits for the next batch and returns its size, or 0 and an error.
@@ -190,10 +192,21 @@ func (c *rxCore) due(ctx context.Context, now time.Duration) rxReason {
 	return rxNone
 }
 
+// sleep waits d on the clock. Timed sleeps end late by a roughly constant
+// amount (timer slack, the kernel's and a virtual machine's wake-up
+// latency), so it asks for d less the smoothed lateness of earlier sleeps:
+// the batch still goes out by its deadline. A sample later than d itself
+// is load (the thread waited for a CPU), not timer latency, and is
+// clipped.
 func (c *rxCore) sleep(d time.Duration) {
 	c.st.sleeps.Add(1)
 	c.events++
-	c.clock.Sleep(d)
+	req := max(d-c.late, minSleep)
+	t0 := c.clock.Now()
+	c.clock.Sleep(req)
+	late := min(max(c.clock.Now()-t0-req, 0), d)
+	c.late += (late - c.late) / 8
+	c.st.late.Store(int64(c.late))
 }
 
 func (c *rxCore) deliver(now time.Duration, reason rxReason) int {
@@ -261,6 +274,11 @@ type RxStats struct {
 	Profile        int
 	Current        Profile
 	ProfileChanges uint64
+	// SleepLateness is how late timed sleeps end, smoothed; the receiver
+	// asks for that much less so that batches leave on time. On a virtual
+	// machine it can approach tens of microseconds, and then an rx-usecs
+	// below it buys little batching.
+	SleepLateness time.Duration
 }
 
 func (c *rxCore) stats() RxStats {
@@ -274,6 +292,7 @@ func (c *rxCore) stats() RxStats {
 		Profile:        int(st.profile.Load()),
 		Current:        Profile{int(st.usecs.Load()), int(st.framesLim.Load())},
 		ProfileChanges: st.profileChanges.Load(),
+		SleepLateness:  time.Duration(st.late.Load()),
 	}
 	s.Wakeups = s.Polls + s.Sleeps
 	return s

@@ -115,3 +115,27 @@ func TestTxFrameLimitAndRingFull(t *testing.T) {
 		t.Fatalf("flush error %v, want the sink's", err)
 	}
 }
+
+// adaptive-tx: frames every 10µs, bound 64µs. Longer windows mean fewer
+// kicks per frame, so the moderator climbs to the bound and parks there.
+func TestTxAdaptive(t *testing.T) {
+	c, f, pend := newFakeTx(TxParams{Adaptive: true})
+	for i := 0; i < 50000; i++ {
+		if err := submit(c, pend, 1); err != nil {
+			t.Fatal(err)
+		}
+		f.now += 10 * us
+		if _, err := c.poll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := c.stats()
+	t.Logf("profile %d %+v, %d changes, %.1f frames per flush", st.Profile, st.Current, st.ProfileChanges, st.FramesPerFlush.Mean())
+	if st.Current.Usecs != DefaultAdaptiveUsecs || st.ProfileChanges == 0 {
+		t.Errorf("ended on %+v after %d changes: want the 64µs bound", st.Current, st.ProfileChanges)
+	}
+	// Poll runs every 10µs here, so a flush can be up to 10µs late.
+	if max := time.Duration(st.Delay.Max); max > 64*us+10*us {
+		t.Errorf("a frame waited %v, above the bound and the poll period", max)
+	}
+}

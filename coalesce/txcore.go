@@ -17,6 +17,8 @@ type txCounters struct {
 	flushes, frames                                 atomic.Uint64
 	immediate, frameLimit, timerExp, explicit, full atomic.Uint64
 	reclaims, reclaimed                             atomic.Uint64
+	profileChanges                                  atomic.Uint64
+	profile, usecs, framesLim                       atomic.Int64
 	perFlush, delay                                 recorder
 }
 
@@ -26,6 +28,7 @@ type txCore struct {
 	sink   txSink
 	usecs  time.Duration
 	frames int
+	mod    *moderator
 
 	pending int
 	open    bool
@@ -36,7 +39,22 @@ type txCore struct {
 }
 
 func newTxCore(p TxParams, o Options, sink txSink) *txCore {
-	return &txCore{clock: o.Clock, sink: sink, usecs: usecs(p.TxUsecs), frames: p.TxFrames}
+	c := &txCore{clock: o.Clock, sink: sink}
+	if p.Adaptive {
+		c.mod = newModerator(Profiles(p.TxUsecs, p.TxFrames))
+		c.setProfile(c.mod.profile())
+		c.st.profile.Store(0)
+	} else {
+		c.setProfile(Profile{p.TxUsecs, p.TxFrames})
+		c.st.profile.Store(-1)
+	}
+	return c
+}
+
+func (c *txCore) setProfile(p Profile) {
+	c.usecs, c.frames = usecs(p.Usecs), p.Frames
+	c.st.usecs.Store(int64(p.Usecs))
+	c.st.framesLim.Store(int64(p.Frames))
 }
 
 // submitted accounts n frames just added to the pending batch and flushes
@@ -115,6 +133,11 @@ func (c *txCore) flush(now time.Duration, reason rxReason) error {
 			}
 		}
 		c.pending -= sent
+		if c.mod != nil && c.mod.observe(now, uint64(sent), 1) {
+			c.setProfile(c.mod.profile())
+			st.profile.Store(int64(c.mod.ix))
+			st.profileChanges.Add(1)
+		}
 	}
 	if c.pending > 0 {
 		st.full.Add(1)
@@ -149,6 +172,12 @@ type TxStats struct {
 	// Delay is how long frames waited between Submit and the TX ring, in
 	// nanoseconds.
 	Delay Histogram
+	// Profile is the adaptive profile in force (an index into
+	// Profiles(TxUsecs, TxFrames)), -1 without Adaptive; Current holds its
+	// values (or the fixed ones); ProfileChanges counts the moves.
+	Profile        int
+	Current        Profile
+	ProfileChanges uint64
 }
 
 func (c *txCore) stats() TxStats {
@@ -159,5 +188,8 @@ func (c *txCore) stats() TxStats {
 		TimerExpiries: st.timerExp.Load(), Explicit: st.explicit.Load(),
 		RingFull: st.full.Load(), Reclaims: st.reclaims.Load(), Reclaimed: st.reclaimed.Load(),
 		FramesPerFlush: st.perFlush.snapshot(), Delay: st.delay.snapshot(),
+		Profile:        int(st.profile.Load()),
+		Current:        Profile{int(st.usecs.Load()), int(st.framesLim.Load())},
+		ProfileChanges: st.profileChanges.Load(),
 	}
 }
