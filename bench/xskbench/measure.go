@@ -44,6 +44,10 @@ type Options struct {
 	// blocking in poll: software RX coalescing, which spares the kernel a
 	// wake-up per NAPI poll.
 	Nap time.Duration
+	// BusyPoll, when positive, turns on xdpio's preferred busy polling
+	// (SO_BUSY_POLL with this timeout) on its RX sockets; asavie/xdp has
+	// no such option.
+	BusyPoll time.Duration
 	// Sockets is the number of SO_REUSEPORT kernel UDP sockets.
 	Sockets int
 	// Flows is the number of UDP source ports the generator uses.

@@ -113,7 +113,7 @@ func (r *xdpioRx) start(h *netnstest.Host, o *Options) error {
 	err := h.Do(func() (err error) {
 		r.dev, err = xsk.Open(h.Link, xsk.Config{
 			UMEM:   xsk.UMEMConfig{FrameSize: o.FrameSize, NumFrames: o.NumFrames},
-			Socket: xsk.SocketConfig{NoTX: true, RxRingSize: o.RingSize, FillRingSize: o.RingSize},
+			Socket: xsk.SocketConfig{NoTX: true, RxRingSize: o.RingSize, FillRingSize: o.RingSize, BusyPoll: xsk.BusyPoll{Timeout: o.BusyPoll}},
 		})
 		return err
 	})
