@@ -255,6 +255,35 @@ func TestIntegrationFeatures(t *testing.T) {
 		}
 		compareFeatures(t, fs, k)
 	}
+	// The monitor sees a feature change, with the new state.
+	inHost(t, pair.A, func(c *Client) error {
+		mon, err := c.Monitor()
+		if err != nil {
+			return err
+		}
+		defer mon.Close()
+		if _, err := c.SetFeatures(dev, map[string]bool{"rx-gro": true}); err != nil {
+			return err
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			ns, err := mon.Receive(deadline)
+			if err != nil {
+				return err
+			}
+			for _, n := range ns {
+				if n.Kind != "features" {
+					continue
+				}
+				f, ok := n.Features.Lookup("rx-gro")
+				if !ok || !f.Active || n.Device.Name != pair.A.Link {
+					t.Errorf("features notification: rx-gro %+v (found %v), device %+v", f, ok, n.Device)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("no features notification within 5s")
+	})
 	// A fixed feature is refused, and the reply says so.
 	var res FeaturesResult
 	inHost(t, pair.A, func(c *Client) (err error) {

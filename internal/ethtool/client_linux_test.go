@@ -626,11 +626,29 @@ func TestDecodeNotification(t *testing.T) {
 			}},
 		{msgRSSNtf, func(ae *netlink.AttributeEncoder) { ae.Uint32(aRSSHFunc, HashCRC32) },
 			func(n Notification) bool { return n.Kind == "rss" && n.RSS.HFunc == HashCRC32 }},
-		{msgFeaturesNtf, func(ae *netlink.AttributeEncoder) {}, func(n Notification) bool { return n.Kind == "features" }},
+		{msgFeaturesNtf, func(ae *netlink.AttributeEncoder) {
+			for typ := uint16(unix.ETHTOOL_A_FEATURES_HW); typ <= unix.ETHTOOL_A_FEATURES_NOCHANGE; typ++ {
+				ae.Nested(typ, func(b *netlink.AttributeEncoder) error {
+					b.Flag(unix.ETHTOOL_A_BITSET_NOMASK, true)
+					b.Uint32(unix.ETHTOOL_A_BITSET_SIZE, 2)
+					b.Nested(unix.ETHTOOL_A_BITSET_BITS, func(bits *netlink.AttributeEncoder) error {
+						bits.Nested(unix.ETHTOOL_A_BITSET_BITS_BIT, func(e *netlink.AttributeEncoder) error {
+							e.Uint32(unix.ETHTOOL_A_BITSET_BIT_INDEX, 1)
+							e.String(unix.ETHTOOL_A_BITSET_BIT_NAME, "rx-gro")
+							return nil
+						})
+						return nil
+					})
+					return nil
+				})
+			}
+		}, func(n Notification) bool {
+			return n.Kind == "features" && len(n.Features) == 2 && n.Features[1].Name == "rx-gro" && n.Features[1].Active
+		}},
 		{msgPSENtf, func(ae *netlink.AttributeEncoder) {}, func(n Notification) bool { return n.Kind == "other" }},
 	} {
 		b := encodeAttrs(t, func(ae *netlink.AttributeEncoder) { hdr(ae); tc.attrs(ae) })
-		n, err := decodeNotification(genetlink.Message{Header: genetlink.Header{Command: tc.cmd}, Data: b})
+		n, err := decodeNotification(genetlink.Message{Header: genetlink.Header{Command: tc.cmd}, Data: b}, nil)
 		if err != nil {
 			t.Fatalf("notification %d: %v", tc.cmd, err)
 		}
@@ -638,7 +656,7 @@ func TestDecodeNotification(t *testing.T) {
 			t.Errorf("notification %d decoded as %+v", tc.cmd, n)
 		}
 	}
-	if _, err := decodeNotification(genetlink.Message{Header: genetlink.Header{Command: msgCoalesceNtf}, Data: []byte{8, 0, 2, 0, 1}}); err == nil {
+	if _, err := decodeNotification(genetlink.Message{Header: genetlink.Header{Command: msgCoalesceNtf}, Data: []byte{8, 0, 2, 0, 1}}, nil); err == nil {
 		t.Error("truncated coalesce notification decoded")
 	}
 }

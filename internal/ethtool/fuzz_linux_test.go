@@ -158,7 +158,8 @@ func FuzzDecodeFamily(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _, err := decodeFamily(b)
 		checkDecode(t, b, err)
-		_, _ = decodeNotification(genetlink.Message{Header: genetlink.Header{Command: msgChannelsNtf}, Data: b})
+		_, _ = decodeNotification(genetlink.Message{Header: genetlink.Header{Command: msgChannelsNtf}, Data: b}, nil)
+		_, _ = decodeNotification(genetlink.Message{Header: genetlink.Header{Command: msgFeaturesNtf}, Data: b}, []string{"a"})
 	})
 }
 

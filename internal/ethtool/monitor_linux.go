@@ -25,6 +25,9 @@ type Notification struct {
 	Rings    *Rings
 	Coalesce *Coalesce
 	RSS      *RSS
+	// Features are the device's features after the change, named from
+	// the kernel's feature strings.
+	Features Features
 }
 
 // Monitor receives ethtool notifications: channel, ring, coalescing,
@@ -32,7 +35,9 @@ type Notification struct {
 // in. Receive must not be called concurrently; Close may be called at any
 // time and unblocks a blocked Receive.
 type Monitor struct {
-	c *genetlink.Conn
+	c      *genetlink.Conn
+	client *Client  // for the feature names
+	names  []string // ETH_SS_FEATURES, fetched at the first features notification
 }
 
 // Monitor opens a separate socket in the calling thread's namespace and
@@ -55,7 +60,7 @@ func (c *Client) Monitor() (*Monitor, error) {
 		conn.Close()
 		return nil, fmt.Errorf("ethtool monitor: join group %d: %w", group, err)
 	}
-	return &Monitor{c: conn}, nil
+	return &Monitor{c: conn, client: c}, nil
 }
 
 // Receive blocks until notifications arrive, or until deadline when it is
@@ -70,7 +75,18 @@ func (m *Monitor) Receive(deadline time.Time) ([]Notification, error) {
 	}
 	out := make([]Notification, 0, len(msgs))
 	for _, msg := range msgs {
-		n, err := decodeNotification(msg)
+		if msg.Header.Command == msgFeaturesNtf && m.names == nil && m.client != nil {
+			// Notifications carry compact bitsets: name the bits with
+			// the kernel's feature strings (the same for every device).
+			if ad, err := newDecoder(msg.Data); err == nil {
+				for ad.Next() {
+					if ad.Type() == headerAttr {
+						m.names, _ = m.client.StringSet(decodeHeader(ad), ssFeatures)
+					}
+				}
+			}
+		}
+		n, err := decodeNotification(msg, m.names)
 		if err != nil {
 			return out, fmt.Errorf("ethtool monitor: %w", err)
 		}
@@ -83,7 +99,7 @@ func (m *Monitor) Receive(deadline time.Time) ([]Notification, error) {
 func (m *Monitor) Close() error { return m.c.Close() }
 
 // decodeNotification decodes one notification message.
-func decodeNotification(msg genetlink.Message) (Notification, error) {
+func decodeNotification(msg genetlink.Message, featureNames []string) (Notification, error) {
 	n := Notification{Cmd: msg.Header.Command, Kind: "other"}
 	if ad, err := netlink.NewAttributeDecoder(msg.Data); err == nil {
 		for ad.Next() {
@@ -111,6 +127,7 @@ func decodeNotification(msg genetlink.Message) (Notification, error) {
 		n.Coalesce = &co
 	case msgFeaturesNtf:
 		n.Kind = "features"
+		n.Features, err = decodeFeatures(msg.Data, featureNames)
 	case msgRSSNtf, msgRSSCreateNtf, msgRSSDeleteNtf:
 		n.Kind = "rss"
 		var r RSS
