@@ -134,6 +134,9 @@ func (x *rxRun) sum() (batches, frames, wakeups uint64, profiles string) {
 		if s.Profile >= 0 {
 			ps = append(ps, fmt.Sprintf("%dµs/%dch", s.Current.Usecs, s.ProfileChanges))
 		}
+		if s.SleepLateness > 0 {
+			ps = append(ps, fmt.Sprintf("late %v", s.SleepLateness.Round(time.Microsecond)))
+		}
 	}
 	return batches, frames, wakeups, strings.Join(ps, ",")
 }
@@ -427,6 +430,12 @@ func TestCoalesceBenchmark(t *testing.T) {
 		{"off (rx-usecs 0)", coalesce.Params{}},
 		{"rx-usecs 50", coalesce.Params{RxUsecs: 50}},
 		{"adaptive ≤50µs", coalesce.Params{RxUsecs: 50, Adaptive: true}},
+	}
+	if *benchReport {
+		modes = append(modes, struct {
+			name string
+			p    coalesce.Params
+		}{"rx-usecs 200", coalesce.Params{RxUsecs: 200}})
 	}
 	var rx [][]*rxRun
 	if os.Getenv("XDPIO_COALESCE_TXONLY") != "" {

@@ -174,7 +174,9 @@ func (c *rxCore) due(ctx context.Context, now time.Duration) rxReason {
 		return rxEarly
 	}
 	rem := deadline - now
-	if rem < minSleep {
+	if rem < max(minSleep, c.late) {
+		// A sleep would end after the deadline anyway: go now, a little
+		// early, rather than pay another wake-up and be late.
 		return rxTimer
 	}
 	d := rem
