@@ -3,6 +3,7 @@
 package rss
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpio/xdpio/internal/netnstest"
@@ -28,6 +30,13 @@ func TestDispatchKernelFrames(t *testing.T) {
 		perFlow = 20
 		dport   = 47001
 	)
+
+	// netnstest.New returns once the links are set up; frames sent before
+	// the kernel's link watch turns the carrier on (and replaces the noop
+	// qdisc) are dropped, which under load takes a while.
+	for _, h := range []*netnstest.Host{pair.A, pair.B} {
+		waitOperUp(t, h)
+	}
 
 	// Capture on B before anything is sent, and listen there so that no
 	// ICMP port unreachable ends the flows.
@@ -55,6 +64,34 @@ func TestDispatchKernelFrames(t *testing.T) {
 	tv := unix.NsecToTimeval(int64(200 * time.Millisecond))
 	if err := unix.SetsockoptTimeval(psock, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
 		t.Fatal(err)
+	}
+
+	// Probe until a datagram gets through: the link is up when its
+	// operational state says so, but the qdisc may lag a moment behind.
+	var probe *net.UDPConn
+	if err := pair.A.Do(func() error {
+		var err error
+		probe, err = net.ListenUDP("udp", nil)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	buf := make([]byte, 2048)
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if time.Now().After(deadline) {
+			t.Fatal("no probe datagram reached the other namespace in 5 s")
+		}
+		if _, err := probe.WriteToUDPAddrPort([]byte("probe"), netip.AddrPortFrom(pair.B.IPv4, dport)); err != nil {
+			t.Fatal(err)
+		}
+		n, _, err := unix.Recvfrom(psock, buf, 0)
+		if err != nil {
+			continue // timeout: send another
+		}
+		if k, err := ParseFlowKey(buf[:n]); err == nil && k.DstPort == dport {
+			break
+		}
 	}
 
 	// Send from A: flows sockets per family, datagrams interleaved, each
@@ -101,7 +138,6 @@ func TestDispatchKernelFrames(t *testing.T) {
 
 	// Collect the datagrams to dport (bounded in frames and time).
 	var frames [][]byte
-	buf := make([]byte, 2048)
 	deadline := time.Now().Add(5 * time.Second)
 	for len(frames) < 2*flows*perFlow && time.Now().Before(deadline) {
 		n, _, err := unix.Recvfrom(psock, buf, 0)
@@ -112,7 +148,7 @@ func TestDispatchKernelFrames(t *testing.T) {
 			t.Fatal(err)
 		}
 		fr := append([]byte(nil), buf[:n]...)
-		if k, err := ParseFlowKey(fr); err == nil && k.Ports && k.DstPort == dport {
+		if k, err := ParseFlowKey(fr); err == nil && k.Ports && k.DstPort == dport && !bytes.HasSuffix(fr, []byte("probe")) {
 			frames = append(frames, fr)
 		}
 	}
@@ -167,6 +203,30 @@ func TestDispatchKernelFrames(t *testing.T) {
 	}
 	if s := d.Stats(); s.Delivered != uint64(len(frames)) || s.Pending != 0 {
 		t.Errorf("stats %+v", s)
+	}
+}
+
+// waitOperUp waits (at most 5 s) until h's link is operationally up.
+func waitOperUp(t *testing.T, h *netnstest.Host) {
+	t.Helper()
+	nh, err := h.Handle()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nh.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		l, err := nh.LinkByIndex(h.Ifindex)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Attrs().OperState == netlink.OperUp {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s in %s: operational state %v after 5 s", h.Link, h.NS, l.Attrs().OperState)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
