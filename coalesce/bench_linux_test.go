@@ -464,6 +464,9 @@ func TestCoalesceBenchmark(t *testing.T) {
 	}
 
 	var sb strings.Builder
+	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Fprintf(&sb, "load average at the end: %s", la)
+	}
 	fmt.Fprintf(&sb, "RX: kernel UDP sender (8 flows, sendmmsg) → veth (2 queues, XDP copy mode) → 2 AF_XDP sockets, %v per setting\n", dur)
 	fmt.Fprintf(&sb, "%-8s %-17s %9s %9s %6s %7s %10s %10s %6s %6s %8s %8s %8s %s\n",
 		"rate", "setting", "sent/s", "received", "lost", "drops", "cpu/pkt", "thr/pkt", "ratio", "fr/b", "p50", "p99", "max", "profile")
