@@ -285,6 +285,9 @@ func (d *Dispatcher) acquire(wi int) (b *frameBatch, closing bool) {
 	if d.drop {
 		return nil, false
 	}
+	// About to wait for worker wi: hand the other workers what is batched
+	// for them first, so they are not held up too.
+	d.flush()
 	select {
 	case b := <-w.free:
 		return b, false
