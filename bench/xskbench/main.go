@@ -77,6 +77,7 @@ func run(ctx context.Context, args []string) (err error) {
 	fs.IntVar(&o.Spin, "spin", 0, "empty RX-ring checks before an AF_XDP receiver sleeps in poll (xdpio and asavie alike)")
 	fs.DurationVar(&o.Nap, "nap", 0, "if set, AF_XDP receivers with an empty RX ring sleep this long instead of blocking in poll (xdpio and asavie alike)")
 	fs.DurationVar(&o.BusyPoll, "busy-poll", 0, "if set, xdpio's RX sockets busy-poll (SO_PREFER_BUSY_POLL, SO_BUSY_POLL with this timeout)")
+	fs.BoolVar(&o.EagerComplete, "eager-complete", true, "xdpio sender reclaims TX completions every loop, so its LIFO pool reuses cache-warm frames (false: only when the pool runs short, which cycles through the whole UMEM)")
 	fs.IntVar(&o.Sockets, "sockets", 0, "SO_REUSEPORT kernel UDP sockets (default: the number of queues)")
 	fs.IntVar(&o.Flows, "flows", 64, "UDP flows (source ports), a power of two")
 	port := fs.Uint("port", 7777, "UDP destination port")

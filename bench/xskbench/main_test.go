@@ -26,7 +26,7 @@ func TestMeasureSmoke(t *testing.T) {
 		Queues: 2, Sizes: []int{64, 1514}, Rounds: 1,
 		Warmup: 50 * time.Millisecond, Window: 200 * time.Millisecond,
 		Batch: 64, RingSize: 2048, NumFrames: 4096, FrameSize: 2048, TxBudget: 2048,
-		Sockets: 2, Flows: 64, Port: 7777,
+		Sockets: 2, Flows: 64, Port: 7777, EagerComplete: true,
 	}
 	var log bytes.Buffer
 	rep, err := measure(ctx, pair, o, &log)

@@ -48,6 +48,9 @@ type Options struct {
 	// (SO_BUSY_POLL with this timeout) on its RX sockets; asavie/xdp has
 	// no such option.
 	BusyPoll time.Duration
+	// EagerComplete makes the xdpio sender reclaim completions on every
+	// loop instead of only when its frame pool runs short.
+	EagerComplete bool
 	// Sockets is the number of SO_REUSEPORT kernel UDP sockets.
 	Sockets int
 	// Flows is the number of UDP source ports the generator uses.

@@ -71,6 +71,12 @@ func (t *xdpioTx) start(h *netnstest.Host, o *Options) error {
 		b := s.NewBatch(o.Batch)
 		size := len(o.frame)
 		for !t.l.quit.Load() {
+			if o.EagerComplete {
+				// Reclaim completed frames first, so that Alloc hands
+				// out the recently sent (cache-warm) ones from the LIFO
+				// pool instead of cycling through the whole UMEM.
+				s.Complete()
+			}
 			have := b.Len()
 			n := s.Alloc(b, o.Batch-have)
 			for j := have; j < have+n; j++ {
