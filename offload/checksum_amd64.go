@@ -16,7 +16,7 @@ func xgetbv0() (eax, edx uint32)
 const (
 	// avx2Min is the length from which the AVX2 loop beats the scalar
 	// add-with-carry chain (see BenchmarkChecksum).
-	avx2Min = 256
+	avx2Min = 320
 	// avx2MaxChunk bounds one sumAVX2 call so that its 32-bit lanes
 	// cannot overflow (65536 iterations of 64 bytes).
 	avx2MaxChunk = 1 << 22
