@@ -139,6 +139,9 @@ func run(ctx context.Context, args []string) (err error) {
 	}
 	rep, err := measure(ctx, pair, o, os.Stderr)
 	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted (everything created was removed): %w", err)
+		}
 		return err
 	}
 	if *asJSON {
