@@ -22,16 +22,11 @@ import (
 // netlink tells.
 func xdpAttached(t *testing.T, h *netnstest.Host) bool {
 	t.Helper()
-	nh, err := h.Handle()
+	a, err := h.Attrs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nh.Close()
-	l, err := nh.LinkByIndex(h.Ifindex)
-	if err != nil {
-		t.Fatal(err)
-	}
-	x := l.Attrs().Xdp
+	x := a.Xdp
 	return x != nil && (x.Attached || x.ProgId != 0)
 }
 

@@ -59,16 +59,11 @@ func TestL2Fwd(t *testing.T) {
 
 func rxPackets(t *testing.T, h *netnstest.Host) uint64 {
 	t.Helper()
-	nh, err := h.Handle()
+	a, err := h.Attrs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nh.Close()
-	l, err := nh.LinkByIndex(h.Ifindex)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l.Attrs().Statistics.RxPackets
+	return a.Statistics.RxPackets
 }
 
 func TestSwapMAC(t *testing.T) {

@@ -326,3 +326,18 @@ func (p *Pair) Peer(h *Host) *Host {
 	}
 	return p.A
 }
+
+// Attrs returns the current netlink attributes of h's veth (statistics,
+// attached XDP program, queue counts), read inside h's namespace.
+func (h *Host) Attrs() (*netlink.LinkAttrs, error) {
+	nh, err := h.Handle()
+	if err != nil {
+		return nil, err
+	}
+	defer nh.Close()
+	l, err := nh.LinkByIndex(h.Ifindex)
+	if err != nil {
+		return nil, fmt.Errorf("%s: find %s: %w", h.NS, h.Link, err)
+	}
+	return l.Attrs(), nil
+}
