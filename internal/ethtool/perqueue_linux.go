@@ -24,7 +24,7 @@ const (
 	legacyWords      = 23 // sizeof(struct ethtool_coalesce) / 4
 )
 
-// legacyField returns, for parameter i (1..22) of struct ethtool_coalesce,
+// legacyAttr returns, for parameter i (1..22) of struct ethtool_coalesce,
 // its ETHTOOL_A_COALESCE_* attribute: the netlink attributes 2..23 follow
 // the struct's field order.
 func legacyAttr(i int) uint16 { return uint16(i + 1) }
