@@ -227,3 +227,23 @@ func TestRxLateSleeps(t *testing.T) {
 		t.Errorf("%.1f frames per batch: want about 5", pb)
 	}
 }
+
+// Bursts of 20 frames (all in the ring when the receiver wakes) every
+// 500µs: each burst is already a batch, and a
+// sleep after it catches nothing. The receiver learns that its sleeps miss
+// and hands bursts over at once, about one wake-up per burst, like rx-usecs 0.
+func TestRxBursts(t *testing.T) {
+	var arr []time.Duration
+	for b := 0; b < 400; b++ {
+		for i := 0; i < 20; i++ {
+			arr = append(arr, time.Duration(b)*500*us)
+		}
+	}
+	_, c, _ := runFake(t, Params{RxUsecs: 50}, arr)
+	st := c.stats()
+	wpb := float64(st.Wakeups) / 400
+	t.Logf("%d batches, %.1f frames and %.2f wake-ups per batch, early %d", st.Batches, float64(st.Frames)/float64(st.Batches), wpb, st.Early)
+	if wpb > 1.3 {
+		t.Errorf("%.2f wake-ups per burst: want close to one", wpb)
+	}
+}

@@ -66,9 +66,11 @@ type rxCore struct {
 	rate        float64 // frames per nanosecond, smoothed
 	lastDeliver time.Duration
 	delivered   bool
-	polled      bool // waited in the kernel since the last delivery
-	blind       bool // the last wait was a sleep with no batch open
-	missed      bool // that sleep found nothing
+	polled      bool    // waited in the kernel since the last delivery
+	blind       bool    // the last wait was a sleep with no batch open
+	missed      bool    // that sleep found nothing
+	speculated  bool    // the last wait was a sleep hoping for frames
+	hit         float64 // smoothed share of such sleeps that found frames
 	events      uint64
 	late        time.Duration // smoothed lateness of timed sleeps
 
@@ -76,7 +78,7 @@ type rxCore struct {
 }
 
 func newRxCore(p Params, o Options, src rxSource) *rxCore {
-	c := &rxCore{clock: o.Clock, src: src, idleWait: o.IdleWait}
+	c := &rxCore{clock: o.Clock, src: src, idleWait: o.IdleWait, hit: 1}
 	if p.Adaptive {
 		c.mod = newModerator(Profiles(p.RxUsecs, p.RxFrames))
 		c.setProfile(c.mod.profile())
@@ -111,6 +113,14 @@ func (c *rxCore) next(ctx context.Context) (int, error) {
 		} else if c.blind {
 			c.missed = true
 		}
+		if c.speculated {
+			c.speculated = false
+			if n > 0 {
+				c.hit += (1 - c.hit) / 4
+			} else {
+				c.hit -= c.hit / 4
+			}
+		}
 		c.blind = false
 		c.lastCheck = now
 		if c.open {
@@ -123,7 +133,7 @@ func (c *rxCore) next(ctx context.Context) (int, error) {
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
-		if c.usecs > 0 && !c.missed && c.rate*float64(c.usecs) >= 1 {
+		if c.usecs > 0 && !c.missed && c.hit >= 0.5 && c.rate*float64(c.usecs) >= 1 {
 			// Steady traffic: at least one frame is expected per window,
 			// so sleep a whole window instead of being woken by the first
 			// frame (the way a NIC's coalescing timer re-arms under load).
@@ -133,7 +143,7 @@ func (c *rxCore) next(ctx context.Context) (int, error) {
 			if est := time.Duration(float64(c.frames) / c.rate); est < d {
 				d = max(est, minSleep)
 			}
-			c.blind = true
+			c.blind, c.speculated = true, true
 			c.sleep(d)
 			continue
 		}
@@ -179,6 +189,13 @@ func (c *rxCore) due(ctx context.Context, now time.Duration) rxReason {
 		// early, rather than pay another wake-up and be late.
 		return rxTimer
 	}
+	if c.hit < 0.5 {
+		// Most recent sleeps caught nothing: the traffic comes in bursts
+		// further apart than rx-usecs, each already a batch. Go now, and
+		// creep back towards trying again.
+		c.hit += (1 - c.hit) / 16
+		return rxEarly
+	}
 	d := rem
 	if c.rate > 0 {
 		if c.rate*float64(rem) < 1 {
@@ -190,6 +207,7 @@ func (c *rxCore) due(ctx context.Context, now time.Duration) rxReason {
 			d = max(est, minSleep)
 		}
 	}
+	c.speculated = true
 	c.sleep(d)
 	return rxNone
 }
