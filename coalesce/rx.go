@@ -20,7 +20,8 @@ import (
 //
 // A Receiver must not be used concurrently, like the socket it wraps; one
 // goroutine owns both. Stats may be read from any goroutine. Closing the
-// socket ends a Next that waits in the kernel.
+// socket ends a Next that waits in the kernel for a first frame at once; a
+// timed sleep for more frames (never longer than rx-usecs) runs out first.
 type Receiver struct {
 	s    *xsk.Socket
 	b    *xsk.Batch
