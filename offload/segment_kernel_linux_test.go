@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -130,7 +131,8 @@ func segEthtoolK(t *testing.T, h *netnstest.Host, args ...string) {
 
 // segKernelTCPTransfer sends n bytes over a kernel TCP connection from A to B
 // and waits until B has read them all.
-func segKernelTCPTransfer(t *testing.T, pair *netnstest.Pair, v6 bool, n int) {
+// sockopt, if not nil, is called on A's socket before it connects.
+func segKernelTCPTransfer(t *testing.T, pair *netnstest.Pair, v6 bool, n int, sockopt func(fd int) error) {
 	t.Helper()
 	network, dst := "tcp4", pair.B.IPv4
 	if v6 {
@@ -159,6 +161,15 @@ func segKernelTCPTransfer(t *testing.T, pair *netnstest.Pair, v6 bool, n int) {
 	var conn net.Conn
 	if err := pair.A.Do(func() (err error) {
 		d := net.Dialer{Timeout: 5 * time.Second}
+		if sockopt != nil {
+			d.Control = func(_, _ string, rc syscall.RawConn) error {
+				var serr error
+				if err := rc.Control(func(fd uintptr) { serr = sockopt(int(fd)) }); err != nil {
+					return err
+				}
+				return serr
+			}
+		}
 		conn, err = d.Dial(network, ln.Addr().String())
 		return err
 	}); err != nil {
@@ -350,27 +361,47 @@ func compareWithKernel(t *testing.T, segs [][]byte, los []segLayout, proto uint8
 }
 
 // TestKernelTSO compares Segment with Linux software GSO of a kernel TCP
-// socket's large write, over IPv4 and IPv6.
+// socket's large write, over IPv4 and IPv6, plain and with IPv4 options
+// (IP_OPTIONS) or an IPv6 destination options header (IPV6_DSTOPTS) on
+// every packet.
 func TestKernelTSO(t *testing.T) {
 	netnstest.RequireTool(t, "ethtool")
-	for _, v6 := range []bool{false, true} {
-		name := "IPv4"
-		if v6 {
-			name = "IPv6"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		v6      bool
+		sockopt func(fd int) error
+	}{
+		{"IPv4", false, nil},
+		{"IPv6", true, nil},
+		{"IPv4 options", false, func(fd int) error {
+			// NOP NOP NOP EOL: the IPv4 header grows to 24 bytes.
+			return unix.SetsockoptString(fd, unix.IPPROTO_IP, unix.IP_OPTIONS, "\x01\x01\x01\x00")
+		}},
+		{"IPv6 destination options", true, func(fd int) error {
+			// An 8-byte destination options header holding PadN.
+			return unix.SetsockoptString(fd, unix.IPPROTO_IPV6, unix.IPV6_DSTOPTS, "\x00\x00\x01\x04\x00\x00\x00\x00")
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
 			pair := netnstest.New(t, netnstest.Config{})
 			segWaitOperUp(t, pair)
 			segEthtoolK(t, pair.A, "tx", "off", "tso", "off", "gso", "on")
 			segEthtoolK(t, pair.B, "gro", "off")
-			c := segStartCapture(t, pair.B)
-			segKernelTCPTransfer(t, pair, v6, 1<<20)
-			c.Stop()
+			capt := segStartCapture(t, pair.B)
+			segKernelTCPTransfer(t, pair, c.v6, 1<<20, c.sockopt)
+			capt.Stop()
 			src := pair.A.IPv4
-			if v6 {
+			if c.v6 {
 				src = pair.A.IPv6
 			}
-			segs, los := segDataFrames(c.received(false), ipProtoTCP, src)
+			segs, los := segDataFrames(capt.received(false), ipProtoTCP, src)
+			if c.sockopt != nil {
+				// The option must really be on the wire.
+				lo := los[0]
+				if extra := lo.l4 - lo.l3 - map[bool]int{false: 20, true: 40}[c.v6]; extra != map[bool]int{false: 4, true: 8}[c.v6] {
+					t.Fatalf("captured segments have %d bytes of IP options/extension headers", extra)
+				}
+			}
 			compareWithKernel(t, segs, los, ipProtoTCP)
 		})
 	}
@@ -695,7 +726,7 @@ func TestKernelGRO(t *testing.T) {
 			segEthtoolK(t, pair.B, "gro", "on")
 			wire := segStartCapture(t, pair.A)
 			merged := segStartCapture(t, pair.B)
-			segKernelTCPTransfer(t, pair, v6, 1<<20)
+			segKernelTCPTransfer(t, pair, v6, 1<<20, nil)
 			wire.Stop()
 			merged.Stop()
 			src := pair.A.IPv4
