@@ -25,6 +25,7 @@ type rssHashJSON struct {
 	Input     string `json:"hash_input"`
 	Hash      string `json:"hash"`
 	HashValue uint32 `json:"hash_value"`
+	Device    string `json:"device,omitempty"`
 	Queues    int    `json:"queues,omitempty"`
 	TableSize int    `json:"table_size,omitempty"`
 	IndexRule string `json:"index_rule,omitempty"`
@@ -41,6 +42,10 @@ type rssHashFlags struct {
 	index          string
 	sportSet, dSet bool
 	queuesSet      bool
+	dev            string
+	context        uint32
+	keySet, symSet bool
+	sizeSet        bool
 }
 
 func newRSSHashCmd(g *globals) *cobra.Command {
@@ -57,6 +62,10 @@ read a device's with 'xdpio rss show DEV'), and the hash picks an entry by
 its low bits (hash & (size-1)), as RSS hardware does; --index modulo or
 scale select hash % size or the kernel's reciprocal_scale instead.
 
+With --dev DEV (and --context N) the key, the indirection table and the
+input transformation are the device's, read like 'xdpio rss show DEV';
+--key and --symmetric still override them.
+
 Without --sport/--dport the hash covers the addresses only (what NICs do
 for fragments and non-TCP/UDP traffic). --key defaults to Microsoft's
 40-byte verification key; most Linux drivers pick a random key at boot,
@@ -69,6 +78,9 @@ ethtool's colon form) to predict its queues.
 			f.sportSet = cmd.Flags().Changed("sport")
 			f.dSet = cmd.Flags().Changed("dport")
 			f.queuesSet = cmd.Flags().Changed("queues")
+			f.keySet = cmd.Flags().Changed("key")
+			f.symSet = cmd.Flags().Changed("symmetric")
+			f.sizeSet = cmd.Flags().Changed("table-size")
 			return runRSSHash(g, f)
 		},
 	}
@@ -83,6 +95,8 @@ ethtool's colon form) to predict its queues.
 	fl.StringVar(&f.index, "index", "low-bits", "how the hash indexes the table: low-bits, modulo or scale")
 	fl.StringVar(&f.symmetric, "symmetric", "none", "input transformation: none, xor (symmetric-xor) or or-xor")
 	fl.Lookup("symmetric").NoOptDefVal = "symmetric-xor"
+	fl.StringVar(&f.dev, "dev", "", "predict for this device: its key, indirection table and input transformation (RSS_GET)")
+	fl.Uint32Var(&f.context, "context", 0, "RSS context of --dev")
 	return c
 }
 
@@ -110,6 +124,12 @@ func runRSSHash(g *globals, f rssHashFlags) error {
 	if f.sportSet != f.dSet {
 		return usagef("rss hash: --sport and --dport go together (a 4-tuple hash needs both ports)")
 	}
+	if f.dev == "" && f.context != 0 {
+		return usagef("rss hash: --context needs --dev")
+	}
+	if f.dev != "" && (f.queuesSet || f.sizeSet) {
+		return usagef("rss hash: --dev uses the device's indirection table; --queues and --table-size describe a default one instead")
+	}
 	sym, err := rss.ParseSymmetric(f.symmetric)
 	if err != nil {
 		return usagef("rss hash: --symmetric: %w", err)
@@ -117,6 +137,32 @@ func runRSSHash(g *globals, f rssHashFlags) error {
 	key, err := rss.ParseKey(f.key)
 	if err != nil {
 		return usagef("rss hash: --key: %w", err)
+	}
+	var st *rss.TableState
+	if f.dev != "" {
+		var t rss.TableState
+		if err := g.inNetns(func() (err error) {
+			t, err = rss.ContextTable(devArg(f.dev), f.context)
+			return err
+		}); err != nil {
+			return fmt.Errorf("rss hash: read RSS configuration of %s: %w", f.dev, err)
+		}
+		if t.HFunc != "" && t.HFunc != "toeplitz" {
+			return fmt.Errorf("rss hash: %s hashes with %s, only toeplitz is modelled: %w", f.dev, t.HFunc, rss.ErrNotSupported)
+		}
+		if len(t.Indir) == 0 {
+			return fmt.Errorf("rss hash: %s did not report its indirection table", f.dev)
+		}
+		if !f.keySet {
+			if len(t.Key) == 0 {
+				return fmt.Errorf("rss hash: %s did not report its hash key; pass --key", f.dev)
+			}
+			key = t.Key
+		}
+		if !f.symSet {
+			sym = t.InputXfrm
+		}
+		st = &t
 	}
 	k := rss.FlowKey{Src: src, Dst: dst, SrcPort: f.sport, DstPort: f.dport, Ports: f.sportSet}
 	input := k.Input(nil, sym)
@@ -138,7 +184,18 @@ func runRSSHash(g *globals, f rssHashFlags) error {
 		out.SrcPort, out.DstPort = &sp, &dp
 	}
 	var p *rss.Predictor
-	if f.queuesSet {
+	if st != nil {
+		rule, err := rss.ParseIndexRule(f.index)
+		if err != nil {
+			return usagef("rss hash: --index: %w", err)
+		}
+		p, err = rss.NewPredictor(rss.PredictorOptions{Key: key, Indirection: st.Indir, Rule: rule, Symmetric: sym})
+		if err != nil {
+			return fmt.Errorf("rss hash: %s: %w", f.dev, err)
+		}
+		idx, q := p.Index(h), int(p.QueueOfHash(h))
+		out.Device, out.Queues, out.TableSize, out.IndexRule, out.Index, out.Queue = f.dev, len(p.Queues()), len(st.Indir), rule.String(), &idx, &q
+	} else if f.queuesSet {
 		if f.queues < 1 {
 			return usagef("rss hash: --queues %d: need at least 1", f.queues)
 		}
@@ -169,14 +226,18 @@ func runRSSHash(g *globals, f rssHashFlags) error {
 	fmt.Fprintf(w, "input: %s\n", out.Input)
 	fmt.Fprintf(w, "hash:  %s\n", out.Hash)
 	if p != nil {
-		rule := fmt.Sprintf("hash & %d", f.size-1)
+		rule := fmt.Sprintf("hash & %d", out.TableSize-1)
 		switch out.IndexRule {
 		case "modulo":
-			rule = fmt.Sprintf("hash %% %d", f.size)
+			rule = fmt.Sprintf("hash %% %d", out.TableSize)
 		case "scale":
-			rule = fmt.Sprintf("(hash * %d) >> 32", f.size)
+			rule = fmt.Sprintf("(hash * %d) >> 32", out.TableSize)
 		}
-		fmt.Fprintf(w, "queue: %d (entry %d = %s of an equal %d-entry table over %d queues)\n", *out.Queue, *out.Index, rule, f.size, f.queues)
+		if st != nil {
+			fmt.Fprintf(w, "queue: %d (entry %d = %s of the %d-entry table of %s)\n", *out.Queue, *out.Index, rule, out.TableSize, f.dev)
+		} else {
+			fmt.Fprintf(w, "queue: %d (entry %d = %s of an equal %d-entry table over %d queues)\n", *out.Queue, *out.Index, rule, f.size, f.queues)
+		}
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/xdpio/xdpio/internal/netnstest"
 	"github.com/xdpio/xdpio/rss"
 )
 
@@ -155,5 +156,44 @@ func TestRSSHashUsage(t *testing.T) {
 	out, _, err := runRSSHashCLI(t, "rss", "hash", "--src", "198.18.0.1", "--dst", "198.18.0.2", "--queues", "4", "--table-size", "100", "--index", "modulo")
 	if err != nil || !strings.Contains(out, "% 100") {
 		t.Errorf("modulo over 100 entries: %v\n%s", err, out)
+	}
+}
+
+// TestRSSHashDev predicts with a device's own RSS configuration. The test
+// network's veth has no RSS table: ethtool -x (the oracle) refuses it, and
+// so must rss hash --dev, with exit status 1 and ErrNotSupported.
+func TestRSSHashDev(t *testing.T) {
+	netnstest.RequireTool(t, "ethtool")
+	pair := netnstest.New(t, netnstest.Config{Queues: 4})
+	ethtoolOut, ethtoolErr := pair.A.Command(context.Background(), "ethtool", "-x", pair.A.Link).CombinedOutput()
+	_, _, err := runRSSHashCLI(t, "--netns", pair.A.NS, "rss", "hash", "--dev", pair.A.Link,
+		"--src", pair.B.IPv4.String(), "--dst", pair.A.IPv4.String(), "--sport", "40000", "--dport", "5201")
+	var ue *usageError
+	if errors.As(err, &ue) {
+		t.Fatalf("--dev on a device: usage error %v", err)
+	}
+	t.Logf("ethtool -x: %v\n%s\nrss hash --dev: %v", ethtoolErr, ethtoolOut, err)
+	if ethtoolErr != nil || strings.Contains(string(ethtoolOut), "not supported") {
+		if !errors.Is(err, rss.ErrNotSupported) {
+			t.Fatalf("ethtool -x fails (%v: %s), rss hash --dev: %v; want ErrNotSupported", ethtoolErr, ethtoolOut, err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("ethtool -x works:\n%s\nrss hash --dev: %v", ethtoolOut, err)
+	}
+}
+
+func TestRSSHashDevUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"--dev", "x0", "--queues", "4"},
+		{"--dev", "x0", "--table-size", "64"},
+		{"--context", "1"},
+	} {
+		_, _, err := runRSSHashCLI(t, append([]string{"rss", "hash", "--src", "198.18.0.1", "--dst", "198.18.0.2"}, args...)...)
+		var ue *usageError
+		if !errors.As(err, &ue) {
+			t.Errorf("%v: error %v, want a usage error", args, err)
+		}
 	}
 }
