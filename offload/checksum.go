@@ -9,9 +9,14 @@ import (
 // initial, folded but not complemented. An odd trailing byte is padded with a
 // zero byte on the right. To checksum a message that is split over several
 // slices, pass the result of one call as initial to the next; every slice but
-// the last must then have even length (or use Combine with SwapOdd).
+// the last must then have even length. (A part that starts at an odd offset
+// of the message contributes its sum with the bytes swapped:
+// bits.ReverseBytes16(Checksum(part, 0)), added with Combine — RFC 1071
+// section 1.2(B).)
 //
-// The value written into a header is ^Checksum(...).
+// The value written into a header is ^Checksum(...). On amd64 CPUs with AVX2
+// inputs from a few hundred bytes on are summed with vector instructions;
+// build with the purego tag to use the portable code everywhere.
 func Checksum(b []byte, initial uint16) uint16 {
 	return checksum(b, initial)
 }

@@ -348,3 +348,22 @@ func BenchmarkChecksumPaired(b *testing.B) {
 }
 
 var sink uint16
+
+// TestChecksumOddSplit checks the rule the Checksum documentation gives for
+// a part at an odd offset: its sum enters byte-swapped.
+func TestChecksumOddSplit(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 18))
+	b := make([]byte, 2001)
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	want := Checksum(b, 0)
+	for i := 0; i < 200; i++ {
+		cut := 2*rng.IntN(len(b)/2) + 1
+		swapped := Checksum(b[cut:], 0)
+		swapped = swapped<<8 | swapped>>8
+		if got := Combine(Checksum(b[:cut], 0), swapped); got != want {
+			t.Fatalf("odd split at %d: %#04x, want %#04x", cut, got, want)
+		}
+	}
+}
