@@ -286,6 +286,30 @@ func TestPcapSegmentJSONAndErrors(t *testing.T) {
 			t.Errorf("xdpio %s: err %v, usage error %v, want usage %v", strings.Join(c.args, " "), err, errors.As(err, &ue), c.usage)
 		}
 	}
+	// A super-packet the snap length cut is written unchanged and counted.
+	trunc := filepath.Join(dir, "trunc.pcap")
+	tf, err := os.Create(trunc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw := pcapgo.NewWriter(tf)
+	tw.WriteFileHeader(200, layers.LinkTypeEthernet)
+	tw.WritePacket(gopacket.CaptureInfo{Timestamp: time.Unix(5, 0), CaptureLength: 200, Length: len(frames[0])}, frames[0][:200])
+	tf.Close()
+	stdout, _, err = segRun(t, "--json", "pcap", "segment", "--mss", "1000", trunc, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum = segmentSummary{}
+	if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
+		t.Fatal(err)
+	}
+	if want := (segmentSummary{Packets: 1, Truncated: 1, Written: 1}); sum != want {
+		t.Errorf("truncated capture: summary %+v, want %+v", sum, want)
+	}
+	if got, _, _ := segReadCapture(t, out); len(got) != 1 || !bytes.Equal(got[0], frames[0][:200]) {
+		t.Errorf("truncated packet not written unchanged")
+	}
 	// A capture that is not a capture.
 	junk := filepath.Join(dir, "junk")
 	os.WriteFile(junk, []byte("this is not a capture file at all"), 0o644)
