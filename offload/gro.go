@@ -3,8 +3,13 @@ package offload
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 )
+
+// ErrInvalidOptions is wrapped by NewGRO's error for an out-of-range
+// option; the message names the field and its allowed range.
+var ErrInvalidOptions = errors.New("invalid options")
 
 // GROOptions configures a GRO table. The zero value gives Linux's defaults.
 type GROOptions struct {
@@ -60,8 +65,10 @@ type GROOptions struct {
 // frames are consumed makes steady-state operation allocation-free. GRO
 // never keeps a reference to an input frame.
 //
-// A GRO is not safe for concurrent use; use one per queue, like the
-// kernel's per-NAPI table.
+// Call Flush at the end of every receive batch, as NAPI flushes GRO at the
+// end of a poll, so that a held packet never waits for traffic that may
+// not come. A GRO is not safe for concurrent use; use one per queue, like
+// the kernel's per-NAPI table.
 type GRO struct {
 	opts    GROOptions
 	slots   []groSlot
@@ -91,13 +98,13 @@ func NewGRO(opts GROOptions) (*GRO, error) {
 		opts.MaxSize = 65535
 	}
 	if opts.MaxSize < 68 || opts.MaxSize > 65535 {
-		return nil, fmt.Errorf("new GRO: invalid MaxSize %d: must be between 68 and 65535", opts.MaxSize)
+		return nil, fmt.Errorf("new GRO: %w: MaxSize %d: must be between 68 and 65535", ErrInvalidOptions, opts.MaxSize)
 	}
 	if opts.MaxFlows == 0 {
 		opts.MaxFlows = 8
 	}
 	if opts.MaxFlows < 1 || opts.MaxFlows > 1024 {
-		return nil, fmt.Errorf("new GRO: invalid MaxFlows %d: must be between 1 and 1024", opts.MaxFlows)
+		return nil, fmt.Errorf("new GRO: %w: MaxFlows %d: must be between 1 and 1024", ErrInvalidOptions, opts.MaxFlows)
 	}
 	return &GRO{
 		opts:    opts,

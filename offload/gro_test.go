@@ -3,6 +3,7 @@ package offload
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"testing"
 )
 
@@ -264,8 +265,8 @@ func TestGROPartialChecksum(t *testing.T) {
 
 func TestNewGROErrors(t *testing.T) {
 	for _, o := range []GROOptions{{MaxSize: 10}, {MaxSize: 70000}, {MaxFlows: -1}, {MaxFlows: 5000}} {
-		if _, err := NewGRO(o); err == nil {
-			t.Errorf("NewGRO(%+v) succeeded", o)
+		if _, err := NewGRO(o); !errors.Is(err, ErrInvalidOptions) {
+			t.Errorf("NewGRO(%+v): %v, want ErrInvalidOptions", o, err)
 		}
 	}
 }
