@@ -51,10 +51,13 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:])
 	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		return // -h: the flag package printed the usage
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "xskbench:", err)
 		var ue usageError
-		if errors.As(err, &ue) || errors.Is(err, flag.ErrHelp) {
+		if errors.As(err, &ue) {
 			os.Exit(2)
 		}
 		os.Exit(1)
