@@ -123,6 +123,20 @@ func TestSegmentOutputStyles(t *testing.T) {
 	}); a != 0 {
 		t.Errorf("Segment reusing dst: %v allocs per call, want 0", a)
 	}
+	pool2 := make([][]byte, n)
+	for i := range pool2 {
+		pool2[i] = make([]byte, 2048)
+	}
+	if a := testing.AllocsPerRun(20, func() {
+		k := 0
+		SegmentFunc(in, opts, func(size int) []byte {
+			b := pool2[k][:size]
+			k++
+			return b
+		})
+	}); a != 0 {
+		t.Errorf("SegmentFunc from a pool: %v allocs per call, want 0", a)
+	}
 	// Too few or too short buffers.
 	if _, err := SegmentInto(bufs[:3], in, opts); !errors.Is(err, ErrDestTooSmall) {
 		t.Errorf("SegmentInto with 3 buffers: %v, want ErrDestTooSmall", err)
