@@ -87,6 +87,20 @@ func (r *rig) linkDrops() uint64 {
 	return l.Attrs().Statistics.TxDropped
 }
 
+// syscalls returns the RX wake-up syscalls the sockets made (recvfrom when
+// the kernel asked for a wake-up).
+func (r *rig) syscalls() uint64 {
+	var total uint64
+	for _, s := range r.dev.Sockets() {
+		st, err := s.Stats()
+		if err != nil {
+			r.t.Fatalf("socket stats: %v", err)
+		}
+		total += st.Wakeups
+	}
+	return total
+}
+
 func (r *rig) xskDrops() uint64 {
 	var total uint64
 	for _, s := range r.dev.Sockets() {
@@ -112,6 +126,8 @@ type rxRun struct {
 	delays    []int64       // sender timestamp to delivery, ns
 	stats     []coalesce.RxStats
 	runs      []string // per round: CPU per packet and achieved rate
+
+	rxSyscalls uint64 // the sockets' RX wake-up syscalls (need_wakeup)
 }
 
 func (x *rxRun) cpuPerPkt() time.Duration { return x.procCPU / time.Duration(max(x.received, 1)) }
@@ -146,7 +162,7 @@ func (x *rxRun) sum() (batches, frames, wakeups uint64, profiles string) {
 func (r *rig) runRx(name string, p coalesce.Params, rate float64, dur time.Duration) *rxRun {
 	t := r.t
 	x := &rxRun{name: name, rate: rate}
-	xd0, ld0 := r.xskDrops(), r.linkDrops()
+	xd0, ld0, sw0 := r.xskDrops(), r.linkDrops(), r.syscalls()
 	expect := int(rate * dur.Seconds())
 	seen := make([]uint64, expect/64+64)
 	var got, dups atomic.Uint64
@@ -172,6 +188,7 @@ func (r *rig) runRx(name string, p coalesce.Params, rate float64, dur time.Durat
 				return
 			}
 			defer unlock()
+			boost()
 			rcv, err := coalesce.NewReceiver(s, p, coalesce.Options{IdleWait: 10 * time.Millisecond})
 			if err != nil {
 				ready <- struct{}{}
@@ -259,6 +276,7 @@ func (r *rig) runRx(name string, p coalesce.Params, rate float64, dur time.Durat
 	x.received, x.dups = got.Load(), dups.Load()
 	x.runs = []string{fmt.Sprintf("%v@%.0fk", x.cpuPerPkt(), float64(x.sent.Sent)/x.sent.Elapsed.Seconds()/1e3)}
 	x.xskDrops, x.linkDrops = r.xskDrops()-xd0, r.linkDrops()-ld0
+	x.rxSyscalls = r.syscalls() - sw0
 	slices.Sort(x.delays)
 	return x
 }
@@ -275,6 +293,7 @@ func (x *rxRun) merge(y *rxRun) *rxRun {
 	x.dups += y.dups
 	x.xskDrops += y.xskDrops
 	x.linkDrops += y.linkDrops
+	x.rxSyscalls += y.rxSyscalls
 	x.procCPU += y.procCPU
 	x.thrCPU += y.thrCPU
 	x.delays = append(x.delays, y.delays...)
@@ -334,6 +353,7 @@ func (r *rig) runTx(name string, p coalesce.TxParams, rate float64, dur time.Dur
 			return
 		}
 		defer unlock()
+		boost()
 		tx, err := coalesce.NewTransmitter(s, p, coalesce.Options{})
 		if err != nil {
 			done <- err
@@ -468,16 +488,16 @@ func TestCoalesceBenchmark(t *testing.T) {
 		fmt.Fprintf(&sb, "load average at the end: %s", la)
 	}
 	fmt.Fprintf(&sb, "RX: kernel UDP sender (8 flows, sendmmsg) → veth (2 queues, XDP copy mode) → 2 AF_XDP sockets, %v per setting\n", dur)
-	fmt.Fprintf(&sb, "%-8s %-17s %9s %9s %6s %7s %10s %10s %6s %6s %8s %8s %8s %s\n",
-		"rate", "setting", "sent/s", "received", "lost", "drops", "cpu/pkt", "thr/pkt", "ratio", "fr/b", "p50", "p99", "max", "profile")
+	fmt.Fprintf(&sb, "%-8s %-17s %9s %9s %6s %7s %10s %10s %6s %6s %6s %8s %8s %8s %s\n",
+		"rate", "setting", "sent/s", "received", "lost", "drops", "cpu/pkt", "thr/pkt", "ratio", "fr/b", "wk/b", "p50", "p99", "max", "profile")
 	for _, row := range rx {
 		base := row[0].cpuPerPkt()
 		for _, x := range row {
-			batches, frames, _, prof := x.sum()
-			fmt.Fprintf(&sb, "%-8s %-17s %9.0f %9d %6d %7d %10v %10v %6.2f %6.1f %8v %8v %8v %s\n",
+			batches, frames, wakeups, prof := x.sum()
+			fmt.Fprintf(&sb, "%-8s %-17s %9.0f %9d %6d %7d %10v %10v %6.2f %6.1f %6.2f %8v %8v %8v %s\n",
 				fmt.Sprintf("%.0fk", x.rate/1e3), x.name, float64(x.sent.Sent)/x.sent.Elapsed.Seconds(), x.received,
 				int64(x.sent.Sent)-int64(x.received), x.xskDrops+x.linkDrops, x.cpuPerPkt(), x.thrPerPkt(),
-				float64(x.cpuPerPkt())/float64(base), float64(frames)/float64(max(batches, 1)),
+				float64(x.cpuPerPkt())/float64(base), float64(frames)/float64(max(batches, 1)), float64(wakeups)/float64(max(batches, 1)),
 				x.quantile(0.5).Round(time.Microsecond), x.quantile(0.99).Round(time.Microsecond),
 				time.Duration(x.delays[len(x.delays)-1]).Round(time.Microsecond), prof)
 		}
@@ -489,10 +509,11 @@ func TestCoalesceBenchmark(t *testing.T) {
 			float64(x.sent)/float64(max(x.kicks, 1)), x.cpu/time.Duration(max(x.sent, 1)),
 			float64(x.cpu/time.Duration(max(x.sent, 1)))/float64(tx[0].cpu/time.Duration(max(tx[0].sent, 1))), x.p99)
 	}
-	fmt.Fprintf(&sb, "per round (cpu/pkt@achieved rate):\n")
+	fmt.Fprintf(&sb, "per round (cpu/pkt@achieved rate), and socket RX wake-up syscalls per batch:\n")
 	for _, row := range rx {
 		for _, x := range row {
-			fmt.Fprintf(&sb, "  %.0fk %-17s %v\n", x.rate/1e3, x.name, x.runs)
+			b, _, _, _ := x.sum()
+			fmt.Fprintf(&sb, "  %.0fk %-17s %v %.2f\n", x.rate/1e3, x.name, x.runs, float64(x.rxSyscalls)/float64(max(b, 1)))
 		}
 	}
 	t.Logf("\n%s", sb.String())
