@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -26,6 +27,13 @@ type DispatchOptions struct {
 	// Symmetric transforms the flow before hashing. SymmetricXOR sends
 	// both directions of a connection to the same worker.
 	Symmetric Symmetric
+	// Indirection, if set, maps hashes to workers like an RSS indirection
+	// table maps them to queues: a frame goes to worker
+	// Indirection[(hash * len(Indirection)) >> 32]. Every entry must be
+	// below Workers. Weights(size, w...) gives workers unequal shares (a
+	// worker that also does other work can take fewer flows). Without it,
+	// each worker gets an equal share.
+	Indirection []uint32
 	// Drop makes Dispatch drop (and count) a frame whose worker queue is
 	// full instead of waiting for room (backpressure, the default).
 	Drop bool
@@ -54,8 +62,9 @@ var ErrDispatchOptions = errors.New("invalid dispatch options")
 // than cores (what RPS does in the kernel). Each worker has a bounded queue;
 // every frame is accounted for in Stats.
 //
-// A frame goes to worker (hash * Workers) >> 32, where hash is the Toeplitz
-// hash of its flow key (see ParseFlowKey). That takes the hash's high bits,
+// A frame goes to worker (hash * Workers) >> 32 (or through the
+// Indirection option), where hash is the Toeplitz hash of its flow key
+// (see ParseFlowKey). That takes the hash's high bits,
 // while RSS hardware picks the queue by its low bits, so behind one RX
 // queue of an RSS device (same key) the flows still spread evenly. Frames without an IP header go
 // by a hash of their MAC addresses; frames too short or inconsistent to
@@ -71,6 +80,7 @@ type Dispatcher struct {
 	handler Handler
 	batch   int
 	workers []*dworker
+	indir   []uint32 // empty: worker = (hash * workers) >> 32
 
 	mu     sync.Mutex // held by Dispatch and Close
 	cur    []*frameBatch
@@ -121,11 +131,20 @@ func NewDispatcher(o DispatchOptions, h Handler) (*Dispatcher, error) {
 	case !o.Symmetric.valid():
 		return nil, fmt.Errorf("%s: Symmetric %v: %w", op, o.Symmetric, ErrSymmetricInvalid)
 	}
+	if len(o.Indirection) > MaxTableSize {
+		return nil, fmt.Errorf("%s: Indirection of %d entries: at most %d: %w", op, len(o.Indirection), MaxTableSize, ErrDispatchOptions)
+	}
+	for i, w := range o.Indirection {
+		if w >= uint32(o.Workers) {
+			return nil, fmt.Errorf("%s: Indirection[%d] = %d: only %d workers: %w", op, i, w, o.Workers, ErrDispatchOptions)
+		}
+	}
 	t, err := NewToeplitz(o.Key)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	d := &Dispatcher{
+		indir: slices.Clone(o.Indirection),
 		t: t, sym: o.Symmetric, drop: o.Drop, onDrop: o.OnDrop, handler: h,
 		batch: o.BatchSize, quit: make(chan struct{}),
 		workers: make([]*dworker, o.Workers), cur: make([]*frameBatch, o.Workers),
@@ -173,7 +192,7 @@ const (
 
 func (d *Dispatcher) pick(frame []byte) (int, int) {
 	if h, ok := d.fastHash(frame); ok {
-		return int(uint64(h) * uint64(len(d.workers)) >> 32), classPorts
+		return d.workerOf(h), classPorts
 	}
 	fi, err := parseFlow(frame)
 	var h uint32
@@ -191,7 +210,15 @@ func (d *Dispatcher) pick(frame []byte) (int, int) {
 	default:
 		return 0, classMalformed
 	}
-	return int(uint64(h) * uint64(len(d.workers)) >> 32), class
+	return d.workerOf(h), class
+}
+
+// workerOf maps a hash to a worker, by the high bits of the hash.
+func (d *Dispatcher) workerOf(h uint32) int {
+	if len(d.indir) > 0 {
+		return int(d.indir[uint64(h)*uint64(len(d.indir))>>32])
+	}
+	return int(uint64(h) * uint64(len(d.workers)) >> 32)
 }
 
 // fastHash hashes the most common frame, untagged IPv4 without options

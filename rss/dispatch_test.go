@@ -460,3 +460,42 @@ func TestDispatchBehindRSSQueue(t *testing.T) {
 		}
 	}
 }
+
+// TestDispatchIndirection gives worker 0 three times the share of worker 1
+// with a weighted table, and checks Worker against the table.
+func TestDispatchIndirection(t *testing.T) {
+	tab, err := Weights(128, 3, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := NewDispatcher(DispatchOptions{Workers: 2, Indirection: tab}, func(int, [][]byte) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	h := newT(t, nil)
+	var per [2]int
+	for _, fr := range flowFrames(t, 4000, 1) {
+		hash, err := h.HashFrame(fr, SymmetricNone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := d.Worker(fr)
+		if want := int(tab[uint64(hash)*128>>32]); w != want {
+			t.Fatalf("Worker = %d, the table says %d", w, want)
+		}
+		per[w]++
+	}
+	if per[0] < 2700 || per[0] > 3300 { // 3000 expected
+		t.Errorf("weights 3:1 over 4000 flows gave %v", per)
+	}
+	if _, err := NewDispatcher(DispatchOptions{Workers: 2, Indirection: []uint32{0, 2}}, func(int, [][]byte) {}); !errors.Is(err, ErrDispatchOptions) {
+		t.Errorf("entry past the workers: error = %v", err)
+	}
+	d2, err := NewDispatcher(DispatchOptions{Workers: 2, Indirection: []uint32{}}, func(int, [][]byte) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2.Worker(flowFrames(t, 1, 1)[0]) // an empty table means none
+	d2.Close()
+}
