@@ -5,7 +5,7 @@
 // kernel UDP sockets (recvmmsg), on a veth pair with several queues in two
 // network namespaces it creates and removes itself. Run it as root:
 //
-//	go run ./bench/xskbench [-queues 4] [-sizes 64,1514] [-rounds 5] [-window 800ms] [-json]
+//	go run ./bench/xskbench [-queues 4] [-sizes 64,1514] [-rounds 4] [-window 800ms] [-json]
 //
 // rxdrop: an XDP live-frames generator (internal/trafficgen) in namespace
 // A sends UDP frames out of veth-a; every receiver takes them on veth-b
@@ -69,7 +69,7 @@ func run(ctx context.Context, args []string) (err error) {
 	o := Options{}
 	fs.IntVar(&o.Queues, "queues", 4, "queues of each veth end (one socket per queue)")
 	sizes := fs.String("sizes", "64,1514", "comma-separated frame sizes in bytes (without FCS)")
-	fs.IntVar(&o.Rounds, "rounds", 5, "rounds; the report gives medians")
+	fs.IntVar(&o.Rounds, "rounds", 4, "rounds; the report gives medians")
 	fs.DurationVar(&o.Window, "window", 800*time.Millisecond, "measurement window per backend and round")
 	fs.DurationVar(&o.Warmup, "warmup", 200*time.Millisecond, "warm-up before each window")
 	fs.IntVar(&o.Batch, "batch", 64, "receive/transmit batch of every backend")
