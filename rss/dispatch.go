@@ -145,7 +145,7 @@ func NewDispatcher(o DispatchOptions, h Handler) (*Dispatcher, error) {
 	}
 	d := &Dispatcher{
 		indir: slices.Clone(o.Indirection),
-		t: t, sym: o.Symmetric, drop: o.Drop, onDrop: o.OnDrop, handler: h,
+		t:     t, sym: o.Symmetric, drop: o.Drop, onDrop: o.OnDrop, handler: h,
 		batch: o.BatchSize, quit: make(chan struct{}),
 		workers: make([]*dworker, o.Workers), cur: make([]*frameBatch, o.Workers),
 	}
