@@ -144,10 +144,16 @@ func NewDispatcher(o DispatchOptions, h Handler) (*Dispatcher, error) {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	d := &Dispatcher{
-		indir: slices.Clone(o.Indirection),
-		t:     t, sym: o.Symmetric, drop: o.Drop, onDrop: o.OnDrop, handler: h,
-		batch: o.BatchSize, quit: make(chan struct{}),
-		workers: make([]*dworker, o.Workers), cur: make([]*frameBatch, o.Workers),
+		t:       t,
+		sym:     o.Symmetric,
+		drop:    o.Drop,
+		onDrop:  o.OnDrop,
+		handler: h,
+		batch:   o.BatchSize,
+		indir:   slices.Clone(o.Indirection),
+		quit:    make(chan struct{}),
+		workers: make([]*dworker, o.Workers),
+		cur:     make([]*frameBatch, o.Workers),
 	}
 	nbuf := (o.QueueLen + o.BatchSize - 1) / o.BatchSize
 	for i := range d.workers {
