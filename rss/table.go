@@ -9,6 +9,38 @@ import (
 	"github.com/xdpio/xdpio/internal/ethtool"
 )
 
+// FlowType is a traffic class of TableState.FlowHash ("tcp4", "udp6", …;
+// the kernel's ETHTOOL_A_FLOW_* numbers).
+type FlowType = ethtool.FlowType
+
+// HashFields is the set of header fields a flow type's hash covers (the
+// kernel's RXH_* bits); String lists them ("ip-src,ip-dst,l4-src,l4-dst").
+type HashFields = ethtool.HashFields
+
+// The flow types and hash fields most users need; ParseFlowType and
+// ParseHashFields reach all of them by name.
+const (
+	FlowIP4  = ethtool.FlowIP4
+	FlowIP6  = ethtool.FlowIP6
+	FlowTCP4 = ethtool.FlowTCP4
+	FlowTCP6 = ethtool.FlowTCP6
+	FlowUDP4 = ethtool.FlowUDP4
+	FlowUDP6 = ethtool.FlowUDP6
+
+	HashIPSrc = ethtool.HashIPSrc // source address
+	HashIPDst = ethtool.HashIPDst // destination address
+	HashL4Src = ethtool.HashL4Src // source port
+	HashL4Dst = ethtool.HashL4Dst // destination port
+)
+
+// ParseFlowType maps a kernel flow type name ("tcp4", "udp6", "ah-esp4",
+// …) to its FlowType.
+func ParseFlowType(s string) (FlowType, bool) { return ethtool.ParseFlowType(s) }
+
+// ParseHashFields parses a comma-separated list of field names as
+// HashFields.String prints them ("ip-src,ip-dst,l4-src,l4-dst"; "none").
+func ParseHashFields(s string) (HashFields, bool) { return ethtool.ParseHashFields(s) }
+
 // TableState is a device's RSS configuration for one context, as
 // `ethtool -x` shows it.
 type TableState struct {
@@ -26,6 +58,11 @@ type TableState struct {
 	HFuncs []string
 	// InputXfrm is the input transformation (symmetric hashing).
 	InputXfrm Symmetric
+	// FlowHash says which header fields the hash covers for each flow
+	// type (Linux 6.17 and later; nil when not reported). A flow type
+	// without HashL4Src|HashL4Dst hashes addresses only: every flow
+	// between two hosts lands on one queue.
+	FlowHash map[FlowType]HashFields
 }
 
 // TableConfig selects what SetTable changes. Zero-valued fields keep
@@ -44,6 +81,9 @@ type TableConfig struct {
 	HFunc string
 	// InputXfrm sets the input transformation; nil keeps it.
 	InputXfrm *Symmetric
+	// FlowHash sets the hashed header fields of the flow types it names
+	// (like `ethtool -N DEV rx-flow-hash tcp4 sdfn`); others keep theirs.
+	FlowHash map[FlowType]HashFields
 }
 
 // Table returns dev's RSS configuration for the default context
@@ -74,6 +114,7 @@ func tableState(r ethtool.RSS, names []string) TableState {
 		Key:       r.Key,
 		HFuncs:    names,
 		InputXfrm: Symmetric(r.InputXfrm),
+		FlowHash:  r.FlowHash,
 	}
 	if r.HFunc != 0 {
 		i := bits.TrailingZeros32(r.HFunc)
@@ -221,7 +262,7 @@ func DeleteContext(dev Device, ctx uint32) error {
 // rssConfig turns a TableConfig into the client's form, resolving the
 // hash function name with the kernel's string set.
 func rssConfig(c *ethtool.Client, cfg TableConfig) (ethtool.RSSConfig, error) {
-	rc := ethtool.RSSConfig{Context: cfg.Context, Indir: cfg.Indir, Key: cfg.Key}
+	rc := ethtool.RSSConfig{Context: cfg.Context, Indir: cfg.Indir, Key: cfg.Key, FlowHash: cfg.FlowHash}
 	if cfg.HFunc != "" {
 		names, err := c.RSSHashFuncs()
 		if err != nil {

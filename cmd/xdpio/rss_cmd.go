@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -37,11 +38,12 @@ func newRSSCmd(g *globals) *cobra.Command {
 
 // rssJSON is the --json form of a device's RSS configuration.
 type rssJSON struct {
-	Context   uint32   `json:"context"`
-	Indir     []uint32 `json:"indirection_table"`
-	Key       string   `json:"hash_key"`
-	HFunc     string   `json:"hash_function"`
-	InputXfrm string   `json:"input_transformation"`
+	Context   uint32              `json:"context"`
+	Indir     []uint32            `json:"indirection_table"`
+	Key       string              `json:"hash_key"`
+	HFunc     string              `json:"hash_function"`
+	InputXfrm string              `json:"input_transformation"`
+	FlowHash  map[string][]string `json:"flow_hash,omitempty"`
 }
 
 func toRSSJSON(t rss.TableState) rssJSON {
@@ -49,7 +51,14 @@ func toRSSJSON(t rss.TableState) rssJSON {
 	if indir == nil {
 		indir = []uint32{}
 	}
-	return rssJSON{t.Context, indir, colonHex(t.Key), t.HFunc, t.InputXfrm.String()}
+	j := rssJSON{t.Context, indir, colonHex(t.Key), t.HFunc, t.InputXfrm.String(), nil}
+	if t.FlowHash != nil {
+		j.FlowHash = map[string][]string{}
+		for f, h := range t.FlowHash {
+			j.FlowHash[f.String()] = h.Names()
+		}
+	}
+	return j
 }
 
 // colonHex prints a key the way ethtool -x does: "6d:5a:…".
@@ -95,6 +104,28 @@ func printRSS(w io.Writer, dev string, t rss.TableState) {
 	fmt.Fprintln(w, "RSS input transformation:")
 	fmt.Fprintf(w, "    symmetric-xor: %s\n", onOff(t.InputXfrm&rss.SymmetricXOR != 0))
 	fmt.Fprintf(w, "    symmetric-or-xor: %s\n", onOff(t.InputXfrm&rss.SymmetricOrXOR != 0))
+	if t.FlowHash != nil {
+		fmt.Fprintln(w, "RSS hash fields by flow type:")
+		flows := make([]int, 0, len(t.FlowHash))
+		for f := range t.FlowHash {
+			flows = append(flows, int(f))
+		}
+		sort.Ints(flows)
+		none := 0
+		for _, f := range flows {
+			if h := t.FlowHash[rss.FlowType(f)]; h != 0 {
+				fmt.Fprintf(w, "    %s: %s\n", rss.FlowType(f), h)
+			} else {
+				none++
+			}
+		}
+		switch {
+		case none == len(flows):
+			fmt.Fprintf(w, "    none (all %d flow types)\n", none)
+		case none > 0:
+			fmt.Fprintf(w, "    (%d other flow types: none)\n", none)
+		}
+	}
 }
 
 func newRSSShowCmd(g *globals) *cobra.Command {
@@ -163,6 +194,7 @@ func newRSSSetCmd(g *globals) *cobra.Command {
 		ctx        uint32
 		reset      bool
 		dry        bool
+		flowHash   []string
 	)
 	c := &cobra.Command{
 		Use:   "set DEV [--equal N | --weights W0,W1,… | --default] [--key HEX] [--hfunc NAME] [--xfrm none|symmetric-xor|symmetric-or-xor]",
@@ -207,10 +239,22 @@ func newRSSSetCmd(g *globals) *cobra.Command {
 				}
 				cfg.InputXfrm = &x
 			}
+			for _, fh := range flowHash {
+				name, fields, ok := strings.Cut(fh, "=")
+				ft, okT := rss.ParseFlowType(name)
+				h, okF := rss.ParseHashFields(fields)
+				if !ok || !okT || !okF {
+					return usagef("rss set: --flow-hash %q: want TYPE=FIELD,… (e.g. udp4=ip-src,ip-dst,l4-src,l4-dst)", fh)
+				}
+				if cfg.FlowHash == nil {
+					cfg.FlowHash = map[rss.FlowType]rss.HashFields{}
+				}
+				cfg.FlowHash[ft] = h
+			}
 			if reset {
 				cfg.Indir = []uint32{}
 			}
-			if n == 0 && cfg.Key == nil && cfg.HFunc == "" && cfg.InputXfrm == nil {
+			if n == 0 && cfg.Key == nil && cfg.HFunc == "" && cfg.InputXfrm == nil && cfg.FlowHash == nil {
 				return usagef("rss set: nothing to set\n%s", cmd.UsageString())
 			}
 			dev := devArg(args[0])
@@ -247,6 +291,15 @@ func newRSSSetCmd(g *globals) *cobra.Command {
 					if cfg.InputXfrm != nil {
 						after.InputXfrm = *cfg.InputXfrm
 					}
+					if cfg.FlowHash != nil {
+						after.FlowHash = map[rss.FlowType]rss.HashFields{}
+						for f, h := range before.FlowHash {
+							after.FlowHash[f] = h
+						}
+						for f, h := range cfg.FlowHash {
+							after.FlowHash[f] = h
+						}
+					}
 					return nil
 				}
 				if err = rss.SetTable(dev, cfg); err != nil {
@@ -266,6 +319,7 @@ func newRSSSetCmd(g *globals) *cobra.Command {
 				{"hkey", colonHex(before.Key), colonHex(after.Key)},
 				{"hfunc", before.HFunc, after.HFunc},
 				{"xfrm", before.InputXfrm, after.InputXfrm},
+				{"flow-hash", flowHashText(before.FlowHash), flowHashText(after.FlowHash)},
 			})
 			return nil
 		},
@@ -278,5 +332,25 @@ func newRSSSetCmd(g *globals) *cobra.Command {
 	c.Flags().StringVar(&xfrm, "xfrm", "", "input transformation: none, symmetric-xor, symmetric-or-xor")
 	c.Flags().Uint32Var(&ctx, "context", 0, "RSS context (0: the default one)")
 	c.Flags().BoolVar(&dry, "dry-run", false, "show what would change without changing it")
+	c.Flags().StringArrayVar(&flowHash, "flow-hash", nil, "hashed fields of a flow type, TYPE=FIELD,… (ip-src, ip-dst, l4-src, l4-dst, l3-proto, vlan, l2-da; none); repeatable")
 	return c
+}
+
+// flowHashText prints the non-empty flow-hash settings compactly.
+func flowHashText(m map[rss.FlowType]rss.HashFields) string {
+	var flows []int
+	for f, h := range m {
+		if h != 0 {
+			flows = append(flows, int(f))
+		}
+	}
+	sort.Ints(flows)
+	parts := make([]string, len(flows))
+	for i, f := range flows {
+		parts[i] = rss.FlowType(f).String() + "=" + m[rss.FlowType(f)].String()
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, " ")
 }

@@ -452,7 +452,8 @@ func TestEncodingOracleKernelPolicy(t *testing.T) {
 			TCPDataSplit: &tds, CQESize: u32p(1), TXPush: boolp(true), RXPush: boolp(true), TXPushBufLen: u32p(1), HDSThresh: u32p(1)})},
 		{cmd: unix.ETHTOOL_MSG_COALESCE_SET, dev: dev, encode: encodeCoalesce(allCo)},
 		{cmd: unix.ETHTOOL_MSG_FEATURES_SET, dev: dev, flags: FlagCompactBitsets, encode: encodeFeaturesSet([]string{"rx-gro"}, map[string]bool{"rx-gro": true})},
-		{cmd: msgRSSSet, dev: dev, encode: encodeRSSSet(RSSConfig{Context: 1, HFunc: &hf, Indir: []uint32{0, 1}, Key: []byte{1, 2, 3, 4}, InputXfrm: &x})},
+		{cmd: msgRSSSet, dev: dev, encode: encodeRSSSet(RSSConfig{Context: 1, HFunc: &hf, Indir: []uint32{0, 1}, Key: []byte{1, 2, 3, 4}, InputXfrm: &x,
+			FlowHash: map[FlowType]HashFields{FlowEther: HashL2DA, FlowTCP4: HashIPSrcDst | HashL4Src | HashL4Dst, FlowGTPUDL6: HashGTPTEID}})},
 		{cmd: unix.ETHTOOL_MSG_RSS_GET, dev: dev, encode: func(ae *netlink.AttributeEncoder) { ae.Uint32(aRSSContext, 1) }},
 		{cmd: msgRSSCreateAct, dev: dev, encode: encodeRSSSet(RSSConfig{Context: 2, HFunc: &hf, Indir: []uint32{0, 1}, Key: []byte{1, 2, 3, 4}, InputXfrm: &x})},
 		{cmd: msgRSSDeleteAct, dev: dev, encode: func(ae *netlink.AttributeEncoder) { ae.Uint32(aRSSContext, 2) }},
@@ -734,4 +735,50 @@ func TestRSSContextsDump(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// rxFlowHashLines maps the lines `ethtool -n DEV rx-flow-hash T` prints
+// to hash field bits.
+var rxFlowHashLines = map[string]HashFields{
+	"L2DA": HashL2DA, "VLAN tag": HashVLAN, "L3 proto": HashL3Proto, "IP SA": HashIPSrc, "IP DA": HashIPDst,
+	"L4 bytes 0 & 1 [TCP/UDP src port]": HashL4Src, "L4 bytes 2 & 3 [TCP/UDP dst port]": HashL4Dst,
+}
+
+// TestFlowHashEth0 compares eth0's per-flow-type hash fields (RSS_GET's
+// FLOW_HASH) with `ethtool -n eth0 rx-flow-hash T` (the ioctl), read-only.
+func TestFlowHashEth0(t *testing.T) {
+	netnstest.RequireTool(t, "ethtool")
+	c, err := Dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r, err := c.RSS(Device{Name: "eth0"}, 0)
+	if err != nil || r.FlowHash == nil {
+		t.Skipf("eth0 reports no flow hash fields (%v)", err)
+	}
+	for _, ft := range []FlowType{FlowTCP4, FlowUDP4, FlowSCTP4, FlowAH4, FlowESP4, FlowTCP6, FlowUDP6, FlowSCTP6, FlowAH6, FlowESP6} {
+		out, err := exec.Command("ethtool", "-n", "eth0", "rx-flow-hash", ft.String()).CombinedOutput()
+		if err != nil {
+			t.Logf("ethtool -n eth0 rx-flow-hash %s: %v: %s", ft, err, out)
+			continue
+		}
+		var want HashFields
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		for _, l := range lines[1:] {
+			l = strings.TrimSpace(l)
+			if l == "None" || l == "" {
+				continue
+			}
+			bit, ok := rxFlowHashLines[l]
+			if !ok {
+				t.Fatalf("ethtool line %q not understood", l)
+			}
+			want |= bit
+		}
+		if got := r.FlowHash[ft]; got != want {
+			t.Errorf("eth0 %s: RSS_GET %s, ethtool -n %s", ft, got, want)
+		}
+	}
+	t.Logf("eth0 flow hash: tcp4 %s, udp4 %s", r.FlowHash[FlowTCP4], r.FlowHash[FlowUDP4])
 }

@@ -700,3 +700,47 @@ func TestRSSContextsDumpFake(t *testing.T) {
 		t.Errorf("%d requests", len(reqs))
 	}
 }
+
+func TestFlowHash(t *testing.T) {
+	cfg := RSSConfig{FlowHash: map[FlowType]HashFields{FlowTCP4: HashIPSrcDst | HashL4Src | HashL4Dst, FlowUDP6: HashIPSrcDst}}
+	b := encodeAttrs(t, encodeRSSSet(cfg))
+	m := attrMap(t, b)
+	nest := attrMap(t, m[aRSSFlowHash])
+	want := map[uint16][]byte{4: u32b(0xf0), 7: u32b(0x30)} // ETHTOOL_A_FLOW_TCP4, _UDP6; RXH_IP_SRC|DST = 0x30, L4 bytes 0x40|0x80
+	if d := cmp.Diff(want, nest); d != "" {
+		t.Errorf("FLOW_HASH nest (-want +got):\n%s", d)
+	}
+	if c := canonFirst(t, b); !strings.HasPrefix(c, "8{") {
+		t.Errorf("FLOW_HASH not sent as a nest: %s", c)
+	}
+	r, err := decodeRSS(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(cfg.FlowHash, r.FlowHash); d != "" {
+		t.Errorf("round trip (-sent +decoded):\n%s", d)
+	}
+	for h, s := range map[HashFields]string{0: "none", HashIPSrcDst: "ip-src,ip-dst", HashL4Dst | HashDiscard: "l4-dst,discard", 1: "bit-0"} {
+		if got := h.String(); got != s {
+			t.Errorf("HashFields(%#x) = %q, want %q", uint32(h), got, s)
+		}
+		if back, ok := ParseHashFields(s); h != 1 && (!ok || back != h) {
+			t.Errorf("ParseHashFields(%q) = %#x, %v", s, uint32(back), ok)
+		}
+	}
+	for f := FlowEther; f <= FlowGTPUDL6; f++ {
+		if back, ok := ParseFlowType(f.String()); !ok || back != f {
+			t.Errorf("flow type %d %q does not parse back", f, f)
+		}
+	}
+}
+
+// canonFirst returns the canonical form of the first attribute of b.
+func canonFirst(t *testing.T, b []byte) string {
+	t.Helper()
+	c, err := canonAttrs(b)
+	if err != nil || len(c) == 0 {
+		t.Fatalf("canonAttrs: %v", err)
+	}
+	return c[0]
+}

@@ -3,6 +3,7 @@
 package ethtool
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/mdlayher/genetlink"
@@ -10,7 +11,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-const ctrlAttrOp = 10 // CTRL_ATTR_OP (u32), not in x/sys
+const (
+	ctrlAttrOp     = 10 // CTRL_ATTR_OP (u32), not in x/sys
+	nlAttrTypeSint = 16 // NL_ATTR_TYPE_SINT, not in x/sys
+	nlAttrTypeUint = 17 // NL_ATTR_TYPE_UINT: 4 or 8 bytes, not in x/sys
+)
 
 // attrPolicy is the kernel's validation policy for one attribute, from
 // the generic netlink controller's policy dump (CTRL_CMD_GETPOLICY).
@@ -18,6 +23,10 @@ type attrPolicy struct {
 	typ            uint32 // NL_ATTR_TYPE_*
 	minLen, maxLen uint32 // for binary attributes, 0 when absent
 	nested         int    // policy index of a nest's attributes, -1 if none
+	// Value bounds of unsigned integers and a bit mask they must fit,
+	// when the policy has them.
+	minVal, maxVal, mask    uint64
+	hasMin, hasMax, hasMask bool
 }
 
 // kernelPolicy returns the policy the running kernel validates a "do"
@@ -67,6 +76,12 @@ func kernelPolicy(c *Client, cmd uint8) (map[int]map[uint16]attrPolicy, int, err
 											p.maxLen = d.Uint32()
 										case unix.NL_POLICY_TYPE_ATTR_POLICY_IDX:
 											p.nested = int(d.Uint32())
+										case unix.NL_POLICY_TYPE_ATTR_MIN_VALUE_U:
+											p.minVal, p.hasMin = d.Uint64(), true
+										case unix.NL_POLICY_TYPE_ATTR_MAX_VALUE_U:
+											p.maxVal, p.hasMax = d.Uint64(), true
+										case unix.NL_POLICY_TYPE_ATTR_MASK:
+											p.mask, p.hasMask = d.Uint64(), true
 										}
 									}
 									return nil
@@ -119,14 +134,45 @@ func checkAgainstPolicy(pols map[int]map[uint16]attrPolicy, idx int, b []byte, p
 			return fmt.Errorf("%s: not in the kernel's policy %d", name, idx)
 		}
 		v := ad.Bytes()
+		var num uint64
+		switch len(v) {
+		case 1:
+			num = uint64(v[0])
+		case 4:
+			num = uint64(binary.NativeEndian.Uint32(v))
+		case 8:
+			num = binary.NativeEndian.Uint64(v)
+		}
+		checkRange := func() error {
+			if p.hasMin && num < p.minVal || p.hasMax && num > p.maxVal {
+				return fmt.Errorf("%s: value %d outside %d..%d", name, num, p.minVal, p.maxVal)
+			}
+			if p.hasMask && num&^p.mask != 0 {
+				return fmt.Errorf("%s: value %#x outside mask %#x", name, num, p.mask)
+			}
+			return nil
+		}
 		switch p.typ {
 		case unix.NL_ATTR_TYPE_U8:
 			if len(v) != 1 {
 				return fmt.Errorf("%s: u8 attribute of %d bytes", name, len(v))
 			}
+			if err := checkRange(); err != nil {
+				return err
+			}
 		case unix.NL_ATTR_TYPE_U32:
 			if len(v) != 4 {
 				return fmt.Errorf("%s: u32 attribute of %d bytes", name, len(v))
+			}
+			if err := checkRange(); err != nil {
+				return err
+			}
+		case nlAttrTypeUint:
+			if len(v) != 4 && len(v) != 8 {
+				return fmt.Errorf("%s: uint attribute of %d bytes", name, len(v))
+			}
+			if err := checkRange(); err != nil {
+				return err
 			}
 		case unix.NL_ATTR_TYPE_FLAG:
 			if len(v) != 0 {

@@ -5,6 +5,7 @@ package ethtool
 import (
 	"encoding/binary"
 	"fmt"
+	"sort"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -81,6 +82,19 @@ func encodeRSSSet(cfg RSSConfig) func(*netlink.AttributeEncoder) {
 			ae.Bytes(aRSSHKey, cfg.Key)
 		}
 		putU32(ae, aRSSInputXfrm, cfg.InputXfrm)
+		if cfg.FlowHash != nil {
+			types := make([]int, 0, len(cfg.FlowHash))
+			for f := range cfg.FlowHash {
+				types = append(types, int(f))
+			}
+			sort.Ints(types)
+			ae.Nested(aRSSFlowHash, func(nae *netlink.AttributeEncoder) error {
+				for _, f := range types {
+					nae.Uint32(uint16(f), uint32(cfg.FlowHash[FlowType(f)]))
+				}
+				return nil
+			})
+		}
 	}
 }
 
@@ -110,6 +124,14 @@ func decodeRSS(b []byte) (RSS, error) {
 			r.Key = ad.Bytes()
 		case aRSSInputXfrm:
 			r.InputXfrm = ad.Uint32()
+		case aRSSFlowHash:
+			r.FlowHash = map[FlowType]HashFields{}
+			ad.Nested(func(nad *netlink.AttributeDecoder) error {
+				for nad.Next() {
+					r.FlowHash[FlowType(nad.Type())] = HashFields(nad.Uint32())
+				}
+				return nil
+			})
 		}
 	}
 	if err := ad.Err(); err != nil {

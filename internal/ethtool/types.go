@@ -235,6 +235,9 @@ type RSS struct {
 	// HFuncNames maps the device's hash-function bits to their names, from
 	// the kernel's ETH_SS_RSS_HASH_FUNCS string set.
 	HFuncNames map[uint32]string
+	// FlowHash says which header fields the hash covers for each flow
+	// type (ETHTOOL_A_RSS_FLOW_HASH, Linux 6.17); nil when not reported.
+	FlowHash map[FlowType]HashFields
 }
 
 // RSSConfig says what to change in an RSS context. Nil fields are left as
@@ -247,4 +250,7 @@ type RSSConfig struct {
 	Indir     []uint32
 	Key       []byte
 	InputXfrm *uint32
+	// FlowHash sets the hashed header fields of the given flow types
+	// (like `ethtool -N DEV rx-flow-hash tcp4 sdfn`); nil keeps them all.
+	FlowHash map[FlowType]HashFields
 }
