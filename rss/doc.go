@@ -23,7 +23,8 @@
 //     verified against Microsoft's RSS verification suite. FlowKey is its
 //     input; Symmetric selects the kernel's symmetric-xor and
 //     symmetric-or-xor input transformations, and SymmetricKey builds a
-//     key that makes the plain hash symmetric.
+//     key that makes the plain hash symmetric. HashFrame hashes an
+//     Ethernet frame in place.
 //   - Predictor tells the RX queue of a flow from a key, an indirection
 //     table and the device's IndexRule (PredictorFor takes them from
 //     Table). Its inverse, PlacePorts and Spread, finds the source (or
@@ -34,8 +35,9 @@
 //   - Dispatcher spreads frames from one source (an AF_XDP socket of a
 //     device without RSS, or with fewer queues than cores) over worker
 //     goroutines by flow hash, keeping each flow in order, with bounded
-//     queues, backpressure or counted drops, and statistics that account
-//     for every frame. ParseFlowKey is its frame parser.
+//     queues, backpressure or counted drops, an optional weighted table,
+//     and statistics that account for every frame. ParseFlowKey is its
+//     frame parser.
 //
 // The software side needs no privileges and no device.
 package rss
