@@ -25,8 +25,8 @@ func Profiles(usecs, frames int) []Profile {
 }
 
 // Adaptive moderation, in the spirit of the kernel's net_dim (lib/dim):
-// the receiver measures a sample every dimSampleBatches batches (packet
-// rate and kernel wake-ups per packet), compares it with the previous
+// the receiver measures a sample every dimSampleBatches batches and at
+// least dimSamplePeriod (packet rate and kernel wake-ups per packet), compares it with the previous
 // one, and moves one profile step. A step that made things better (more
 // packets per second, or, at the same rate, fewer wake-ups per packet) is
 // followed by another in the same direction; one that made them worse is
@@ -36,8 +36,9 @@ func Profiles(usecs, frames int) []Profile {
 // many steps without parking it rests for a while (tired).
 
 const (
-	dimSampleBatches = 64 // batches per sample
-	dimSignificant   = 10 // percent: smaller differences are noise
+	dimSampleBatches = 64                    // batches per sample, at least
+	dimSamplePeriod  = 20 * time.Millisecond // and at least this long
+	dimSignificant   = 20                    // percent: smaller differences are noise
 	dimTiredSteps    = 10 // steps without parking before resting
 	dimRestSamples   = 8  // samples to rest when tired
 )
@@ -112,7 +113,7 @@ func (m *moderator) observe(now time.Duration, frames, events uint64) bool {
 	m.batches++
 	m.frames += frames
 	m.events += events
-	if m.batches < dimSampleBatches || now <= m.start {
+	if m.batches < dimSampleBatches || now-m.start < dimSamplePeriod {
 		return false
 	}
 	s := dimSample{rate: float64(m.frames) / (now - m.start).Seconds()}

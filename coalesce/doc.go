@@ -28,7 +28,7 @@
 //
 // With Params.Adaptive, the receiver chooses its rx-usecs from the table
 // Profiles(RxUsecs, RxFrames) the way the kernel's net_dim does: every 64
-// batches it compares packet rate and wake-ups per packet with the
+// batches (and 20ms at least) it compares packet rate and wake-ups per packet with the
 // previous sample, keeps a step that helped, turns back from one that did
 // not, and parks on the best profile until the traffic changes.
 // RxStats.Profile shows its choice.
