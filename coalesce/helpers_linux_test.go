@@ -53,6 +53,16 @@ func processCPU() time.Duration {
 	return time.Duration(unix.TimevalToNsec(ru.Utime) + unix.TimevalToNsec(ru.Stime))
 }
 
+// benchNice is the nice value of the benchmark's sending and receiving
+// threads: on a machine shared with other work, they then wait less for a
+// CPU, and what is measured is the coalescing rather than the queueing.
+const benchNice = -10
+
+// boost gives the calling thread (locked to its goroutine) benchNice.
+func boost() {
+	unix.Setpriority(unix.PRIO_PROCESS, 0, benchNice)
+}
+
 const payloadMagic = 0x636f616c65736365 // "coalesce"
 
 // stamp writes the benchmark payload header: magic, sequence, send time.
@@ -95,6 +105,7 @@ func runSender(raw string) int {
 	}
 	runtime.LockOSThread()
 	unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+	boost()
 	dst := &net.UDPAddr{IP: net.ParseIP(cfg.Dst), Port: cfg.Port}
 	var pcs []*ipv4.PacketConn
 	for i := 0; i < cfg.Flows; i++ {
