@@ -103,7 +103,10 @@ func TestRunStopsAtDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if took > 2*time.Second || res.Elapsed < 300*time.Millisecond {
+	// Generous bounds: a loaded 2-CPU machine can keep a pinned thread
+	// off its CPU for a while; what matters is that the run ends by
+	// itself, long before the minute-long run below would.
+	if took > 5*time.Second || res.Elapsed < 300*time.Millisecond {
 		t.Errorf("run of 300ms took %v (elapsed %v)", took, res.Elapsed)
 	}
 	if res.Packets == 0 {
@@ -121,7 +124,7 @@ func TestRunStopsAtDeadline(t *testing.T) {
 	if _, err := g.Run(ctx, 0, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(start); took > 2*time.Second {
+	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("cancelled run took %v", took)
 	}
 }
