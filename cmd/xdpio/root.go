@@ -2,11 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/vishvananda/netns"
@@ -18,6 +18,8 @@ type globals struct {
 	netns  string // --netns NAME: run inside that network namespace
 	stdout io.Writer
 	stderr io.Writer
+
+	running bool // the command line was accepted and the command started
 }
 
 // subcommands lists the constructors of the top-level commands. Each file
@@ -42,6 +44,10 @@ func newRoot(g *globals) *cobra.Command {
 		Short:         "AF_XDP packet I/O toolkit: NIC tuning, benchmark, software offloads",
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		// Cobra validates the command line (command names, argument
+		// counts) before it runs this hook: an error before it is a usage
+		// error, one after it comes from the operation.
+		PersistentPreRun: func(*cobra.Command, []string) { g.running = true },
 	}
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print machine-readable JSON on stdout")
 	root.PersistentFlags().StringVar(&g.netns, "netns", "", "run the command inside the named network namespace")
@@ -66,22 +72,12 @@ func runWith(ctx context.Context, g *globals, args []string) error {
 	root.SetArgs(args)
 	root.SetOut(g.stdout)
 	root.SetErr(g.stderr)
-	cmd, err := root.ExecuteContextC(ctx)
-	if err != nil && cmd != nil && isArgError(err) {
+	_, err := root.ExecuteContextC(ctx)
+	var ue *usageError
+	if err != nil && !g.running && !errors.As(err, &ue) {
 		return &usageError{err}
 	}
 	return err
-}
-
-// isArgError reports whether cobra rejected the command line itself.
-func isArgError(err error) bool {
-	msg := err.Error()
-	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand", "accepts ", "requires at least", "requires at most", "invalid argument"} {
-		if strings.Contains(msg, p) {
-			return true
-		}
-	}
-	return false
 }
 
 // inNetns runs fn on a locked OS thread inside the namespace named by

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/spf13/cobra"
+)
+
+func TestUsageErrorsAreTold(t *testing.T) {
+	// A command whose operation fails with a kernel-like text that reads
+	// like a usage problem: it must still be an operation error (exit 1).
+	subcommands = append(subcommands, func(g *globals) *cobra.Command {
+		return &cobra.Command{
+			Use:  "failing-op-for-test",
+			Args: cobra.NoArgs,
+			RunE: func(*cobra.Command, []string) error { return errors.New("set channels: invalid argument") },
+		}
+	})
+	defer func() { subcommands = subcommands[:len(subcommands)-1] }()
+	for _, tc := range []struct {
+		args  []string
+		usage bool
+	}{
+		{[]string{"no-such-command"}, true},
+		{[]string{"failing-op-for-test", "extra"}, true},
+		{[]string{"failing-op-for-test", "--no-such-flag"}, true},
+		{[]string{"failing-op-for-test"}, false},
+	} {
+		var out bytes.Buffer
+		err := runWith(context.Background(), &globals{stdout: &out, stderr: &out}, tc.args)
+		var ue *usageError
+		if err == nil || errors.As(err, &ue) != tc.usage {
+			t.Errorf("%v: error %v, usage error %v, want usage %v", tc.args, err, errors.As(err, &ue), tc.usage)
+		}
+	}
+}
