@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -271,6 +272,28 @@ func (p *Pair) build() error {
 		}
 		if err := x.n.LinkSetUp(l); err != nil {
 			return fmt.Errorf("%s: set %s up: %w", x.h.NS, x.h.Link, err)
+		}
+	}
+	// The carrier and the default qdisc come through the kernel's link
+	// watcher, asynchronously: until the operational state is up, frames
+	// sent into the pair are dropped.
+	deadline := time.Now().Add(5 * time.Second)
+	for _, x := range []struct {
+		h *Host
+		n *netlink.Handle
+	}{{p.A, ha}, {p.B, hb}} {
+		for {
+			l, err := x.n.LinkByIndex(x.h.Ifindex)
+			if err != nil {
+				return fmt.Errorf("%s: find %s: %w", x.h.NS, x.h.Link, err)
+			}
+			if l.Attrs().OperState == netlink.OperUp {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s: %s not operationally up after 5 s (state %v)", x.h.NS, x.h.Link, l.Attrs().OperState)
+			}
+			time.Sleep(time.Millisecond)
 		}
 	}
 	return nil
