@@ -537,7 +537,9 @@ func TestCoalesceBenchmark(t *testing.T) {
 		}
 	}
 	for _, x := range tx {
-		if x.counted != x.sent {
+		// The counter sees every frame on A's end, including the odd one
+		// B's kernel sends itself (IPv6 neighbour discovery, MLD).
+		if x.counted < x.sent || x.counted > x.sent+16 {
 			t.Errorf("%s: %d frames sent, %d arrived", x.name, x.sent, x.counted)
 		}
 	}

@@ -246,7 +246,9 @@ func TestTransmitterBatches(t *testing.T) {
 			break
 		}
 	}
-	if got != 11 {
+	// The counter sees every frame on A's end, including the odd one B's
+	// kernel sends itself (IPv6 neighbour discovery, MLD).
+	if got < 11 || got > 11+4 {
 		t.Fatalf("A counted %d frames, want 11", got)
 	}
 	if st := tx.Stats(); st.Frames != 11 || st.FrameLimit != 1 || st.Explicit != 1 {
