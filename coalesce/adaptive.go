@@ -39,8 +39,8 @@ const (
 	dimSampleBatches = 64                    // batches per sample, at least
 	dimSamplePeriod  = 20 * time.Millisecond // and at least this long
 	dimSignificant   = 20                    // percent: smaller differences are noise
-	dimTiredSteps    = 10 // steps without parking before resting
-	dimRestSamples   = 8  // samples to rest when tired
+	dimTiredSteps    = 10                    // steps without parking before resting
+	dimRestSamples   = 8                     // samples to rest when tired
 )
 
 type dimState uint8
