@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 	"github.com/spf13/cobra"
+
+	"github.com/xdpio/xdpio/offload"
 )
 
 // pcapSubcommands lists the constructors of the `xdpio pcap` subcommands.
@@ -254,4 +257,53 @@ func (w *captureWriter) Close() error {
 func (w *captureWriter) abort() {
 	w.f.Close()
 	os.Remove(w.f.Name())
+}
+
+// Linux cooked capture headers (what `tcpdump -i any` writes).
+const (
+	sllLen  = 16 // LINKTYPE_LINUX_SLL: protocol at bytes 14-15
+	sll2Len = 20 // LINKTYPE_LINUX_SLL2: protocol at bytes 0-1
+)
+
+// asEthernet returns a captured packet as an Ethernet frame for the offload
+// functions, and, when frame is a copy, the offset in data of what follows
+// the frame's Ethernet header (-1 otherwise). Ethernet frames are returned
+// as they are;
+// Linux cooked captures (SLL, SLL2) and raw IP get an Ethernet header
+// synthesized in a copy, so a caller that fills checksums copies
+// frame[EthernetLen:] back to data[l3:]. ok is false for other link types.
+// A packet too short for its link header comes back as an empty frame,
+// which the offload functions report as malformed.
+func asEthernet(data []byte, lt layers.LinkType) (frame []byte, l3 int, ok bool) {
+	var proto uint16
+	switch lt {
+	case layers.LinkTypeEthernet:
+		return data, -1, true
+	case layers.LinkTypeLinuxSLL:
+		if len(data) < sllLen {
+			return nil, -1, true
+		}
+		proto, l3 = binary.BigEndian.Uint16(data[14:]), sllLen
+	case layers.LinkTypeLinuxSLL2:
+		if len(data) < sll2Len {
+			return nil, -1, true
+		}
+		proto, l3 = binary.BigEndian.Uint16(data[0:]), sll2Len
+	case layers.LinkTypeRaw, layers.LinkTypeIPv4, layers.LinkTypeIPv6:
+		if len(data) == 0 {
+			return nil, -1, true
+		}
+		switch data[0] >> 4 {
+		case 4:
+			proto = offload.EtherTypeIPv4
+		case 6:
+			proto = offload.EtherTypeIPv6
+		}
+	default:
+		return nil, -1, false
+	}
+	frame = make([]byte, offload.EthernetLen+len(data)-l3)
+	offload.Ethernet(frame).SetType(proto)
+	copy(frame[offload.EthernetLen:], data[l3:])
+	return frame, l3, true
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/gopacket/gopacket/layers"
 	"github.com/spf13/cobra"
 
 	"github.com/xdpio/xdpio/offload"
@@ -32,15 +31,16 @@ func newPcapChecksumCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "checksum IN OUT",
 		Short: "Fill in the IPv4 header and TCP/UDP/UDP-Lite/ICMP/ICMPv6 checksums of every frame in a capture",
-		Long: `Copy a pcap or pcapng file, filling in the checksums of every Ethernet frame
-with offload.FillChecksum: the IPv4 header checksum and the TCP, UDP,
+		Long: `Copy a pcap or pcapng file, filling in the checksums of every frame (Ethernet,
+Linux cooked SLL/SLL2 as written by tcpdump -i any, raw IP) with
+offload.FillChecksum: the IPv4 header checksum and the TCP, UDP,
 UDP-Lite, ICMP or ICMPv6 checksum (UDP over IPv4 always gets one). Useful for
 captures taken on a sender whose NIC computes checksums (they show as bad in
 Wireshark) and to check the offload code with your own tools.
 
 Frames that cannot be filled are written unchanged and counted: malformed
 headers (named on stderr), frames truncated by the capture's snap length,
-non-Ethernet link types. The output has the input's format unless --format
+other link types. The output has the input's format unless --format
 says otherwise; it is written to a temporary file and renamed into place.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -76,13 +76,17 @@ func runPcapChecksum(g *globals, in, out, format string) error {
 			return fmt.Errorf("pcap checksum: frame %d: %w", i, err)
 		}
 		sum.Frames++
+		frame, l3, ok := asEthernet(data, lt)
 		switch {
-		case lt != layers.LinkTypeEthernet:
+		case !ok:
 			sum.UnsupportedLink++
 		case len(data) < ci.Length:
 			sum.Truncated++
 		default:
-			filled, err := offload.FillChecksum(data)
+			filled, err := offload.FillChecksum(frame)
+			if err == nil && filled != 0 && l3 >= 0 {
+				copy(data[l3:], frame[offload.EthernetLen:]) // a cooked or raw IP packet
+			}
 			switch {
 			case err != nil:
 				sum.Malformed++

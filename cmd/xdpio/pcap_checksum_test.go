@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gopacket/gopacket/layers"
 )
 
 // garble overwrites the checksum fields of an untagged frame at the given
@@ -152,5 +154,69 @@ func TestPcapChecksumErrors(t *testing.T) {
 	ents, _ := os.ReadDir(dir)
 	if len(ents) != 1 {
 		t.Errorf("temporary files left behind: %v", ents)
+	}
+}
+
+// cooked turns an Ethernet frame into a Linux cooked (SLL or SLL2) or raw
+// IP packet.
+func cooked(lt layers.LinkType, eth []byte) []byte {
+	l3 := eth[14:]
+	switch lt {
+	case layers.LinkTypeLinuxSLL:
+		h := []byte{0, 0, 0, 1, 0, 6, 2, 0, 0, 0, 0, 1, 0, 0, eth[12], eth[13]}
+		return append(h, l3...)
+	case layers.LinkTypeLinuxSLL2:
+		h := []byte{eth[12], eth[13], 0, 0, 0, 0, 0, 3, 0, 1, 0, 6, 2, 0, 0, 0, 0, 1, 0, 0}
+		return append(h, l3...)
+	}
+	return append([]byte(nil), l3...)
+}
+
+// TestPcapCookedAndRaw runs verify and checksum over captures in the link
+// types `tcpdump -i any` (Linux cooked SLL, SLL2) and raw IP tools write.
+func TestPcapCookedAndRaw(t *testing.T) {
+	tcp4 := tcp4Frame(t, "cooked TCP")
+	udp6 := udp6Frame(t, "cooked UDP over IPv6")
+	icmp4 := icmp4Frame(t)
+	for _, lt := range []layers.LinkType{layers.LinkTypeLinuxSLL, layers.LinkTypeLinuxSLL2, layers.LinkTypeRaw} {
+		t.Run(lt.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			good := filepath.Join(dir, "good.pcap")
+			writeTestCaptureLink(t, good, formatPcap, lt, []pcapFrame{{data: cooked(lt, tcp4)}, {data: cooked(lt, udp6)}, {data: cooked(lt, icmp4)}})
+			if out, _, err := runCLI(t, "pcap", "verify", good); err != nil || strings.Count(out, " ok ") != 3 {
+				t.Fatalf("verify gopacket-made %v capture: %v\n%s", lt, err, out)
+			}
+			want := [][]byte{cooked(lt, tcp4), cooked(lt, udp6), cooked(lt, icmp4)}
+			in := filepath.Join(dir, "in.pcapng")
+			writeTestCaptureLink(t, in, formatPcapng, lt, []pcapFrame{
+				{data: cooked(lt, garble(tcp4, 14+10, 34+16))},
+				{data: cooked(lt, garble(udp6, 54+6))},
+				{data: cooked(lt, garble(icmp4, 14+10, 34+2))},
+				{data: cooked(lt, tcp4)[:3]}, // shorter than any link header
+			})
+			out, _, err := runCLI(t, "--json", "pcap", "verify", in)
+			var v struct{ Summary verifySummary }
+			if !errors.Is(err, errVerifyFailed) || json.Unmarshal([]byte(out), &v) != nil || v.Summary.Bad != 3 || v.Summary.Malformed != 1 {
+				t.Fatalf("verify garbled %v capture: %v %+v\n%s", lt, err, v.Summary, out)
+			}
+			outPath := filepath.Join(dir, "out.pcapng")
+			if out, stderr, err := runCLI(t, "pcap", "checksum", in, outPath); err != nil || !strings.Contains(out, "4 frames: 3 filled") {
+				t.Fatalf("checksum: %v\n%s%s", err, out, stderr)
+			}
+			r, err := openCapture(outPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			for i := 0; i < len(want); i++ {
+				data, _, got, err := r.Next()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got != lt || !bytes.Equal(data, want[i]) {
+					t.Errorf("packet %d (%v):\n got % x\nwant % x", i+1, got, data, want[i])
+				}
+			}
+		})
 	}
 }

@@ -75,15 +75,16 @@ func newPcapVerifyCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "verify IN",
 		Short: "Check the IPv4 header and TCP/UDP/UDP-Lite/ICMP/ICMPv6 checksums of every frame in a capture",
-		Long: `Check the checksums of every Ethernet frame in a pcap or pcapng file with
-offload.VerifyRx and print one verdict per frame, then a summary.
+		Long: `Check the checksums of every frame in a pcap or pcapng file with
+offload.VerifyRx and print one verdict per frame, then a summary. Link types:
+Ethernet, Linux cooked (SLL and SLL2, as written by tcpdump -i any), raw IP.
 
 Statuses: ok (every checksum the frame carries is right), bad (a wrong
 checksum), malformed (truncated or inconsistent headers; never counted as a
 bad checksum), l4_skipped (fragments, ESP: the transport checksum cannot be
 checked from one frame), no_l4_checksum (no transport checksum, or UDP over
 IPv4 with checksum 0), not_ip, truncated (the capture kept fewer bytes than
-the frame had: snap length), unsupported_link (not Ethernet).
+the frame had: snap length), unsupported_link (another link type).
 
 Frames captured on the sending host before the NIC filled in offloaded
 checksums show up as bad; capture on the receiver, or with offloads off.
@@ -146,15 +147,16 @@ func runPcapVerify(g *globals, path string, quiet bool) error {
 // verifyFrame classifies one captured frame of original length length.
 func verifyFrame(data []byte, length int, lt layers.LinkType) verifyFrameJSON {
 	var fj verifyFrameJSON
+	frame, _, ok := asEthernet(data, lt)
 	switch {
-	case lt != layers.LinkTypeEthernet:
-		fj.Status, fj.Text = "unsupported_link", fmt.Sprintf("link type %v is not Ethernet", lt)
+	case !ok:
+		fj.Status, fj.Text = "unsupported_link", fmt.Sprintf("link type %v is not Ethernet, Linux cooked or raw IP", lt)
 		return fj
 	case len(data) < length:
 		fj.Status, fj.Text = "truncated", fmt.Sprintf("capture kept %d of %d bytes: not verified", len(data), length)
 		return fj
 	}
-	res := offload.VerifyRx(data)
+	res := offload.VerifyRx(frame)
 	fj.Text = res.String()
 	if res.EtherType != 0 {
 		fj.EtherType = fmt.Sprintf("0x%04x", res.EtherType)

@@ -86,6 +86,12 @@ var testEpoch = time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC)
 // writeTestCapture writes frames as a pcap or pcapng file.
 func writeTestCapture(t *testing.T, path, format string, frames []pcapFrame) {
 	t.Helper()
+	writeTestCaptureLink(t, path, format, layers.LinkTypeEthernet, frames)
+}
+
+// writeTestCaptureLink writes frames of link type lt.
+func writeTestCaptureLink(t *testing.T, path, format string, lt layers.LinkType, frames []pcapFrame) {
+	t.Helper()
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
@@ -94,14 +100,14 @@ func writeTestCapture(t *testing.T, path, format string, frames []pcapFrame) {
 	var write func(gopacket.CaptureInfo, []byte) error
 	var flush func() error
 	if format == formatPcapng {
-		w, err := pcapgo.NewNgWriter(f, layers.LinkTypeEthernet)
+		w, err := pcapgo.NewNgWriter(f, lt)
 		if err != nil {
 			t.Fatal(err)
 		}
 		write, flush = w.WritePacket, w.Flush
 	} else {
 		w := pcapgo.NewWriter(f)
-		if err := w.WriteFileHeader(65535, layers.LinkTypeEthernet); err != nil {
+		if err := w.WriteFileHeader(65535, lt); err != nil {
 			t.Fatal(err)
 		}
 		write, flush = w.WritePacket, func() error { return nil }
