@@ -98,6 +98,14 @@ func (e layoutErr) err(op string) error {
 // parseLayout is parseSegLayout without the allocation of an error value,
 // for GRO, which meets non-TCP frames all the time.
 func parseLayout(frame []byte, want uint8) (segLayout, layoutErr) {
+	return parseLayoutExt(frame, want, 0, false)
+}
+
+// parseLayoutExt parses headers that are followed by extra more bytes of
+// the packet held elsewhere (SegmentPayload): the IP length fields may
+// reach extra bytes beyond frame, all headers must lie within frame, and
+// with template the UDP length is not checked, since it is recomputed.
+func parseLayoutExt(frame []byte, want uint8, extra int, template bool) (segLayout, layoutErr) {
 	var lo segLayout
 	if len(frame) < 14 {
 		return lo, lerr(ErrInvalidFrame, "%d bytes is shorter than an Ethernet header", len(frame))
@@ -132,7 +140,7 @@ func parseLayout(frame []byte, want uint8) (segLayout, layoutErr) {
 		if tot < ihl {
 			return lo, lerr(ErrInvalidFrame, "IPv4 total length %d < header length %d", tot, ihl)
 		}
-		if tot > len(ip) {
+		if tot > len(ip)+extra {
 			return lo, lerr(ErrInvalidFrame, "IPv4 total length %d beyond the %d bytes after the link header", tot, len(ip))
 		}
 		lo.ipOpt = ihl > 20
@@ -152,10 +160,11 @@ func parseLayout(frame []byte, want uint8) (segLayout, layoutErr) {
 		if plen == 0 {
 			return lo, lerr(ErrInvalidFrame, "IPv6 payload length 0 (jumbograms are not supported)")
 		}
-		if 40+plen > len(ip) {
+		if 40+plen > len(ip)+extra {
 			return lo, lerr(ErrInvalidFrame, "IPv6 payload length %d beyond the %d bytes after the IPv6 header", plen, len(ip)-40)
 		}
 		lo.end = lo.l3 + 40 + plen
+		hend := min(lo.end, len(frame)) // extension headers lie within frame
 		nh := ip[6]
 		off := lo.l3 + 40
 		for n := 0; ; n++ {
@@ -168,7 +177,7 @@ func parseLayout(frame []byte, want uint8) (segLayout, layoutErr) {
 			if nh == ip6HopByHop && n != 0 {
 				return lo, lerr(ErrInvalidFrame, "IPv6 hop-by-hop options header not first")
 			}
-			if off+8 > lo.end {
+			if off+8 > hend {
 				return lo, lerr(ErrInvalidFrame, "truncated IPv6 extension header %d", int(nh))
 			}
 			hl := 8
@@ -177,7 +186,7 @@ func parseLayout(frame []byte, want uint8) (segLayout, layoutErr) {
 			} else {
 				hl = (int(frame[off+1]) + 1) * 8
 			}
-			if off+hl > lo.end {
+			if off+hl > hend {
 				return lo, lerr(ErrInvalidFrame, "IPv6 extension header %d of %d bytes runs past the packet", int(nh), hl)
 			}
 			nh = frame[off]
@@ -194,24 +203,25 @@ func parseLayout(frame []byte, want uint8) (segLayout, layoutErr) {
 	if lo.proto != want {
 		return lo, lerr(ErrWrongProtocol, "IP protocol %d, want %d", int(lo.proto), int(want))
 	}
+	hend := min(lo.end, len(frame))
 	switch want {
 	case ipProtoTCP:
-		if lo.end-lo.l4 < 20 {
+		if hend-lo.l4 < 20 {
 			return lo, lerr(ErrInvalidFrame, "truncated TCP header (%d bytes)", lo.end-lo.l4)
 		}
 		thl := int(frame[lo.l4+12]>>4) * 4
 		if thl < 20 {
 			return lo, lerr(ErrInvalidFrame, "TCP data offset %d < 20", thl)
 		}
-		if lo.l4+thl > lo.end {
+		if lo.l4+thl > hend {
 			return lo, lerr(ErrInvalidFrame, "TCP header length %d beyond the %d bytes of the segment", thl, lo.end-lo.l4)
 		}
 		lo.pay = lo.l4 + thl
 	case ipProtoUDP:
-		if lo.end-lo.l4 < 8 {
+		if hend-lo.l4 < 8 {
 			return lo, lerr(ErrInvalidFrame, "truncated UDP header (%d bytes)", lo.end-lo.l4)
 		}
-		if ul := int(binary.BigEndian.Uint16(frame[lo.l4+4:])); ul != lo.end-lo.l4 {
+		if ul := int(binary.BigEndian.Uint16(frame[lo.l4+4:])); !template && ul != lo.end-lo.l4 {
 			return lo, lerr(ErrInvalidFrame, "UDP length %d, IP says %d", ul, lo.end-lo.l4)
 		}
 		lo.pay = lo.l4 + 8

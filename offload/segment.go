@@ -157,6 +157,12 @@ func segmentCore(frame []byte, opts SegmentOptions, proto uint8, op string, next
 	if err != nil {
 		return 0, err
 	}
+	return segmentPlanned(frame, frame[p.lo.pay:p.lo.end], p, opts, proto, op, next)
+}
+
+// segmentPlanned writes the segments of plan p: headers from frame (up to
+// p.lo.pay), payload from payload.
+func segmentPlanned(frame, payload []byte, p segPlan, opts SegmentOptions, proto uint8, op string, next func(i, size int) []byte) (int, error) {
 	lo := p.lo
 	hdr := frame[:lo.pay]
 	ip := frame[lo.l3:]
@@ -194,7 +200,6 @@ func segmentCore(frame []byte, opts SegmentOptions, proto uint8, op string, next
 		l4Base += uint64(^binary.BigEndian.Uint16(th[6:])) // checksum
 	}
 
-	payload := frame[lo.pay:lo.end]
 	for i := 0; i < p.n; i++ {
 		off := i * p.mss
 		segLen := min(p.mss, len(payload)-off)

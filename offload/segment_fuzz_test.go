@@ -40,6 +40,31 @@ func fuzzSegment(t *testing.T, frame []byte, mss uint16, fixed bool, proto uint8
 	} else {
 		segs, err = SegmentUDP(nil, frame, opts)
 	}
+	// The template form on an arbitrary split must not panic, and its
+	// output must verify.
+	if k := int(mss) % (len(frame) + 1); true {
+		fn := SegmentPayload
+		if proto == ipProtoUDP {
+			fn = SegmentUDPPayload
+		}
+		var outs [][]byte
+		_, perr := fn(frame[:k], frame[k:], opts, func(size int) []byte {
+			b := make([]byte, size)
+			outs = append(outs, b)
+			return b
+		})
+		if perr == nil {
+			for i, o := range outs {
+				lo, err := parseSegLayout(o, proto, "fuzz")
+				if err != nil {
+					t.Fatalf("template split %d: segment %d: %v", k, i, err)
+				}
+				if err := segRefVerify(o, lo); err != nil {
+					t.Fatalf("template split %d: segment %d: %v", k, i, err)
+				}
+			}
+		}
+	}
 	if string(in) != string(frame) {
 		t.Fatal("segmentation modified its input")
 	}
@@ -54,6 +79,30 @@ func fuzzSegment(t *testing.T, frame []byte, mss uint16, fixed bool, proto uint8
 	}
 	if err := checkReassembles(frame, segs, opts, proto); err != nil {
 		t.Fatal(err)
+	}
+	// Split at the payload, the template form must write the same frames.
+	if lo, err := parseSegLayout(frame, proto, "fuzz"); err == nil && lo.pay <= segMaxHeader {
+		fn := SegmentPayload
+		if proto == ipProtoUDP {
+			fn = SegmentUDPPayload
+		}
+		var tsegs [][]byte
+		_, err := fn(frame[:lo.pay], frame[lo.pay:lo.end], opts, func(size int) []byte {
+			b := make([]byte, size)
+			tsegs = append(tsegs, b)
+			return b
+		})
+		if err != nil {
+			t.Fatalf("template form: %v", err)
+		}
+		if len(tsegs) != len(segs) {
+			t.Fatalf("template form: %d segments, want %d", len(tsegs), len(segs))
+		}
+		for i := range segs {
+			if string(tsegs[i]) != string(segs[i]) {
+				t.Fatalf("template form: segment %d differs", i)
+			}
+		}
 	}
 	// The zero-copy form must agree, and must not write past the length
 	// it reports: guard bytes after each buffer's segment stay intact.

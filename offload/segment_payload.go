@@ -1,0 +1,86 @@
+package offload
+
+import "encoding/binary"
+
+// segMaxHeader bounds the header template SegmentPayload accepts.
+const segMaxHeader = 512
+
+// SegmentPayload is SegmentFunc for a super-packet held as a header
+// template and a separate payload, the way net/core/tso.c builds segments:
+// hdr is the Ethernet (with optional VLAN tags), IP (with options or
+// extension headers) and TCP header of the stream, payload the bytes to
+// send. The IPv4 total length, IPv6 payload length and all checksums in
+// hdr are ignored and computed for each segment, so an application can
+// keep one template per connection and segment data straight from its own
+// buffers into UMEM frames, without first building a contiguous
+// super-packet. hdr must end where the TCP header ends and be at most 512
+// bytes; headers plus payload must fit the IP length field (ErrInvalidFrame
+// otherwise). It never allocates.
+func SegmentPayload(hdr, payload []byte, opts SegmentOptions, next func(size int) []byte) (int, error) {
+	return segmentPayload(hdr, payload, opts, ipProtoTCP, "segment payload", next)
+}
+
+// SegmentUDPPayload is SegmentPayload for UDP: hdr ends with the UDP
+// header (its length and checksum are ignored), payload is the data that
+// SegmentUDP would split into datagrams of opts.MSS bytes.
+func SegmentUDPPayload(hdr, payload []byte, opts SegmentOptions, next func(size int) []byte) (int, error) {
+	return segmentPayload(hdr, payload, opts, ipProtoUDP, "segment UDP payload", next)
+}
+
+func segmentPayload(hdr, payload []byte, opts SegmentOptions, proto uint8, op string, next func(size int) []byte) (int, error) {
+	if len(hdr) > segMaxHeader {
+		return 0, lerr(ErrInvalidFrame, "header template of %d bytes: at most %d", len(hdr), segMaxHeader).err(op)
+	}
+	if opts.MSS <= 0 || opts.MSS > 65535 {
+		return 0, lerr(ErrInvalidMSS, "MSS %d: must be between 1 and 65535", opts.MSS).err(op)
+	}
+	// Work on a copy whose IP length field covers the payload, so that
+	// the ordinary parser and segmenter apply.
+	var buf [segMaxHeader]byte
+	h := buf[:len(hdr)]
+	copy(h, hdr)
+	if l3, et, ok := segLinkEnd(h); ok {
+		switch {
+		case et == etherTypeIPv4 && len(h) >= l3+4:
+			tot := len(h) - l3 + len(payload)
+			if tot > 65535 {
+				return 0, lerr(ErrInvalidFrame, "IPv4 packet of %d bytes: payload beyond the 16-bit total length", tot).err(op)
+			}
+			binary.BigEndian.PutUint16(h[l3+2:], uint16(tot))
+		case et == etherTypeIPv6 && len(h) >= l3+40:
+			plen := len(h) - l3 - 40 + len(payload)
+			if plen > 65535 {
+				return 0, lerr(ErrInvalidFrame, "IPv6 payload of %d bytes: beyond the 16-bit payload length", plen).err(op)
+			}
+			binary.BigEndian.PutUint16(h[l3+4:], uint16(plen))
+		}
+	}
+	lo, e := parseLayoutExt(h, proto, len(payload), true)
+	if e.kind != nil {
+		return 0, e.err(op)
+	}
+	if lo.pay != len(h) {
+		return 0, lerr(ErrInvalidFrame, "header template has %d bytes after the transport header", len(h)-lo.pay).err(op)
+	}
+	p := segPlan{lo: lo, plen: len(payload), mss: opts.MSS}
+	p.n = max(1, (p.plen+p.mss-1)/p.mss)
+	return segmentPlanned(h, payload, p, opts, proto, op, func(_, size int) []byte { return next(size) })
+}
+
+// segLinkEnd walks the Ethernet header and VLAN tags of f and returns the
+// offset of the network header and its EtherType.
+func segLinkEnd(f []byte) (l3 int, et uint16, ok bool) {
+	if len(f) < 14 {
+		return 0, 0, false
+	}
+	off := 12
+	et = binary.BigEndian.Uint16(f[off:])
+	for tags := 0; et == etherTypeVLAN || et == etherTypeQinQ || et == etherTypeQinQ2; tags++ {
+		if tags == segMaxVLANTags || len(f) < off+6 {
+			return 0, 0, false
+		}
+		off += 4
+		et = binary.BigEndian.Uint16(f[off:])
+	}
+	return off + 2, et, true
+}
