@@ -96,3 +96,31 @@ func ExampleGRO() {
 	// 1 frame of 4054 bytes
 	// payload restored: true IPv4 checksum ok: true
 }
+
+// ExampleSegmentPayload segments application data behind a per-connection
+// header template, as a TX path with TSO in software would, writing each
+// segment into a frame taken from a pool.
+func ExampleSegmentPayload() {
+	template := tcpSuperPacket(0) // Ethernet + IPv4 + TCP headers only
+	data := make([]byte, 3000)
+	pool := make([][]byte, 4)
+	for i := range pool {
+		pool[i] = make([]byte, 2048) // e.g. free UMEM frames
+	}
+	used := 0
+	n, err := offload.SegmentPayload(template, data, offload.SegmentOptions{MSS: 1448}, func(size int) []byte {
+		f := pool[used][:size]
+		used++
+		return f
+	})
+	fmt.Println(n, "segments, error:", err)
+	for _, f := range pool[:n] {
+		tcp := offload.TCP(f[offload.EthernetLen+offload.IPv4MinLen:])
+		fmt.Println("seq", tcp.Seq(), "total length", offload.IPv4(f[offload.EthernetLen:]).TotalLength())
+	}
+	// Output:
+	// 3 segments, error: <nil>
+	// seq 1 total length 1488
+	// seq 1449 total length 1488
+	// seq 2897 total length 144
+}
