@@ -94,6 +94,11 @@ func appendSegments(dst [][]byte, frame []byte, opts SegmentOptions, proto uint8
 	n0 := len(dst)
 	var capHint int
 	_, err := segmentCore(frame, opts, proto, op, func(i, size int) []byte {
+		if i == 0 {
+			// The first segment is the largest; size new buffers for
+			// it so that later calls can reuse them for any segment.
+			capHint = size
+		}
 		if len(dst) < cap(dst) {
 			dst = dst[:len(dst)+1]
 			if b := dst[len(dst)-1]; cap(b) >= size {
@@ -103,11 +108,6 @@ func appendSegments(dst [][]byte, frame []byte, opts SegmentOptions, proto uint8
 			}
 		} else {
 			dst = append(dst, nil)
-		}
-		if capHint == 0 {
-			// Every segment but the last is the largest; size the
-			// buffers for it so they can be reused by later calls.
-			capHint = size
 		}
 		b := make([]byte, size, max(size, capHint))
 		dst[len(dst)-1] = b
