@@ -31,6 +31,7 @@ type Socket struct {
 	// the application holds.
 	inFill, inTx, inApp int64
 	owned               int
+	txHeld              bool // Submit left frames on the TX ring for Flush
 
 	ctr counters
 
@@ -235,6 +236,19 @@ func (s *Socket) Alloc(b *Batch, n int) int {
 // attention (ENETDOWN, ENXIO, EINVAL) are returned, with the frames already
 // on the ring.
 func (s *Socket) Transmit(b *Batch) (int, error) {
+	n, err := s.Submit(b)
+	if err != nil {
+		return n, err
+	}
+	return n, s.Flush()
+}
+
+// Submit puts the descriptors of b on the TX ring like Transmit, but does
+// not wake the kernel: the frames wait on the ring until Flush, Transmit or
+// Kick, so that one syscall can send several batches (see package
+// coalesce). With need_wakeup off, or in zero-copy mode where the driver
+// polls the ring by itself, frames may still leave before Flush.
+func (s *Socket) Submit(b *Batch) (int, error) {
 	if s.tx == nil {
 		return 0, fmt.Errorf("transmit: socket has no TX ring: %w", ErrInvalidConfig)
 	}
@@ -243,10 +257,6 @@ func (s *Socket) Transmit(b *Batch) (int, error) {
 	}
 	want := uint32(len(b.descs))
 	if want == 0 {
-		// Kick only if frames wait on the ring for the kernel.
-		if s.tx.cachedProd != atomic.LoadUint32(s.tx.consumer) {
-			return 0, s.kickIfNeeded()
-		}
 		return 0, nil
 	}
 	r := s.tx
@@ -261,6 +271,9 @@ func (s *Socket) Transmit(b *Batch) (int, error) {
 	if n < want {
 		s.ctr.txRingFull.Add(1)
 	}
+	if n == 0 {
+		return 0, nil
+	}
 	idx := r.cachedProd
 	var bytes uint64
 	for i := uint32(0); i < n; i++ {
@@ -269,21 +282,36 @@ func (s *Socket) Transmit(b *Batch) (int, error) {
 		bytes += uint64(d.Len)
 	}
 	r.cachedProd = idx + n
-	if n > 0 {
-		r.prodSubmit()
-	}
+	r.prodSubmit()
 	rest := copy(b.descs, b.descs[n:])
 	b.descs = b.descs[:rest]
 	s.inApp -= int64(n)
 	s.inTx += int64(n)
+	s.txHeld = true
 	s.ctr.txFrames.Add(uint64(n))
 	s.ctr.txBytes.Add(bytes)
-	return int(n), s.kickIfNeeded()
+	return int(n), nil
+}
+
+// Flush wakes the kernel for frames waiting on the TX ring, if any wait
+// and the kernel asks for a wake-up.
+func (s *Socket) Flush() error {
+	if s.tx == nil {
+		return nil
+	}
+	s.txHeld = false
+	if s.tx.cachedProd == atomic.LoadUint32(s.tx.consumer) {
+		return nil
+	}
+	return s.kickIfNeeded()
 }
 
 // Kick wakes the kernel to process the TX ring now, whether or not it
 // asked for it.
-func (s *Socket) Kick() error { return s.kick() }
+func (s *Socket) Kick() error {
+	s.txHeld = false
+	return s.kick()
+}
 
 func (s *Socket) kickIfNeeded() error {
 	if s.tx == nil {
@@ -299,11 +327,12 @@ func (s *Socket) kickIfNeeded() error {
 // completion ring into the pool and returns how many. If frames still wait
 // on the TX ring and the kernel asks for a wake-up (copy mode sends only a
 // budget of frames per kick), it kicks again, so a caller that just loops
-// on Complete drains the ring.
+// on Complete drains the ring. Frames put there with Submit are left
+// alone until Flush.
 func (s *Socket) Complete() int {
 	r := s.comp
 	n := r.consAvail(r.size)
-	if s.tx != nil && s.inTx > int64(n) && s.tx.cachedProd != atomic.LoadUint32(s.tx.consumer) {
+	if s.tx != nil && !s.txHeld && s.inTx > int64(n) && s.tx.cachedProd != atomic.LoadUint32(s.tx.consumer) {
 		s.kickIfNeeded()
 	}
 	if n == 0 {

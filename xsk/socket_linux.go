@@ -276,6 +276,32 @@ func (s *Socket) Wait(timeout time.Duration, tx bool) (bool, error) {
 	}
 }
 
+// Sleep waits for d without looking at the rings, and returns early with
+// ErrClosed when Close is called: the interruptible timer that batching
+// policies need while a batch is open.
+func (s *Socket) Sleep(d time.Duration) error {
+	s.busy.Add(1)
+	defer s.busy.Add(-1)
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	fds := []unix.PollFd{{Fd: int32(s.eventFD), Events: unix.POLLIN}}
+	ts := unix.NsecToTimespec(int64(max(d, 0)))
+	for {
+		_, err := unix.Ppoll(fds, &ts, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if s.closed.Load() {
+			return ErrClosed
+		}
+		if err != nil {
+			return fmt.Errorf("sleep: %w", err)
+		}
+		return nil
+	}
+}
+
 // Close unbinds the socket (the kernel drops it from any XSKMAP), unmaps
 // its rings and gives its frames back. It may be called from another
 // goroutine to unblock Wait; the owning goroutine must not call anything

@@ -270,3 +270,48 @@ func swapEcho(f []byte) {
 		udp[i], udp[2+i] = udp[2+i], udp[i]
 	}
 }
+
+// Submit leaves frames on the TX ring (copy mode sends only when woken);
+// Flush sends them with one kick. Sleep returns early on Close.
+func TestSubmitFlushAndSleep(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 1})
+	d := openOn(t, pair.B, xsk.Config{NoProgram: true})
+	s := d.Sockets()[0]
+	dst := netip.AddrPortFrom(pair.A.IPv4, 9001)
+	ln := listenUDP(t, pair.A, dst)
+	frame := udpFrame(pair.B.MAC, pair.A.MAC, netip.AddrPortFrom(pair.B.IPv4, 7000), dst, []byte("held until flush"))
+	b := s.NewBatch(16)
+	for round := 0; round < 3; round++ {
+		n := s.Alloc(b, 5)
+		for i := 0; i < n; i++ {
+			b.SetLen(i, copy(b.Buffer(i), frame))
+		}
+		if got, err := s.Submit(b); got != 5 || err != nil {
+			t.Fatalf("Submit = %d, %v", got, err)
+		}
+		s.Complete() // must not push the held frames out
+	}
+	st, _ := s.Stats()
+	if got := readAll(ln, 1, 100*time.Millisecond); len(got) != 0 || st.Kicks != 0 {
+		t.Fatalf("before Flush: %d datagrams arrived, %d kicks; want 0 and 0", len(got), st.Kicks)
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(ln, 15, 3*time.Second); len(got) != 15 {
+		t.Fatalf("after Flush: %d of 15 datagrams arrived", len(got))
+	}
+	if st, _ = s.Stats(); st.Kicks != 1 {
+		t.Errorf("%d kicks for one Flush of 15 frames, want 1", st.Kicks)
+	}
+
+	start := time.Now()
+	if err := s.Sleep(20 * time.Millisecond); err != nil || time.Since(start) < 20*time.Millisecond {
+		t.Fatalf("Sleep(20ms) = %v after %v", err, time.Since(start))
+	}
+	go func() { time.Sleep(50 * time.Millisecond); s.Close() }()
+	start = time.Now()
+	if err := s.Sleep(10 * time.Second); err != xsk.ErrClosed || time.Since(start) > 5*time.Second {
+		t.Fatalf("Sleep during Close = %v after %v, want ErrClosed promptly", err, time.Since(start))
+	}
+}

@@ -33,6 +33,9 @@ func (s *Socket) kick() error { return errOS }
 // Wait returns ErrNotSupported.
 func (s *Socket) Wait(timeout time.Duration, tx bool) (bool, error) { return false, errOS }
 
+// Sleep returns ErrNotSupported.
+func (s *Socket) Sleep(d time.Duration) error { return errOS }
+
 // Close does nothing.
 func (s *Socket) Close() error { return nil }
 
