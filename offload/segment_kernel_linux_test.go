@@ -712,21 +712,35 @@ func segRetarget(f []byte, pair *netnstest.Pair, v6 bool) {
 // runs NAPI and napi_gro_receive), the wire segments captured leaving A,
 // the kernel's merged packets captured arriving in B. Every merged packet
 // B's kernel made must be what GRO makes of the same wire segments.
+//
+// With IPv4 options on every packet the kernel merges nothing (IHL must be
+// 5), and GRO, fed the whole wire stream, must merge nothing either; with
+// an IPv6 destination options header both merge.
 func TestKernelGRO(t *testing.T) {
 	netnstest.RequireTool(t, "ethtool")
-	for _, v6 := range []bool{false, true} {
-		name := "IPv4"
-		if v6 {
-			name = "IPv6"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		v6      bool
+		sockopt func(fd int) error
+	}{
+		{"IPv4", false, nil},
+		{"IPv6", true, nil},
+		{"IPv4 options", false, func(fd int) error {
+			return unix.SetsockoptString(fd, unix.IPPROTO_IP, unix.IP_OPTIONS, "\x01\x01\x01\x00")
+		}},
+		{"IPv6 destination options", true, func(fd int) error {
+			return unix.SetsockoptString(fd, unix.IPPROTO_IPV6, unix.IPV6_DSTOPTS, "\x00\x00\x01\x04\x00\x00\x00\x00")
+		}},
+	} {
+		v6, ipOpts := c.v6, c.sockopt != nil && !c.v6
+		t.Run(c.name, func(t *testing.T) {
 			pair := netnstest.New(t, netnstest.Config{})
 			segWaitOperUp(t, pair)
 			segEthtoolK(t, pair.A, "tx", "off", "tso", "off", "gso", "on")
 			segEthtoolK(t, pair.B, "gro", "on")
 			wire := segStartCapture(t, pair.A)
 			merged := segStartCapture(t, pair.B)
-			segKernelTCPTransfer(t, pair, v6, 1<<20, nil)
+			segKernelTCPTransfer(t, pair, v6, 1<<20, c.sockopt)
 			wire.Stop()
 			merged.Stop()
 			src := pair.A.IPv4
@@ -788,6 +802,20 @@ func TestKernelGRO(t *testing.T) {
 				}
 			}
 			t.Logf("%d wire segments (MSS %d), %d packets after kernel GRO, %d merged: all identical to GRO's", len(ws), mss, len(ms), nMerged)
+			if ipOpts {
+				if nMerged != 0 {
+					t.Fatalf("the kernel merged %d packets with IPv4 options", nMerged)
+				}
+				var out [][]byte
+				for _, f := range ws {
+					out = g.Feed(out, f)
+				}
+				out = g.Flush(out)
+				if len(out) != len(ws) {
+					t.Fatalf("GRO made %d frames of %d segments with IPv4 options; the kernel merged none", len(out), len(ws))
+				}
+				return
+			}
 			if nMerged < 3 {
 				t.Fatalf("the kernel merged only %d packets: veth GRO not active?", nMerged)
 			}
