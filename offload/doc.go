@@ -32,6 +32,24 @@
 // seeded in the checksum field, then the device — or FillPartial — sums
 // from csum_start to the end of the frame and stores the complement.
 //
+// # Segmentation and coalescing
+//
+// [Segment] cuts a TCP super-packet (up to 64 KB of payload behind one set
+// of headers) into MSS-sized frames the way Linux GSO does: headers copied,
+// sequence numbers advanced, the IPv4 ID incremented (or kept, with
+// SegmentOptions.FixedID), lengths fixed up, CWR on the first segment only,
+// FIN and PSH on the last only, and every IPv4 and TCP checksum computed
+// while the payload is copied. [SegmentInto] and [SegmentFunc] write into
+// caller-provided buffers (UMEM frames) without allocating;
+// [SegmentPayload] takes a header template and a separate payload, as a
+// driver's TSO does. [SegmentUDP] is UDP segmentation (USO): every segment
+// a full datagram with its own length and checksum. [GRO] is the inverse of
+// Segment: it merges in-order segments of one flow under the kernel's
+// tcp_gro_receive rules and flushes on any exception.
+//
+// Every function that parses a frame returns an error wrapping
+// [ErrMalformed] for a frame it cannot parse, and never panics.
+//
 // Header views ([Ethernet], [VLAN], [IPv4], [IPv6], [TCP], [UDP], [ICMP])
 // read and write fields in place, gVisor style; they do not check bounds.
 //

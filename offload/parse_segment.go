@@ -6,14 +6,10 @@ import (
 	"fmt"
 )
 
-// Errors returned by Segment, SegmentUDP and their variants. Test with
+// Errors returned by Segment, SegmentUDP and their variants, besides
+// ErrMalformed (a frame that cannot be parsed, as for VerifyRx). Test with
 // errors.Is; the returned error names the operation and the offending value.
 var (
-	// ErrInvalidFrame means the frame cannot be parsed as Ethernet (with
-	// optional 802.1Q/802.1ad tags) + IPv4/IPv6 + the expected transport
-	// header: truncated headers, IHL < 5, lengths beyond the buffer, an
-	// IPv6 extension header chain that is too long or runs past the packet.
-	ErrInvalidFrame = errors.New("invalid frame")
 	// ErrWrongProtocol means the frame parses but carries another transport
 	// protocol (or another EtherType) than the operation needs, or an IP
 	// fragment rather than a whole transport segment.
@@ -108,17 +104,17 @@ func parseLayout(frame []byte, want uint8) (segLayout, layoutErr) {
 func parseLayoutExt(frame []byte, want uint8, extra int, template bool) (segLayout, layoutErr) {
 	var lo segLayout
 	if len(frame) < 14 {
-		return lo, lerr(ErrInvalidFrame, "%d bytes is shorter than an Ethernet header", len(frame))
+		return lo, lerr(ErrMalformed, "%d bytes is shorter than an Ethernet header", len(frame))
 	}
 	off := 12
 	et := binary.BigEndian.Uint16(frame[off:])
 	for tags := 0; et == etherTypeVLAN || et == etherTypeQinQ || et == etherTypeQinQ2; tags++ {
 		if tags == segMaxVLANTags {
-			return lo, lerr(ErrInvalidFrame, "more than %d VLAN tags", segMaxVLANTags)
+			return lo, lerr(ErrMalformed, "more than %d VLAN tags", segMaxVLANTags)
 		}
 		off += 4
 		if len(frame) < off+2 {
-			return lo, lerr(ErrInvalidFrame, "truncated VLAN tag")
+			return lo, lerr(ErrMalformed, "truncated VLAN tag")
 		}
 		et = binary.BigEndian.Uint16(frame[off:])
 	}
@@ -127,21 +123,21 @@ func parseLayoutExt(frame []byte, want uint8, extra int, template bool) (segLayo
 	switch et {
 	case etherTypeIPv4:
 		if len(ip) < 20 {
-			return lo, lerr(ErrInvalidFrame, "truncated IPv4 header (%d bytes)", len(ip))
+			return lo, lerr(ErrMalformed, "truncated IPv4 header (%d bytes)", len(ip))
 		}
 		if v := ip[0] >> 4; v != 4 {
-			return lo, lerr(ErrInvalidFrame, "IP version %d in an IPv4 EtherType frame", int(v))
+			return lo, lerr(ErrMalformed, "IP version %d in an IPv4 EtherType frame", int(v))
 		}
 		ihl := int(ip[0]&0x0f) * 4
 		if ihl < 20 {
-			return lo, lerr(ErrInvalidFrame, "IPv4 header length %d < 20", ihl)
+			return lo, lerr(ErrMalformed, "IPv4 header length %d < 20", ihl)
 		}
 		tot := int(binary.BigEndian.Uint16(ip[2:]))
 		if tot < ihl {
-			return lo, lerr(ErrInvalidFrame, "IPv4 total length %d < header length %d", tot, ihl)
+			return lo, lerr(ErrMalformed, "IPv4 total length %d < header length %d", tot, ihl)
 		}
 		if tot > len(ip)+extra {
-			return lo, lerr(ErrInvalidFrame, "IPv4 total length %d beyond the %d bytes after the link header", tot, len(ip))
+			return lo, lerr(ErrMalformed, "IPv4 total length %d beyond the %d bytes after the link header", tot, len(ip))
 		}
 		lo.ipOpt = ihl > 20
 		lo.frag = binary.BigEndian.Uint16(ip[6:])&0x3fff != 0
@@ -150,18 +146,18 @@ func parseLayoutExt(frame []byte, want uint8, extra int, template bool) (segLayo
 		lo.end = lo.l3 + tot
 	case etherTypeIPv6:
 		if len(ip) < 40 {
-			return lo, lerr(ErrInvalidFrame, "truncated IPv6 header (%d bytes)", len(ip))
+			return lo, lerr(ErrMalformed, "truncated IPv6 header (%d bytes)", len(ip))
 		}
 		if v := ip[0] >> 4; v != 6 {
-			return lo, lerr(ErrInvalidFrame, "IP version %d in an IPv6 EtherType frame", int(v))
+			return lo, lerr(ErrMalformed, "IP version %d in an IPv6 EtherType frame", int(v))
 		}
 		lo.v6 = true
 		plen := int(binary.BigEndian.Uint16(ip[4:]))
 		if plen == 0 {
-			return lo, lerr(ErrInvalidFrame, "IPv6 payload length 0 (jumbograms are not supported)")
+			return lo, lerr(ErrMalformed, "IPv6 payload length 0 (jumbograms are not supported)")
 		}
 		if 40+plen > len(ip)+extra {
-			return lo, lerr(ErrInvalidFrame, "IPv6 payload length %d beyond the %d bytes after the IPv6 header", plen, len(ip)-40)
+			return lo, lerr(ErrMalformed, "IPv6 payload length %d beyond the %d bytes after the IPv6 header", plen, len(ip)-40)
 		}
 		lo.end = lo.l3 + 40 + plen
 		hend := min(lo.end, len(frame)) // extension headers lie within frame
@@ -172,13 +168,13 @@ func parseLayoutExt(frame []byte, want uint8, extra int, template bool) (segLayo
 				break
 			}
 			if n == segMaxExtHeaders {
-				return lo, lerr(ErrInvalidFrame, "more than %d IPv6 extension headers", segMaxExtHeaders)
+				return lo, lerr(ErrMalformed, "more than %d IPv6 extension headers", segMaxExtHeaders)
 			}
 			if nh == ip6HopByHop && n != 0 {
-				return lo, lerr(ErrInvalidFrame, "IPv6 hop-by-hop options header not first")
+				return lo, lerr(ErrMalformed, "IPv6 hop-by-hop options header not first")
 			}
 			if off+8 > hend {
-				return lo, lerr(ErrInvalidFrame, "truncated IPv6 extension header %d", int(nh))
+				return lo, lerr(ErrMalformed, "truncated IPv6 extension header %d", int(nh))
 			}
 			hl := 8
 			if nh == ip6Fragment {
@@ -187,7 +183,7 @@ func parseLayoutExt(frame []byte, want uint8, extra int, template bool) (segLayo
 				hl = (int(frame[off+1]) + 1) * 8
 			}
 			if off+hl > hend {
-				return lo, lerr(ErrInvalidFrame, "IPv6 extension header %d of %d bytes runs past the packet", int(nh), hl)
+				return lo, lerr(ErrMalformed, "IPv6 extension header %d of %d bytes runs past the packet", int(nh), hl)
 			}
 			nh = frame[off]
 			off += hl
@@ -207,22 +203,22 @@ func parseLayoutExt(frame []byte, want uint8, extra int, template bool) (segLayo
 	switch want {
 	case ipProtoTCP:
 		if hend-lo.l4 < 20 {
-			return lo, lerr(ErrInvalidFrame, "truncated TCP header (%d bytes)", lo.end-lo.l4)
+			return lo, lerr(ErrMalformed, "truncated TCP header (%d bytes)", lo.end-lo.l4)
 		}
 		thl := int(frame[lo.l4+12]>>4) * 4
 		if thl < 20 {
-			return lo, lerr(ErrInvalidFrame, "TCP data offset %d < 20", thl)
+			return lo, lerr(ErrMalformed, "TCP data offset %d < 20", thl)
 		}
 		if lo.l4+thl > hend {
-			return lo, lerr(ErrInvalidFrame, "TCP header length %d beyond the %d bytes of the segment", thl, lo.end-lo.l4)
+			return lo, lerr(ErrMalformed, "TCP header length %d beyond the %d bytes of the segment", thl, lo.end-lo.l4)
 		}
 		lo.pay = lo.l4 + thl
 	case ipProtoUDP:
 		if hend-lo.l4 < 8 {
-			return lo, lerr(ErrInvalidFrame, "truncated UDP header (%d bytes)", lo.end-lo.l4)
+			return lo, lerr(ErrMalformed, "truncated UDP header (%d bytes)", lo.end-lo.l4)
 		}
 		if ul := int(binary.BigEndian.Uint16(frame[lo.l4+4:])); !template && ul != lo.end-lo.l4 {
-			return lo, lerr(ErrInvalidFrame, "UDP length %d, IP says %d", ul, lo.end-lo.l4)
+			return lo, lerr(ErrMalformed, "UDP length %d, IP says %d", ul, lo.end-lo.l4)
 		}
 		lo.pay = lo.l4 + 8
 	}

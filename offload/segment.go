@@ -50,7 +50,7 @@ const (
 // that are large enough are overwritten instead of allocated, so passing
 // the previous result as dst[:0] makes steady-state calls allocation-free.
 // On error dst is returned with its original length and the error wraps
-// ErrInvalidFrame, ErrWrongProtocol or ErrInvalidMSS.
+// ErrMalformed, ErrWrongProtocol or ErrInvalidMSS.
 func Segment(dst [][]byte, frame []byte, opts SegmentOptions) ([][]byte, error) {
 	return appendSegments(dst, frame, opts, ipProtoTCP, "segment")
 }

@@ -69,7 +69,7 @@ func fuzzSegment(t *testing.T, frame []byte, mss uint16, fixed bool, proto uint8
 		t.Fatal("segmentation modified its input")
 	}
 	if err != nil {
-		if !errors.Is(err, ErrInvalidFrame) && !errors.Is(err, ErrWrongProtocol) && !errors.Is(err, ErrInvalidMSS) {
+		if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrWrongProtocol) && !errors.Is(err, ErrInvalidMSS) {
 			t.Fatalf("error wraps no sentinel: %v", err)
 		}
 		if len(segs) != 0 {

@@ -14,7 +14,7 @@ const segMaxHeader = 512
 // keep one template per connection and segment data straight from its own
 // buffers into UMEM frames, without first building a contiguous
 // super-packet. hdr must end where the TCP header ends and be at most 512
-// bytes; headers plus payload must fit the IP length field (ErrInvalidFrame
+// bytes; headers plus payload must fit the IP length field (ErrMalformed
 // otherwise). It never allocates.
 func SegmentPayload(hdr, payload []byte, opts SegmentOptions, next func(size int) []byte) (int, error) {
 	return segmentPayload(hdr, payload, opts, ipProtoTCP, "segment payload", next)
@@ -29,7 +29,7 @@ func SegmentUDPPayload(hdr, payload []byte, opts SegmentOptions, next func(size 
 
 func segmentPayload(hdr, payload []byte, opts SegmentOptions, proto uint8, op string, next func(size int) []byte) (int, error) {
 	if len(hdr) > segMaxHeader {
-		return 0, lerr(ErrInvalidFrame, "header template of %d bytes: at most %d", len(hdr), segMaxHeader).err(op)
+		return 0, lerr(ErrMalformed, "header template of %d bytes: at most %d", len(hdr), segMaxHeader).err(op)
 	}
 	if opts.MSS <= 0 || opts.MSS > 65535 {
 		return 0, lerr(ErrInvalidMSS, "MSS %d: must be between 1 and 65535", opts.MSS).err(op)
@@ -44,13 +44,13 @@ func segmentPayload(hdr, payload []byte, opts SegmentOptions, proto uint8, op st
 		case et == etherTypeIPv4 && len(h) >= l3+4:
 			tot := len(h) - l3 + len(payload)
 			if tot > 65535 {
-				return 0, lerr(ErrInvalidFrame, "IPv4 packet of %d bytes: payload beyond the 16-bit total length", tot).err(op)
+				return 0, lerr(ErrMalformed, "IPv4 packet of %d bytes: payload beyond the 16-bit total length", tot).err(op)
 			}
 			binary.BigEndian.PutUint16(h[l3+2:], uint16(tot))
 		case et == etherTypeIPv6 && len(h) >= l3+40:
 			plen := len(h) - l3 - 40 + len(payload)
 			if plen > 65535 {
-				return 0, lerr(ErrInvalidFrame, "IPv6 payload of %d bytes: beyond the 16-bit payload length", plen).err(op)
+				return 0, lerr(ErrMalformed, "IPv6 payload of %d bytes: beyond the 16-bit payload length", plen).err(op)
 			}
 			binary.BigEndian.PutUint16(h[l3+4:], uint16(plen))
 		}
@@ -60,7 +60,7 @@ func segmentPayload(hdr, payload []byte, opts SegmentOptions, proto uint8, op st
 		return 0, e.err(op)
 	}
 	if lo.pay != len(h) {
-		return 0, lerr(ErrInvalidFrame, "header template has %d bytes after the transport header", len(h)-lo.pay).err(op)
+		return 0, lerr(ErrMalformed, "header template has %d bytes after the transport header", len(h)-lo.pay).err(op)
 	}
 	p := segPlan{lo: lo, plen: len(payload), mss: opts.MSS}
 	p.n = max(1, (p.plen+p.mss-1)/p.mss)

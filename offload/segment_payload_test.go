@@ -89,10 +89,10 @@ func TestSegmentPayloadErrors(t *testing.T) {
 		mss     int
 		want    error
 	}{
-		{"payload beyond 64 KB", hdr, make([]byte, 65535), 1448, ErrInvalidFrame},
-		{"bytes after the TCP header", in[:lo.pay+10], nil, 1448, ErrInvalidFrame},
-		{"template too long", make([]byte, 600), nil, 1448, ErrInvalidFrame},
-		{"truncated TCP header", in[:lo.l4+10], nil, 1448, ErrInvalidFrame},
+		{"payload beyond 64 KB", hdr, make([]byte, 65535), 1448, ErrMalformed},
+		{"bytes after the TCP header", in[:lo.pay+10], nil, 1448, ErrMalformed},
+		{"template too long", make([]byte, 600), nil, 1448, ErrMalformed},
+		{"truncated TCP header", in[:lo.l4+10], nil, 1448, ErrMalformed},
 		{"UDP template for TCP", buildSuper(t, superSpec{udp: true})[:14+20+8], nil, 1448, ErrWrongProtocol},
 		{"MSS 0", hdr, nil, 0, ErrInvalidMSS},
 	} {

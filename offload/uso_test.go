@@ -75,8 +75,8 @@ func TestSegmentUDPErrors(t *testing.T) {
 		want  error
 	}{
 		{"TCP", tcp, 1400, ErrWrongProtocol},
-		{"UDP length mismatch", bad, 1400, ErrInvalidFrame},
-		{"truncated UDP", in[:14+20+4], 1400, ErrInvalidFrame},
+		{"UDP length mismatch", bad, 1400, ErrMalformed},
+		{"truncated UDP", in[:14+20+4], 1400, ErrMalformed},
 		{"gso size 0", in, 0, ErrInvalidMSS},
 	} {
 		if _, err := SegmentUDP(nil, c.frame, SegmentOptions{MSS: c.mss}); !errors.Is(err, c.want) {
