@@ -78,11 +78,14 @@ const (
 	beGen    = "generator" // the generator into an XDP_DROP program
 	beXDPIO  = "xdpio"
 	beAsavie = "asavie"
-	beSocket = "socket"
+	// beAsavieDoc is asavie/xdp with the receive loop its README and
+	// examples show: a poll syscall before every receive.
+	beAsavieDoc = "asavie-doc"
+	beSocket    = "socket"
 )
 
 var (
-	rxBackends = []string{beGen, beXDPIO, beAsavie, beSocket}
+	rxBackends = []string{beGen, beXDPIO, beAsavie, beAsavieDoc, beSocket}
 	txBackends = []string{beXDPIO, beAsavie}
 )
 
@@ -136,17 +139,22 @@ type Sample struct {
 	// CPU-second, which other tenants of the machine affect less.
 	CPUs   float64 `json:"cpus"`
 	PerCPU float64 `json:"pps_per_cpu"`
+	// AppNsPerPkt is the CPU time of the application's own threads (the
+	// receive or send loops, syscalls included; not the generator, not
+	// softirq work on other CPUs) per packet: what the library costs.
+	AppNsPerPkt float64 `json:"app_ns_per_pkt,omitempty"`
 }
 
 // Result is the summary of one backend at one size.
 type Result struct {
-	Mode       string   `json:"mode"`
-	Size       int      `json:"size"`
-	Backend    string   `json:"backend"`
-	PPS        float64  `json:"pps_median"`
-	OfferedPPS float64  `json:"offered_pps_median"`
-	PerCPU     float64  `json:"pps_per_cpu_median"`
-	Samples    []Sample `json:"samples"`
+	Mode        string   `json:"mode"`
+	Size        int      `json:"size"`
+	Backend     string   `json:"backend"`
+	PPS         float64  `json:"pps_median"`
+	OfferedPPS  float64  `json:"offered_pps_median"`
+	PerCPU      float64  `json:"pps_per_cpu_median"`
+	AppNsPerPkt float64  `json:"app_ns_per_pkt_median,omitempty"`
+	Samples     []Sample `json:"samples"`
 }
 
 // Ratio compares two backends at one size.
@@ -157,8 +165,11 @@ type Ratio struct {
 	Value float64 `json:"value"`
 	// PerCPU is the same ratio of packets per CPU-second.
 	PerCPU float64 `json:"per_cpu"`
-	Goal   float64 `json:"goal,omitempty"`
-	Met    *bool   `json:"met,omitempty"`
+	// AppCost is how many times more CPU per packet the second backend's
+	// own threads spend than the first's (b's app ns/pkt ÷ a's).
+	AppCost float64 `json:"app_cost,omitempty"`
+	Goal    float64 `json:"goal,omitempty"`
+	Met     *bool   `json:"met,omitempty"`
 }
 
 // Report is the benchmark's output.
@@ -248,6 +259,7 @@ func measure(ctx context.Context, pair *netnstest.Pair, o Options, log io.Writer
 	rep := &Report{Queues: o.Queues, Rounds: o.Rounds, WindowS: o.Window.Seconds(), WarmupS: o.Warmup.Seconds(), Batch: o.Batch}
 	med := map[string]float64{}
 	medCPU := map[string]float64{}
+	medApp := map[string]float64{}
 	for _, mode := range []string{modeRx, modeTx} {
 		bes := rxBackends
 		if mode == modeTx {
@@ -263,6 +275,8 @@ func measure(ctx context.Context, pair *netnstest.Pair, o Options, log io.Writer
 				r.PPS = median(ss, func(s Sample) float64 { return s.PPS })
 				r.OfferedPPS = median(ss, func(s Sample) float64 { return s.OfferedPPS })
 				r.PerCPU = median(ss, func(s Sample) float64 { return s.PerCPU })
+				r.AppNsPerPkt = median(ss, func(s Sample) float64 { return s.AppNsPerPkt })
+				medApp[key(mode, size, be)] = r.AppNsPerPkt
 				med[key(mode, size, be)] = r.PPS
 				medCPU[key(mode, size, be)] = r.PerCPU
 				rep.Results = append(rep.Results, r)
@@ -277,6 +291,9 @@ func measure(ctx context.Context, pair *netnstest.Pair, o Options, log io.Writer
 				if c := medCPU[key(mode, size, b)]; c > 0 {
 					r.PerCPU = medCPU[key(mode, size, a)] / c
 				}
+				if c := medApp[key(mode, size, a)]; c > 0 {
+					r.AppCost = medApp[key(mode, size, b)] / c
+				}
 				if goal > 0 {
 					met := r.Value >= goal
 					r.Met = &met
@@ -285,6 +302,7 @@ func measure(ctx context.Context, pair *netnstest.Pair, o Options, log io.Writer
 			}
 			ratio("xdpio/asavie", beXDPIO, beAsavie, 1.5)
 			if mode == modeRx {
+				ratio("xdpio/asavie-doc", beXDPIO, beAsavieDoc, 1.5)
 				ratio("xdpio/socket", beXDPIO, beSocket, 2)
 				ratio("generator/xdpio", beGen, beXDPIO, 0)
 				// The generator must outrun every receiver: a receiver
@@ -329,6 +347,8 @@ func newRx(be string) receiver {
 		return &xdpioRx{}
 	case beAsavie:
 		return &asavieRx{}
+	case beAsavieDoc:
+		return &asavieRx{doc: true}
 	}
 	return &socketRx{}
 }
@@ -364,13 +384,13 @@ func measureRx(ctx context.Context, pair *netnstest.Pair, o *Options, gen *traff
 		err = errors.Join(err, <-done)
 	}()
 	if !o.Verbose {
-		return window(ctx, o, rx.count, gen.Sent)
+		return window(ctx, o, rx.count, gen.Sent, appCPUOf(rx))
 	}
 	a0, _ := vethStats(ctx, pair.A)
 	b0, _ := vethStats(ctx, pair.B)
 	x0 := extra(rx)
 	t0 := time.Now()
-	s, err = window(ctx, o, rx.count, gen.Sent)
+	s, err = window(ctx, o, rx.count, gen.Sent, appCPUOf(rx))
 	secs := time.Since(t0).Seconds()
 	a1, _ := vethStats(ctx, pair.A)
 	b1, _ := vethStats(ctx, pair.B)
@@ -408,12 +428,21 @@ func measureTx(ctx context.Context, pair *netnstest.Pair, o *Options, be string)
 	if err := tx.start(pair.B, o); err != nil {
 		return s, err
 	}
-	return window(ctx, o, tx.count, func() (uint64, error) { return tx.sent(), nil })
+	return window(ctx, o, tx.count, func() (uint64, error) { return tx.sent(), nil }, appCPUOf(tx))
+}
+
+// appCPUOf returns the backend's application-thread CPU clock, if it has
+// loops.
+func appCPUOf(b any) func() time.Duration {
+	if x, ok := b.(interface{ appCPU() time.Duration }); ok {
+		return x.appCPU
+	}
+	return nil
 }
 
 // window waits the warm-up, then reads both counters at the start and
 // end of the window.
-func window(ctx context.Context, o *Options, got, offered func() (uint64, error)) (Sample, error) {
+func window(ctx context.Context, o *Options, got, offered func() (uint64, error), app func() time.Duration) (Sample, error) {
 	if err := sleep(ctx, o.Warmup); err != nil {
 		return Sample{}, err
 	}
@@ -426,11 +455,18 @@ func window(ctx context.Context, o *Options, got, offered func() (uint64, error)
 		return Sample{}, err
 	}
 	c0 := o.cpu.used()
+	var a0, a1 time.Duration
+	if app != nil {
+		a0 = app()
+	}
 	t0 := time.Now()
 	if err := sleep(ctx, o.Window); err != nil {
 		return Sample{}, err
 	}
 	c1 := o.cpu.used()
+	if app != nil {
+		a1 = app()
+	}
 	r1, err := got()
 	if err != nil {
 		return Sample{}, err
@@ -444,30 +480,41 @@ func window(ctx context.Context, o *Options, got, offered func() (uint64, error)
 	if s.CPUs > 0 {
 		s.PerCPU = s.PPS / s.CPUs
 	}
+	if app != nil && r1 > r0 {
+		s.AppNsPerPkt = float64(a1-a0) / float64(r1-r0)
+	}
 	return s, nil
 }
 
 // printTable writes the human-readable report.
 func printTable(w io.Writer, rep *Report) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "mode\tsize\tbackend\tMpps (median)\toffered Mpps\tMpps/CPU\tsamples (Mpps)\t\n")
+	fmt.Fprintf(tw, "mode\tsize\tbackend\tMpps (median)\toffered Mpps\tMpps/CPU\tapp ns/pkt\tsamples (Mpps)\t\n")
 	for _, r := range rep.Results {
 		var ss []string
 		for _, s := range r.Samples {
 			ss = append(ss, fmt.Sprintf("%.2f", s.PPS/1e6))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%.3f\t%.3f\t%.3f\t%s\t\n", r.Mode, r.Size, r.Backend, r.PPS/1e6, r.OfferedPPS/1e6, r.PerCPU/1e6, strings.Join(ss, " "))
+		app := "-"
+		if r.AppNsPerPkt > 0 {
+			app = fmt.Sprintf("%.1f", r.AppNsPerPkt)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.3f\t%.3f\t%.3f\t%s\t%s\t\n", r.Mode, r.Size, r.Backend, r.PPS/1e6, r.OfferedPPS/1e6, r.PerCPU/1e6, app, strings.Join(ss, " "))
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "mode\tsize\tratio\tpps\tgoal\tper CPU\t\n")
+	fmt.Fprintf(tw, "mode\tsize\tratio\tpps\tgoal\tper CPU\tapp CPU/pkt\t\n")
 	for _, r := range rep.Ratios {
 		goal := "-"
 		if r.Met != nil {
 			goal = fmt.Sprintf("≥%.1f %s", r.Goal, map[bool]string{true: "met", false: "MISSED"}[*r.Met])
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%.2f\t%s\t%.2f\t\n", r.Mode, r.Size, r.Name, r.Value, goal, r.PerCPU)
+		app := "-"
+		if r.AppCost > 0 {
+			app = fmt.Sprintf("%.2f", r.AppCost)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.2f\t%s\t%.2f\t%s\t\n", r.Mode, r.Size, r.Name, r.Value, goal, r.PerCPU, app)
 	}
 	tw.Flush()
 	for _, w2 := range rep.Warnings {

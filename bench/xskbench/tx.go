@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	asavie "github.com/asavie/xdp"
 
@@ -177,3 +178,6 @@ func (t *asavieTx) stop() error {
 	}
 	return err
 }
+
+func (t *xdpioTx) appCPU() time.Duration  { return t.l.appCPU() }
+func (t *asavieTx) appCPU() time.Duration { return t.l.appCPU() }
