@@ -104,6 +104,7 @@ func NewSocket(u *UMEM, ifindex, queue int, cfg SocketConfig) (_ *Socket, err er
 
 	s.pool.init(u, u.takeFrames(cfg.Frames))
 	s.owned = s.pool.len()
+	s.publish()
 	if s.pool.len() == 0 {
 		return nil, invalid("frames", cfg.Frames, fmt.Sprintf("the UMEM (%d frames) has none left for this socket", u.cfg.NumFrames))
 	}

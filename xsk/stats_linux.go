@@ -9,9 +9,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Stats returns the socket's counters. The kernel and library counters may
-// be read from any goroutine; the frame accounting is exact only when read
-// by the goroutine that owns the socket.
+// Stats returns the socket's counters. It may be called from any
+// goroutine. The frame accounting is published after each operation, so it
+// is exact when read by the goroutine that owns the socket; read from
+// another goroutine it may mix two consecutive operations.
 func (s *Socket) Stats() (Stats, error) {
 	var st Stats
 	var raw unix.XDPStatistics
@@ -37,10 +38,10 @@ func (s *Socket) Stats() (Stats, error) {
 	st.Polls, st.Wakeups = c.polls.Load(), c.wakeups.Load()
 	st.BadDescs, st.TxRingFull = c.rxBadDescs.Load(), c.txRingFull.Load()
 
-	st.FramesFree = s.pool.len()
-	st.FramesFill = int(s.inFill)
-	st.FramesTx = int(s.inTx)
-	st.FramesApp = int(s.inApp)
+	st.FramesFree = int(s.pub.free.Load())
+	st.FramesFill = int(s.pub.fill.Load())
+	st.FramesTx = int(s.pub.tx.Load())
+	st.FramesApp = int(s.pub.app.Load())
 	st.FramesLost = int(st.BadDescs)
 	st.FramesOwned = s.owned
 	st.ZeroCopy = s.zeroCopy
