@@ -371,21 +371,7 @@ func (t *Toeplitz) HashFlow(k FlowKey, s Symmetric) uint32 {
 func (t *Toeplitz) hashFlow(k FlowKey, s Symmetric) uint32 {
 	if k.Src.Is4() && k.Dst.Is4() {
 		src, dst := k.Src.As4(), k.Dst.As4()
-		sp, dp := k.SrcPort, k.DstPort
-		switch s {
-		case SymmetricXOR:
-			for i := range src {
-				src[i] ^= dst[i]
-			}
-			dst = src
-			sp ^= dp
-			dp = sp
-		case SymmetricOrXOR:
-			for i := range src {
-				src[i], dst[i] = src[i]|dst[i], src[i]^dst[i]
-			}
-			sp, dp = sp|dp, sp^dp
-		}
+		sp, dp := symmetrize(src[:], dst[:], k.SrcPort, k.DstPort, s)
 		if k.Ports {
 			return t.HashIPv4Ports(src, dst, sp, dp)
 		}
@@ -395,23 +381,30 @@ func (t *Toeplitz) hashFlow(k FlowKey, s Symmetric) uint32 {
 		return 0
 	}
 	src, dst := k.Src.As16(), k.Dst.As16()
-	sp, dp := k.SrcPort, k.DstPort
-	switch s {
-	case SymmetricXOR:
-		for i := range src {
-			src[i] ^= dst[i]
-		}
-		dst = src
-		sp ^= dp
-		dp = sp
-	case SymmetricOrXOR:
-		for i := range src {
-			src[i], dst[i] = src[i]|dst[i], src[i]^dst[i]
-		}
-		sp, dp = sp|dp, sp^dp
-	}
+	sp, dp := symmetrize(src[:], dst[:], k.SrcPort, k.DstPort, s)
 	if k.Ports {
 		return t.HashIPv6Ports(src, dst, sp, dp)
 	}
 	return t.HashIPv6(src, dst)
+}
+
+// symmetrize applies the input transformation in place to the addresses
+// and returns the transformed ports: symmetric-xor puts src^dst in both
+// fields, symmetric-or-xor puts src|dst then src^dst (as Linux's
+// RXH_XFRM_SYM_XOR and RXH_XFRM_SYM_OR_XOR do).
+func symmetrize(src, dst []byte, sp, dp uint16, s Symmetric) (uint16, uint16) {
+	switch s {
+	case SymmetricXOR:
+		for i := range src {
+			src[i] ^= dst[i]
+			dst[i] = src[i]
+		}
+		return sp ^ dp, sp ^ dp
+	case SymmetricOrXOR:
+		for i := range src {
+			src[i], dst[i] = src[i]|dst[i], src[i]^dst[i]
+		}
+		return sp | dp, sp ^ dp
+	}
+	return sp, dp
 }
