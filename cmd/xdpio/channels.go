@@ -39,29 +39,13 @@ func newChannelsCmd(g *globals) *cobra.Command {
 		Short: "Show or set a device's RX/TX/other/combined channel (queue) counts, like ethtool -l/-L",
 		Args:  cobra.NoArgs,
 	}
-	c.AddCommand(&cobra.Command{
-		Use:   "show DEV",
-		Short: "Show current and maximum channel counts",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var ch rss.ChannelCounts
-			err := g.inNetns(func() (err error) {
-				ch, err = rss.Channels(devArg(args[0]))
-				return err
-			})
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return writeJSON(g.stdout, struct {
-					Device string `json:"device"`
-					channelsJSON
-				}{args[0], toChannelsJSON(ch)})
-			}
-			printChannels(g.stdout, args[0], ch)
-			return nil
-		},
-	})
+	c.AddCommand(showCommand(g, "Show current and maximum channel counts", rss.Channels,
+		func(dev string, ch rss.ChannelCounts) any {
+			return struct {
+				Device string `json:"device"`
+				channelsJSON
+			}{dev, toChannelsJSON(ch)}
+		}, printChannels))
 
 	var (
 		rx, tx, other, combined uint32
@@ -186,6 +170,31 @@ func dryRunNote(dry bool) string {
 
 // devArg turns a DEV argument into a device: an interface name.
 func devArg(s string) rss.Device { return rss.Device{Name: s} }
+
+// showCommand builds a `show DEV` subcommand: get reads the device (inside
+// --netns), then the result is printed as JSON (toJSON's value) or as text.
+func showCommand[T any](g *globals, short string, get func(rss.Device) (T, error), toJSON func(dev string, v T) any, print func(w io.Writer, dev string, v T)) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show DEV",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var v T
+			err := g.inNetns(func() (err error) {
+				v, err = get(devArg(args[0]))
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return writeJSON(g.stdout, toJSON(args[0], v))
+			}
+			print(g.stdout, args[0], v)
+			return nil
+		},
+	}
+}
 
 // naIf returns "n/a" when na is true, else v in decimal.
 func naIf(v uint32, na bool) string {

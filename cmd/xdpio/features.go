@@ -62,26 +62,10 @@ func newFeaturesCmd(g *globals) *cobra.Command {
 		Short: "Show or set a device's offload features, like ethtool -k/-K",
 		Args:  cobra.NoArgs,
 	}
-	c.AddCommand(&cobra.Command{
-		Use:   "show DEV",
-		Short: "Show every feature (kernel names) and ethtool's offload groups",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var fs []rss.Feature
-			err := g.inNetns(func() (err error) {
-				fs, err = rss.Features(devArg(args[0]))
-				return err
-			})
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return writeJSON(g.stdout, map[string]any{"device": args[0], "features": featuresJSON(fs), "offloads": offloadsJSON(fs)})
-			}
-			printFeatures(g.stdout, args[0], fs)
-			return nil
-		},
-	})
+	c.AddCommand(showCommand(g, "Show every feature (kernel names) and ethtool's offload groups", rss.Features,
+		func(dev string, fs []rss.Feature) any {
+			return map[string]any{"device": dev, "features": featuresJSON(fs), "offloads": offloadsJSON(fs)}
+		}, printFeatures))
 	var dry bool
 	set := &cobra.Command{
 		Use:   "set DEV NAME on|off [NAME on|off …]",

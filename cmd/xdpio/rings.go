@@ -46,29 +46,13 @@ func newRingsCmd(g *globals) *cobra.Command {
 		Short: "Show or set a device's ring sizes and ring options, like ethtool -g/-G",
 		Args:  cobra.NoArgs,
 	}
-	c.AddCommand(&cobra.Command{
-		Use:   "show DEV",
-		Short: "Show current and maximum ring sizes",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var r rss.RingSizes
-			err := g.inNetns(func() (err error) {
-				r, err = rss.Rings(devArg(args[0]))
-				return err
-			})
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return writeJSON(g.stdout, struct {
-					Device string `json:"device"`
-					ringsJSON
-				}{args[0], toRingsJSON(r)})
-			}
-			printRings(g.stdout, args[0], r)
-			return nil
-		},
-	})
+	c.AddCommand(showCommand(g, "Show current and maximum ring sizes", rss.Rings,
+		func(dev string, r rss.RingSizes) any {
+			return struct {
+				Device string `json:"device"`
+				ringsJSON
+			}{dev, toRingsJSON(r)}
+		}, printRings))
 
 	var (
 		u32  = map[string]*uint32{}
