@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -124,6 +125,26 @@ type captureWriter struct {
 
 // createCapture creates path for packets read from src, in format
 // (formatPcap, formatPcapng, or "" for src's format).
+// openTransform opens in for reading and out for writing in the same
+// format (or format), for a command op that rewrites a capture. Usage
+// errors stay usage errors; others are prefixed with op.
+func openTransform(op, in, out, format string) (*captureReader, *captureWriter, error) {
+	r, err := openCapture(in)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", op, err)
+	}
+	w, err := createCapture(out, format, r)
+	if err != nil {
+		r.Close()
+		var ue *usageError
+		if errors.As(err, &ue) {
+			return nil, nil, err
+		}
+		return nil, nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return r, w, nil
+}
+
 func createCapture(path, format string, src *captureReader) (*captureWriter, error) {
 	if format == "" {
 		format = src.Format

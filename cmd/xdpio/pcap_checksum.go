@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 
@@ -52,19 +51,11 @@ says otherwise; it is written to a temporary file and renamed into place.`,
 }
 
 func runPcapChecksum(g *globals, in, out, format string) error {
-	r, err := openCapture(in)
+	r, w, err := openTransform("pcap checksum", in, out, format)
 	if err != nil {
-		return fmt.Errorf("pcap checksum: %w", err)
+		return err
 	}
 	defer r.Close()
-	w, err := createCapture(out, format, r)
-	if err != nil {
-		var ue *usageError
-		if errors.As(err, &ue) {
-			return err
-		}
-		return fmt.Errorf("pcap checksum: %w", err)
-	}
 	var sum checksumSummary
 	for i := 1; ; i++ {
 		data, ci, lt, err := r.Next()

@@ -71,19 +71,11 @@ file and renamed into place.`,
 }
 
 func runPcapSegment(g *globals, in, out, format string, opts offload.SegmentOptions, udp bool) error {
-	r, err := openCapture(in)
+	r, w, err := openTransform("pcap segment", in, out, format)
 	if err != nil {
-		return fmt.Errorf("pcap segment: %w", err)
+		return err
 	}
 	defer r.Close()
-	w, err := createCapture(out, format, r)
-	if err != nil {
-		var ue *usageError
-		if errors.As(err, &ue) {
-			return err
-		}
-		return fmt.Errorf("pcap segment: %w", err)
-	}
 	var sum segmentSummary
 	var segs [][]byte
 	write := func(ci gopacket.CaptureInfo, lt layers.LinkType, data []byte) error {
