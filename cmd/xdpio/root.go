@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 
 	"github.com/spf13/cobra"
-	"github.com/vishvananda/netns"
+	"github.com/xdpio/xdpio/internal/nsdo"
 )
 
 // globals holds the flags every subcommand shares.
@@ -87,27 +86,5 @@ func (g *globals) inNetns(fn func() error) error {
 	if g.netns == "" {
 		return fn()
 	}
-	runtime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		runtime.UnlockOSThread()
-		return fmt.Errorf("get current namespace: %w", err)
-	}
-	defer orig.Close()
-	target, err := netns.GetFromName(g.netns)
-	if err != nil {
-		runtime.UnlockOSThread()
-		return fmt.Errorf("namespace %q: %w", g.netns, err)
-	}
-	defer target.Close()
-	if err := netns.Set(target); err != nil {
-		runtime.UnlockOSThread()
-		return fmt.Errorf("enter namespace %q: %w", g.netns, err)
-	}
-	defer func() {
-		if netns.Set(orig) == nil {
-			runtime.UnlockOSThread()
-		}
-	}()
-	return fn()
+	return nsdo.DoNamed(g.netns, fn)
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"github.com/xdpio/xdpio/internal/nsdo"
 	"golang.org/x/sys/unix"
 )
 
@@ -304,27 +305,7 @@ func (p *Pair) build() error {
 // namespace and may be used from any goroutine afterwards. Goroutines fn
 // starts do not inherit the namespace.
 func (h *Host) Do(fn func() error) error {
-	runtime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		runtime.UnlockOSThread()
-		return fmt.Errorf("get current namespace: %w", err)
-	}
-	defer orig.Close()
-	if err := netns.Set(h.handle); err != nil {
-		runtime.UnlockOSThread()
-		return fmt.Errorf("enter namespace %s: %w", h.NS, err)
-	}
-	defer func() {
-		if err := netns.Set(orig); err != nil {
-			// Leave the thread locked: the runtime discards it when the
-			// goroutine exits, instead of reusing a thread in the wrong
-			// namespace.
-			return
-		}
-		runtime.UnlockOSThread()
-	}()
-	return fn()
+	return nsdo.Do(h.handle, h.NS, fn)
 }
 
 // Handle returns a netlink handle that operates inside h's namespace. The
