@@ -273,3 +273,33 @@ func TestOpenErrors(t *testing.T) {
 	})
 
 }
+
+// Close from another goroutine wakes a Wait that has no deadline.
+func TestCloseWakesWait(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 1})
+	var d *xsk.Device
+	if err := pair.B.Do(func() (err error) { d, err = xsk.Open(pair.B.Link, xsk.Config{}); return }); err != nil {
+		t.Fatal(err)
+	}
+	s := d.Sockets()[0]
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Wait(-1, false)
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("Wait returned %v before Close, with no traffic", err)
+	default:
+	}
+	go d.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, xsk.ErrClosed) {
+			t.Fatalf("Wait after Close = %v, want ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not wake Wait within 5 s")
+	}
+}
