@@ -45,8 +45,11 @@ type SocketConfig struct {
 	// socket). At least one ring must remain.
 	NoRX, NoTX bool
 	// Frames is how many of the UMEM's frames this socket takes for its
-	// own pool. Default: FillRingSize + TxRingSize (capped by what the UMEM
-	// has left).
+	// own pool. Default: every frame the UMEM has left. More frames than
+	// the fill ring holds are not wasted: while received frames sit in the
+	// RX ring or in the application's batches, the rest keep the fill ring
+	// full, so a receiver that was descheduled for a moment loses nothing.
+	// Sockets sharing a UMEM set their share (Open does).
 	Frames int
 	// Bind chooses copy, zero-copy or auto.
 	Bind BindMode
@@ -88,15 +91,6 @@ func (c *SocketConfig) setDefaults() {
 	}
 	if c.CompletionRingSize == 0 {
 		c.CompletionRingSize = 2048
-	}
-	if c.Frames == 0 {
-		c.Frames = 0
-		if !c.NoRX {
-			c.Frames += c.FillRingSize
-		}
-		if !c.NoTX {
-			c.Frames += c.TxRingSize
-		}
 	}
 	if c.BusyPoll.Timeout != 0 && c.BusyPoll.Budget == 0 {
 		c.BusyPoll.Budget = 64

@@ -102,7 +102,11 @@ func NewSocket(u *UMEM, ifindex, queue int, cfg SocketConfig) (_ *Socket, err er
 		}
 	}
 
-	s.pool.init(u, u.takeFrames(cfg.Frames))
+	frames := cfg.Frames
+	if frames == 0 {
+		frames = u.cfg.NumFrames // takeFrames caps it at what is left
+	}
+	s.pool.init(u, u.takeFrames(frames))
 	s.owned = s.pool.len()
 	s.publish()
 	if s.pool.len() == 0 {
