@@ -20,8 +20,8 @@ import (
 //
 // A Receiver must not be used concurrently, like the socket it wraps; one
 // goroutine owns both. Stats may be read from any goroutine. Closing the
-// socket ends a Next that waits in the kernel for a first frame at once; a
-// timed sleep for more frames (never longer than rx-usecs) runs out first.
+// socket ends a Next at once, whether it waits in the kernel for a first
+// frame or sleeps for more frames of an open batch.
 type Receiver struct {
 	s    *xsk.Socket
 	b    *xsk.Batch
@@ -50,6 +50,11 @@ func NewReceiver(s *xsk.Socket, p Params, o Options) (*Receiver, error) {
 		return nil, fmt.Errorf("new receiver: %w", err)
 	}
 	p.setDefaults()
+	if o.Clock == nil {
+		// The system clock, sleeping through the socket so that Close
+		// interrupts a sleep for more frames.
+		o.Clock = socketClock{Clock: SystemClock(), s: s}
+	}
 	o.setDefaults()
 	r := &Receiver{s: s, b: s.NewBatch(p.BatchSize), p: p}
 	r.core = newRxCore(p, o, &socketRx{s: s, b: r.b})
@@ -69,6 +74,11 @@ func (r *Receiver) Next(ctx context.Context) (*xsk.Batch, error) {
 	if _, err := r.core.next(ctx); err != nil {
 		return nil, fmt.Errorf("receive: %w", err)
 	}
+	if r.s.Closed() {
+		// Closed while the batch was open: its frames went with the UMEM.
+		r.b.Reset()
+		return nil, fmt.Errorf("receive: %w", xsk.ErrClosed)
+	}
 	return r.b, nil
 }
 
@@ -86,3 +96,16 @@ func (r *Receiver) Params() Params { return r.p }
 // Stats returns the Receiver's counters. It may be called from any
 // goroutine.
 func (r *Receiver) Stats() RxStats { return r.core.stats() }
+
+// socketClock is the system clock whose Sleep is Socket.Sleep: the same
+// nanosecond timer, and Close ends it.
+type socketClock struct {
+	Clock
+	s *xsk.Socket
+}
+
+func (c socketClock) Sleep(d time.Duration) {
+	if d > 0 {
+		c.s.Sleep(d)
+	}
+}

@@ -5,7 +5,9 @@ package coalesce_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -254,5 +256,52 @@ func TestTransmitterBatches(t *testing.T) {
 	}
 	if st := tx.Stats(); st.Frames != 11 || st.FrameLimit != 1 || st.Explicit != 1 {
 		t.Errorf("stats %+v: want 11 frames, one flush by tx-frames, one by Flush", st)
+	}
+}
+
+// Close from another goroutine ends a Next that sleeps for more frames of
+// an open batch (rx-usecs far in the future) at once, with ErrClosed and no
+// batch.
+func TestReceiverCloseDuringOpenBatch(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 1})
+	var d *xsk.Device
+	cfg := xsk.Config{Program: xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(9000)}}}
+	if err := pair.B.Do(func() (err error) { d, err = xsk.Open(pair.B.Link, cfg); return }); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	r, err := coalesce.NewReceiver(d.Sockets()[0], coalesce.Params{RxUsecs: coalesce.MaxUsecs, RxFrames: 64}, coalesce.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		b, err := r.Next(context.Background())
+		if b != nil {
+			err = fmt.Errorf("Next returned a batch of %d frames after Close", b.Len())
+		}
+		done <- err
+	}()
+	if err := pair.A.Do(func() error {
+		c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(pair.B.IPv4, 9000)))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.Write([]byte("opens a batch"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the batch is open, Next sleeps
+	start := time.Now()
+	d.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, xsk.ErrClosed) {
+			t.Fatalf("Next after Close = %v, want ErrClosed", err)
+		}
+	case <-time.After(time.Second):
+		t.Fatalf("Next still sleeping %v after Close (rx-usecs %v)", time.Since(start), time.Duration(coalesce.MaxUsecs)*time.Microsecond)
 	}
 }

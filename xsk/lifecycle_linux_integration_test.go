@@ -306,3 +306,68 @@ func TestCloseWakesWait(t *testing.T) {
 		t.Fatal("Close did not wake Wait within 5 s")
 	}
 }
+
+// Close from another goroutine while the owner is busy receiving and
+// releasing under traffic: the owner's calls in progress finish, the next
+// ones report the socket closed, and nothing touches unmapped rings.
+func TestCloseDuringTraffic(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	for round := 0; round < 3; round++ {
+		var d *xsk.Device
+		cfg := xsk.Config{Program: xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(testPort)}}}
+		if err := pair.B.Do(func() (err error) { d, err = xsk.Open(pair.B.Link, cfg); return }); err != nil {
+			t.Fatal(err)
+		}
+		stopSend := make(chan struct{})
+		sent := make(chan struct{})
+		go func() {
+			defer close(sent)
+			pair.A.Do(func() error {
+				c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(pair.B.IPv4, testPort)))
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				for i := 0; i < 200000; i++ {
+					select {
+					case <-stopSend:
+						return nil
+					default:
+					}
+					c.Write([]byte("traffic while closing"))
+				}
+				return nil
+			})
+		}()
+		owners := make(chan error, len(d.Sockets()))
+		for _, s := range d.Sockets() {
+			go func(s *xsk.Socket) {
+				b := s.NewBatch(64)
+				for {
+					if s.Receive(b) == 0 {
+						if _, err := s.Wait(10*time.Millisecond, false); err != nil {
+							owners <- err
+							return
+						}
+						continue
+					}
+					s.Release(b)
+				}
+			}(s)
+		}
+		time.Sleep(100 * time.Millisecond)
+		d.Close()
+		for range d.Sockets() {
+			select {
+			case err := <-owners:
+				if !errors.Is(err, xsk.ErrClosed) {
+					t.Fatalf("owner ended with %v, want ErrClosed", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("an owner goroutine did not notice Close")
+			}
+		}
+		close(stopSend)
+		<-sent
+	}
+}

@@ -7,9 +7,10 @@ import (
 
 // Socket is an AF_XDP socket bound to one queue of one interface.
 //
-// A Socket must not be used concurrently, except Close, which unblocks a
-// blocked Wait. One goroutine owns it and its rings; Stats may be read from
-// any goroutine.
+// A Socket must not be used concurrently: one goroutine owns it and its
+// rings. Close and Stats are the exceptions and may be called from any
+// goroutine at any time; Close wakes a blocked Wait or Sleep and waits for
+// a call in progress to finish.
 type Socket struct {
 	fd       int
 	eventFD  int // written by Close to wake a blocked poll
@@ -71,6 +72,139 @@ func (s *Socket) NewBatch(n int) *Batch {
 	return &Batch{descs: make([]Desc, 0, n), umem: s.umem}
 }
 
+// enter marks a call in progress, so that Close from another goroutine
+// waits for it before unmapping the rings; it reports false after Close.
+// The increment comes before the check and Close sets its flag before it
+// looks at the count, so one of the two always sees the other.
+func (s *Socket) enter() bool {
+	s.busy.Add(1)
+	if s.closed.Load() {
+		s.busy.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (s *Socket) leave() { s.busy.Add(-1) }
+
+// Receive appends received descriptors to b, up to its capacity, and
+// returns how many it added. It does not block. With multi-buffer, it
+// returns only whole packets: a packet whose fragments do not all fit, or
+// have not all arrived, stays in the ring for the next call.
+//
+// The frames belong to the application until Release, Transmit or Free.
+func (s *Socket) Receive(b *Batch) int {
+	if !s.enter() {
+		return 0
+	}
+	defer s.leave()
+	return s.receive(b)
+}
+
+// Release gives the frames of b back to the kernel through the fill ring
+// (those that do not fit go to the pool) and empties b. Use it for received
+// frames the application is done with.
+func (s *Socket) Release(b *Batch) {
+	if !s.enter() {
+		b.descs = b.descs[:0]
+		return
+	}
+	defer s.leave()
+	s.release(b)
+}
+
+// Free returns the frames of b to this socket's pool without handing them
+// to the kernel, and empties b. Use it for TX frames that will not be sent.
+func (s *Socket) Free(b *Batch) {
+	if !s.enter() {
+		b.descs = b.descs[:0]
+		return
+	}
+	defer s.leave()
+	s.free(b)
+}
+
+// Alloc appends up to n free frames to b for transmission, reclaiming
+// completed TX frames first, and returns how many it added. Each new
+// descriptor has Len 0: write into b.Buffer(i) and set the length with
+// b.SetLen(i, n).
+//
+// Reclaiming first matters for speed, not only for room: the pool is a
+// stack, so frames that just completed (still in the CPU cache) are the
+// ones handed out again, instead of cold frames from across the UMEM.
+func (s *Socket) Alloc(b *Batch, n int) int {
+	if !s.enter() {
+		return 0
+	}
+	defer s.leave()
+	return s.alloc(b, n)
+}
+
+// Transmit puts the descriptors of b on the TX ring, kicks the kernel if it
+// asked for it (or always, without need_wakeup), and returns how many it
+// took. They leave b; descriptors that did not fit stay in b, in order, for
+// a later call. Frames received on any socket of the same UMEM may be
+// transmitted as they are (forwarding without a copy).
+//
+// A kick error that is transient (EAGAIN, EBUSY, ENOBUFS: the kernel is
+// still working through earlier frames) is absorbed; errors that need
+// attention (ENETDOWN, ENXIO, EINVAL) are returned, with the frames already
+// on the ring.
+func (s *Socket) Transmit(b *Batch) (int, error) {
+	if !s.enter() {
+		return 0, ErrClosed
+	}
+	defer s.leave()
+	return s.transmit(b)
+}
+
+// Submit puts the descriptors of b on the TX ring like Transmit, but does
+// not wake the kernel: the frames wait on the ring until Flush, Transmit or
+// Kick, so that one syscall can send several batches (see package
+// coalesce). With need_wakeup off, or in zero-copy mode where the driver
+// polls the ring by itself, frames may still leave before Flush.
+func (s *Socket) Submit(b *Batch) (int, error) {
+	if !s.enter() {
+		return 0, ErrClosed
+	}
+	defer s.leave()
+	return s.submit(b)
+}
+
+// Flush wakes the kernel for frames waiting on the TX ring, if any wait
+// and the kernel asks for a wake-up.
+func (s *Socket) Flush() error {
+	if !s.enter() {
+		return ErrClosed
+	}
+	defer s.leave()
+	return s.flush()
+}
+
+// Kick wakes the kernel to process the TX ring now, whether or not it
+// asked for it.
+func (s *Socket) Kick() error {
+	if !s.enter() {
+		return ErrClosed
+	}
+	defer s.leave()
+	return s.kickNow()
+}
+
+// Complete reclaims frames the kernel has finished sending from the
+// completion ring into the pool and returns how many. If frames still wait
+// on the TX ring and the kernel asks for a wake-up (copy mode sends only a
+// budget of frames per kick), it kicks again, so a caller that just loops
+// on Complete drains the ring. Frames put there with Submit are left
+// alone until Flush.
+func (s *Socket) Complete() int {
+	if !s.enter() {
+		return 0
+	}
+	defer s.leave()
+	return s.complete()
+}
+
 // publish makes the frame accounting visible to Stats on other goroutines.
 func (s *Socket) publish() {
 	s.pub.free.Store(int64(s.pool.len()))
@@ -106,13 +240,7 @@ func (s *Socket) refill() {
 	s.publish()
 }
 
-// Receive appends received descriptors to b, up to its capacity, and
-// returns how many it added. It does not block. With multi-buffer, it
-// returns only whole packets: a packet whose fragments do not all fit, or
-// have not all arrived, stays in the ring for the next call.
-//
-// The frames belong to the application until Release, Transmit or Free.
-func (s *Socket) Receive(b *Batch) int {
+func (s *Socket) receive(b *Batch) int {
 	if s.rx == nil {
 		return 0
 	}
@@ -168,10 +296,7 @@ func (s *Socket) Receive(b *Batch) int {
 	return got
 }
 
-// Release gives the frames of b back to the kernel through the fill ring
-// (those that do not fit go to the pool) and empties b. Use it for received
-// frames the application is done with.
-func (s *Socket) Release(b *Batch) {
+func (s *Socket) release(b *Batch) {
 	n := len(b.descs)
 	if n == 0 {
 		return
@@ -209,9 +334,7 @@ func (s *Socket) Release(b *Batch) {
 	s.publish()
 }
 
-// Free returns the frames of b to this socket's pool without handing them
-// to the kernel, and empties b. Use it for TX frames that will not be sent.
-func (s *Socket) Free(b *Batch) {
+func (s *Socket) free(b *Batch) {
 	s.inApp -= int64(len(b.descs))
 	for _, d := range b.descs {
 		s.pool.put(s.umem.frameBase(d.Addr))
@@ -220,18 +343,10 @@ func (s *Socket) Free(b *Batch) {
 	s.publish()
 }
 
-// Alloc appends up to n free frames to b for transmission, reclaiming
-// completed TX frames first, and returns how many it added. Each new
-// descriptor has Len 0: write into b.Buffer(i) and set the length with
-// b.SetLen(i, n).
-//
-// Reclaiming first matters for speed, not only for room: the pool is a
-// stack, so frames that just completed (still in the CPU cache) are the
-// ones handed out again, instead of cold frames from across the UMEM.
-func (s *Socket) Alloc(b *Batch, n int) int {
+func (s *Socket) alloc(b *Batch, n int) int {
 	n = min(n, cap(b.descs)-len(b.descs))
 	if s.tx != nil {
-		s.Complete()
+		s.complete()
 	}
 	n = min(n, s.pool.len())
 	off := s.umem.txOffset
@@ -243,30 +358,15 @@ func (s *Socket) Alloc(b *Batch, n int) int {
 	return n
 }
 
-// Transmit puts the descriptors of b on the TX ring, kicks the kernel if it
-// asked for it (or always, without need_wakeup), and returns how many it
-// took. They leave b; descriptors that did not fit stay in b, in order, for
-// a later call. Frames received on any socket of the same UMEM may be
-// transmitted as they are (forwarding without a copy).
-//
-// A kick error that is transient (EAGAIN, EBUSY, ENOBUFS: the kernel is
-// still working through earlier frames) is absorbed; errors that need
-// attention (ENETDOWN, ENXIO, EINVAL) are returned, with the frames already
-// on the ring.
-func (s *Socket) Transmit(b *Batch) (int, error) {
-	n, err := s.Submit(b)
+func (s *Socket) transmit(b *Batch) (int, error) {
+	n, err := s.submit(b)
 	if err != nil {
 		return n, err
 	}
-	return n, s.Flush()
+	return n, s.flush()
 }
 
-// Submit puts the descriptors of b on the TX ring like Transmit, but does
-// not wake the kernel: the frames wait on the ring until Flush, Transmit or
-// Kick, so that one syscall can send several batches (see package
-// coalesce). With need_wakeup off, or in zero-copy mode where the driver
-// polls the ring by itself, frames may still leave before Flush.
-func (s *Socket) Submit(b *Batch) (int, error) {
+func (s *Socket) submit(b *Batch) (int, error) {
 	if s.tx == nil {
 		return 0, fmt.Errorf("transmit: socket has no TX ring: %w", ErrInvalidConfig)
 	}
@@ -312,9 +412,7 @@ func (s *Socket) Submit(b *Batch) (int, error) {
 	return int(n), nil
 }
 
-// Flush wakes the kernel for frames waiting on the TX ring, if any wait
-// and the kernel asks for a wake-up.
-func (s *Socket) Flush() error {
+func (s *Socket) flush() error {
 	if s.tx == nil {
 		return nil
 	}
@@ -325,9 +423,7 @@ func (s *Socket) Flush() error {
 	return s.kickIfNeeded()
 }
 
-// Kick wakes the kernel to process the TX ring now, whether or not it
-// asked for it.
-func (s *Socket) Kick() error {
+func (s *Socket) kickNow() error {
 	s.txHeld = false
 	return s.kick()
 }
@@ -342,13 +438,7 @@ func (s *Socket) kickIfNeeded() error {
 	return nil
 }
 
-// Complete reclaims frames the kernel has finished sending from the
-// completion ring into the pool and returns how many. If frames still wait
-// on the TX ring and the kernel asks for a wake-up (copy mode sends only a
-// budget of frames per kick), it kicks again, so a caller that just loops
-// on Complete drains the ring. Frames put there with Submit are left
-// alone until Flush.
-func (s *Socket) Complete() int {
+func (s *Socket) complete() int {
 	r := s.comp
 	n := r.consAvail(r.size)
 	if s.tx != nil && !s.txHeld && s.inTx > int64(n) && s.tx.cachedProd != atomic.LoadUint32(s.tx.consumer) {
@@ -376,6 +466,9 @@ func (s *Socket) Complete() int {
 	s.publish()
 	return int(n)
 }
+
+// Closed reports whether Close was called.
+func (s *Socket) Closed() bool { return s.closed.Load() }
 
 // TxPending returns how many transmitted frames have not come back through
 // the completion ring yet.

@@ -308,9 +308,10 @@ func (s *Socket) Sleep(d time.Duration) error {
 }
 
 // Close unbinds the socket (the kernel drops it from any XSKMAP), unmaps
-// its rings and gives its frames back. It may be called from another
-// goroutine to unblock Wait; the owning goroutine must not call anything
-// else on the socket afterwards.
+// its rings and gives its frames back. It may be called from any goroutine
+// at any time: it wakes a blocked Wait or Sleep, lets a call in progress
+// on the owning goroutine finish, and makes every later call return
+// ErrClosed (or 0 frames). Frames still held in batches are dropped.
 func (s *Socket) Close() error {
 	if s.closed.Swap(true) {
 		return nil

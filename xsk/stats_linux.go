@@ -16,9 +16,10 @@ import (
 func (s *Socket) Stats() (Stats, error) {
 	var st Stats
 	var raw unix.XDPStatistics
-	if s.fd < 0 || s.closed.Load() {
+	if !s.enter() {
 		return st, ErrClosed
 	}
+	defer s.leave()
 	n, err := getsockopt(s.fd, unix.SOL_XDP, unix.XDP_STATISTICS, unsafe.Pointer(&raw), unsafe.Sizeof(raw))
 	if err != nil {
 		return st, fmt.Errorf("getsockopt XDP_STATISTICS: %w", err)
