@@ -1,0 +1,303 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/netip"
+	"os"
+	"time"
+)
+
+// BitrateUnlimited as Client.Bitrate sends as fast as the data plane can.
+const BitrateUnlimited = math.MaxUint64
+
+// tailGrace is how long a sending Client waits between its last datagram
+// and TEST_END, so that the receiver (iperf3 counts only until TEST_END)
+// has read what was in flight.
+const tailGrace = 100 * time.Millisecond
+
+// Client runs the client end of an iperf3 UDP test against a real iperf3
+// server or a Server. Set Server; the zero value of every other field is
+// iperf3's default.
+type Client struct {
+	// Server is the server's control address (iperf3's port is 5201).
+	Server netip.AddrPort
+	// DataPlane carries the UDP streams; nil means kernel sockets.
+	DataPlane DataPlane
+	// Dial opens the control connection; nil uses a net.Dialer. Set it to
+	// dial from another network namespace.
+	Dial func(ctx context.Context, network, address string) (net.Conn, error)
+	// Streams is the number of parallel streams (-P); 0 means 1.
+	Streams int
+	// Duration is the test length (-t), whole seconds; 0 means 10 s.
+	Duration time.Duration
+	// Length is the UDP payload length (-l); 0 means 1460.
+	Length int
+	// Bitrate is the target per stream in bits/s (-b); 0 means 1 Mbit/s,
+	// BitrateUnlimited no limit.
+	Bitrate uint64
+	// Reverse makes the server send (-R).
+	Reverse bool
+	// Counters32 uses iperf3's default 32-bit sequence numbers instead of
+	// the 64-bit ones (--udp-counters-64bit) this client asks for.
+	Counters32 bool
+	// Interval is the reporting period; 0 means one second, negative none.
+	Interval time.Duration
+	// OnInterval, if set, is called with each interval's figures.
+	OnInterval func(Interval)
+	// SetupTimeout bounds each protocol step outside the test; 0 means 10 s.
+	SetupTimeout time.Duration
+}
+
+func (c *Client) params() (Params, error) {
+	p := Params{UDP: true, Parallel: c.Streams, Len: c.Length, Reverse: c.Reverse, ClientVersion: Version}
+	if p.Parallel == 0 {
+		p.Parallel = 1
+	}
+	if p.Len == 0 {
+		p.Len = DefaultBlksize
+	}
+	d := c.Duration
+	if d == 0 {
+		d = 10 * time.Second
+	}
+	if d < time.Second || d%time.Second != 0 {
+		return p, fmt.Errorf("invalid duration %v: must be whole seconds", d)
+	}
+	p.Time = int(d / time.Second)
+	switch c.Bitrate {
+	case 0:
+		p.Bandwidth = 1 << 20
+	case BitrateUnlimited:
+	default:
+		p.Bandwidth = c.Bitrate
+	}
+	if !c.Counters32 {
+		p.UDPCounters64Bit = 1
+	}
+	if p.Len < HeaderLen(!c.Counters32) || p.Len > 65507 {
+		return p, fmt.Errorf("invalid length %d: must be %d..65507", p.Len, HeaderLen(!c.Counters32))
+	}
+	if p.Parallel < 1 || p.Parallel > 128 {
+		return p, fmt.Errorf("invalid streams %d: must be 1..128", p.Parallel)
+	}
+	return p, nil
+}
+
+// Run runs one test and returns its report: also, with what was measured
+// so far, when it fails. Cancelling ctx ends the test early (the server is
+// sent CLIENT_TERMINATE).
+func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
+	rep = &Report{}
+	defer func() {
+		if err != nil {
+			rep.Error = err.Error()
+		}
+	}()
+	p, err := c.params()
+	if err != nil {
+		return rep, fmt.Errorf("client: %w", err)
+	}
+	dp := c.DataPlane
+	if dp == nil {
+		dp = &SocketDataPlane{}
+	}
+	dial := c.Dial
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	setup := orDefault(c.SetupTimeout, 10*time.Second)
+	dctx, dcancel := context.WithTimeout(ctx, setup)
+	conn, err := dial(dctx, "tcp", c.Server.String())
+	dcancel()
+	if err != nil {
+		return rep, fmt.Errorf("client: connect to %v: %w", c.Server, err)
+	}
+	defer conn.Close()
+	if tc, ok := conn.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	stopClose := context.AfterFunc(ctx, func() {
+		WriteState(conn, ClientTerminate)
+		conn.Close()
+	})
+	defer stopClose()
+
+	cookie := NewCookie()
+	now := time.Now()
+	rep.Start = ReportStart{Version: Version, Cookie: cookie.String(),
+		Timestamp:    Timestamp{Time: now.UTC().Format(time.RFC1123), Timesecs: now.Unix()},
+		ConnectingTo: &HostPort{Host: c.Server.Addr().String(), Port: int(c.Server.Port())},
+		TestStart: TestParams{Protocol: "UDP", NumStreams: p.Parallel, Blksize: p.Len, Duration: p.Time,
+			Reverse: map[bool]int{false: 0, true: 1}[p.Reverse], TargetBitrate: p.Bandwidth}}
+	conn.SetDeadline(time.Now().Add(setup))
+	if _, err := conn.Write(cookie[:]); err != nil {
+		return rep, fmt.Errorf("client: send cookie: %w", err)
+	}
+
+	var run *dataRun
+	var ir *intervalReporter
+	var pending *stateOrErr
+	defer func() {
+		if run != nil {
+			run.stop()
+			for _, g := range run.groups {
+				g.conn.Close()
+			}
+		}
+	}()
+	var localRes, remoteRes Results
+	for {
+		var st State
+		if pending != nil {
+			st, err = pending.st, pending.err
+			pending = nil
+		} else {
+			st, err = ReadState(conn)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return rep, fmt.Errorf("client: %w", ctx.Err())
+			}
+			return rep, fmt.Errorf("client: control connection: %w", err)
+		}
+		switch st {
+		case ParamExchange:
+			if err := WriteMessage(conn, &p); err != nil {
+				return rep, fmt.Errorf("client: parameters: %w", err)
+			}
+		case CreateStreams:
+			run = &dataRun{sender: !p.Reverse, blksize: p.Len, rate: p.Bandwidth, counters64: p.UDPCounters64Bit != 0}
+			for i := 0; i < p.Parallel; i++ {
+				g, err := dialStream(dp, c.Server, streamID(i), time.Now().Add(setup))
+				if err != nil {
+					return rep, fmt.Errorf("client: stream %d: %w", streamID(i), err)
+				}
+				run.groups = append(run.groups, g)
+				l := g.conn.LocalAddr()
+				rep.Start.Connected = append(rep.Start.Connected, Connected{Socket: streamID(i),
+					LocalHost: l.Addr().String(), LocalPort: int(l.Port()),
+					RemoteHost: c.Server.Addr().String(), RemotePort: int(c.Server.Port())})
+			}
+		case TestStart:
+		case TestRunning:
+			if run == nil {
+				return rep, fmt.Errorf("client: TEST_RUNNING before CREATE_STREAMS: %w", ErrProtocol)
+			}
+			conn.SetDeadline(time.Time{})
+			ctl := make(chan stateOrErr, 1)
+			go func() {
+				st, err := ReadState(conn)
+				ctl <- stateOrErr{st, err}
+			}()
+			ir = newIntervalReporter(run, orDefault(c.Interval, time.Second), c.OnInterval)
+			run.begin()
+			ir.begin()
+			timer := time.NewTimer(time.Duration(p.Time) * time.Second)
+			select {
+			case <-timer.C:
+			case m := <-ctl:
+				// The server spoke first: an error or termination.
+				timer.Stop()
+				run.stop()
+				rep.Intervals = ir.finish()
+				pending = &m
+				continue
+			case <-ctx.Done():
+			}
+			timer.Stop()
+			if run.sender {
+				run.stop()
+				// iperf3 stops counting at TEST_END: let the receiver read
+				// what is still queued for it first.
+				drain := time.NewTimer(tailGrace)
+				select {
+				case <-drain.C:
+				case <-ctx.Done():
+				}
+				drain.Stop()
+			}
+			if err := WriteState(conn, TestEnd); err != nil {
+				return rep, fmt.Errorf("client: %w", err)
+			}
+			// A receiver keeps counting what is in flight until the server
+			// has stopped sending, which it says with EXCHANGE_RESULTS.
+			m := <-ctl
+			pending = &m
+			derr := run.stop()
+			rep.Intervals = ir.finish()
+			if derr != nil {
+				return rep, fmt.Errorf("client: data plane: %w", derr)
+			}
+			conn.SetDeadline(time.Now().Add(setup))
+		case ExchangeResults:
+			if run == nil {
+				return rep, fmt.Errorf("client: EXCHANGE_RESULTS before the test: %w", ErrProtocol)
+			}
+			localRes = run.results()
+			if err := WriteMessage(conn, &localRes); err != nil {
+				return rep, fmt.Errorf("client: results: %w", err)
+			}
+			if err := ReadMessage(conn, &remoteRes); err != nil {
+				return rep, fmt.Errorf("client: server results: %w", err)
+			}
+			ooo := map[int]int64{}
+			for _, s := range run.allStreams() {
+				ooo[s.id] = s.counters().OutOfOrder
+			}
+			if run.sender {
+				rep.End = buildEnd(localRes, remoteRes, true, ooo)
+			} else {
+				rep.End = buildEnd(remoteRes, localRes, false, ooo)
+			}
+		case DisplayResults:
+			if err := WriteState(conn, IperfDone); err != nil {
+				return rep, fmt.Errorf("client: %w", err)
+			}
+			return rep, nil
+		case AccessDenied:
+			return rep, fmt.Errorf("client: %w", ErrAccessDenied)
+		case ServerErrorCode:
+			return rep, fmt.Errorf("client: %w", readServerError(conn))
+		case ServerTerminate:
+			return rep, fmt.Errorf("client: %w", ErrServerTerminated)
+		default:
+			return rep, fmt.Errorf("client: unexpected %v: %w", st, ErrProtocol)
+		}
+	}
+}
+
+// dialStream opens one stream's endpoint and does the setup exchange: the
+// client's 4-byte message, the server's 4-byte reply.
+func dialStream(dp DataPlane, server netip.AddrPort, id int, deadline time.Time) (*group, error) {
+	pc, err := dp.Dial(server)
+	if err != nil {
+		return nil, err
+	}
+	msg := []Message{{Buf: connectBytes(UDPConnectMsg), N: 4}}
+	if _, err := pc.WriteBatch(msg); err != nil {
+		pc.Close()
+		return nil, fmt.Errorf("send setup message: %w", err)
+	}
+	buf := []Message{{Buf: make([]byte, 65536)}}
+	pc.SetReadDeadline(deadline)
+	for {
+		n, err := pc.ReadBatch(buf)
+		if err != nil {
+			pc.Close()
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return nil, fmt.Errorf("no setup reply from %v: %w", server, err)
+			}
+			return nil, fmt.Errorf("read setup reply: %w", err)
+		}
+		if n == 1 && IsConnectReply(buf[0].Buf[:buf[0].N]) {
+			break
+		}
+	}
+	pc.SetReadDeadline(time.Time{})
+	st := &stream{id: id, peer: server, local: pc.LocalAddr()}
+	return &group{conn: pc, streams: []*stream{st}}, nil
+}

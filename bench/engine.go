@@ -1,0 +1,284 @@
+package bench
+
+import (
+	"errors"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// streamID returns iperf3's id of the i-th stream (from 0): 1, 3, 4, 5…
+func streamID(i int) int {
+	if i == 0 {
+		return 1
+	}
+	return i + 2
+}
+
+// Counters are one stream's running totals as seen by one end.
+type Counters struct {
+	RecvCounters
+	SentBytes   uint64 // payload bytes sent
+	SentPackets int64  // datagrams sent (the last sequence number used)
+}
+
+// stream is one UDP flow of a test.
+type stream struct {
+	id     int
+	peer   netip.AddrPort // the other end's address
+	local  netip.AddrPort
+	mu     sync.Mutex
+	recv   RecvStats
+	sentB  uint64
+	sentP  int64
+	lastIv Counters // counters at the start of the current interval
+}
+
+func (s *stream) counters() Counters {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Counters{RecvCounters: s.recv.RecvCounters, SentBytes: s.sentB, SentPackets: s.sentP}
+}
+
+// group is a PacketConn and the streams that use it.
+type group struct {
+	conn    PacketConn
+	streams []*stream
+	byPeer  map[netip.AddrPort]*stream
+	stray   atomic.Int64 // datagrams from no known stream
+}
+
+func (g *group) lookup(a netip.AddrPort) *stream {
+	if len(g.streams) == 1 && g.byPeer == nil {
+		return g.streams[0]
+	}
+	return g.byPeer[a]
+}
+
+// dataRun moves the datagrams of one test at one end.
+type dataRun struct {
+	groups     []*group
+	sender     bool
+	blksize    int
+	rate       uint64 // bits/s per stream; 0 unlimited
+	counters64 bool
+
+	stopping atomic.Bool
+	stopCh   chan struct{}
+	wg       sync.WaitGroup
+	errMu    sync.Mutex
+	err      error
+	start    time.Time
+	end      time.Time
+}
+
+func (r *dataRun) setErr(err error) {
+	r.errMu.Lock()
+	if r.err == nil {
+		r.err = err
+	}
+	r.errMu.Unlock()
+}
+
+func (r *dataRun) begin() {
+	r.stopCh = make(chan struct{})
+	r.start = time.Now()
+	for _, g := range r.groups {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			var err error
+			if r.sender {
+				err = r.sendLoop(g)
+			} else {
+				err = r.recvLoop(g)
+			}
+			if err != nil {
+				r.setErr(err)
+			}
+		}()
+	}
+}
+
+// stop ends sending at once; receivers read what is already queued and
+// then return.
+func (r *dataRun) stop() error {
+	if r.stopping.CompareAndSwap(false, true) {
+		r.end = time.Now()
+		close(r.stopCh)
+	}
+	r.wg.Wait()
+	r.errMu.Lock()
+	defer r.errMu.Unlock()
+	return r.err
+}
+
+const batchSize = 64
+
+func (r *dataRun) sendLoop(g *group) error {
+	msgs := make([]Message, batchSize)
+	for i := range msgs {
+		msgs[i].Buf = make([]byte, r.blksize)
+		for j := HeaderLen(r.counters64); j < r.blksize; j++ {
+			msgs[i].Buf[j] = byte(j)
+		}
+		msgs[i].N = r.blksize
+	}
+	hl := HeaderLen(r.counters64)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		if r.stopping.Load() {
+			return nil
+		}
+		now := time.Now()
+		el := now.Sub(r.start).Seconds()
+		wait := time.Millisecond
+		sent := false
+		for _, s := range g.streams {
+			k := batchSize
+			if r.rate > 0 {
+				allowed := int64(float64(r.rate)*el/8) - int64(s.sentB)
+				if a := allowed / int64(r.blksize); a < int64(k) {
+					k = int(a)
+				}
+				if k <= 0 {
+					due := float64(s.sentB+uint64(r.blksize))*8/float64(r.rate) - el
+					if d := time.Duration(due * 1e9); d < wait {
+						wait = d
+					}
+					continue
+				}
+			}
+			h := UDPHeader{Sec: uint32(now.Unix()), Usec: uint32(now.Nanosecond() / 1000)}
+			for i := 0; i < k; i++ {
+				h.Seq = uint64(s.sentP) + 1 + uint64(i)
+				h.Put(msgs[i].Buf[:hl], r.counters64)
+				msgs[i].Addr = s.peer
+			}
+			n, err := g.conn.WriteBatch(msgs[:k])
+			if n > 0 {
+				sent = true
+				s.mu.Lock()
+				s.sentP += int64(n)
+				s.sentB += uint64(n * r.blksize)
+				s.mu.Unlock()
+			}
+			if err != nil && !errors.Is(err, ErrBackpressure) {
+				if r.stopping.Load() {
+					return nil
+				}
+				return err
+			}
+			if err != nil {
+				wait = 50 * time.Microsecond
+			}
+		}
+		if !sent {
+			if wait < 20*time.Microsecond {
+				continue
+			}
+			timer.Reset(wait)
+			select {
+			case <-r.stopCh:
+				return nil
+			case <-timer.C:
+			}
+		}
+	}
+}
+
+func (r *dataRun) recvLoop(g *group) error {
+	size := r.blksize
+	if size < 2048 {
+		size = 2048
+	}
+	msgs := make([]Message, batchSize)
+	for i := range msgs {
+		msgs[i].Buf = make([]byte, size)
+	}
+	var drainStart time.Time
+	for {
+		stopping := r.stopping.Load()
+		d := 50 * time.Millisecond
+		if stopping {
+			if drainStart.IsZero() {
+				drainStart = time.Now()
+			}
+			d = 20 * time.Millisecond
+			if time.Since(drainStart) > 500*time.Millisecond {
+				return nil
+			}
+		}
+		g.conn.SetReadDeadline(time.Now().Add(d))
+		n, err := g.conn.ReadBatch(msgs)
+		arrival := time.Now()
+		for i := 0; i < n; i++ {
+			m := &msgs[i]
+			s := g.lookup(m.Addr)
+			if s == nil {
+				g.stray.Add(1)
+				continue
+			}
+			b := m.Buf[:m.N]
+			if IsConnectMsg(b) {
+				continue // a late retransmitted setup message
+			}
+			h, perr := ParseUDPHeader(b, r.counters64)
+			s.mu.Lock()
+			if perr != nil {
+				s.recv.AddMalformed(m.N)
+			} else {
+				s.recv.Add(m.N, h, arrival)
+			}
+			s.mu.Unlock()
+		}
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				if stopping {
+					return nil
+				}
+				continue
+			}
+			if stopping {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// results returns this end's per-stream results in iperf3's form.
+func (r *dataRun) results() Results {
+	res := Results{SenderHasRetransmits: -1}
+	if r.sender {
+		res.SenderHasRetransmits = 0
+	}
+	end := r.end
+	if end.IsZero() {
+		end = time.Now()
+	}
+	for _, g := range r.groups {
+		for _, s := range g.streams {
+			c := s.counters()
+			sr := StreamResults{ID: s.id, Retransmits: -1, EndTime: end.Sub(r.start).Seconds()}
+			if r.sender {
+				sr.Bytes, sr.Packets = c.SentBytes, c.SentPackets
+			} else {
+				sr.Bytes, sr.Packets, sr.Errors, sr.Jitter = c.Bytes, c.Packets, c.Lost, c.Jitter
+			}
+			res.Streams = append(res.Streams, sr)
+		}
+	}
+	return res
+}
+
+func (r *dataRun) allStreams() []*stream {
+	var all []*stream
+	for _, g := range r.groups {
+		all = append(all, g.streams...)
+	}
+	return all
+}

@@ -1,0 +1,391 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Report is the outcome of a test at one end, in a schema close to
+// iperf3's -J output (start, intervals, end) where the meanings match.
+type Report struct {
+	Start     ReportStart `json:"start"`
+	Intervals []Interval  `json:"intervals"`
+	End       ReportEnd   `json:"end"`
+	// Error is set when the test failed; the rest holds what was measured.
+	Error string `json:"error,omitempty"`
+}
+
+// ReportStart describes the test as it began.
+type ReportStart struct {
+	Connected    []Connected `json:"connected"`
+	Version      string      `json:"version"`
+	Timestamp    Timestamp   `json:"timestamp"`
+	ConnectingTo *HostPort   `json:"connecting_to,omitempty"`       // client only
+	Accepted     *HostPort   `json:"accepted_connection,omitempty"` // server only
+	Cookie       string      `json:"cookie"`
+	TestStart    TestParams  `json:"test_start"`
+}
+
+// Connected is one stream's addresses. Socket is the stream's id (iperf3
+// shows a file descriptor there).
+type Connected struct {
+	Socket     int    `json:"socket"`
+	LocalHost  string `json:"local_host"`
+	LocalPort  int    `json:"local_port"`
+	RemoteHost string `json:"remote_host"`
+	RemotePort int    `json:"remote_port"`
+}
+
+// Timestamp is when the test started.
+type Timestamp struct {
+	Time     string `json:"time"`
+	Timesecs int64  `json:"timesecs"`
+}
+
+// HostPort is an address.
+type HostPort struct {
+	Host string `json:"host"`
+	Port int    `json:"port"`
+}
+
+// TestParams is the test's parameters (iperf3's test_start).
+type TestParams struct {
+	Protocol      string `json:"protocol"`
+	NumStreams    int    `json:"num_streams"`
+	Blksize       int    `json:"blksize"`
+	Omit          int    `json:"omit"`
+	Duration      int    `json:"duration"`
+	Bytes         uint64 `json:"bytes"`
+	Blocks        uint64 `json:"blocks"`
+	Reverse       int    `json:"reverse"`
+	TOS           int    `json:"tos"`
+	TargetBitrate uint64 `json:"target_bitrate"`
+}
+
+// Interval is one reporting period: each stream and their sum.
+type Interval struct {
+	Streams []IntervalStream `json:"streams"`
+	Sum     IntervalStream   `json:"sum"`
+}
+
+// IntervalStream is a stream's (or the sum's) figures over one interval,
+// seen from this end. A sender reports what it sent; a receiver what it
+// received, its losses (sequence gaps) and jitter.
+type IntervalStream struct {
+	Socket        int     `json:"socket,omitempty"`
+	Start         float64 `json:"start"`
+	End           float64 `json:"end"`
+	Seconds       float64 `json:"seconds"`
+	Bytes         uint64  `json:"bytes"`
+	BitsPerSecond float64 `json:"bits_per_second"`
+	Packets       int64   `json:"packets"`
+	JitterMS      float64 `json:"jitter_ms"`
+	LostPackets   int64   `json:"lost_packets"`
+	LostPercent   float64 `json:"lost_percent"`
+	Omitted       bool    `json:"omitted"`
+	Sender        bool    `json:"sender"`
+}
+
+// ReportEnd holds the totals of both ends, as exchanged at the end.
+type ReportEnd struct {
+	Streams     []EndStream `json:"streams"`
+	Sum         Summary     `json:"sum"`
+	SumSent     Summary     `json:"sum_sent"`
+	SumReceived Summary     `json:"sum_received"`
+	CPU         CPUUtil     `json:"cpu_utilization_percent"`
+}
+
+// EndStream wraps a stream's summary under its protocol, as iperf3 does.
+type EndStream struct {
+	UDP Summary `json:"udp"`
+}
+
+// Summary is a stream's (or a sum's) totals: bytes and packets as sent, or
+// as received for SumReceived, and the receiver's losses and jitter.
+type Summary struct {
+	Socket        int     `json:"socket,omitempty"`
+	Start         float64 `json:"start"`
+	End           float64 `json:"end"`
+	Seconds       float64 `json:"seconds"`
+	Bytes         uint64  `json:"bytes"`
+	BitsPerSecond float64 `json:"bits_per_second"`
+	JitterMS      float64 `json:"jitter_ms"`
+	LostPackets   int64   `json:"lost_packets"`
+	Packets       int64   `json:"packets"`
+	LostPercent   float64 `json:"lost_percent"`
+	OutOfOrder    int64   `json:"out_of_order"`
+	Sender        bool    `json:"sender"`
+}
+
+// CPUUtil is the CPU use of both ends in percent. Not measured yet: zero.
+type CPUUtil struct {
+	HostTotal    float64 `json:"host_total"`
+	HostUser     float64 `json:"host_user"`
+	HostSystem   float64 `json:"host_system"`
+	RemoteTotal  float64 `json:"remote_total"`
+	RemoteUser   float64 `json:"remote_user"`
+	RemoteSystem float64 `json:"remote_system"`
+}
+
+func lostPercent(lost, packets int64) float64 {
+	if packets <= 0 {
+		return 0
+	}
+	return 100 * float64(lost) / float64(packets)
+}
+
+func bps(bytes uint64, secs float64) float64 {
+	if secs <= 0 {
+		return 0
+	}
+	return float64(bytes) * 8 / secs
+}
+
+// intervalStream computes a stream's figures between two counter snapshots.
+func intervalStream(id int, sender bool, prev, cur Counters, start, end float64) IntervalStream {
+	iv := IntervalStream{Socket: id, Start: start, End: end, Seconds: end - start, Sender: sender}
+	if sender {
+		iv.Bytes = cur.SentBytes - prev.SentBytes
+		iv.Packets = cur.SentPackets - prev.SentPackets
+	} else {
+		iv.Bytes = cur.Bytes - prev.Bytes
+		iv.Packets = cur.Packets - prev.Packets
+		iv.LostPackets = cur.Lost - prev.Lost
+		iv.JitterMS = cur.Jitter * 1000
+		iv.LostPercent = lostPercent(iv.LostPackets, iv.Packets)
+	}
+	iv.BitsPerSecond = bps(iv.Bytes, iv.Seconds)
+	return iv
+}
+
+// sumIntervals adds streams' figures; jitter is their mean, as in iperf3.
+func sumIntervals(ss []IntervalStream) IntervalStream {
+	var sum IntervalStream
+	for i, s := range ss {
+		if i == 0 {
+			sum.Start, sum.End, sum.Seconds, sum.Sender = s.Start, s.End, s.Seconds, s.Sender
+		}
+		sum.Bytes += s.Bytes
+		sum.Packets += s.Packets
+		sum.LostPackets += s.LostPackets
+		sum.JitterMS += s.JitterMS
+	}
+	if len(ss) > 0 {
+		sum.JitterMS /= float64(len(ss))
+	}
+	sum.LostPercent = lostPercent(sum.LostPackets, sum.Packets)
+	sum.BitsPerSecond = bps(sum.Bytes, sum.Seconds)
+	return sum
+}
+
+// intervalReporter snapshots a running test's streams every period.
+type intervalReporter struct {
+	run    *dataRun
+	every  time.Duration
+	notify func(Interval)
+
+	mu      sync.Mutex
+	prev    map[*stream]Counters
+	prevT   float64
+	ivs     []Interval
+	quit    chan struct{}
+	stopped chan struct{}
+}
+
+func newIntervalReporter(run *dataRun, every time.Duration, notify func(Interval)) *intervalReporter {
+	return &intervalReporter{run: run, every: every, notify: notify, prev: map[*stream]Counters{}}
+}
+
+func (ir *intervalReporter) begin() {
+	ir.quit = make(chan struct{})
+	ir.stopped = make(chan struct{})
+	if ir.every <= 0 {
+		close(ir.stopped)
+		return
+	}
+	go func() {
+		defer close(ir.stopped)
+		t := time.NewTicker(ir.every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ir.quit:
+				return
+			case now := <-t.C:
+				ir.take(now.Sub(ir.run.start).Seconds())
+			}
+		}
+	}()
+}
+
+func (ir *intervalReporter) take(at float64) {
+	ir.mu.Lock()
+	var iv Interval
+	for _, s := range ir.run.allStreams() {
+		cur := s.counters()
+		iv.Streams = append(iv.Streams, intervalStream(s.id, ir.run.sender, ir.prev[s], cur, ir.prevT, at))
+		ir.prev[s] = cur
+	}
+	iv.Sum = sumIntervals(iv.Streams)
+	ir.prevT = at
+	ir.ivs = append(ir.ivs, iv)
+	ir.mu.Unlock()
+	if ir.notify != nil {
+		ir.notify(iv)
+	}
+}
+
+// finish stops the ticker and takes the last, partial interval when it is
+// at least a tenth of a period long.
+func (ir *intervalReporter) finish() []Interval {
+	if ir.quit == nil {
+		return nil
+	}
+	select {
+	case <-ir.quit:
+	default:
+		close(ir.quit)
+	}
+	<-ir.stopped
+	if ir.every > 0 {
+		end := ir.run.end
+		if end.IsZero() {
+			end = time.Now()
+		}
+		at := end.Sub(ir.run.start).Seconds()
+		if at-ir.prevT >= ir.every.Seconds()/10 {
+			ir.take(at)
+		}
+	}
+	ir.mu.Lock()
+	defer ir.mu.Unlock()
+	return ir.ivs
+}
+
+// buildEnd combines the sender's and the receiver's results. localSender
+// tells which of the two is this end; outOfOrder comes from the local
+// receiver's counters when there is one.
+func buildEnd(sent, recv Results, localSender bool, ooo map[int]int64) ReportEnd {
+	var e ReportEnd
+	rx := map[int]StreamResults{}
+	for _, s := range recv.Streams {
+		rx[s.ID] = s
+	}
+	var ss, sr Summary
+	ss.Sender, sr.Sender = true, false
+	var jit float64
+	for _, s := range sent.Streams {
+		r := rx[s.ID]
+		secs := s.EndTime - s.StartTime
+		u := Summary{Socket: s.ID, Start: 0, End: secs, Seconds: secs, Bytes: s.Bytes, BitsPerSecond: bps(s.Bytes, secs),
+			JitterMS: r.Jitter * 1000, LostPackets: r.Errors, Packets: s.Packets, LostPercent: lostPercent(r.Errors, s.Packets),
+			OutOfOrder: ooo[s.ID], Sender: localSender}
+		e.Streams = append(e.Streams, EndStream{UDP: u})
+		ss.Bytes += s.Bytes
+		ss.Packets += s.Packets
+		ss.End = max(ss.End, secs)
+		sr.Bytes += r.Bytes
+		sr.Packets += r.Packets
+		sr.LostPackets += r.Errors
+		sr.End = max(sr.End, r.EndTime-r.StartTime)
+		jit += r.Jitter * 1000
+	}
+	if n := len(sent.Streams); n > 0 {
+		sr.JitterMS = jit / float64(n)
+	}
+	ss.Seconds, sr.Seconds = ss.End, sr.End
+	ss.BitsPerSecond, sr.BitsPerSecond = bps(ss.Bytes, ss.Seconds), bps(sr.Bytes, sr.Seconds)
+	sr.LostPercent = lostPercent(sr.LostPackets, sr.Packets)
+	e.SumSent, e.SumReceived = ss, sr
+	e.Sum = Summary{End: sr.End, Seconds: sr.Seconds, Bytes: ss.Bytes, BitsPerSecond: ss.BitsPerSecond, JitterMS: sr.JitterMS,
+		LostPackets: sr.LostPackets, Packets: ss.Packets, LostPercent: lostPercent(sr.LostPackets, ss.Packets), Sender: localSender}
+	return e
+}
+
+// FormatBytes formats a byte count like iperf3 (KBytes, MBytes, GBytes, 1024-based).
+func FormatBytes(b uint64) string {
+	f := float64(b)
+	switch {
+	case f >= 1<<30:
+		return fmt.Sprintf("%.2f GBytes", f/(1<<30))
+	case f >= 1<<20:
+		return fmt.Sprintf("%.2f MBytes", f/(1<<20))
+	case f >= 1<<10:
+		return fmt.Sprintf("%.2f KBytes", f/(1<<10))
+	}
+	return fmt.Sprintf("%.0f Bytes", f)
+}
+
+// FormatBitrate formats bits per second like iperf3 (1000-based).
+func FormatBitrate(bps float64) string {
+	switch {
+	case bps >= 1e9:
+		return fmt.Sprintf("%.2f Gbits/sec", bps/1e9)
+	case bps >= 1e6:
+		return fmt.Sprintf("%.1f Mbits/sec", bps/1e6)
+	case bps >= 1e3:
+		return fmt.Sprintf("%.1f Kbits/sec", bps/1e3)
+	}
+	return fmt.Sprintf("%.0f bits/sec", bps)
+}
+
+// IntervalHeader is the column header WriteInterval's lines go under.
+const IntervalHeader = "[ ID] Interval           Transfer     Bitrate         Packets   Jitter    Lost/Total Datagrams\n"
+
+func id(n int) string {
+	if n == 0 {
+		return "SUM"
+	}
+	return fmt.Sprintf("%3d", n)
+}
+
+func line(w io.Writer, sid int, start, end float64, bytes uint64, rate float64, packets int64, sender bool, jitter float64, lost, total int64, tag string) error {
+	var tail string
+	if !sender {
+		tail = fmt.Sprintf("  %.3f ms  %d/%d (%.2g%%)", jitter, lost, total, lostPercent(lost, total))
+	}
+	_, err := fmt.Fprintf(w, "[%s] %6.2f-%-6.2f sec  %12s  %15s  %7d%s%s\n", id(sid), start, end, FormatBytes(bytes), FormatBitrate(rate), packets, tail, tag)
+	return err
+}
+
+// WriteInterval prints an interval as iperf3 does: a line per stream and,
+// with more than one stream, a [SUM] line.
+func WriteInterval(w io.Writer, iv Interval) error {
+	for _, s := range iv.Streams {
+		if err := line(w, s.Socket, s.Start, s.End, s.Bytes, s.BitsPerSecond, s.Packets, s.Sender, s.JitterMS, s.LostPackets, s.Packets, ""); err != nil {
+			return err
+		}
+	}
+	if len(iv.Streams) > 1 {
+		s := iv.Sum
+		return line(w, 0, s.Start, s.End, s.Bytes, s.BitsPerSecond, s.Packets, s.Sender, s.JitterMS, s.LostPackets, s.Packets, "")
+	}
+	return nil
+}
+
+// WriteText prints the whole report as text: the intervals and the
+// summary with a sender and a receiver line per stream and their sums.
+func (r *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString(IntervalHeader)
+	for _, iv := range r.Intervals {
+		WriteInterval(&b, iv)
+	}
+	b.WriteString("- - - - - - - - - - - - - - - - - - - - - - - - -\n")
+	b.WriteString(IntervalHeader)
+	for _, s := range r.End.Streams {
+		u := s.UDP
+		line(&b, u.Socket, 0, u.End, u.Bytes, u.BitsPerSecond, u.Packets, false, u.JitterMS, u.LostPackets, u.Packets, "  sender")
+	}
+	ss, sr := r.End.SumSent, r.End.SumReceived
+	line(&b, 0, 0, ss.End, ss.Bytes, ss.BitsPerSecond, ss.Packets, true, 0, 0, 0, "  sender")
+	line(&b, 0, 0, sr.End, sr.Bytes, sr.BitsPerSecond, sr.Packets, false, sr.JitterMS, sr.LostPackets, sr.Packets, "  receiver")
+	if r.Error != "" {
+		fmt.Fprintf(&b, "error: %s\n", r.Error)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

@@ -1,0 +1,356 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Version is what this package reports as its version in reports and in
+// the client_version parameter.
+const Version = "xdpio bench 0.1 (iperf3 3.12 compatible)"
+
+// DefaultBlksize is the UDP payload length used when the client names none
+// (iperf3's DEFAULT_UDP_BLKSIZE).
+const DefaultBlksize = 1460
+
+// Server runs the server end of iperf3 UDP tests, one at a time, for real
+// iperf3 clients and for Client. The control connection is the kernel's
+// TCP; the datagrams go through DataPlane. The zero value is ready to use.
+type Server struct {
+	// DataPlane carries the UDP streams; nil means kernel sockets
+	// (&SocketDataPlane{}).
+	DataPlane DataPlane
+	// Interval is the reporting period; 0 means one second, negative none.
+	Interval time.Duration
+	// OnInterval, if set, is called with each interval's figures while a
+	// test runs (from another goroutine).
+	OnInterval func(Interval)
+	// OnReport, if set, is called by Serve after each test with its report
+	// and error.
+	OnReport func(*Report, error)
+	// SetupTimeout bounds each step before the test runs (cookie,
+	// parameters, stream setup) and after it; 0 means 10 s.
+	SetupTimeout time.Duration
+	// Slack is how long past the announced test time the server waits for
+	// TEST_END before giving up; 0 means 10 s.
+	Slack time.Duration
+
+	busy atomic.Bool
+}
+
+func (s *Server) dataPlane() DataPlane {
+	if s.DataPlane != nil {
+		return s.DataPlane
+	}
+	return &SocketDataPlane{}
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+// Serve accepts control connections on ln until ctx is done or ln fails,
+// running one test at a time; a client that comes while a test runs is
+// sent ACCESS_DENIED, as iperf3 does. Serve closes ln when it returns.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	defer ln.Close()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("accept control connection: %w", err)
+		}
+		if !s.busy.CompareAndSwap(false, true) {
+			WriteState(c, AccessDenied)
+			c.Close()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rep, err := s.serveConn(ctx, c)
+			s.busy.Store(false)
+			if s.OnReport != nil {
+				s.OnReport(rep, err)
+			}
+		}()
+	}
+}
+
+// ServeConn runs one test on an accepted control connection and closes it.
+// It returns what was measured, also when the test failed.
+func (s *Server) ServeConn(ctx context.Context, c net.Conn) (*Report, error) {
+	if !s.busy.CompareAndSwap(false, true) {
+		WriteState(c, AccessDenied)
+		c.Close()
+		return nil, ErrAccessDenied
+	}
+	defer s.busy.Store(false)
+	return s.serveConn(ctx, c)
+}
+
+func addrPort(a net.Addr) netip.AddrPort {
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		ap := a.AddrPort()
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	case *net.UDPAddr:
+		ap := a.AddrPort()
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	}
+	return netip.AddrPort{}
+}
+
+func (s *Server) serveConn(ctx context.Context, c net.Conn) (rep *Report, err error) {
+	rep = &Report{}
+	defer func() {
+		if err != nil {
+			rep.Error = err.Error()
+		}
+	}()
+	defer c.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	context.AfterFunc(ctx, func() { c.Close() })
+	setup := orDefault(s.SetupTimeout, 10*time.Second)
+
+	c.SetDeadline(time.Now().Add(setup))
+	cookie, err := ReadCookie(c)
+	if err != nil {
+		return rep, fmt.Errorf("server: %w", err)
+	}
+	now := time.Now()
+	remote, local := addrPort(c.RemoteAddr()), addrPort(c.LocalAddr())
+	rep.Start = ReportStart{Version: Version, Cookie: cookie.String(),
+		Timestamp: Timestamp{Time: now.UTC().Format(time.RFC1123), Timesecs: now.Unix()},
+		Accepted:  &HostPort{Host: remote.Addr().String(), Port: int(remote.Port())}}
+	if err := WriteState(c, ParamExchange); err != nil {
+		return rep, fmt.Errorf("server: %w", err)
+	}
+	var p Params
+	if err := ReadMessage(c, &p); err != nil {
+		writeServerError(c, ieRecvParams, 0)
+		return rep, fmt.Errorf("server: parameters: %w", err)
+	}
+	if p.Parallel == 0 {
+		p.Parallel = 1
+	}
+	if p.Len == 0 {
+		p.Len = DefaultBlksize
+	}
+	rev := 0
+	if p.Reverse {
+		rev = 1
+	}
+	proto := "UDP"
+	if !p.UDP {
+		proto = "TCP"
+	}
+	rep.Start.TestStart = TestParams{Protocol: proto, NumStreams: p.Parallel, Blksize: p.Len, Omit: p.Omit, Duration: p.Time,
+		Bytes: p.Num, Blocks: p.Blockcount, Reverse: rev, TOS: p.TOS, TargetBitrate: p.Bandwidth}
+	counters64 := p.UDPCounters64Bit != 0
+	switch {
+	case !p.UDP:
+		writeServerError(c, ieUnimp, 0)
+		return rep, fmt.Errorf("server: %s test: %w (only UDP)", proto, ErrUnsupported)
+	case p.Bidirectional:
+		writeServerError(c, ieUnimp, 0)
+		return rep, fmt.Errorf("server: bidirectional test: %w", ErrUnsupported)
+	case p.Len < HeaderLen(counters64):
+		writeServerError(c, ieUnimp, 0)
+		return rep, fmt.Errorf("server: datagram length %d shorter than the %d-byte header: %w", p.Len, HeaderLen(counters64), ErrProtocol)
+	}
+
+	pc, err := s.dataPlane().Listen(local)
+	if err != nil {
+		writeServerError(c, ieStreamListen, 0)
+		return rep, fmt.Errorf("server: %w", err)
+	}
+	defer pc.Close()
+	context.AfterFunc(ctx, func() { pc.Close() })
+	if err := WriteState(c, CreateStreams); err != nil {
+		return rep, fmt.Errorf("server: %w", err)
+	}
+	// From here the client sends a state only to end the test. One
+	// goroutine reads it, and returns: after TEST_END the connection
+	// carries the results exchange, read below.
+	ctl := make(chan stateOrErr, 1)
+	c.SetReadDeadline(time.Time{})
+	go func() {
+		st, err := ReadState(c)
+		ctl <- stateOrErr{st, err}
+	}()
+
+	g, err := acceptStreams(pc, p.Parallel, time.Now().Add(setup), ctl)
+	if err != nil {
+		writeServerError(c, ieStreamAccept, 0)
+		return rep, fmt.Errorf("server: %w", err)
+	}
+	for _, st := range g.streams {
+		rep.Start.Connected = append(rep.Start.Connected, Connected{Socket: st.id,
+			LocalHost: local.Addr().String(), LocalPort: int(local.Port()),
+			RemoteHost: st.peer.Addr().String(), RemotePort: int(st.peer.Port())})
+	}
+	run := &dataRun{groups: []*group{g}, sender: p.Reverse, blksize: p.Len, rate: p.Bandwidth, counters64: counters64}
+	if err := WriteState(c, TestStart); err != nil {
+		return rep, fmt.Errorf("server: %w", err)
+	}
+	if err := WriteState(c, TestRunning); err != nil {
+		return rep, fmt.Errorf("server: %w", err)
+	}
+	ir := newIntervalReporter(run, orDefault(s.Interval, time.Second), s.OnInterval)
+	run.begin()
+	ir.begin()
+
+	limit := time.Duration(p.Time)*time.Second + orDefault(s.Slack, 10*time.Second)
+	if p.Time == 0 || p.Num != 0 || p.Blockcount != 0 {
+		limit = time.Hour
+	}
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	var endErr error
+	select {
+	case m := <-ctl:
+		switch {
+		case m.err != nil:
+			endErr = fmt.Errorf("server: control connection: %w", m.err)
+		case m.st == TestEnd:
+		case m.st == ClientTerminate:
+			endErr = fmt.Errorf("server: %w", ErrClientTerminated)
+		default:
+			endErr = fmt.Errorf("server: unexpected %v while running: %w", m.st, ErrProtocol)
+		}
+	case <-timer.C:
+		endErr = fmt.Errorf("server: no TEST_END %v after the test's %d s", limit, p.Time)
+		c.Close()
+	case <-ctx.Done():
+		WriteState(c, ServerTerminate)
+		endErr = fmt.Errorf("server: %w", ctx.Err())
+	}
+	derr := run.stop()
+	rep.Intervals = ir.finish()
+	localRes := run.results()
+	if endErr == nil && derr != nil {
+		endErr = fmt.Errorf("server: data plane: %w", derr)
+	}
+	ooo := map[int]int64{}
+	for _, st := range g.streams {
+		ooo[st.id] = st.counters().OutOfOrder
+	}
+	if endErr != nil {
+		rep.End = endFromOne(localRes, run.sender, ooo)
+		return rep, endErr
+	}
+
+	c.SetDeadline(time.Now().Add(setup))
+	if err := WriteState(c, ExchangeResults); err != nil {
+		return rep, fmt.Errorf("server: %w", err)
+	}
+	var remoteRes Results
+	if err := ReadMessage(c, &remoteRes); err != nil {
+		return rep, fmt.Errorf("server: client results: %w", err)
+	}
+	if run.sender {
+		rep.End = buildEnd(localRes, remoteRes, true, ooo)
+	} else {
+		rep.End = buildEnd(remoteRes, localRes, false, ooo)
+	}
+	if p.GetServerOutput != 0 {
+		if b, err := json.Marshal(rep); err == nil {
+			localRes.ServerOutputJSON = b
+		}
+	}
+	if err := WriteMessage(c, &localRes); err != nil {
+		return rep, fmt.Errorf("server: %w", err)
+	}
+	if err := WriteState(c, DisplayResults); err != nil {
+		return rep, fmt.Errorf("server: %w", err)
+	}
+	st, err := ReadState(c)
+	switch {
+	case err != nil:
+		return rep, fmt.Errorf("server: waiting for IPERF_DONE: %w", err)
+	case st != IperfDone:
+		return rep, fmt.Errorf("server: got %v, want IPERF_DONE: %w", st, ErrProtocol)
+	}
+	return rep, nil
+}
+
+// endFromOne summarises a test that ended without the results exchange.
+func endFromOne(local Results, sender bool, ooo map[int]int64) ReportEnd {
+	other := Results{}
+	for _, s := range local.Streams {
+		other.Streams = append(other.Streams, StreamResults{ID: s.ID, StartTime: s.StartTime, EndTime: s.EndTime})
+	}
+	if sender {
+		return buildEnd(local, other, true, ooo)
+	}
+	return buildEnd(other, local, false, ooo)
+}
+
+type stateOrErr struct {
+	st  State
+	err error
+}
+
+// acceptStreams waits for n streams' setup datagrams on pc and answers each.
+// A new source address is a new stream, numbered as iperf3 numbers them.
+func acceptStreams(pc PacketConn, n int, deadline time.Time, ctl <-chan stateOrErr) (*group, error) {
+	g := &group{conn: pc, byPeer: map[netip.AddrPort]*stream{}}
+	msgs := make([]Message, 8)
+	for i := range msgs {
+		msgs[i].Buf = make([]byte, 65536)
+	}
+	reply := []Message{{Buf: connectBytes(UDPConnectReply), N: 4}}
+	for len(g.streams) < n {
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("accept streams: %d of %d set up before the timeout", len(g.streams), n)
+		}
+		select {
+		case m := <-ctl:
+			if m.err != nil {
+				return nil, fmt.Errorf("accept streams: control connection: %w", m.err)
+			}
+			return nil, fmt.Errorf("accept streams: client sent %v: %w", m.st, ErrProtocol)
+		default:
+		}
+		pc.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		k, err := pc.ReadBatch(msgs)
+		for i := 0; i < k; i++ {
+			m := msgs[i]
+			if m.N != 4 {
+				continue // not a setup message; nothing runs yet
+			}
+			if _, ok := g.byPeer[m.Addr]; !ok {
+				st := &stream{id: streamID(len(g.streams)), peer: m.Addr, local: pc.LocalAddr()}
+				g.streams = append(g.streams, st)
+				g.byPeer[m.Addr] = st
+			}
+			reply[0].Addr = m.Addr
+			if _, err := pc.WriteBatch(reply); err != nil {
+				return nil, fmt.Errorf("accept streams: reply to %v: %w", m.Addr, err)
+			}
+		}
+		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, fmt.Errorf("accept streams: %w", err)
+		}
+	}
+	return g, nil
+}
