@@ -238,8 +238,20 @@ func (ir *intervalReporter) take(at float64) {
 	}
 }
 
+func (ir *intervalReporter) changed() bool {
+	ir.mu.Lock()
+	defer ir.mu.Unlock()
+	for _, s := range ir.run.allStreams() {
+		if s.counters() != ir.prev[s] {
+			return true
+		}
+	}
+	return false
+}
+
 // finish stops the ticker and takes the last, partial interval when it is
-// at least a tenth of a period long.
+// at least a tenth of a period long or counted something, so that the
+// intervals add up to the totals.
 func (ir *intervalReporter) finish() []Interval {
 	if ir.quit == nil {
 		return nil
@@ -256,7 +268,7 @@ func (ir *intervalReporter) finish() []Interval {
 			end = time.Now()
 		}
 		at := end.Sub(ir.run.start).Seconds()
-		if at-ir.prevT >= ir.every.Seconds()/10 {
+		if at-ir.prevT >= ir.every.Seconds()/10 || ir.changed() {
 			ir.take(at)
 		}
 	}
