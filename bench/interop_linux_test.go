@@ -94,7 +94,7 @@ func TestIperf3ClientAgainstServer(t *testing.T) {
 	}{
 		{"50M", nil},
 		{"P4", []string{"-P", "4"}},
-		{"reverse", []string{"-R"}},
+		{"reverse", []string{"-R", "-b", "20M"}}, // iperf3 reads with a default 208 KiB buffer
 		{"len64", []string{"-l", "64", "-b", "10M"}},
 		{"counters64", []string{"--udp-counters-64bit", "-P", "2"}},
 	}

@@ -371,14 +371,19 @@ func (r *Results) UnmarshalJSON(b []byte) error {
 // missing. Numbers are read as cJSON writes them (doubles); a UDP
 // sender's retransmits of -1 arrives as 2^64-1 and is read back as -1.
 func (s *StreamResults) UnmarshalJSON(b []byte) error {
-	var keys map[string]*float64
-	if err := json.Unmarshal(b, &keys); err != nil {
-		// Not all numbers: report which field is wrong.
-		var raw map[string]json.RawMessage
-		if err2 := json.Unmarshal(b, &raw); err2 != nil {
-			return err2
-		}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
 		return err
+	}
+	keys := map[string]*float64{}
+	for _, k := range []string{"id", "bytes", "retransmits", "jitter", "errors", "packets", "start_time", "end_time"} {
+		if v, ok := raw[k]; ok {
+			var f float64
+			if err := json.Unmarshal(v, &f); err != nil {
+				return fmt.Errorf("stream results: %s: %w", k, err)
+			}
+			keys[k] = &f
+		}
 	}
 	get := func(k string, required bool) (float64, error) {
 		v, ok := keys[k]
@@ -409,5 +414,19 @@ func (s *StreamResults) UnmarshalJSON(b []byte) error {
 	}
 	*s = StreamResults{ID: int(f[0]), Bytes: uint64(f[1]), Retransmits: int64(f[2]), Jitter: f[3],
 		Errors: int64(f[4]), Packets: int64(f[5]), StartTime: f[6], EndTime: f[7]}
+	return nil
+}
+
+func (r *Results) check() error {
+	for _, k := range []string{"cpu_util_total", "cpu_util_user", "cpu_util_system", "sender_has_retransmits", "streams"} {
+		if !r.present[k] {
+			return fmt.Errorf("results lack %q: %w", k, ErrProtocol)
+		}
+	}
+	for _, s := range r.Streams {
+		if s.Packets < 0 || s.Errors < 0 {
+			return fmt.Errorf("stream %d: negative packets %d or errors %d: %w", s.ID, s.Packets, s.Errors, ErrProtocol)
+		}
+	}
 	return nil
 }

@@ -25,20 +25,21 @@ func connectBytes(v uint32) []byte {
 }
 
 // IsConnectReply reports whether a datagram is a server's reply to the
-// stream setup message (current or legacy value, either byte order).
+// stream setup message (current or legacy value, in the host's order as
+// iperf3 compares it; the other order of the reply would be the message).
 func IsConnectReply(b []byte) bool {
 	return isConnect(b, UDPConnectReply) || isConnect(b, legacyUDPConnectReply)
 }
 
 // IsConnectMsg reports whether a datagram is a client's stream setup
-// message (either byte order).
+// message.
 func IsConnectMsg(b []byte) bool { return isConnect(b, UDPConnectMsg) }
 
 func isConnect(b []byte, v uint32) bool {
 	if len(b) != 4 {
 		return false
 	}
-	return binary.LittleEndian.Uint32(b) == v || binary.BigEndian.Uint32(b) == v
+	return binary.NativeEndian.Uint32(b) == v
 }
 
 // UDP payload header lengths: seconds, microseconds and a 32-bit or

@@ -30,6 +30,10 @@ type Options struct {
 	Warmup, Window time.Duration
 	// Batch is the receive/transmit batch of every backend.
 	Batch int
+	// TxBatch is how many frames xdpio's sender puts on the TX ring per
+	// Transmit: 0 means the whole ring, as asavie/xdp's sendudp example
+	// does with GetDescs(NumFreeTxSlots()).
+	TxBatch int
 	// RingSize is the size of every AF_XDP ring; NumFrames and FrameSize
 	// describe each socket's UMEM (the same for xdpio and asavie/xdp).
 	RingSize, NumFrames, FrameSize int
@@ -106,6 +110,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("window %v, warm-up %v: window must be positive, warm-up not negative", o.Window, o.Warmup)
 	case o.Batch < 1 || o.Batch > o.RingSize:
 		return fmt.Errorf("batch %d: must be between 1 and the ring size %d", o.Batch, o.RingSize)
+	case o.TxBatch < 0 || o.TxBatch > o.RingSize:
+		return fmt.Errorf("tx batch %d: must be between 0 (the ring) and the ring size %d", o.TxBatch, o.RingSize)
 	case o.Sockets < 1:
 		return fmt.Errorf("sockets %d: must be at least 1", o.Sockets)
 	}

@@ -69,7 +69,11 @@ func (t *xdpioTx) start(h *netnstest.Host, o *Options) error {
 	}
 	t.l.run(len(t.socks), func(i int, ctr *atomic.Uint64) error {
 		s := t.socks[i]
-		b := s.NewBatch(o.Batch)
+		batch := o.TxBatch
+		if batch == 0 {
+			batch = o.RingSize
+		}
+		b := s.NewBatch(batch)
 		size := len(o.frame)
 		for !t.l.quit.Load() {
 			if o.EagerComplete {
@@ -79,7 +83,7 @@ func (t *xdpioTx) start(h *netnstest.Host, o *Options) error {
 				s.Complete()
 			}
 			have := b.Len()
-			n := s.Alloc(b, o.Batch-have)
+			n := s.Alloc(b, batch-have)
 			for j := have; j < have+n; j++ {
 				b.SetLen(j, size)
 			}
