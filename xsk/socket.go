@@ -313,24 +313,29 @@ func (s *Socket) release(b *Batch) {
 		s.publish()
 		return
 	}
+	// The kernel's consumer index is read only when the cached view has no
+	// room for this batch: it sits on a cache line the kernel writes.
 	r := s.fill
 	free := r.prodFree(uint32(n))
-	k := uint32(min(uint32(n), free))
+	k := min(uint32(n), free)
 	idx := r.cachedProd
 	u := s.umem
 	for i := uint32(0); i < k; i++ {
 		r.ring[(idx+i)&r.mask] = u.frameBase(b.descs[i].Addr)
 	}
-	r.cachedProd = idx + k
+	// Top the ring up from the pool with what room is left, in the same
+	// submission.
+	extra := min(free-k, uint32(s.pool.len()))
+	for i := uint32(0); i < extra; i++ {
+		r.ring[(idx+k+i)&r.mask] = s.pool.get()
+	}
+	r.cachedProd = idx + k + extra
 	r.prodSubmit()
-	s.inFill += int64(k)
+	s.inFill += int64(k + extra)
 	for _, d := range b.descs[k:] {
 		s.pool.put(u.frameBase(d.Addr))
 	}
 	b.descs = b.descs[:0]
-	if s.pool.len() > 0 {
-		s.refill()
-	}
 	s.publish()
 }
 
