@@ -83,6 +83,9 @@ func (r *dataRun) setErr(err error) {
 }
 
 func (r *dataRun) begin() {
+	if r.stopping.Load() {
+		return
+	}
 	r.stopCh = make(chan struct{})
 	r.start = time.Now()
 	for _, g := range r.groups {
@@ -107,7 +110,9 @@ func (r *dataRun) begin() {
 func (r *dataRun) stop() error {
 	if r.stopping.CompareAndSwap(false, true) {
 		r.end = time.Now()
-		close(r.stopCh)
+		if r.stopCh != nil { // begun
+			close(r.stopCh)
+		}
 	}
 	r.wg.Wait()
 	r.errMu.Lock()

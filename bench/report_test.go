@@ -1,0 +1,79 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestIntervalFigures(t *testing.T) {
+	prev := Counters{RecvCounters: RecvCounters{Bytes: 1000, Packets: 10, Lost: 1}}
+	cur := Counters{RecvCounters: RecvCounters{Bytes: 126000, Packets: 135, Lost: 6, Jitter: 0.0002}}
+	iv := intervalStream(3, false, prev, cur, 1, 1.5)
+	want := IntervalStream{Socket: 3, Start: 1, End: 1.5, Seconds: 0.5, Bytes: 125000, BitsPerSecond: 2e6, Packets: 125,
+		JitterMS: 0.2, LostPackets: 5, LostPercent: 4}
+	if iv != want {
+		t.Errorf("receiver interval\n got %+v\nwant %+v", iv, want)
+	}
+	s := intervalStream(1, true, Counters{SentBytes: 10, SentPackets: 1}, Counters{SentBytes: 1010, SentPackets: 2}, 0, 1)
+	if s.Bytes != 1000 || s.Packets != 1 || s.BitsPerSecond != 8000 || !s.Sender {
+		t.Errorf("sender interval %+v", s)
+	}
+	sum := sumIntervals([]IntervalStream{want, want})
+	if sum.Bytes != 250000 || sum.Packets != 250 || sum.LostPackets != 10 || sum.JitterMS != 0.2 || sum.BitsPerSecond != 4e6 {
+		t.Errorf("sum %+v", sum)
+	}
+}
+
+func TestReportJSONAndText(t *testing.T) {
+	sent := Results{Streams: []StreamResults{{ID: 1, Bytes: 2000, Packets: 2, EndTime: 2}, {ID: 3, Bytes: 3000, Packets: 3, EndTime: 2}}}
+	recv := Results{Streams: []StreamResults{{ID: 1, Bytes: 1000, Packets: 2, Errors: 1, Jitter: 0.001, EndTime: 2}, {ID: 3, Bytes: 3000, Packets: 3, Jitter: 0.003, EndTime: 2}}}
+	r := Report{End: buildEnd(sent, recv, true, nil)}
+	e := r.End
+	if e.SumSent.Packets != 5 || e.SumReceived.Packets != 5 || e.SumReceived.LostPackets != 1 || e.SumReceived.Bytes != 4000 ||
+		e.SumReceived.JitterMS != 2 || e.Streams[0].UDP.LostPackets != 1 || e.Streams[0].UDP.LostPercent != 50 || e.SumSent.BitsPerSecond != 20000 {
+		t.Errorf("end %+v", e)
+	}
+	b, err := json.Marshal(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The keys an iperf3 -J reader looks up.
+	var m map[string]map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"streams", "sum", "sum_sent", "sum_received", "cpu_utilization_percent"} {
+		if _, ok := m["end"][k]; !ok {
+			t.Errorf("end lacks %q: %s", k, b)
+		}
+	}
+	if !strings.Contains(string(b), `"lost_packets":1`) || !strings.Contains(string(b), `"udp":{`) {
+		t.Errorf("JSON %s", b)
+	}
+	r.Intervals = []Interval{{Streams: []IntervalStream{{Socket: 1, End: 1, Seconds: 1, Bytes: 1 << 20, BitsPerSecond: 8388608, Packets: 724, JitterMS: 0.0123, LostPackets: 2}},
+		Sum: IntervalStream{End: 1, Seconds: 1, Bytes: 1 << 20, BitsPerSecond: 8388608, Packets: 724}}}
+	var out bytes.Buffer
+	if err := r.WriteText(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"1.00 MBytes", "8.4 Mbits/sec", "0.012 ms  2/724", "[SUM]", "receiver", "1/5 (20%)"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("text lacks %q:\n%s", w, out.String())
+		}
+	}
+}
+
+func TestFormat(t *testing.T) {
+	for _, c := range []struct {
+		got, want string
+	}{
+		{FormatBytes(512), "512 Bytes"}, {FormatBytes(1536), "1.50 KBytes"}, {FormatBytes(3 << 30), "3.00 GBytes"},
+		{FormatBitrate(999), "999 bits/sec"}, {FormatBitrate(52.4e6), "52.4 Mbits/sec"}, {FormatBitrate(9.41e9), "9.41 Gbits/sec"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}

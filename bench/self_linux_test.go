@@ -1,0 +1,175 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xdpio/xdpio/internal/netnstest"
+)
+
+func nsDial(h *netnstest.Host) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (c net.Conn, err error) {
+		err = h.Do(func() error {
+			c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+			return err
+		})
+		return c, err
+	}
+}
+
+// TestClientAgainstServer runs both of our ends. Oracle: the kernel's UDP
+// counters in B's namespace (datagrams delivered to sockets) against what
+// each end reports.
+func TestClientAgainstServer(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	reports := startServer(t, pair, 5201)
+	for _, reverse := range []bool{false, true} {
+		rx := pair.B
+		if reverse {
+			rx = pair.A
+		}
+		before := udpInDatagrams(t, rx)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		var ivs []Interval
+		c := &Client{Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &SocketDataPlane{Do: pair.A.Do},
+			Dial: nsDial(pair.A), Streams: 3, Duration: 2 * time.Second, Bitrate: 20e6, Reverse: reverse, Length: 1000,
+			Interval: 500 * time.Millisecond, OnInterval: func(iv Interval) { ivs = append(ivs, iv) }}
+		rep, err := c.Run(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("reverse=%v: %v", reverse, err)
+		}
+		srep := <-reports
+		// The receiving namespace's kernel delivered the data and the 3
+		// setup datagrams (or replies) to sockets.
+		if got := udpInDatagrams(t, rx) - before; got != rep.End.SumReceived.Packets+3 {
+			t.Errorf("reverse=%v: kernel delivered %d datagrams, report says %d received + 3 setup", reverse, got, rep.End.SumReceived.Packets)
+		}
+		s, r := rep.End.SumSent, rep.End.SumReceived
+		if s.Packets == 0 || r.Packets != s.Packets || r.LostPackets != 0 || r.Bytes != s.Bytes || s.Bytes != uint64(s.Packets)*1000 {
+			t.Errorf("reverse=%v: sent %+v received %+v", reverse, s, r)
+		}
+		if srep.End.SumSent != s || srep.End.SumReceived.Packets != r.Packets {
+			t.Errorf("reverse=%v: server's totals %+v / %+v differ from client's %+v / %+v", reverse, srep.End.SumSent, srep.End.SumReceived, s, r)
+		}
+		// 20 Mbit/s per stream for 2 s: 3 × 5000 datagrams of 1000 bytes, give
+		// or take the pacing's granularity.
+		if s.Packets < 14000 || s.Packets > 15100 {
+			t.Errorf("reverse=%v: sent %d datagrams at 3×20 Mbit/s for 2 s, want about 15000", reverse, s.Packets)
+		}
+		if len(ivs) < 4 || len(ivs[0].Streams) != 3 {
+			t.Errorf("reverse=%v: %d intervals (want 4 or 5) of %d streams", reverse, len(ivs), len(ivs[0].Streams))
+		}
+		if len(rep.Start.Connected) != 3 || rep.Start.Connected[1].Socket != 3 {
+			t.Errorf("connected %+v: want 3 streams numbered 1, 3, 4", rep.Start.Connected)
+		}
+	}
+}
+
+// A second client while a test runs gets ACCESS_DENIED; a TCP test gets
+// SERVER_ERROR "not implemented" (13).
+func TestServerRefuses(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{})
+	reports := startServerQuiet(t, pair, 5201)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	base := Client{Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &SocketDataPlane{Do: pair.A.Do}, Dial: nsDial(pair.A), Duration: 2 * time.Second}
+	first := base
+	done := make(chan error, 1)
+	go func() { _, err := first.Run(ctx); done <- err }()
+	time.Sleep(500 * time.Millisecond)
+	second := base
+	if _, err := second.Run(ctx); !errors.Is(err, ErrAccessDenied) {
+		t.Errorf("second client: %v, want ErrAccessDenied", err)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("first client: %v", err)
+	}
+	<-reports
+
+	// A real client asking for TCP.
+	conn, err := nsDial(pair.A)(ctx, "tcp", base.Server.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ck := NewCookie()
+	conn.Write(ck[:])
+	if st, err := ReadState(conn); st != ParamExchange || err != nil {
+		t.Fatalf("got %v %v, want PARAM_EXCHANGE", st, err)
+	}
+	WriteMessage(conn, &Params{TCP: true, Time: 1, Parallel: 1})
+	st, err := ReadState(conn)
+	var se *ServerError
+	if st != ServerErrorCode || err != nil || !errors.As(readServerError(conn), &se) || se.Code != ieUnimp {
+		t.Errorf("TCP test: %v %v %v, want SERVER_ERROR 13", st, err, se)
+	}
+	if r := <-reports; !errors.Is(r.err, ErrUnsupported) {
+		t.Errorf("server: %v, want ErrUnsupported", r.err)
+	}
+}
+
+type reportErr struct {
+	rep *Report
+	err error
+}
+
+func startServerQuiet(t *testing.T, pair *netnstest.Pair, port int) <-chan reportErr {
+	var ln net.Listener
+	if err := pair.B.Do(func() error {
+		var err error
+		ln, err = net.Listen("tcp", netip.AddrPortFrom(pair.B.IPv4, uint16(port)).String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan reportErr, 8)
+	ctx, cancel := context.WithCancel(context.Background())
+	srv := &Server{DataPlane: &SocketDataPlane{Do: pair.B.Do}, OnReport: func(r *Report, err error) { ch <- reportErr{r, err} }}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return ch
+}
+
+// udpInDatagrams reads Udp InDatagrams from /proc/thread-self/net/snmp in
+// h's namespace.
+func udpInDatagrams(t *testing.T, h *netnstest.Host) int64 {
+	t.Helper()
+	var b []byte
+	if err := h.Do(func() (err error) {
+		b, err = os.ReadFile("/proc/thread-self/net/snmp")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 || f[0] != "Udp:" {
+			continue
+		}
+		if names == nil {
+			names = f
+			continue
+		}
+		for i, n := range names {
+			if n == "InDatagrams" && i < len(f) {
+				v, err := strconv.ParseInt(f[i], 10, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return v
+			}
+		}
+	}
+	t.Fatalf("no Udp InDatagrams in %s", b)
+	return 0
+}
