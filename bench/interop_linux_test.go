@@ -249,3 +249,45 @@ func TestClientAgainstIperf3Server(t *testing.T) {
 		})
 	}
 }
+
+// TestIperf3IPv6 runs iperf3 -6 in A against our Server on B's IPv6
+// address. Oracle: iperf3's JSON.
+func TestIperf3IPv6(t *testing.T) {
+	netnstest.RequireTool(t, "iperf3")
+	pair := netnstest.New(t, netnstest.Config{})
+	var ln net.Listener
+	if err := pair.B.Do(func() error {
+		var err error
+		ln, err = net.Listen("tcp", netip.AddrPortFrom(pair.B.IPv6, 5201).String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	srv := &Server{DataPlane: &SocketDataPlane{Do: pair.B.Do}}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	defer func() { cancel(); <-done }()
+	var out []byte
+	var err error
+	for try := 0; try < 20; try++ { // the address may still be tentative
+		out, err = pair.A.Command(ctx, "iperf3", "-6", "-c", pair.B.IPv6.String(), "-u", "-b", "20M", "-t", "1", "-P", "2", "-J").Output()
+		if err == nil && !bytes.Contains(out, []byte(`"error"`)) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("iperf3: %v\n%s", err, out)
+	}
+	j := parseIperf(t, out)
+	if j.Error != "" {
+		t.Fatalf("iperf3: %s", j.Error)
+	}
+	s, r := j.End.SumSent, j.End.SumReceived
+	t.Logf("iperf3 -6: sent %d received %d lost %d", s.Packets, r.Packets, r.LostPackets)
+	if s.Packets == 0 || r.Packets != s.Packets || r.LostPackets != 0 {
+		t.Errorf("sent %d, server received %d lost %d", s.Packets, r.Packets, r.LostPackets)
+	}
+}
