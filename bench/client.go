@@ -207,6 +207,12 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 				pending = &m
 				continue
 			case <-ctx.Done():
+				// CLIENT_TERMINATE has gone out; report what was measured.
+				timer.Stop()
+				run.stop()
+				rep.Intervals = ir.finish()
+				rep.End = endFromOne(run.results(), run.sender, nil)
+				return rep, fmt.Errorf("client: %w", ctx.Err())
 			}
 			timer.Stop()
 			if run.sender {

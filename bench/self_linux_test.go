@@ -173,3 +173,46 @@ func udpInDatagrams(t *testing.T, h *netnstest.Host) int64 {
 	t.Fatalf("no Udp InDatagrams in %s", b)
 	return 0
 }
+
+// Cancelling the client's context mid-test sends CLIENT_TERMINATE: the
+// client returns what it measured, the server ends with
+// ErrClientTerminated.
+func TestClientCancel(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{})
+	reports := startServerQuiet(t, pair, 5201)
+	ctx, cancel := context.WithCancel(context.Background())
+	var ivs int
+	c := &Client{Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &SocketDataPlane{Do: pair.A.Do},
+		Dial: nsDial(pair.A), Duration: 10 * time.Second, Bitrate: 10e6, Interval: 200 * time.Millisecond,
+		OnInterval: func(Interval) {
+			if ivs++; ivs == 3 {
+				cancel()
+			}
+		}}
+	start := time.Now()
+	rep, err := c.Run(ctx)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Run: %v, want context.Canceled", err)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Errorf("Run took %v after cancel at ~0.6 s", el)
+	}
+	if len(rep.Intervals) < 3 || rep.Error == "" {
+		t.Errorf("partial report: %d intervals, error %q", len(rep.Intervals), rep.Error)
+	}
+	select {
+	case r := <-reports:
+		if !errors.Is(r.err, ErrClientTerminated) {
+			t.Errorf("server: %v, want ErrClientTerminated", r.err)
+		}
+		var got int64
+		for _, iv := range r.rep.Intervals {
+			got += iv.Sum.Packets
+		}
+		if got == 0 {
+			t.Error("server's partial report counted nothing")
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("server did not end")
+	}
+}

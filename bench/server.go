@@ -173,6 +173,11 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) (rep *Report, err er
 	case p.Bidirectional:
 		writeServerError(c, ieUnimp, 0)
 		return rep, fmt.Errorf("server: bidirectional test: %w", ErrUnsupported)
+	case p.Omit > 0:
+		// Counting the omitted seconds would make the totals disagree with
+		// the client's; refuse rather than report wrong numbers.
+		writeServerError(c, ieUnimp, 0)
+		return rep, fmt.Errorf("server: omitting %d s (-O): %w", p.Omit, ErrUnsupported)
 	case p.Len < HeaderLen(counters64):
 		writeServerError(c, ieUnimp, 0)
 		return rep, fmt.Errorf("server: datagram length %d shorter than the %d-byte header: %w", p.Len, HeaderLen(counters64), ErrProtocol)
