@@ -97,6 +97,7 @@ func TestIperf3ClientAgainstServer(t *testing.T) {
 		{"reverse", []string{"-R", "-b", "20M"}}, // iperf3 reads with a default 208 KiB buffer
 		{"len64", []string{"-l", "64", "-b", "10M"}},
 		{"counters64", []string{"--udp-counters-64bit", "-P", "2"}},
+		{"server-output", []string{"--get-server-output"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -163,6 +164,15 @@ func TestIperf3ClientAgainstServer(t *testing.T) {
 			}
 			if len(rep.Intervals) < 2 {
 				t.Errorf("%d intervals, want at least 2", len(rep.Intervals))
+			}
+			if tc.name == "server-output" {
+				var so struct {
+					ServerOutput *Report `json:"server_output_json"`
+				}
+				if err := json.Unmarshal(out[bytes.IndexByte(out, '{'):], &so); err != nil || so.ServerOutput == nil ||
+					so.ServerOutput.End.SumReceived.Packets != recv.Packets {
+					t.Errorf("iperf3 shows no server output with our received count %d: %v", recv.Packets, err)
+				}
 			}
 		})
 	}
