@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 DEB_PKGS := iproute2 iputils-ping ethtool iperf3 tcpdump tshark strace procps
 # Packages with goroutines that share state: run them under the race detector.
-RACE_PKGS := ./xsk/... ./internal/... ./rss/... ./coalesce/... ./examples/...
+RACE_PKGS := ./xsk/... ./internal/... ./rss/... ./coalesce/... ./bench/... ./examples/...
 
 .PHONY: all deps build vet test test-race bench demo fmt
 
