@@ -187,10 +187,10 @@ func TestClientAgainstIperf3Server(t *testing.T) {
 		name string
 		c    Client
 	}{
-		{"50M", Client{Bitrate: 50e6}},
+		{"20M", Client{Bitrate: 20e6}},
 		{"P4-32bit", Client{Bitrate: 20e6, Streams: 4, Counters32: true}},
-		{"reverse", Client{Bitrate: 50e6, Reverse: true}},
-		{"len64", Client{Bitrate: 10e6, Length: 64}},
+		{"reverse", Client{Bitrate: 20e6, Reverse: true}},
+		{"len64", Client{Bitrate: 2e6, Length: 64}}, // iperf3 -s reads 64-byte datagrams one by one into a 208 KiB buffer: bursts overflow it
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
