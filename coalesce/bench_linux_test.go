@@ -532,7 +532,9 @@ func TestCoalesceBenchmark(t *testing.T) {
 				t.Errorf("%.0fk %s: sent %d, received %d, dropped %d: frames unaccounted for", x.rate/1e3, x.name, x.sent.Sent, x.received, x.xskDrops+x.linkDrops)
 			}
 		}
-		if off, on := row[0], row[1]; batchMean(on) <= batchMean(off) {
+		// Under the race detector the receiver with batching off is
+		// already late to every frame and batches by itself.
+		if off, on := row[0], row[1]; !raceEnabled && batchMean(on) <= batchMean(off) {
 			t.Errorf("%.0fk: %.2f frames per batch with rx-usecs 50, %.2f off: batching had no effect", off.rate/1e3, batchMean(on), batchMean(off))
 		}
 	}
