@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/xdpio/xdpio/bench"
+)
+
+func init() { subcommands = append(subcommands, newBenchCmd) }
+
+// backends the bench commands accept so far. The AF_XDP data plane (xsk)
+// and asavie/xdp join them as they land in package bench.
+var benchBackends = []string{"socket"}
+
+func checkBackend(name string) error {
+	for _, b := range benchBackends {
+		if b == name {
+			return nil
+		}
+	}
+	return usagef("--backend %q: this build offers %s", name, strings.Join(benchBackends, ", "))
+}
+
+func newBenchCmd(g *globals) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "bench",
+		Short: "iperf3-compatible UDP benchmark: server and client that talk to real iperf3",
+		Args:  cobra.NoArgs,
+	}
+	c.AddCommand(newBenchServerCmd(g), newBenchClientCmd(g))
+	return c
+}
+
+func newBenchServerCmd(g *globals) *cobra.Command {
+	var (
+		port    int
+		bind    string
+		oneOff  bool
+		backend string
+	)
+	c := &cobra.Command{
+		Use:   "server [--port 5201] [--bind ADDR] [-1]",
+		Short: "Serve iperf3 clients (UDP tests) until Ctrl-C, or for one test with -1",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkBackend(backend); err != nil {
+				return err
+			}
+			if port < 1 || port > 65535 {
+				return usagef("--port %d: must be 1-65535", port)
+			}
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
+			var ln net.Listener
+			if err := g.inNetns(func() (err error) {
+				ln, err = net.Listen("tcp", net.JoinHostPort(bind, strconv.Itoa(port)))
+				return err
+			}); err != nil {
+				return fmt.Errorf("bench server: %w", err)
+			}
+			var lastErr error
+			s := &bench.Server{
+				DataPlane: &bench.SocketDataPlane{Do: g.inNetns},
+				OnReport: func(r *bench.Report, err error) {
+					lastErr = err
+					printBenchReport(g, r, err)
+					if oneOff {
+						cancel()
+					}
+				},
+			}
+			if !g.json {
+				fmt.Fprintf(g.stdout, "Server listening on %s (UDP tests, %s backend)\n", ln.Addr(), backend)
+				fmt.Fprint(g.stdout, bench.IntervalHeader)
+				s.OnInterval = func(iv bench.Interval) { bench.WriteInterval(g.stdout, iv) }
+			}
+			err := s.Serve(ctx, ln)
+			if err != nil && ctx.Err() == nil {
+				return fmt.Errorf("bench server: %w", err)
+			}
+			if oneOff && lastErr != nil {
+				return fmt.Errorf("bench server: %w", lastErr)
+			}
+			return nil
+		},
+	}
+	c.Flags().IntVarP(&port, "port", "p", 5201, "TCP control port (iperf3's default 5201)")
+	c.Flags().StringVarP(&bind, "bind", "B", "", "address to listen on (default: all)")
+	c.Flags().BoolVarP(&oneOff, "one-off", "1", false, "exit after one test")
+	c.Flags().StringVar(&backend, "backend", "socket", "data plane: "+strings.Join(benchBackends, ", "))
+	return c
+}
+
+func newBenchClientCmd(g *globals) *cobra.Command {
+	var (
+		server   string
+		port     int
+		streams  int
+		seconds  int
+		length   int
+		rate     string
+		reverse  bool
+		backend  string
+		counters bool
+	)
+	c := &cobra.Command{
+		Use:   "client -c SERVER [--port 5201] [-P FLOWS] [-t SECONDS] [-l LENGTH] [-b RATE] [-R]",
+		Short: "Run a UDP test against an iperf3 server (or xdpio bench server)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkBackend(backend); err != nil {
+				return err
+			}
+			addr, err := netip.ParseAddr(server)
+			if err != nil {
+				return usagef("-c %q: want an IPv4 or IPv6 address: %v", server, err)
+			}
+			if port < 1 || port > 65535 {
+				return usagef("--port %d: must be 1-65535", port)
+			}
+			if streams < 1 || streams > 128 {
+				return usagef("-P %d: must be 1-128", streams)
+			}
+			if seconds < 1 || seconds > 86400 {
+				return usagef("-t %d: must be 1-86400 seconds", seconds)
+			}
+			bps, err := parseRate(rate)
+			if err != nil {
+				return usagef("-b %q: %v", rate, err)
+			}
+			cl := &bench.Client{
+				Server:     netip.AddrPortFrom(addr, uint16(port)),
+				DataPlane:  &bench.SocketDataPlane{Do: g.inNetns},
+				Streams:    streams,
+				Duration:   time.Duration(seconds) * time.Second,
+				Length:     length,
+				Bitrate:    bps,
+				Reverse:    reverse,
+				Counters32: counters,
+				Dial: func(ctx context.Context, network, address string) (c net.Conn, err error) {
+					err = g.inNetns(func() (err error) {
+						c, err = (&net.Dialer{}).DialContext(ctx, network, address)
+						return err
+					})
+					return c, err
+				},
+			}
+			if !g.json {
+				fmt.Fprintf(g.stdout, "Connecting to %v, %d UDP stream(s) of %s for %d s\n", cl.Server, streams, bench.FormatBitrate(float64(bps)), seconds)
+				fmt.Fprint(g.stdout, bench.IntervalHeader)
+				cl.OnInterval = func(iv bench.Interval) { bench.WriteInterval(g.stdout, iv) }
+			}
+			r, err := cl.Run(cmd.Context())
+			printBenchReport(g, r, err)
+			if err != nil {
+				return fmt.Errorf("bench client: %w", err)
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVarP(&server, "client", "c", "", "server address (required)")
+	c.MarkFlagRequired("client")
+	c.Flags().IntVarP(&port, "port", "p", 5201, "server's TCP control port")
+	c.Flags().IntVarP(&streams, "parallel", "P", 1, "parallel streams")
+	c.Flags().IntVarP(&seconds, "time", "t", 10, "seconds to send")
+	c.Flags().IntVarP(&length, "length", "l", 1460, "UDP payload bytes")
+	c.Flags().StringVarP(&rate, "bitrate", "b", "1M", "target per stream, bits/s with k/M/G suffix (0: unlimited)")
+	c.Flags().BoolVarP(&reverse, "reverse", "R", false, "the server sends, the client receives")
+	c.Flags().BoolVar(&counters, "udp-counters-32bit", false, "iperf3's 32-bit sequence numbers instead of 64-bit")
+	c.Flags().StringVar(&backend, "backend", "socket", "data plane: "+strings.Join(benchBackends, ", "))
+	return c
+}
+
+// printBenchReport prints a finished test: JSON close to iperf3 -J, or the
+// summary lines.
+func printBenchReport(g *globals, r *bench.Report, err error) {
+	if r == nil {
+		return
+	}
+	if g.json {
+		writeJSON(g.stdout, r)
+		return
+	}
+	summary := *r
+	summary.Intervals = nil
+	summary.WriteText(g.stdout)
+}
+
+// parseRate reads a bit rate like iperf3's -b: a number with an optional
+// k, M or G suffix (powers of 1000); 0 means unlimited.
+func parseRate(s string) (uint64, error) {
+	mult := 1.0
+	switch {
+	case strings.HasSuffix(s, "k"), strings.HasSuffix(s, "K"):
+		mult, s = 1e3, s[:len(s)-1]
+	case strings.HasSuffix(s, "m"), strings.HasSuffix(s, "M"):
+		mult, s = 1e6, s[:len(s)-1]
+	case strings.HasSuffix(s, "g"), strings.HasSuffix(s, "G"):
+		mult, s = 1e9, s[:len(s)-1]
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || v < 0 || v*mult > 1e12 {
+		return 0, fmt.Errorf("want a rate such as 100M (0 for unlimited, at most 1000G)")
+	}
+	if v == 0 {
+		return bench.BitrateUnlimited, nil
+	}
+	return uint64(v * mult), nil
+}

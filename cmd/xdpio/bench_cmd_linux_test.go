@@ -1,0 +1,144 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/xdpio/xdpio/internal/netnstest"
+)
+
+// iperf3JSON is the part of iperf3 -J output the tests read.
+type iperf3JSON struct {
+	Error string `json:"error"`
+	End   struct {
+		Sum struct {
+			Packets     int64 `json:"packets"`
+			LostPackets int64 `json:"lost_packets"`
+		} `json:"sum"`
+		SumSent struct {
+			Packets int64 `json:"packets"`
+		} `json:"sum_sent"`
+		SumReceived struct {
+			Packets     int64 `json:"packets"`
+			LostPackets int64 `json:"lost_packets"`
+		} `json:"sum_received"`
+	} `json:"end"`
+}
+
+// syncBuffer is a bytes.Buffer safe for the command's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// A real iperf3 client runs a UDP test against `xdpio bench server`.
+func TestBenchServerWithIperf3Client(t *testing.T) {
+	netnstest.RequireTool(t, "iperf3")
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- runWith(ctx, &globals{stdout: &out, stderr: &out}, []string{"bench", "server", "--netns", pair.B.NS, "--port", "15201", "-1"})
+	}()
+	var res []byte
+	for try := 0; try < 50; try++ {
+		res, _ = pair.A.Command(ctx, "iperf3", "-c", pair.B.IPv4.String(), "-p", "15201", "-u", "-b", "10M", "-t", "1", "-J").Output()
+		var j iperf3JSON
+		if json.Unmarshal(res, &j) == nil && j.Error == "" {
+			break
+		}
+		time.Sleep(100 * time.Millisecond) // the server is still starting
+	}
+	var j iperf3JSON
+	if err := json.Unmarshal(res, &j); err != nil || j.Error != "" {
+		t.Fatalf("iperf3 client: %v %v: %s", err, j.Error, res)
+	}
+	if j.End.SumSent.Packets == 0 || j.End.SumReceived.Packets != j.End.SumSent.Packets || j.End.SumReceived.LostPackets != 0 {
+		t.Fatalf("iperf3 says sent %d, server received %d, lost %d", j.End.SumSent.Packets, j.End.SumReceived.Packets, j.End.SumReceived.LostPackets)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("bench server: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "receiver") {
+		t.Fatalf("server printed no summary:\n%s", out.String())
+	}
+}
+
+// `xdpio bench client` runs a UDP test against a real iperf3 server, and
+// both report the same count.
+func TestBenchClientWithIperf3Server(t *testing.T) {
+	netnstest.RequireTool(t, "iperf3")
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv := pair.B.Command(ctx, "iperf3", "-s", "-1", "-J", "-B", pair.B.IPv4.String(), "-p", "15202")
+	var srvOut bytes.Buffer
+	srv.Stdout = &srvOut
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Process.Kill()
+	var out bytes.Buffer
+	var err error
+	for try := 0; try < 50; try++ {
+		out.Reset()
+		err = runWith(ctx, &globals{stdout: &out, stderr: &out}, []string{"bench", "client", "--netns", pair.A.NS, "-c", pair.B.IPv4.String(), "--port", "15202", "-t", "1", "-b", "10M", "--json"})
+		if err == nil || !strings.Contains(err.Error(), "refused") {
+			break
+		}
+		time.Sleep(100 * time.Millisecond) // iperf3 -s is still starting
+	}
+	if err != nil {
+		t.Fatalf("bench client: %v\n%s", err, out.String())
+	}
+	var ours iperf3JSON
+	if err := json.Unmarshal(out.Bytes(), &ours); err != nil {
+		t.Fatalf("our --json output: %v\n%s", err, out.String())
+	}
+	srv.Wait()
+	var theirs iperf3JSON
+	if err := json.Unmarshal(srvOut.Bytes(), &theirs); err != nil || theirs.Error != "" {
+		t.Fatalf("iperf3 -s output: %v %s", err, srvOut.String())
+	}
+	sent := ours.End.SumSent.Packets
+	if sent == 0 || theirs.End.SumReceived.Packets != sent || theirs.End.SumReceived.LostPackets != 0 {
+		t.Fatalf("we sent %d; iperf3 -s received %d, lost %d", sent, theirs.End.SumReceived.Packets, theirs.End.SumReceived.LostPackets)
+	}
+	t.Logf("sent %s datagrams, iperf3 -s received them all", strconv.FormatInt(sent, 10))
+}
+
+func TestParseRate(t *testing.T) {
+	for in, want := range map[string]uint64{"100M": 100e6, "1.5G": 1.5e9, "64k": 64e3, "1000": 1000} {
+		if got, err := parseRate(in); err != nil || got != want {
+			t.Errorf("parseRate(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "fast", "-1M", "2000G"} {
+		if _, err := parseRate(bad); err == nil {
+			t.Errorf("parseRate(%q) accepted", bad)
+		}
+	}
+	if got, _ := parseRate("0"); got == 0 {
+		t.Error("0 must mean unlimited, not a zero rate")
+	}
+}
