@@ -10,7 +10,9 @@ import "encoding/binary"
 //
 // The byte slices Frame and Buffer return alias the UMEM and are valid only
 // until the batch is released, transmitted or freed; copy what must live
-// longer. A Batch must not be used concurrently.
+// longer. A Batch must not be used concurrently, and belongs to the UMEM of
+// the socket that made it: releasing it on a socket of another UMEM is a
+// programming error and panics (transmitting it returns an error).
 type Batch struct {
 	descs []Desc
 	umem  *UMEM

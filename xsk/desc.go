@@ -25,5 +25,9 @@ const (
 	OptTxMetadata = 1 << 1
 )
 
+// MaxFragments is the most descriptors one multi-buffer packet can span:
+// the kernel's MAX_SKB_FRAGS (17) plus the head.
+const MaxFragments = 18
+
 // More reports whether the next descriptor continues this packet.
 func (d Desc) More() bool { return d.Options&OptContinues != 0 }

@@ -67,9 +67,14 @@ func (s *Socket) ZeroCopy() bool { return s.zeroCopy }
 func (s *Socket) UMEM() *UMEM { return s.umem }
 
 // NewBatch returns a batch that can hold up to n descriptors, for use with
-// this socket (and others on the same UMEM).
+// this socket (and others on the same UMEM). On a multi-buffer socket the
+// capacity is at least MaxFragments, so that the largest packet the kernel
+// can deliver fits in one batch (Receive returns whole packets only).
 func (s *Socket) NewBatch(n int) *Batch {
-	return &Batch{descs: make([]Desc, 0, n), umem: s.umem}
+	if s.cfg.MultiBuffer {
+		n = max(n, MaxFragments)
+	}
+	return &Batch{descs: make([]Desc, 0, max(n, 1)), umem: s.umem}
 }
 
 // enter marks a call in progress, so that Close from another goroutine
