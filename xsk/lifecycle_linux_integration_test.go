@@ -371,3 +371,43 @@ func TestCloseDuringTraffic(t *testing.T) {
 		<-sent
 	}
 }
+
+// TestHelperOpenUnprivileged is not a test: TestOpenWithoutPrivilege runs
+// the test binary without root to see what Open says.
+func TestHelperOpenUnprivileged(t *testing.T) {
+	ifname := os.Getenv("XDPIO_HELPER_UNPRIV_IFACE")
+	if ifname == "" {
+		t.Skip("helper process for TestOpenWithoutPrivilege")
+	}
+	d, err := xsk.Open(ifname, xsk.Config{})
+	if err == nil {
+		d.Close()
+		fmt.Println("result: opened")
+		os.Exit(0)
+	}
+	fmt.Printf("result: permission=%v text=%s\n", errors.Is(err, xsk.ErrPermission), err)
+	os.Exit(0)
+}
+
+// Without root, Open fails with ErrPermission and says what to do.
+func TestOpenWithoutPrivilege(t *testing.T) {
+	setpriv := netnstest.RequireTool(t, "setpriv")
+	pair := netnstest.New(t, netnstest.Config{Queues: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// Inside B, drop to nobody with no capabilities at all, then run the
+	// helper.
+	cmd := pair.B.Command(ctx, setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
+		"--inh-caps=-all", "--bounding-set=-all", os.Args[0], "-test.run=^TestHelperOpenUnprivileged$")
+	cmd.Env = append(os.Environ(), "XDPIO_HELPER_UNPRIV_IFACE="+pair.B.Link)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helper: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "result: permission=true") || !strings.Contains(string(out), "run as root") {
+		t.Fatalf("unprivileged Open: want ErrPermission with advice, got:\n%s", out)
+	}
+	if xdpAttached(t, pair.B) {
+		t.Fatal("an unprivileged Open left an XDP program behind")
+	}
+}
