@@ -15,17 +15,21 @@ import (
 
 func init() { subcommands = append(subcommands, newBenchCmd) }
 
-// backends the bench commands accept so far. The AF_XDP data plane (xsk)
-// and asavie/xdp join them as they land in package bench.
-var benchBackends = []string{"socket"}
+// Backends the bench commands accept so far: the server has AF_XDP (xsk)
+// and kernel sockets; the client kernel sockets only, until package bench
+// can dial over AF_XDP. asavie/xdp joins later.
+var (
+	serverBackends = []string{"xsk", "socket"}
+	clientBackends = []string{"socket"}
+)
 
-func checkBackend(name string) error {
-	for _, b := range benchBackends {
+func checkBackend(name string, allowed []string) error {
+	for _, b := range allowed {
 		if b == name {
 			return nil
 		}
 	}
-	return usagef("--backend %q: this build offers %s", name, strings.Join(benchBackends, ", "))
+	return usagef("--backend %q: this command offers %s", name, strings.Join(allowed, ", "))
 }
 
 func newBenchCmd(g *globals) *cobra.Command {
@@ -44,14 +48,22 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 		bind    string
 		oneOff  bool
 		backend string
+		iface   string
 	)
 	c := &cobra.Command{
-		Use:   "server [--port 5201] [--bind ADDR] [-1]",
+		Use:   "server [-i IFACE] [--port 5201] [--bind ADDR] [-1] [--backend xsk|socket]",
 		Short: "Serve iperf3 clients (UDP tests) until Ctrl-C, or for one test with -1",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkBackend(backend); err != nil {
+			if err := checkBackend(backend, serverBackends); err != nil {
 				return err
+			}
+			var dp bench.DataPlane = &bench.SocketDataPlane{Do: g.inNetns}
+			if backend == "xsk" {
+				if iface == "" {
+					return usagef("--backend xsk needs -i IFACE")
+				}
+				dp = &bench.XSKDataPlane{Iface: iface, Do: g.inNetns}
 			}
 			if port < 1 || port > 65535 {
 				return usagef("--port %d: must be 1-65535", port)
@@ -67,7 +79,7 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 			}
 			var lastErr error
 			s := &bench.Server{
-				DataPlane: &bench.SocketDataPlane{Do: g.inNetns},
+				DataPlane: dp,
 				OnReport: func(r *bench.Report, err error) {
 					lastErr = err
 					printBenchReport(g, r, err)
@@ -94,7 +106,8 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 	c.Flags().IntVarP(&port, "port", "p", 5201, "TCP control port (iperf3's default 5201)")
 	c.Flags().StringVarP(&bind, "bind", "B", "", "address to listen on (default: all)")
 	c.Flags().BoolVarP(&oneOff, "one-off", "1", false, "exit after one test")
-	c.Flags().StringVar(&backend, "backend", "socket", "data plane: "+strings.Join(benchBackends, ", "))
+	c.Flags().StringVar(&backend, "backend", "xsk", "data plane: "+strings.Join(serverBackends, ", "))
+	c.Flags().StringVarP(&iface, "interface", "i", "", "interface whose queues the xsk backend binds (the control connection stays with the kernel)")
 	return c
 }
 
@@ -115,7 +128,7 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 		Short: "Run a UDP test against an iperf3 server (or xdpio bench server)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkBackend(backend); err != nil {
+			if err := checkBackend(backend, clientBackends); err != nil {
 				return err
 			}
 			addr, err := netip.ParseAddr(server)
@@ -174,7 +187,7 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 	c.Flags().StringVarP(&rate, "bitrate", "b", "1M", "target per stream, bits/s with k/M/G suffix (0: unlimited)")
 	c.Flags().BoolVarP(&reverse, "reverse", "R", false, "the server sends, the client receives")
 	c.Flags().BoolVar(&counters, "udp-counters-32bit", false, "iperf3's 32-bit sequence numbers instead of 64-bit")
-	c.Flags().StringVar(&backend, "backend", "socket", "data plane: "+strings.Join(benchBackends, ", "))
+	c.Flags().StringVar(&backend, "backend", "socket", "data plane: "+strings.Join(clientBackends, ", "))
 	return c
 }
 

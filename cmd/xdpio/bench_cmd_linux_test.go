@@ -58,7 +58,7 @@ func TestBenchServerWithIperf3Client(t *testing.T) {
 	var out syncBuffer
 	done := make(chan error, 1)
 	go func() {
-		done <- runWith(ctx, &globals{stdout: &out, stderr: &out}, []string{"bench", "server", "--netns", pair.B.NS, "--port", "15201", "-1"})
+		done <- runWith(ctx, &globals{stdout: &out, stderr: &out}, []string{"bench", "server", "--backend", "socket", "--netns", pair.B.NS, "--port", "15201", "-1"})
 	}()
 	var res []byte
 	for try := 0; try < 50; try++ {
@@ -140,5 +140,62 @@ func TestParseRate(t *testing.T) {
 	}
 	if got, _ := parseRate("0"); got == 0 {
 		t.Error("0 must mean unlimited, not a zero rate")
+	}
+}
+
+// A real iperf3 client against `xdpio bench server --backend xsk`: the
+// control connection runs over the kernel's TCP, the UDP datagrams arrive
+// through AF_XDP sockets on both queues (the XDP filter passes the rest to
+// the kernel), and in reverse mode the server sends through AF_XDP. No
+// kernel UDP socket listens on the test port: a datagram that reached the
+// kernel instead of the sockets would be lost and fail the test.
+func TestBenchServerXSKWithIperf3Client(t *testing.T) {
+	netnstest.RequireTool(t, "iperf3")
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"forward", []string{"-b", "20M", "-P", "2"}},
+		{"reverse", []string{"-R", "-b", "10M"}},
+		{"ipv6", []string{"-6", "-b", "10M"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pair := netnstest.New(t, netnstest.Config{Queues: 2})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var out syncBuffer
+			done := make(chan error, 1)
+			go func() {
+				done <- runWith(ctx, &globals{stdout: &out, stderr: &out}, []string{"bench", "server", "--backend", "xsk", "-i", pair.B.Link, "--netns", pair.B.NS, "--port", "15203", "-1"})
+			}()
+			dst := pair.B.IPv4.String()
+			if tc.name == "ipv6" {
+				dst = pair.B.IPv6.String()
+			}
+			var res []byte
+			var j iperf3JSON
+			for try := 0; try < 50; try++ {
+				args := append([]string{"-c", dst, "-p", "15203", "-u", "-t", "1", "-J"}, tc.args...)
+				res, _ = pair.A.Command(ctx, "iperf3", args...).Output()
+				if json.Unmarshal(res, &j) == nil && j.Error == "" {
+					break
+				}
+				time.Sleep(100 * time.Millisecond) // the server is still starting
+			}
+			if err := json.Unmarshal(res, &j); err != nil || j.Error != "" {
+				t.Fatalf("iperf3 client: %v %v: %s\nserver: %s", err, j.Error, res, out.String())
+			}
+			sent, got, lost := j.End.SumSent.Packets, j.End.SumReceived.Packets, j.End.SumReceived.LostPackets
+			if sent == 0 || lost != 0 || got < sent*95/100 || got > sent {
+				t.Fatalf("iperf3 says sent %d, received %d, lost %d\nserver: %s", sent, got, lost, out.String())
+			}
+			if tc.name != "reverse" && got != sent {
+				t.Fatalf("server received %d of %d datagrams", got, sent)
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("bench server: %v\n%s", err, out.String())
+			}
+			t.Logf("sent %d, received %d, lost %d", sent, got, lost)
+		})
 	}
 }

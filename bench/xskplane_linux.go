@@ -1,0 +1,337 @@
+//go:build linux
+
+package bench
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpio/xdpio/offload"
+	"github.com/xdpio/xdpio/xsk"
+)
+
+// XSKDataPlane carries a server's UDP streams over AF_XDP: one socket per
+// RX queue of Iface, fed by an XDP program that takes only UDP to the
+// test's port, so the control connection and everything else stay with
+// the kernel. Datagrams it sends (iperf3's stream setup replies, -R tests)
+// are built in place in UMEM frames, with checksums filled by package
+// offload and the peer's MAC address from the kernel's neighbour table.
+//
+// Only the server side exists so far: Dial returns ErrUnsupported.
+type XSKDataPlane struct {
+	// Iface is the interface to bind to.
+	Iface string
+	// Do, if set, runs the socket setup (for example inside a network
+	// namespace). Nil runs it directly.
+	Do func(func() error) error
+	// Config is the base socket configuration; Open's filter is set by
+	// Listen.
+	Config xsk.Config
+}
+
+func (d *XSKDataPlane) run(fn func() error) error {
+	if d.Do != nil {
+		return d.Do(fn)
+	}
+	return fn()
+}
+
+// Listen opens sockets on every queue of Iface for UDP to local's port.
+func (d *XSKDataPlane) Listen(local netip.AddrPort) (PacketConn, error) {
+	cfg := d.Config
+	cfg.Program.Filter = []xsk.Rule{xsk.UDPPort(local.Port())}
+	c := &xskConn{local: local, neigh: map[netip.Addr]net.HardwareAddr{}}
+	err := d.run(func() error {
+		ifi, err := net.InterfaceByName(d.Iface)
+		if err != nil {
+			return err
+		}
+		c.mac = ifi.HardwareAddr
+		if c.dev, err = xsk.Open(d.Iface, cfg); err != nil {
+			return err
+		}
+		// Read the neighbour table now, inside the namespace.
+		c.neighErr = c.loadNeighbours(ifi.Index)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("xsk listen %s %v: %w", d.Iface, local, err)
+	}
+	for _, s := range c.dev.Sockets() {
+		c.rx = append(c.rx, rxState{s: s, b: s.NewBatch(64)})
+	}
+	c.tx = c.dev.Sockets()[0]
+	c.txb = c.tx.NewBatch(64)
+	return c, nil
+}
+
+// Dial is not implemented for AF_XDP yet.
+func (d *XSKDataPlane) Dial(remote netip.AddrPort) (PacketConn, error) {
+	return nil, fmt.Errorf("xsk dial %v: %w", remote, ErrUnsupported)
+}
+
+type rxState struct {
+	s    *xsk.Socket
+	b    *xsk.Batch
+	next int // frames of b already handed out
+}
+
+type xskConn struct {
+	dev      *xsk.Device
+	local    netip.AddrPort
+	mac      net.HardwareAddr
+	neigh    map[netip.Addr]net.HardwareAddr
+	neighErr error
+	rx       []rxState
+	turn     int
+	tx       *xsk.Socket
+	txb      *xsk.Batch
+
+	mu       sync.Mutex
+	deadline time.Time
+	closed   atomic.Bool
+	// life keeps Close from unmapping the UMEM while ReadBatch or
+	// WriteBatch reads or writes frames in it.
+	life sync.RWMutex
+	// NotUDP counts frames the sockets got that were not UDP to our port
+	// (none should come: the XDP filter selects them).
+	notUDP atomic.Uint64
+}
+
+func (c *xskConn) loadNeighbours(ifindex int) error {
+	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+		ns, err := netlink.NeighList(ifindex, fam)
+		if err != nil {
+			return fmt.Errorf("neighbour table: %w", err)
+		}
+		for _, n := range ns {
+			ip, ok := netip.AddrFromSlice(n.IP)
+			if ok && len(n.HardwareAddr) == 6 && n.State&(netlink.NUD_FAILED|netlink.NUD_INCOMPLETE) == 0 {
+				c.neigh[ip.Unmap()] = n.HardwareAddr
+			}
+		}
+	}
+	return nil
+}
+
+func (c *xskConn) LocalAddr() netip.AddrPort { return c.local }
+
+func (c *xskConn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.deadline = t
+	c.mu.Unlock()
+	return nil
+}
+
+// ReadBatch takes datagrams from the sockets in turn, copying each UDP
+// payload into msgs, and waits in poll on all of them when none has any.
+func (c *xskConn) ReadBatch(msgs []Message) (int, error) {
+	for {
+		c.life.RLock()
+		if c.closed.Load() {
+			c.life.RUnlock()
+			return 0, net.ErrClosed
+		}
+		n := 0
+		for i := 0; i < len(c.rx) && n < len(msgs); i++ {
+			r := &c.rx[(c.turn+i)%len(c.rx)]
+			if r.next == r.b.Len() {
+				r.s.Release(r.b)
+				r.next = 0
+				r.s.Receive(r.b)
+			}
+			for ; r.next < r.b.Len() && n < len(msgs); r.next++ {
+				if c.parse(r.b.Frame(r.next), &msgs[n]) {
+					n++
+				} else {
+					c.notUDP.Add(1)
+				}
+			}
+		}
+		c.turn++
+		c.life.RUnlock()
+		if n > 0 {
+			return n, nil
+		}
+		c.mu.Lock()
+		deadline := c.deadline
+		c.mu.Unlock()
+		wait := 20 * time.Millisecond
+		if !deadline.IsZero() {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return 0, os.ErrDeadlineExceeded
+			}
+			wait = min(wait, left)
+		}
+		fds := make([]unix.PollFd, len(c.rx))
+		for i, r := range c.rx {
+			fds[i] = unix.PollFd{Fd: int32(r.s.FD()), Events: unix.POLLIN}
+		}
+		ts := unix.NsecToTimespec(int64(wait))
+		if _, err := unix.Ppoll(fds, &ts, nil); err != nil && !errors.Is(err, unix.EINTR) {
+			if c.closed.Load() {
+				return 0, net.ErrClosed
+			}
+			return 0, fmt.Errorf("xsk read: poll: %w", err)
+		}
+	}
+}
+
+// parse copies the UDP payload of frame (to our port) into m.
+func (c *xskConn) parse(f []byte, m *Message) bool {
+	if len(f) < 14 {
+		return false
+	}
+	var src netip.Addr
+	var l4 []byte
+	switch binary.BigEndian.Uint16(f[12:]) {
+	case unix.ETH_P_IP:
+		ip := f[14:]
+		if len(ip) < 20 || ip[9] != unix.IPPROTO_UDP {
+			return false
+		}
+		ihl := int(ip[0]&0xf) * 4
+		tot := int(binary.BigEndian.Uint16(ip[2:]))
+		if ihl < 20 || tot < ihl || tot > len(ip) {
+			return false
+		}
+		src = netip.AddrFrom4([4]byte(ip[12:16]))
+		l4 = ip[ihl:tot]
+	case unix.ETH_P_IPV6:
+		ip := f[14:]
+		if len(ip) < 40 || ip[6] != unix.IPPROTO_UDP {
+			return false
+		}
+		pl := int(binary.BigEndian.Uint16(ip[4:]))
+		if 40+pl > len(ip) {
+			return false
+		}
+		src = netip.AddrFrom16([16]byte(ip[8:24]))
+		l4 = ip[40 : 40+pl]
+	default:
+		return false
+	}
+	if len(l4) < 8 || binary.BigEndian.Uint16(l4[2:]) != c.local.Port() {
+		return false
+	}
+	ul := int(binary.BigEndian.Uint16(l4[4:]))
+	if ul < 8 || ul > len(l4) {
+		return false
+	}
+	m.N = copy(m.Buf, l4[8:ul])
+	m.Addr = netip.AddrPortFrom(src, binary.BigEndian.Uint16(l4[0:]))
+	return true
+}
+
+// WriteBatch builds each datagram in a UMEM frame of queue 0's socket and
+// transmits them.
+func (c *xskConn) WriteBatch(msgs []Message) (int, error) {
+	c.life.RLock()
+	defer c.life.RUnlock()
+	if c.closed.Load() {
+		return 0, net.ErrClosed
+	}
+	c.tx.Complete()
+	sent := 0
+	for sent < len(msgs) {
+		k := c.tx.Alloc(c.txb, min(len(msgs)-sent, c.txb.Cap()))
+		if k == 0 {
+			return sent, ErrBackpressure
+		}
+		for i := 0; i < k; i++ {
+			m := msgs[sent+i]
+			n, err := c.build(c.txb.Buffer(i), m)
+			if err != nil {
+				c.tx.Free(c.txb)
+				return sent, err
+			}
+			c.txb.SetLen(i, n)
+		}
+		done, err := c.tx.Transmit(c.txb)
+		sent += done
+		if err != nil {
+			c.tx.Free(c.txb)
+			return sent, err
+		}
+		if c.txb.Len() > 0 {
+			c.tx.Free(c.txb)
+			return sent, ErrBackpressure
+		}
+	}
+	return sent, nil
+}
+
+// build writes an Ethernet/IP/UDP frame carrying m into buf and returns its
+// length.
+func (c *xskConn) build(buf []byte, m Message) (int, error) {
+	dst := m.Addr.Addr().Unmap()
+	mac, ok := c.neigh[dst]
+	if !ok {
+		return 0, fmt.Errorf("xsk write to %v: no neighbour entry for it on the interface (%v)", m.Addr, c.neighErr)
+	}
+	src := c.local.Addr().Unmap()
+	if src.Is4() != dst.Is4() || src.IsUnspecified() {
+		return 0, fmt.Errorf("xsk write to %v from %v: %w", m.Addr, c.local, ErrUnsupported)
+	}
+	l3 := 20
+	if dst.Is6() {
+		l3 = 40
+	}
+	size := 14 + l3 + 8 + m.N
+	if size > len(buf) {
+		return 0, fmt.Errorf("xsk write: %d-byte datagram does not fit a %d-byte frame", m.N, len(buf))
+	}
+	f := buf[:size]
+	clear(f[:14+l3+8])
+	copy(f[0:], mac)
+	copy(f[6:], c.mac)
+	ip := f[14:]
+	if dst.Is4() {
+		binary.BigEndian.PutUint16(f[12:], unix.ETH_P_IP)
+		ip[0] = 0x45
+		binary.BigEndian.PutUint16(ip[2:], uint16(size-14))
+		ip[8] = 64
+		ip[9] = unix.IPPROTO_UDP
+		s4, d4 := src.As4(), dst.As4()
+		copy(ip[12:], s4[:])
+		copy(ip[16:], d4[:])
+	} else {
+		binary.BigEndian.PutUint16(f[12:], unix.ETH_P_IPV6)
+		ip[0] = 0x60
+		binary.BigEndian.PutUint16(ip[4:], uint16(8+m.N))
+		ip[6] = unix.IPPROTO_UDP
+		ip[7] = 64
+		s16, d16 := src.As16(), dst.As16()
+		copy(ip[8:], s16[:])
+		copy(ip[24:], d16[:])
+	}
+	udp := ip[l3:]
+	binary.BigEndian.PutUint16(udp[0:], c.local.Port())
+	binary.BigEndian.PutUint16(udp[2:], m.Addr.Port())
+	binary.BigEndian.PutUint16(udp[4:], uint16(8+m.N))
+	copy(udp[8:], m.Buf[:m.N])
+	if _, err := offload.FillChecksum(f); err != nil {
+		return 0, fmt.Errorf("xsk write: %w", err)
+	}
+	return size, nil
+}
+
+func (c *xskConn) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	c.life.Lock()
+	defer c.life.Unlock()
+	return c.dev.Close()
+}
