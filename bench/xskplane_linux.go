@@ -37,6 +37,20 @@ type XSKDataPlane struct {
 	// Config is the base socket configuration; Open's filter is set by
 	// Listen.
 	Config xsk.Config
+	// OnClose, if set, is called when a test's endpoint closes with what
+	// each RX queue's socket received (all frames the filter took, in
+	// queue order): the RSS spread of the test.
+	OnClose func([]QueueCount)
+}
+
+// QueueCount is what one RX queue's socket received during a test.
+type QueueCount struct {
+	Queue   int    `json:"queue"`
+	Packets uint64 `json:"packets"`
+	Bytes   uint64 `json:"bytes"`
+	// Dropped is what the kernel could not deliver to the socket
+	// (rx_dropped + rx_ring_full).
+	Dropped uint64 `json:"dropped"`
 }
 
 func (d *XSKDataPlane) run(fn func() error) error {
@@ -50,7 +64,7 @@ func (d *XSKDataPlane) run(fn func() error) error {
 func (d *XSKDataPlane) Listen(local netip.AddrPort) (PacketConn, error) {
 	cfg := d.Config
 	cfg.Program.Filter = []xsk.Rule{xsk.UDPPort(local.Port())}
-	c := &xskConn{local: local, neigh: map[netip.Addr]net.HardwareAddr{}}
+	c := &xskConn{local: local, neigh: map[netip.Addr]net.HardwareAddr{}, onClose: d.OnClose}
 	err := d.run(func() error {
 		ifi, err := net.InterfaceByName(d.Iface)
 		if err != nil {
@@ -102,7 +116,8 @@ type xskConn struct {
 	closed   atomic.Bool
 	// life keeps Close from unmapping the UMEM while ReadBatch or
 	// WriteBatch reads or writes frames in it.
-	life sync.RWMutex
+	life    sync.RWMutex
+	onClose func([]QueueCount)
 	// NotUDP counts frames the sockets got that were not UDP to our port
 	// (none should come: the XDP filter selects them).
 	notUDP atomic.Uint64
@@ -333,5 +348,16 @@ func (c *xskConn) Close() error {
 	}
 	c.life.Lock()
 	defer c.life.Unlock()
+	if c.onClose != nil {
+		var qs []QueueCount
+		for _, r := range c.rx {
+			st, err := r.s.Stats()
+			if err != nil {
+				continue
+			}
+			qs = append(qs, QueueCount{Queue: r.s.Queue(), Packets: st.RxFrames, Bytes: st.RxBytes, Dropped: st.RxDropped + st.RxRingFull})
+		}
+		c.onClose(qs)
+	}
 	return c.dev.Close()
 }

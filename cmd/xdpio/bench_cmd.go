@@ -63,7 +63,19 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 				if iface == "" {
 					return usagef("--backend xsk needs -i IFACE")
 				}
-				dp = &bench.XSKDataPlane{Iface: iface, Do: g.inNetns}
+				dp = &bench.XSKDataPlane{Iface: iface, Do: g.inNetns, OnClose: func(qs []bench.QueueCount) {
+					if g.json {
+						return
+					}
+					fmt.Fprintf(g.stdout, "RX queues of %s (AF_XDP):", iface)
+					for _, q := range qs {
+						fmt.Fprintf(g.stdout, "  q%d %d pkts", q.Queue, q.Packets)
+						if q.Dropped > 0 {
+							fmt.Fprintf(g.stdout, " (%d dropped by the kernel)", q.Dropped)
+						}
+					}
+					fmt.Fprintln(g.stdout)
+				}}
 			}
 			if port < 1 || port > 65535 {
 				return usagef("--port %d: must be 1-65535", port)

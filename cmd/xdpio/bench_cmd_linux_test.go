@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -152,12 +153,13 @@ func TestParseRate(t *testing.T) {
 func TestBenchServerXSKWithIperf3Client(t *testing.T) {
 	netnstest.RequireTool(t, "iperf3")
 	for _, tc := range []struct {
-		name string
-		args []string
+		name    string
+		args    []string
+		streams int64
 	}{
-		{"forward", []string{"-b", "20M", "-P", "2"}},
-		{"reverse", []string{"-R", "-b", "10M"}},
-		{"ipv6", []string{"-6", "-b", "10M"}},
+		{"forward", []string{"-b", "20M", "-P", "2"}, 2},
+		{"reverse", []string{"-R", "-b", "10M"}, 1},
+		{"ipv6", []string{"-6", "-b", "10M"}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pair := netnstest.New(t, netnstest.Config{Queues: 2})
@@ -195,7 +197,29 @@ func TestBenchServerXSKWithIperf3Client(t *testing.T) {
 			if err := <-done; err != nil {
 				t.Fatalf("bench server: %v\n%s", err, out.String())
 			}
-			t.Logf("sent %d, received %d, lost %d", sent, got, lost)
+			// The per-queue line accounts for every datagram (and the
+			// 4-byte stream setup ones) on the sockets.
+			var perQueue int64
+			for _, line := range strings.Split(out.String(), "\n") {
+				if rest, ok := strings.CutPrefix(line, "RX queues of "+pair.B.Link+" (AF_XDP):"); ok {
+					for _, f := range strings.Split(rest, " pkts") {
+						var q, n int64
+						if _, err := fmt.Sscanf(strings.TrimSpace(f), "q%d %d", &q, &n); err == nil {
+							perQueue += n
+						}
+					}
+				}
+			}
+			// Each stream's 4-byte setup datagram arrives on the sockets
+			// too; in reverse mode only those do.
+			want := got + tc.streams
+			if tc.name == "reverse" {
+				want = tc.streams
+			}
+			if perQueue != want {
+				t.Fatalf("per-queue counts sum to %d, want %d (received %d + %d stream setups)\n%s", perQueue, want, got, tc.streams, out.String())
+			}
+			t.Logf("sent %d, received %d, lost %d; sockets counted %d", sent, got, lost, perQueue)
 		})
 	}
 }
