@@ -27,7 +27,9 @@ import (
 // are built in place in UMEM frames, with checksums filled by package
 // offload and the peer's MAC address from the kernel's neighbour table.
 //
-// Only the server side exists so far: Dial returns ErrUnsupported.
+// A client's streams (Dial) share one set of sockets on Iface, with an XDP
+// filter for a block of source ports outside Linux's ephemeral range; each
+// stream takes one port, and datagrams are routed to streams by it.
 type XSKDataPlane struct {
 	// Iface is the interface to bind to.
 	Iface string
@@ -41,6 +43,9 @@ type XSKDataPlane struct {
 	// each RX queue's socket received (all frames the filter took, in
 	// queue order): the RSS spread of the test.
 	OnClose func([]QueueCount)
+
+	cmu    sync.Mutex
+	client *xskShared
 }
 
 // QueueCount is what one RX queue's socket received during a test.
@@ -64,7 +69,7 @@ func (d *XSKDataPlane) run(fn func() error) error {
 func (d *XSKDataPlane) Listen(local netip.AddrPort) (PacketConn, error) {
 	cfg := d.Config
 	cfg.Program.Filter = []xsk.Rule{xsk.UDPPort(local.Port())}
-	c := &xskConn{local: local, neigh: map[netip.Addr]net.HardwareAddr{}, onClose: d.OnClose}
+	c := &xskConn{local: local, onClose: d.OnClose}
 	err := d.run(func() error {
 		ifi, err := net.InterfaceByName(d.Iface)
 		if err != nil {
@@ -75,7 +80,7 @@ func (d *XSKDataPlane) Listen(local netip.AddrPort) (PacketConn, error) {
 			return err
 		}
 		// Read the neighbour table now, inside the namespace.
-		c.neighErr = c.loadNeighbours(ifi.Index)
+		c.neigh, c.neighErr = neighbours(ifi.Index)
 		return nil
 	})
 	if err != nil {
@@ -87,11 +92,6 @@ func (d *XSKDataPlane) Listen(local netip.AddrPort) (PacketConn, error) {
 	c.tx = c.dev.Sockets()[0]
 	c.txb = c.tx.NewBatch(64)
 	return c, nil
-}
-
-// Dial is not implemented for AF_XDP yet.
-func (d *XSKDataPlane) Dial(remote netip.AddrPort) (PacketConn, error) {
-	return nil, fmt.Errorf("xsk dial %v: %w", remote, ErrUnsupported)
 }
 
 type rxState struct {
@@ -123,20 +123,23 @@ type xskConn struct {
 	notUDP atomic.Uint64
 }
 
-func (c *xskConn) loadNeighbours(ifindex int) error {
+// neighbours reads the kernel's neighbour table of an interface (in the
+// calling thread's namespace): the MAC of every usable entry.
+func neighbours(ifindex int) (map[netip.Addr]net.HardwareAddr, error) {
+	m := map[netip.Addr]net.HardwareAddr{}
 	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
 		ns, err := netlink.NeighList(ifindex, fam)
 		if err != nil {
-			return fmt.Errorf("neighbour table: %w", err)
+			return m, fmt.Errorf("neighbour table: %w", err)
 		}
 		for _, n := range ns {
 			ip, ok := netip.AddrFromSlice(n.IP)
 			if ok && len(n.HardwareAddr) == 6 && n.State&(netlink.NUD_FAILED|netlink.NUD_INCOMPLETE) == 0 {
-				c.neigh[ip.Unmap()] = n.HardwareAddr
+				m[ip.Unmap()] = n.HardwareAddr
 			}
 		}
 	}
-	return nil
+	return m, nil
 }
 
 func (c *xskConn) LocalAddr() netip.AddrPort { return c.local }
@@ -205,48 +208,59 @@ func (c *xskConn) ReadBatch(msgs []Message) (int, error) {
 
 // parse copies the UDP payload of frame (to our port) into m.
 func (c *xskConn) parse(f []byte, m *Message) bool {
-	if len(f) < 14 {
+	src, dport, payload, ok := parseUDP(f)
+	if !ok || dport != c.local.Port() {
 		return false
 	}
-	var src netip.Addr
+	m.N = copy(m.Buf, payload)
+	m.Addr = src
+	return true
+}
+
+// parseUDP reads an Ethernet/IPv4-or-IPv6/UDP frame (IPv6 without
+// extension headers, as iperf3 sends): the source, the destination port
+// and the payload, which aliases f.
+func parseUDP(f []byte) (src netip.AddrPort, dport uint16, payload []byte, ok bool) {
+	if len(f) < 14 {
+		return
+	}
+	var srcIP netip.Addr
 	var l4 []byte
 	switch binary.BigEndian.Uint16(f[12:]) {
 	case unix.ETH_P_IP:
 		ip := f[14:]
 		if len(ip) < 20 || ip[9] != unix.IPPROTO_UDP {
-			return false
+			return
 		}
 		ihl := int(ip[0]&0xf) * 4
 		tot := int(binary.BigEndian.Uint16(ip[2:]))
 		if ihl < 20 || tot < ihl || tot > len(ip) {
-			return false
+			return
 		}
-		src = netip.AddrFrom4([4]byte(ip[12:16]))
+		srcIP = netip.AddrFrom4([4]byte(ip[12:16]))
 		l4 = ip[ihl:tot]
 	case unix.ETH_P_IPV6:
 		ip := f[14:]
 		if len(ip) < 40 || ip[6] != unix.IPPROTO_UDP {
-			return false
+			return
 		}
 		pl := int(binary.BigEndian.Uint16(ip[4:]))
 		if 40+pl > len(ip) {
-			return false
+			return
 		}
-		src = netip.AddrFrom16([16]byte(ip[8:24]))
+		srcIP = netip.AddrFrom16([16]byte(ip[8:24]))
 		l4 = ip[40 : 40+pl]
 	default:
-		return false
+		return
 	}
-	if len(l4) < 8 || binary.BigEndian.Uint16(l4[2:]) != c.local.Port() {
-		return false
+	if len(l4) < 8 {
+		return
 	}
 	ul := int(binary.BigEndian.Uint16(l4[4:]))
 	if ul < 8 || ul > len(l4) {
-		return false
+		return
 	}
-	m.N = copy(m.Buf, l4[8:ul])
-	m.Addr = netip.AddrPortFrom(src, binary.BigEndian.Uint16(l4[0:]))
-	return true
+	return netip.AddrPortFrom(srcIP, binary.BigEndian.Uint16(l4[0:])), binary.BigEndian.Uint16(l4[2:]), l4[8:ul], true
 }
 
 // WriteBatch builds each datagram in a UMEM frame of queue 0's socket and
@@ -295,22 +309,28 @@ func (c *xskConn) build(buf []byte, m Message) (int, error) {
 	if !ok {
 		return 0, fmt.Errorf("xsk write to %v: no neighbour entry for it on the interface (%v)", m.Addr, c.neighErr)
 	}
-	src := c.local.Addr().Unmap()
+	return buildUDP(buf, c.mac, mac, c.local, m.Addr, m.Buf[:m.N])
+}
+
+// buildUDP writes an Ethernet/IP/UDP frame from src to dst carrying
+// payload into buf, with checksums, and returns its length.
+func buildUDP(buf []byte, srcMAC, dstMAC net.HardwareAddr, srcAP, dstAP netip.AddrPort, payload []byte) (int, error) {
+	src, dst := srcAP.Addr().Unmap(), dstAP.Addr().Unmap()
 	if src.Is4() != dst.Is4() || src.IsUnspecified() {
-		return 0, fmt.Errorf("xsk write to %v from %v: %w", m.Addr, c.local, ErrUnsupported)
+		return 0, fmt.Errorf("xsk write to %v from %v: %w", dstAP, srcAP, ErrUnsupported)
 	}
 	l3 := 20
 	if dst.Is6() {
 		l3 = 40
 	}
-	size := 14 + l3 + 8 + m.N
+	size := 14 + l3 + 8 + len(payload)
 	if size > len(buf) {
-		return 0, fmt.Errorf("xsk write: %d-byte datagram does not fit a %d-byte frame", m.N, len(buf))
+		return 0, fmt.Errorf("xsk write: %d-byte datagram does not fit a %d-byte frame", len(payload), len(buf))
 	}
 	f := buf[:size]
 	clear(f[:14+l3+8])
-	copy(f[0:], mac)
-	copy(f[6:], c.mac)
+	copy(f[0:], dstMAC)
+	copy(f[6:], srcMAC)
 	ip := f[14:]
 	if dst.Is4() {
 		binary.BigEndian.PutUint16(f[12:], unix.ETH_P_IP)
@@ -324,7 +344,7 @@ func (c *xskConn) build(buf []byte, m Message) (int, error) {
 	} else {
 		binary.BigEndian.PutUint16(f[12:], unix.ETH_P_IPV6)
 		ip[0] = 0x60
-		binary.BigEndian.PutUint16(ip[4:], uint16(8+m.N))
+		binary.BigEndian.PutUint16(ip[4:], uint16(8+len(payload)))
 		ip[6] = unix.IPPROTO_UDP
 		ip[7] = 64
 		s16, d16 := src.As16(), dst.As16()
@@ -332,10 +352,10 @@ func (c *xskConn) build(buf []byte, m Message) (int, error) {
 		copy(ip[24:], d16[:])
 	}
 	udp := ip[l3:]
-	binary.BigEndian.PutUint16(udp[0:], c.local.Port())
-	binary.BigEndian.PutUint16(udp[2:], m.Addr.Port())
-	binary.BigEndian.PutUint16(udp[4:], uint16(8+m.N))
-	copy(udp[8:], m.Buf[:m.N])
+	binary.BigEndian.PutUint16(udp[0:], srcAP.Port())
+	binary.BigEndian.PutUint16(udp[2:], dstAP.Port())
+	binary.BigEndian.PutUint16(udp[4:], uint16(8+len(payload)))
+	copy(udp[8:], payload)
 	if _, err := offload.FillChecksum(f); err != nil {
 		return 0, fmt.Errorf("xsk write: %w", err)
 	}

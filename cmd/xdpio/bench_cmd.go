@@ -15,21 +15,28 @@ import (
 
 func init() { subcommands = append(subcommands, newBenchCmd) }
 
-// Backends the bench commands accept so far: the server has AF_XDP (xsk)
-// and kernel sockets; the client kernel sockets only, until package bench
-// can dial over AF_XDP. asavie/xdp joins later.
-var (
-	serverBackends = []string{"xsk", "socket"}
-	clientBackends = []string{"socket"}
-)
+// Backends the bench commands accept so far: AF_XDP through xdpio (xsk)
+// and kernel sockets. asavie/xdp joins later. "auto" is xsk when an
+// interface is given with -i, kernel sockets otherwise.
+var benchBackends = []string{"auto", "xsk", "socket"}
 
-func checkBackend(name string, allowed []string) error {
-	for _, b := range allowed {
-		if b == name {
-			return nil
+// dataPlane returns the data plane a bench command asked for.
+func (g *globals) dataPlane(backend, iface string, onClose func([]bench.QueueCount)) (bench.DataPlane, string, error) {
+	switch backend {
+	case "auto":
+		if iface == "" {
+			return &bench.SocketDataPlane{Do: g.inNetns}, "socket", nil
 		}
+		fallthrough
+	case "xsk":
+		if iface == "" {
+			return nil, "", usagef("--backend xsk needs -i IFACE")
+		}
+		return &bench.XSKDataPlane{Iface: iface, Do: g.inNetns, OnClose: onClose}, "xsk", nil
+	case "socket":
+		return &bench.SocketDataPlane{Do: g.inNetns}, "socket", nil
 	}
-	return usagef("--backend %q: this command offers %s", name, strings.Join(allowed, ", "))
+	return nil, "", usagef("--backend %q: want %s", backend, strings.Join(benchBackends, ", "))
 }
 
 func newBenchCmd(g *globals) *cobra.Command {
@@ -55,27 +62,9 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 		Short: "Serve iperf3 clients (UDP tests) until Ctrl-C, or for one test with -1",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkBackend(backend, serverBackends); err != nil {
+			dp, backend, err := g.dataPlane(backend, iface, g.printQueues(iface))
+			if err != nil {
 				return err
-			}
-			var dp bench.DataPlane = &bench.SocketDataPlane{Do: g.inNetns}
-			if backend == "xsk" {
-				if iface == "" {
-					return usagef("--backend xsk needs -i IFACE")
-				}
-				dp = &bench.XSKDataPlane{Iface: iface, Do: g.inNetns, OnClose: func(qs []bench.QueueCount) {
-					if g.json {
-						return
-					}
-					fmt.Fprintf(g.stdout, "RX queues of %s (AF_XDP):", iface)
-					for _, q := range qs {
-						fmt.Fprintf(g.stdout, "  q%d %d pkts", q.Queue, q.Packets)
-						if q.Dropped > 0 {
-							fmt.Fprintf(g.stdout, " (%d dropped by the kernel)", q.Dropped)
-						}
-					}
-					fmt.Fprintln(g.stdout)
-				}}
 			}
 			if port < 1 || port > 65535 {
 				return usagef("--port %d: must be 1-65535", port)
@@ -105,7 +94,7 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 				fmt.Fprint(g.stdout, bench.IntervalHeader)
 				s.OnInterval = func(iv bench.Interval) { bench.WriteInterval(g.stdout, iv) }
 			}
-			err := s.Serve(ctx, ln)
+			err = s.Serve(ctx, ln)
 			if err != nil && ctx.Err() == nil {
 				return fmt.Errorf("bench server: %w", err)
 			}
@@ -118,7 +107,7 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 	c.Flags().IntVarP(&port, "port", "p", 5201, "TCP control port (iperf3's default 5201)")
 	c.Flags().StringVarP(&bind, "bind", "B", "", "address to listen on (default: all)")
 	c.Flags().BoolVarP(&oneOff, "one-off", "1", false, "exit after one test")
-	c.Flags().StringVar(&backend, "backend", "xsk", "data plane: "+strings.Join(serverBackends, ", "))
+	c.Flags().StringVar(&backend, "backend", "auto", "data plane: "+strings.Join(benchBackends, ", "))
 	c.Flags().StringVarP(&iface, "interface", "i", "", "interface whose queues the xsk backend binds (the control connection stays with the kernel)")
 	return c
 }
@@ -133,6 +122,7 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 		rate     string
 		reverse  bool
 		backend  string
+		iface    string
 		counters bool
 	)
 	c := &cobra.Command{
@@ -140,7 +130,8 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 		Short: "Run a UDP test against an iperf3 server (or xdpio bench server)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkBackend(backend, clientBackends); err != nil {
+			dp, backend, err := g.dataPlane(backend, iface, g.printQueues(iface))
+			if err != nil {
 				return err
 			}
 			addr, err := netip.ParseAddr(server)
@@ -162,7 +153,7 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 			}
 			cl := &bench.Client{
 				Server:     netip.AddrPortFrom(addr, uint16(port)),
-				DataPlane:  &bench.SocketDataPlane{Do: g.inNetns},
+				DataPlane:  dp,
 				Streams:    streams,
 				Duration:   time.Duration(seconds) * time.Second,
 				Length:     length,
@@ -178,7 +169,7 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 				},
 			}
 			if !g.json {
-				fmt.Fprintf(g.stdout, "Connecting to %v, %d UDP stream(s) of %s for %d s\n", cl.Server, streams, bench.FormatBitrate(float64(bps)), seconds)
+				fmt.Fprintf(g.stdout, "Connecting to %v, %d UDP stream(s) of %s for %d s (%s backend)\n", cl.Server, streams, bench.FormatBitrate(float64(bps)), seconds, backend)
 				fmt.Fprint(g.stdout, bench.IntervalHeader)
 				cl.OnInterval = func(iv bench.Interval) { bench.WriteInterval(g.stdout, iv) }
 			}
@@ -199,8 +190,27 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 	c.Flags().StringVarP(&rate, "bitrate", "b", "1M", "target per stream, bits/s with k/M/G suffix (0: unlimited)")
 	c.Flags().BoolVarP(&reverse, "reverse", "R", false, "the server sends, the client receives")
 	c.Flags().BoolVar(&counters, "udp-counters-32bit", false, "iperf3's 32-bit sequence numbers instead of 64-bit")
-	c.Flags().StringVar(&backend, "backend", "socket", "data plane: "+strings.Join(clientBackends, ", "))
+	c.Flags().StringVar(&backend, "backend", "auto", "data plane: "+strings.Join(benchBackends, ", "))
+	c.Flags().StringVarP(&iface, "interface", "i", "", "interface the xsk backend sends and receives on")
 	return c
+}
+
+// printQueues returns the callback that prints an AF_XDP test's per-queue
+// counts (nothing with --json).
+func (g *globals) printQueues(iface string) func([]bench.QueueCount) {
+	return func(qs []bench.QueueCount) {
+		if g.json {
+			return
+		}
+		fmt.Fprintf(g.stdout, "RX queues of %s (AF_XDP):", iface)
+		for _, q := range qs {
+			fmt.Fprintf(g.stdout, "  q%d %d pkts", q.Queue, q.Packets)
+			if q.Dropped > 0 {
+				fmt.Fprintf(g.stdout, " (%d dropped by the kernel)", q.Dropped)
+			}
+		}
+		fmt.Fprintln(g.stdout)
+	}
 }
 
 // printBenchReport prints a finished test: JSON close to iperf3 -J, or the

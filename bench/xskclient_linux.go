@@ -1,0 +1,292 @@
+//go:build linux
+
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpio/xdpio/xsk"
+)
+
+// Client ports: a block below Linux's default ephemeral range
+// (32768-60999), so the XDP filter does not take the kernel's own sockets'
+// replies.
+const (
+	clientPortLow  = 20000
+	clientPortHigh = 32000
+	clientPorts    = 256
+	inboxLimit     = 8192 // datagrams queued for a stream before drops
+)
+
+// xskShared is the sockets a client's streams share. Its mutex serialises
+// them: several streams' goroutines use one set of sockets.
+type xskShared struct {
+	mu     sync.Mutex
+	dev    *xsk.Device
+	socks  []*xsk.Socket
+	rxb    []*xsk.Batch
+	txb    []*xsk.Batch
+	mac    net.HardwareAddr
+	neigh  map[netip.Addr]net.HardwareAddr
+	nerr   error
+	src4   netip.Addr
+	src6   netip.Addr
+	base   uint16
+	next   int
+	conns  map[uint16]*xskClientConn
+	stray  uint64 // datagrams to a port no stream has
+	refs   int
+	closed bool
+}
+
+// Dial gives a client stream its own source port on the shared sockets,
+// opening them on first use.
+func (d *XSKDataPlane) Dial(remote netip.AddrPort) (PacketConn, error) {
+	d.cmu.Lock()
+	defer d.cmu.Unlock()
+	if d.client == nil {
+		sh, err := d.openShared()
+		if err != nil {
+			return nil, fmt.Errorf("xsk dial %v: %w", remote, err)
+		}
+		d.client = sh
+	}
+	sh := d.client
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.next >= clientPorts {
+		return nil, fmt.Errorf("xsk dial %v: all %d client ports in use: %w", remote, clientPorts, ErrUnsupported)
+	}
+	src := sh.src4
+	if remote.Addr().Unmap().Is6() {
+		src = sh.src6
+	}
+	if !src.IsValid() {
+		return nil, fmt.Errorf("xsk dial %v: %s has no address of that family", remote, d.Iface)
+	}
+	port := sh.base + uint16(sh.next)
+	c := &xskClientConn{d: d, sh: sh, local: netip.AddrPortFrom(src, port), remote: netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port()), txq: sh.next % len(sh.socks)}
+	sh.next++
+	sh.refs++
+	sh.conns[port] = c
+	return c, nil
+}
+
+func (d *XSKDataPlane) openShared() (*xskShared, error) {
+	sh := &xskShared{conns: map[uint16]*xskClientConn{}}
+	sh.base = uint16(clientPortLow + rand.IntN((clientPortHigh-clientPortLow)/clientPorts)*clientPorts)
+	cfg := d.Config
+	cfg.Program.Filter = []xsk.Rule{{Protocol: unix.IPPROTO_UDP, DstPortMin: sh.base, DstPortMax: sh.base + clientPorts - 1}}
+	err := d.run(func() error {
+		ifi, err := net.InterfaceByName(d.Iface)
+		if err != nil {
+			return err
+		}
+		sh.mac = ifi.HardwareAddr
+		addrs, err := ifi.Addrs()
+		if err != nil {
+			return err
+		}
+		for _, a := range addrs {
+			n, ok := a.(*net.IPNet)
+			if !ok {
+				continue
+			}
+			ip, _ := netip.AddrFromSlice(n.IP)
+			ip = ip.Unmap()
+			switch {
+			case ip.Is4() && !sh.src4.IsValid():
+				sh.src4 = ip
+			case ip.Is6() && !ip.IsLinkLocalUnicast() && !sh.src6.IsValid():
+				sh.src6 = ip
+			}
+		}
+		if sh.dev, err = xsk.Open(d.Iface, cfg); err != nil {
+			return err
+		}
+		sh.neigh, sh.nerr = neighbours(ifi.Index)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sh.socks = sh.dev.Sockets()
+	for _, s := range sh.socks {
+		sh.rxb = append(sh.rxb, s.NewBatch(64))
+		sh.txb = append(sh.txb, s.NewBatch(64))
+	}
+	return sh, nil
+}
+
+type datagram struct {
+	from netip.AddrPort
+	b    []byte
+}
+
+// xskClientConn is one stream: a source port on the shared sockets, sending
+// through the socket of queue txq (on veth, the peer's RX queue), receiving
+// what is routed to its port.
+type xskClientConn struct {
+	d        *XSKDataPlane
+	sh       *xskShared
+	local    netip.AddrPort
+	remote   netip.AddrPort
+	txq      int
+	inbox    []datagram
+	dropped  uint64
+	deadline time.Time
+	closed   bool
+}
+
+func (c *xskClientConn) LocalAddr() netip.AddrPort { return c.local }
+
+func (c *xskClientConn) SetReadDeadline(t time.Time) error {
+	c.sh.mu.Lock()
+	c.deadline = t
+	c.sh.mu.Unlock()
+	return nil
+}
+
+// pump receives from every socket and routes datagrams to their streams.
+// The caller holds sh.mu.
+func (sh *xskShared) pump() {
+	for i, s := range sh.socks {
+		b := sh.rxb[i]
+		if s.Receive(b) == 0 {
+			continue
+		}
+		for j := 0; j < b.Len(); j++ {
+			src, dport, payload, ok := parseUDP(b.Frame(j))
+			if !ok {
+				sh.stray++
+				continue
+			}
+			c := sh.conns[dport]
+			if c == nil {
+				sh.stray++
+				continue
+			}
+			if len(c.inbox) >= inboxLimit {
+				c.dropped++
+				continue
+			}
+			c.inbox = append(c.inbox, datagram{from: src, b: append([]byte(nil), payload...)})
+		}
+		s.Release(b)
+	}
+}
+
+func (c *xskClientConn) ReadBatch(msgs []Message) (int, error) {
+	sh := c.sh
+	for {
+		sh.mu.Lock()
+		if c.closed || sh.closed {
+			sh.mu.Unlock()
+			return 0, net.ErrClosed
+		}
+		if len(c.inbox) == 0 {
+			sh.pump()
+		}
+		n := 0
+		for n < len(msgs) && n < len(c.inbox) {
+			msgs[n].N = copy(msgs[n].Buf, c.inbox[n].b)
+			msgs[n].Addr = c.inbox[n].from
+			n++
+		}
+		c.inbox = c.inbox[:copy(c.inbox, c.inbox[n:])]
+		deadline := c.deadline
+		fds := make([]unix.PollFd, len(sh.socks))
+		for i, s := range sh.socks {
+			fds[i] = unix.PollFd{Fd: int32(s.FD()), Events: unix.POLLIN}
+		}
+		sh.mu.Unlock()
+		if n > 0 {
+			return n, nil
+		}
+		wait := 5 * time.Millisecond // other streams' readers may take our frames
+		if !deadline.IsZero() {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return 0, os.ErrDeadlineExceeded
+			}
+			wait = min(wait, left)
+		}
+		ts := unix.NsecToTimespec(int64(wait))
+		if _, err := unix.Ppoll(fds, &ts, nil); err != nil && !errors.Is(err, unix.EINTR) {
+			return 0, fmt.Errorf("xsk read: poll: %w", err)
+		}
+	}
+}
+
+func (c *xskClientConn) WriteBatch(msgs []Message) (int, error) {
+	sh := c.sh
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if c.closed || sh.closed {
+		return 0, net.ErrClosed
+	}
+	mac, ok := sh.neigh[c.remote.Addr()]
+	if !ok {
+		return 0, fmt.Errorf("xsk write to %v: no neighbour entry for it on the interface (%v)", c.remote, sh.nerr)
+	}
+	s, b := sh.socks[c.txq], sh.txb[c.txq]
+	s.Complete()
+	sent := 0
+	for sent < len(msgs) {
+		k := s.Alloc(b, min(len(msgs)-sent, b.Cap()))
+		if k == 0 {
+			return sent, ErrBackpressure
+		}
+		for i := 0; i < k; i++ {
+			m := msgs[sent+i]
+			n, err := buildUDP(b.Buffer(i), sh.mac, mac, c.local, c.remote, m.Buf[:m.N])
+			if err != nil {
+				s.Free(b)
+				return sent, err
+			}
+			b.SetLen(i, n)
+		}
+		done, err := s.Transmit(b)
+		sent += done
+		if err != nil || b.Len() > 0 {
+			s.Free(b)
+			if err == nil {
+				err = ErrBackpressure
+			}
+			return sent, err
+		}
+	}
+	return sent, nil
+}
+
+// Close releases the stream's port; the last one closes the sockets.
+func (c *xskClientConn) Close() error {
+	c.d.cmu.Lock()
+	defer c.d.cmu.Unlock()
+	sh := c.sh
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	delete(sh.conns, c.local.Port())
+	sh.refs--
+	if sh.refs > 0 {
+		return nil
+	}
+	sh.closed = true
+	if c.d.client == sh {
+		c.d.client = nil
+	}
+	return sh.dev.Close()
+}
