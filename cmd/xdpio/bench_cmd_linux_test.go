@@ -157,9 +157,10 @@ func TestBenchServerXSKWithIperf3Client(t *testing.T) {
 		args    []string
 		streams int64
 	}{
-		{"forward", []string{"-b", "20M", "-P", "2"}, 2},
+		{"forward", []string{"-b", "20M", "-P", "4"}, 4},
 		{"reverse", []string{"-R", "-b", "10M"}, 1},
 		{"ipv6", []string{"-6", "-b", "10M"}, 1},
+		{"len64", []string{"-l", "64", "-b", "5M"}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pair := netnstest.New(t, netnstest.Config{Queues: 2})
