@@ -45,7 +45,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 		Short: "iperf3-compatible UDP benchmark: server and client that talk to real iperf3",
 		Args:  cobra.NoArgs,
 	}
-	c.AddCommand(newBenchServerCmd(g), newBenchClientCmd(g))
+	c.AddCommand(newBenchServerCmd(g), newBenchClientCmd(g), newBenchDemoCmd(g))
 	return c
 }
 

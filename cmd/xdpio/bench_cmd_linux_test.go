@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -283,5 +285,43 @@ func TestBenchClientXSKWithIperf3Server(t *testing.T) {
 			}
 			t.Logf("sent %d, received %d, lost %d", sent, got, lost)
 		})
+	}
+}
+
+// The demo builds its own network, measures both receivers with the same
+// sender, and removes everything.
+func TestBenchDemo(t *testing.T) {
+	netnstest.RequirePriv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	if err := runWith(ctx, &globals{stdout: &out, stderr: &out}, []string{"bench", "demo", "--duration", "1", "--json"}); err != nil {
+		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	var res struct {
+		Results []demoRow `json:"results"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("demo --json: %v\n%s", err, out.String())
+	}
+	if len(res.Results) != 2 || res.Results[0].Backend != "xsk" || res.Results[1].Backend != "socket" {
+		t.Fatalf("demo results %+v, want xsk and socket", res.Results)
+	}
+	for _, r := range res.Results {
+		// iperf3's rule: datagrams still in flight when the test ends are
+		// neither received nor lost; at most a few rings' worth.
+		if got := r.RecvPackets + r.LostPackets; r.SentPackets == 0 || r.RecvPackets <= 0 || got > r.SentPackets || got < r.SentPackets-16384 {
+			t.Errorf("%s: sent %d, received %d, lost %d: does not add up", r.Backend, r.SentPackets, r.RecvPackets, r.LostPackets)
+		}
+	}
+	var perQueue uint64
+	for _, q := range res.Results[0].Queues {
+		perQueue += q.Packets
+	}
+	if perQueue < uint64(res.Results[0].RecvPackets) {
+		t.Errorf("xsk per-queue counts %d < received %d", perQueue, res.Results[0].RecvPackets)
+	}
+	if out, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(out), netnstest.Prefix+strconv.Itoa(os.Getpid())) {
+		t.Errorf("the demo left namespaces behind:\n%s", out)
 	}
 }

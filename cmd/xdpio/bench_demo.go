@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/xdpio/xdpio/bench"
+	"github.com/xdpio/xdpio/internal/netnstest"
+)
+
+// demoRow is one backend's result in the demo table.
+type demoRow struct {
+	Backend     string             `json:"backend"`
+	SentPackets int64              `json:"sent_packets"`
+	RecvPackets int64              `json:"received_packets"`
+	LostPackets int64              `json:"lost_packets"`
+	Seconds     float64            `json:"seconds"`
+	PPS         float64            `json:"packets_per_second"`
+	BitsPerSec  float64            `json:"bits_per_second"`
+	RatioSocket float64            `json:"ratio_to_socket,omitempty"`
+	Queues      []bench.QueueCount `json:"queues,omitempty"`
+	Intervals   []bench.Interval   `json:"intervals,omitempty"`
+}
+
+func newBenchDemoCmd(g *globals) *cobra.Command {
+	var (
+		seconds int
+		queues  int
+		length  int
+	)
+	c := &cobra.Command{
+		Use:   "demo [--duration S] [--queues N] [--length L]",
+		Short: "Build a veth pair in two namespaces and compare the receivers: AF_XDP (xdpio) and kernel sockets, same sender",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if seconds < 1 || seconds > 60 || queues < 1 || queues > 64 || length < 16 || length > 1472 {
+				return usagef("demo: --duration 1-60, --queues 1-64, --length 16-1472")
+			}
+			pair, err := netnstest.NewPair(netnstest.Config{Queues: queues})
+			if err != nil {
+				return fmt.Errorf("bench demo: %w", err)
+			}
+			defer pair.Close()
+			if !g.json {
+				fmt.Fprintf(g.stdout, "demo: %s (%s) → %s (%s), %d queues, %d-byte UDP payloads, %d streams, %d s per backend\n",
+					pair.A.Link, pair.A.NS, pair.B.Link, pair.B.NS, queues, length, 2*queues, seconds)
+			}
+			var rows []demoRow
+			for i, backend := range []string{"xsk", "socket"} {
+				row, err := demoRun(cmd.Context(), g, pair, backend, 15300+i, 2*queues, time.Duration(seconds)*time.Second, length)
+				if err != nil {
+					return fmt.Errorf("bench demo, %s backend: %w", backend, err)
+				}
+				rows = append(rows, row)
+			}
+			for i := range rows {
+				if base := rows[len(rows)-1].PPS; base > 0 {
+					rows[i].RatioSocket = rows[i].PPS / base
+				}
+			}
+			if g.json {
+				return writeJSON(g.stdout, map[string]any{"queues": queues, "length": length, "seconds": seconds, "results": rows})
+			}
+			tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintf(tw, "receiver\tsent\treceived\tlost\tpackets/s\tbit/s\t× socket\tper queue\t\n")
+			for _, r := range rows {
+				pq := "-"
+				if len(r.Queues) > 0 {
+					pq = ""
+					for _, q := range r.Queues {
+						pq += fmt.Sprintf("q%d:%d ", q.Queue, q.Packets)
+					}
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.0f\t%s\t%.2f\t%s\t\n", r.Backend, r.SentPackets, r.RecvPackets, r.LostPackets, r.PPS, bench.FormatBitrate(r.BitsPerSec), r.RatioSocket, pq)
+			}
+			tw.Flush()
+			fmt.Fprintln(g.stdout, "(the same kernel-socket sender for both; lost = sent but not received, as iperf3 counts it)")
+			return nil
+		},
+	}
+	c.Flags().IntVar(&seconds, "duration", 3, "seconds per backend")
+	c.Flags().IntVar(&queues, "queues", 2, "queues of the veth pair")
+	c.Flags().IntVarP(&length, "length", "l", 64, "UDP payload bytes")
+	return c
+}
+
+// demoRun serves one test in namespace B with backend and sends to it
+// from A through kernel sockets at full speed.
+func demoRun(ctx context.Context, g *globals, pair *netnstest.Pair, backend string, port, streams int, d time.Duration, length int) (demoRow, error) {
+	row := demoRow{Backend: backend}
+	var dp bench.DataPlane = &bench.SocketDataPlane{Do: pair.B.Do}
+	if backend == "xsk" {
+		dp = &bench.XSKDataPlane{Iface: pair.B.Link, Do: pair.B.Do, OnClose: func(qs []bench.QueueCount) { row.Queues = qs }}
+	}
+	var ln net.Listener
+	if err := pair.B.Do(func() (err error) {
+		ln, err = net.Listen("tcp", net.JoinHostPort(pair.B.IPv4.String(), strconv.Itoa(port)))
+		return err
+	}); err != nil {
+		return row, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	srvDone := make(chan error, 1)
+	var srvRep *bench.Report
+	s := &bench.Server{DataPlane: dp, OnReport: func(r *bench.Report, err error) {
+		srvRep = r
+		srvDone <- err
+		cancel()
+	}}
+	go s.Serve(sctx, ln)
+	cl := &bench.Client{
+		Server:    netip.AddrPortFrom(pair.B.IPv4, uint16(port)),
+		DataPlane: &bench.SocketDataPlane{Do: pair.A.Do},
+		Streams:   streams,
+		Duration:  d,
+		Length:    length,
+		Bitrate:   bench.BitrateUnlimited,
+		Dial: func(ctx context.Context, network, address string) (c net.Conn, err error) {
+			err = pair.A.Do(func() (err error) {
+				c, err = (&net.Dialer{}).DialContext(ctx, network, address)
+				return err
+			})
+			return c, err
+		},
+	}
+	if !g.json {
+		fmt.Fprintf(g.stdout, "%s receiver:\n", backend)
+		fmt.Fprint(g.stdout, bench.IntervalHeader)
+		cl.OnInterval = func(iv bench.Interval) {
+			s := iv.Sum
+			if s.Seconds < 0.5 {
+				return // the tail of the last second
+			}
+			fmt.Fprintf(g.stdout, "  %5.1f s  sent %9.0f packets/s  %s\n", s.End, float64(s.Packets)/max(s.Seconds, 1e-9), bench.FormatBitrate(s.BitsPerSecond))
+		}
+	}
+	rep, err := cl.Run(ctx)
+	if err != nil {
+		return row, err
+	}
+	select {
+	case err := <-srvDone:
+		if err != nil {
+			return row, err
+		}
+	case <-time.After(10 * time.Second):
+		return row, fmt.Errorf("server did not finish")
+	}
+	if srvRep == nil {
+		return row, fmt.Errorf("server sent no report")
+	}
+	sum := rep.End.SumReceived
+	row.SentPackets = rep.End.SumSent.Packets
+	row.RecvPackets = sum.Packets - sum.LostPackets
+	row.LostPackets = sum.LostPackets
+	row.Seconds = sum.Seconds
+	if row.Seconds == 0 {
+		row.Seconds = d.Seconds()
+	}
+	row.PPS = float64(row.RecvPackets) / row.Seconds
+	row.BitsPerSec = row.PPS * float64(length) * 8
+	return row, nil
+}
