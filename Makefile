@@ -31,10 +31,13 @@ vet:
 	$(GO) vet ./...
 
 # test runs everything: vet, all tests (root tests included when root), and
-# the race detector on the concurrent packages.
+# the race detector on the concurrent packages. Packages run one at a time
+# (-p 1): the real-kernel tests send UDP at fixed rates into iperf3 and
+# AF_XDP receivers, which must not lose a datagram because another
+# package's test binary took both cores.
 test: deps vet
-	$(GO) test -count=1 -timeout 15m ./...
-	$(GO) test -count=1 -race -timeout 10m $(RACE_PKGS)
+	$(GO) test -p 1 -count=1 -timeout 15m ./...
+	$(GO) test -p 1 -count=1 -race -timeout 10m $(RACE_PKGS)
 
 # demo is the main job: until `xdpio bench demo` exists, the rxdrop example on
 # a veth pair it creates itself.
