@@ -92,9 +92,22 @@ func TestBenchServerWithIperf3Client(t *testing.T) {
 func TestBenchClientWithIperf3Server(t *testing.T) {
 	netnstest.RequireTool(t, "iperf3")
 	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	ours, theirs := clientAgainstIperf3(t, pair, 15202, "-t", "1", "-b", "10M")
+	sent := ours.End.SumSent.Packets
+	if sent == 0 || theirs.End.SumReceived.Packets != sent || theirs.End.SumReceived.LostPackets != 0 {
+		t.Fatalf("we sent %d; iperf3 -s received %d, lost %d", sent, theirs.End.SumReceived.Packets, theirs.End.SumReceived.LostPackets)
+	}
+	t.Logf("sent %d datagrams, iperf3 -s received them all", sent)
+}
+
+// clientAgainstIperf3 runs `xdpio bench client` with args (plus the server
+// address, port and --json) in namespace A against a real one-off
+// `iperf3 -s -J` in B, and returns both JSON reports.
+func clientAgainstIperf3(t *testing.T, pair *netnstest.Pair, port int, args ...string) (ours, theirs iperf3JSON) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	srv := pair.B.Command(ctx, "iperf3", "-s", "-1", "-J", "-B", pair.B.IPv4.String(), "-p", "15202")
+	srv := pair.B.Command(ctx, "iperf3", "-s", "-1", "-J", "-B", pair.B.IPv4.String(), "-p", strconv.Itoa(port))
 	var srvOut bytes.Buffer
 	srv.Stdout = &srvOut
 	if err := srv.Start(); err != nil {
@@ -105,7 +118,8 @@ func TestBenchClientWithIperf3Server(t *testing.T) {
 	var err error
 	for try := 0; try < 50; try++ {
 		out.Reset()
-		err = runWith(ctx, &globals{stdout: &out, stderr: &out}, []string{"bench", "client", "--netns", pair.A.NS, "-c", pair.B.IPv4.String(), "--port", "15202", "-t", "1", "-b", "10M", "--json"})
+		all := append([]string{"bench", "client", "--netns", pair.A.NS, "-c", pair.B.IPv4.String(), "--port", strconv.Itoa(port), "--json"}, args...)
+		err = runWith(ctx, &globals{stdout: &out, stderr: &out}, all)
 		if err == nil || !strings.Contains(err.Error(), "refused") {
 			break
 		}
@@ -114,20 +128,14 @@ func TestBenchClientWithIperf3Server(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench client: %v\n%s", err, out.String())
 	}
-	var ours iperf3JSON
 	if err := json.Unmarshal(out.Bytes(), &ours); err != nil {
 		t.Fatalf("our --json output: %v\n%s", err, out.String())
 	}
 	srv.Wait()
-	var theirs iperf3JSON
 	if err := json.Unmarshal(srvOut.Bytes(), &theirs); err != nil || theirs.Error != "" {
 		t.Fatalf("iperf3 -s output: %v %s", err, srvOut.String())
 	}
-	sent := ours.End.SumSent.Packets
-	if sent == 0 || theirs.End.SumReceived.Packets != sent || theirs.End.SumReceived.LostPackets != 0 {
-		t.Fatalf("we sent %d; iperf3 -s received %d, lost %d", sent, theirs.End.SumReceived.Packets, theirs.End.SumReceived.LostPackets)
-	}
-	t.Logf("sent %s datagrams, iperf3 -s received them all", strconv.FormatInt(sent, 10))
+	return ours, theirs
 }
 
 func TestParseRate(t *testing.T) {
@@ -241,44 +249,14 @@ func TestBenchClientXSKWithIperf3Server(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pair := netnstest.New(t, netnstest.Config{Queues: 2})
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			srv := pair.B.Command(ctx, "iperf3", "-s", "-1", "-J", "-B", pair.B.IPv4.String(), "-p", "15204")
-			var srvOut bytes.Buffer
-			srv.Stdout = &srvOut
-			if err := srv.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer srv.Process.Kill()
-			var out bytes.Buffer
-			var err error
-			for try := 0; try < 50; try++ {
-				out.Reset()
-				args := append([]string{"bench", "client", "--backend", "xsk", "-i", pair.A.Link, "--netns", pair.A.NS, "-c", pair.B.IPv4.String(), "--port", "15204", "-t", "1", "--json"}, tc.args...)
-				err = runWith(ctx, &globals{stdout: &out, stderr: &out}, args)
-				if err == nil || !strings.Contains(err.Error(), "refused") {
-					break
-				}
-				time.Sleep(100 * time.Millisecond) // iperf3 -s is still starting
-			}
-			if err != nil {
-				t.Fatalf("bench client: %v\n%s", err, out.String())
-			}
-			var ours iperf3JSON
-			if err := json.Unmarshal(out.Bytes(), &ours); err != nil {
-				t.Fatalf("our --json output: %v\n%s", err, out.String())
-			}
-			srv.Wait()
-			var theirs iperf3JSON
-			if err := json.Unmarshal(srvOut.Bytes(), &theirs); err != nil || theirs.Error != "" {
-				t.Fatalf("iperf3 -s output: %v %s", err, srvOut.String())
-			}
+			args := append([]string{"--backend", "xsk", "-i", pair.A.Link, "-t", "1"}, tc.args...)
+			ours, theirs := clientAgainstIperf3(t, pair, 15204, args...)
 			sent, got, lost := ours.End.SumSent.Packets, ours.End.SumReceived.Packets, ours.End.SumReceived.LostPackets
 			if tc.name == "forward" {
 				got, lost = theirs.End.SumReceived.Packets, theirs.End.SumReceived.LostPackets
 			}
 			if sent == 0 || lost != 0 || got < sent*95/100 || got > sent {
-				t.Fatalf("sent %d, received %d, lost %d\nours: %s\niperf3: %s", sent, got, lost, out.String(), srvOut.String())
+				t.Fatalf("sent %d, received %d, lost %d\nours: %+v\niperf3: %+v", sent, got, lost, ours.End, theirs.End)
 			}
 			if tc.name == "forward" && got != sent {
 				t.Fatalf("iperf3 -s received %d of the %d we sent", got, sent)
