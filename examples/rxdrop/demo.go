@@ -26,8 +26,12 @@ func runDemo(f *exutil.Flags, queues int) error {
 	fmt.Printf("demo: %s (%s) <-> %s (%s), %d queues, 64-byte UDP for %v\n",
 		pair.A.Link, pair.A.NS, pair.B.Link, pair.B.NS, queues, f.Duration)
 
-	ctx, cancel := exutil.Context(f.Duration)
+	// ctx ends on Ctrl-C; the generator runs for the duration, and the
+	// receiver stops shortly after it, once the frames in flight are in.
+	ctx, cancel := exutil.Context(0)
 	defer cancel()
+	rxCtx, rxStop := context.WithCancel(ctx)
+	defer rxStop()
 
 	var gen *trafficgen.Generator
 	if err := pair.A.Do(func() (err error) {
@@ -54,17 +58,20 @@ func runDemo(f *exutil.Flags, queues int) error {
 	started := make(chan struct{})
 	var genErr error
 	go func() {
-		<-started
-		// Let the receiver attach before sending, and stop with it.
+		<-started // the receiver is attached
 		res, err := gen.Run(ctx, 0, f.Duration)
 		genErr = err
+		time.Sleep(200 * time.Millisecond)
+		rxStop()
 		genDone <- res
 	}()
 	var sum summary
 	err = pair.B.Do(func() (err error) {
-		sum, err = rxdropStarted(ctx, pair.B.Link, cfg, f.Batch, func() { close(started) })
+		sum, err = rxdropStarted(rxCtx, pair.B.Link, cfg, f.Batch, func() { close(started) })
 		return err
 	})
+	interrupted := ctx.Err() != nil
+	rxStop()
 	cancel()
 	res := <-genDone
 	if err != nil {
@@ -76,5 +83,8 @@ func runDemo(f *exutil.Flags, queues int) error {
 	fmt.Printf("generator: %d packets sent in %.1f s (%.0f pkts/s)\n", res.Packets, res.Elapsed.Seconds(), res.PPS())
 	fmt.Printf("accounting: sent %d = received %d + dropped by the kernel %d (receiver too slow: fill ring empty or RX ring full) + unaccounted %d\n",
 		res.Packets, sum.Received, sum.KernelDropped+sum.RingFull, int64(res.Packets)-int64(sum.Received+sum.KernelDropped+sum.RingFull))
+	if interrupted {
+		fmt.Println("(interrupted: frames in flight at Ctrl-C are unaccounted)")
+	}
 	return nil
 }
