@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/xml"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -273,8 +276,32 @@ func TestBenchDemo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var out bytes.Buffer
-	if err := runWith(ctx, &globals{stdout: &out, stderr: &out}, []string{"bench", "demo", "--duration", "1", "--json"}); err != nil {
+	plot := filepath.Join(t.TempDir(), "demo.svg")
+	if err := runWith(ctx, &globals{stdout: &out, stderr: &out}, []string{"bench", "demo", "--duration", "1", "--json", "--plot", plot}); err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	// The plot is well-formed SVG with a line per receiver and a bar per
+	// queue.
+	svg, err := os.ReadFile(plot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int{}
+	dec := xml.NewDecoder(bytes.NewReader(svg))
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("--plot wrote malformed SVG: %v\n%s", err, svg)
+		}
+		if se, ok := tok.(xml.StartElement); ok {
+			counts[se.Name.Local]++
+		}
+	}
+	if counts["svg"] != 1 || counts["polyline"] != 2 || counts["rect"] < 3 {
+		t.Errorf("SVG elements %v: want one svg, two polylines, a frame and a bar per queue", counts)
 	}
 	var res struct {
 		Results []demoRow `json:"results"`

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -33,6 +35,7 @@ func newBenchDemoCmd(g *globals) *cobra.Command {
 		seconds int
 		queues  int
 		length  int
+		plot    string
 	)
 	c := &cobra.Command{
 		Use:   "demo [--duration S] [--queues N] [--length L]",
@@ -64,6 +67,11 @@ func newBenchDemoCmd(g *globals) *cobra.Command {
 					rows[i].RatioSocket = rows[i].PPS / base
 				}
 			}
+			if plot != "" {
+				if err := os.WriteFile(plot, demoSVG(rows, queues, length), 0o644); err != nil {
+					return fmt.Errorf("bench demo: --plot: %w", err)
+				}
+			}
 			if g.json {
 				return writeJSON(g.stdout, map[string]any{"queues": queues, "length": length, "seconds": seconds, "results": rows})
 			}
@@ -87,7 +95,74 @@ func newBenchDemoCmd(g *globals) *cobra.Command {
 	c.Flags().IntVar(&seconds, "duration", 3, "seconds per backend")
 	c.Flags().IntVar(&queues, "queues", 2, "queues of the veth pair")
 	c.Flags().IntVarP(&length, "length", "l", 64, "UDP payload bytes")
+	c.Flags().StringVar(&plot, "plot", "", "write an SVG chart (received packets/s over time per receiver, packets per queue) to this file")
 	return c
+}
+
+// demoSVG draws the demo: received packets/s per second for each receiver
+// as lines, and the AF_XDP receiver's packets per RX queue as bars.
+func demoSVG(rows []demoRow, queues, length int) []byte {
+	const w, h, left, top, plotW, plotH = 760, 420, 70, 40, 420, 300
+	colors := []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd"}
+	var maxPPS float64
+	var maxT float64
+	for _, r := range rows {
+		for _, iv := range r.Intervals {
+			if iv.Sum.Seconds > 0 {
+				maxPPS = max(maxPPS, float64(iv.Sum.Packets)/iv.Sum.Seconds)
+			}
+			maxT = max(maxT, iv.Sum.End)
+		}
+	}
+	maxPPS = max(maxPPS*1.1, 1)
+	maxT = max(maxT, 1)
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", w, h)
+	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="14">xdpio bench demo: %d queues, %d-byte UDP payloads</text>`+"\n", left, queues, length)
+	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#888"/>`+"\n", left, top, plotW, plotH)
+	for i := 0; i <= 4; i++ {
+		y := top + plotH - plotH*i/4
+		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end">%.2g</text>`+"\n", left-5, y+4, maxPPS*float64(i)/4)
+	}
+	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">seconds</text>`+"\n", left+plotW/2, top+plotH+30)
+	fmt.Fprintf(&b, `<text x="15" y="%d" transform="rotate(-90 15 %d)" text-anchor="middle">received packets/s</text>`+"\n", top+plotH/2, top+plotH/2)
+	for i, r := range rows {
+		col := colors[i%len(colors)]
+		var pts []string
+		for _, iv := range r.Intervals {
+			if iv.Sum.Seconds <= 0 {
+				continue
+			}
+			x := left + int(float64(plotW)*iv.Sum.End/maxT)
+			y := top + plotH - int(float64(plotH)*(float64(iv.Sum.Packets)/iv.Sum.Seconds)/maxPPS)
+			pts = append(pts, fmt.Sprintf("%d,%d", x, y))
+		}
+		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", col, strings.Join(pts, " "))
+		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s">%s: %.0f packets/s</text>`+"\n", left+10, top+18+16*i, col, r.Backend, r.PPS)
+	}
+	// Packets per RX queue of the AF_XDP receiver.
+	bx := left + plotW + 50
+	var maxQ uint64 = 1
+	var qs []bench.QueueCount
+	for _, r := range rows {
+		if len(r.Queues) > 0 {
+			qs = r.Queues
+		}
+	}
+	for _, q := range qs {
+		maxQ = max(maxQ, q.Packets)
+	}
+	fmt.Fprintf(&b, `<text x="%d" y="%d">AF_XDP packets per RX queue</text>`+"\n", bx, top-5)
+	barW := 180 / max(len(qs), 1)
+	for i, q := range qs {
+		bh := int(float64(plotH) * float64(q.Packets) / float64(maxQ))
+		x := bx + i*barW
+		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="%s"/>`+"\n", x, top+plotH-bh, barW-6, bh, colors[0])
+		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">q%d</text>`+"\n", x+(barW-6)/2, top+plotH+15, q.Queue)
+		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle" font-size="10">%d</text>`+"\n", x+(barW-6)/2, top+plotH-bh-3, q.Packets)
+	}
+	b.WriteString("</svg>\n")
+	return []byte(b.String())
 }
 
 // demoRun serves one test in namespace B with backend and sends to it
@@ -156,6 +231,7 @@ func demoRun(ctx context.Context, g *globals, pair *netnstest.Pair, backend stri
 	if srvRep == nil {
 		return row, fmt.Errorf("server sent no report")
 	}
+	row.Intervals = srvRep.Intervals // what the receiver got, second by second
 	sum := rep.End.SumReceived
 	row.SentPackets = rep.End.SumSent.Packets
 	row.RecvPackets = sum.Packets - sum.LostPackets
