@@ -102,46 +102,70 @@ func newBenchDemoCmd(g *globals) *cobra.Command {
 // demoSVG draws the demo: received packets/s per second for each receiver
 // as lines, and the AF_XDP receiver's packets per RX queue as bars.
 func demoSVG(rows []demoRow, queues, length int) []byte {
-	const w, h, left, top, plotW, plotH = 760, 420, 70, 40, 420, 300
+	const w, h, left, top, plotW, plotH = 780, 420, 70, 50, 420, 300
 	colors := []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd"}
-	var maxPPS float64
-	var maxT float64
+	// Whole seconds only: the tail of the last second is too short to
+	// mean a rate. Received = datagrams less iperf3's losses.
+	rate := func(iv bench.Interval) (float64, bool) {
+		if iv.Sum.Seconds < 0.5 {
+			return 0, false
+		}
+		return float64(iv.Sum.Packets-iv.Sum.LostPackets) / iv.Sum.Seconds, true
+	}
+	var maxPPS, maxT float64
 	for _, r := range rows {
 		for _, iv := range r.Intervals {
-			if iv.Sum.Seconds > 0 {
-				maxPPS = max(maxPPS, float64(iv.Sum.Packets)/iv.Sum.Seconds)
+			if v, ok := rate(iv); ok {
+				maxPPS = max(maxPPS, v)
+				maxT = max(maxT, iv.Sum.End)
 			}
-			maxT = max(maxT, iv.Sum.End)
 		}
 	}
-	maxPPS = max(maxPPS*1.1, 1)
+	maxPPS = max(maxPPS*1.15, 1)
 	maxT = max(maxT, 1)
+	si := func(v float64) string {
+		switch {
+		case v >= 1e6:
+			return fmt.Sprintf("%.2gM", v/1e6)
+		case v >= 1e3:
+			return fmt.Sprintf("%.3gk", v/1e3)
+		}
+		return fmt.Sprintf("%.0f", v)
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", w, h)
-	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="14">xdpio bench demo: %d queues, %d-byte UDP payloads</text>`+"\n", left, queues, length)
+	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", w, h)
+	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="14">xdpio bench demo: %d queues, %d-byte UDP payloads, same kernel-socket sender</text>`+"\n", left, queues, length)
 	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#888"/>`+"\n", left, top, plotW, plotH)
 	for i := 0; i <= 4; i++ {
 		y := top + plotH - plotH*i/4
-		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end">%.2g</text>`+"\n", left-5, y+4, maxPPS*float64(i)/4)
+		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end">%s</text>`+"\n", left-5, y+4, si(maxPPS*float64(i)/4))
 	}
-	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">seconds</text>`+"\n", left+plotW/2, top+plotH+30)
+	for t := 0; t <= int(maxT); t++ {
+		x := left + int(float64(plotW)*float64(t)/maxT)
+		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">%d</text>`+"\n", x, top+plotH+15, t)
+	}
+	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">seconds</text>`+"\n", left+plotW/2, top+plotH+32)
 	fmt.Fprintf(&b, `<text x="15" y="%d" transform="rotate(-90 15 %d)" text-anchor="middle">received packets/s</text>`+"\n", top+plotH/2, top+plotH/2)
 	for i, r := range rows {
 		col := colors[i%len(colors)]
 		var pts []string
 		for _, iv := range r.Intervals {
-			if iv.Sum.Seconds <= 0 {
+			v, ok := rate(iv)
+			if !ok {
 				continue
 			}
-			x := left + int(float64(plotW)*iv.Sum.End/maxT)
-			y := top + plotH - int(float64(plotH)*(float64(iv.Sum.Packets)/iv.Sum.Seconds)/maxPPS)
+			mid := (iv.Sum.Start + iv.Sum.End) / 2
+			x := left + int(float64(plotW)*mid/maxT)
+			y := top + plotH - int(float64(plotH)*v/maxPPS)
 			pts = append(pts, fmt.Sprintf("%d,%d", x, y))
+			fmt.Fprintf(&b, `<circle cx="%d" cy="%d" r="3" fill="%s"/>`+"\n", x, y, col)
 		}
 		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", col, strings.Join(pts, " "))
-		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s">%s: %.0f packets/s</text>`+"\n", left+10, top+18+16*i, col, r.Backend, r.PPS)
+		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s">%s receiver: %s packets/s on average</text>`+"\n", left+10, top+18+16*i, col, r.Backend, si(r.PPS))
 	}
 	// Packets per RX queue of the AF_XDP receiver.
-	bx := left + plotW + 50
+	bx := left + plotW + 60
 	var maxQ uint64 = 1
 	var qs []bench.QueueCount
 	for _, r := range rows {
@@ -152,14 +176,14 @@ func demoSVG(rows []demoRow, queues, length int) []byte {
 	for _, q := range qs {
 		maxQ = max(maxQ, q.Packets)
 	}
-	fmt.Fprintf(&b, `<text x="%d" y="%d">AF_XDP packets per RX queue</text>`+"\n", bx, top-5)
-	barW := 180 / max(len(qs), 1)
+	fmt.Fprintf(&b, `<text x="%d" y="%d">AF_XDP packets per RX queue</text>`+"\n", bx, top-8)
+	barW := 200 / max(len(qs), 1)
 	for i, q := range qs {
-		bh := int(float64(plotH) * float64(q.Packets) / float64(maxQ))
+		bh := int(float64(plotH-20) * float64(q.Packets) / float64(maxQ))
 		x := bx + i*barW
-		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="%s"/>`+"\n", x, top+plotH-bh, barW-6, bh, colors[0])
-		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">q%d</text>`+"\n", x+(barW-6)/2, top+plotH+15, q.Queue)
-		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle" font-size="10">%d</text>`+"\n", x+(barW-6)/2, top+plotH-bh-3, q.Packets)
+		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="%s"/>`+"\n", x, top+plotH-bh, barW-8, bh, colors[0])
+		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">q%d</text>`+"\n", x+(barW-8)/2, top+plotH+15, q.Queue)
+		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle" font-size="10">%s</text>`+"\n", x+(barW-8)/2, top+plotH-bh-4, si(float64(q.Packets)))
 	}
 	b.WriteString("</svg>\n")
 	return []byte(b.String())
