@@ -5,9 +5,6 @@ import (
 	"errors"
 	"net"
 	"net/netip"
-	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -139,39 +136,18 @@ func startServerQuiet(t *testing.T, pair *netnstest.Pair, port int) <-chan repor
 	return ch
 }
 
-// udpInDatagrams reads Udp InDatagrams from /proc/thread-self/net/snmp in
-// h's namespace.
+// udpInDatagrams reads Udp InDatagrams in h's namespace.
 func udpInDatagrams(t *testing.T, h *netnstest.Host) int64 {
 	t.Helper()
-	var b []byte
-	if err := h.Do(func() (err error) {
-		b, err = os.ReadFile("/proc/thread-self/net/snmp")
-		return err
-	}); err != nil {
+	m, err := h.Counters()
+	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	for _, l := range strings.Split(string(b), "\n") {
-		f := strings.Fields(l)
-		if len(f) == 0 || f[0] != "Udp:" {
-			continue
-		}
-		if names == nil {
-			names = f
-			continue
-		}
-		for i, n := range names {
-			if n == "InDatagrams" && i < len(f) {
-				v, err := strconv.ParseInt(f[i], 10, 64)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return v
-			}
-		}
+	v, ok := m["UdpInDatagrams"]
+	if !ok {
+		t.Fatal("no Udp InDatagrams in the kernel's SNMP counters")
 	}
-	t.Fatalf("no Udp InDatagrams in %s", b)
-	return 0
+	return v
 }
 
 // Cancelling the client's context mid-test sends CLIENT_TERMINATE: the

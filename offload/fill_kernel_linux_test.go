@@ -3,8 +3,6 @@
 package offload
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -20,46 +18,13 @@ import (
 	"github.com/xdpio/xdpio/internal/netnstest"
 )
 
-// kernelCsumCounters reads the SNMP counters of h's namespace: /proc/net/snmp
-// and /proc/net/netstat ("UdpInCsumErrors", "IpExtInCsumErrors", …) and
-// /proc/net/snmp6 ("Udp6InCsumErrors", …), read by a process inside the
-// namespace.
+// kernelCsumCounters reads the SNMP counters of h's namespace
+// ("UdpInCsumErrors", "IpExtInCsumErrors", "Udp6InCsumErrors", …).
 func kernelCsumCounters(t *testing.T, h *netnstest.Host) map[string]int64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	m := map[string]int64{}
-	for _, file := range []string{"/proc/net/snmp", "/proc/net/netstat"} {
-		out, err := h.Command(ctx, "cat", file).Output()
-		if err != nil {
-			t.Fatalf("cat %s in %s: %v", file, h.NS, err)
-		}
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		for i := 0; i+1 < len(lines); i += 2 {
-			keys, vals := strings.Fields(lines[i]), strings.Fields(lines[i+1])
-			if len(keys) != len(vals) || keys[0] != vals[0] {
-				t.Fatalf("%s: unexpected lines %q / %q", file, lines[i], lines[i+1])
-			}
-			for j := 1; j < len(keys); j++ {
-				v, err := strconv.ParseInt(vals[j], 10, 64)
-				if err != nil {
-					t.Fatalf("%s: %s=%q: %v", file, keys[j], vals[j], err)
-				}
-				m[strings.TrimSuffix(keys[0], ":")+keys[j]] = v
-			}
-		}
-	}
-	out, err := h.Command(ctx, "cat", "/proc/net/snmp6").Output()
+	m, err := h.Counters()
 	if err != nil {
-		t.Fatalf("cat /proc/net/snmp6 in %s: %v", h.NS, err)
-	}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) == 2 {
-			v, _ := strconv.ParseInt(f[1], 10, 64)
-			m[f[0]] = v
-		}
+		t.Fatalf("counters of %s: %v", h.NS, err)
 	}
 	return m
 }

@@ -14,7 +14,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -481,48 +480,20 @@ func TestKernelUSO(t *testing.T) {
 	}
 }
 
-// segSNMPCounter reads one counter ("Tcp", "InCsumErrors") from
-// /proc/thread-self/net/snmp, or, for IPv6 counters ("", "Udp6InCsumErrors"),
-// from snmp6. Run it inside the namespace.
+// segSNMPCounter reads one counter ("Tcp", "InCsumErrors") of the calling
+// thread's namespace, or, for IPv6 counters ("", "Udp6InCsumErrors"), the
+// snmp6 one. Run it inside the namespace.
 func segSNMPCounter(t *testing.T, table, name string) int64 {
 	t.Helper()
-	if table == "" {
-		b, err := os.ReadFile("/proc/thread-self/net/snmp6")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, l := range strings.Split(string(b), "\n") {
-			f := strings.Fields(l)
-			if len(f) == 2 && f[0] == name {
-				v, _ := strconv.ParseInt(f[1], 10, 64)
-				return v
-			}
-		}
-		t.Fatalf("snmp6 has no %s", name)
-	}
-	file := "/proc/thread-self/net/snmp"
-	if table == "IpExt" {
-		file = "/proc/thread-self/net/netstat"
-	}
-	b, err := os.ReadFile(file)
+	m, err := netnstest.ReadCounters()
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(string(b), "\n")
-	for i := 0; i+1 < len(lines); i++ {
-		if !strings.HasPrefix(lines[i], table+":") || !strings.HasPrefix(lines[i+1], table+":") {
-			continue
-		}
-		names, vals := strings.Fields(lines[i]), strings.Fields(lines[i+1])
-		for j := range names {
-			if names[j] == name && j < len(vals) {
-				v, _ := strconv.ParseInt(vals[j], 10, 64)
-				return v
-			}
-		}
+	v, ok := m[table+name]
+	if !ok {
+		t.Fatalf("no counter %s %s", table, name)
 	}
-	t.Fatalf("%s has no %s %s", file, table, name)
-	return 0
+	return v
 }
 
 // TestKernelAcceptsSegments injects frames made by Segment and SegmentUDP

@@ -9,8 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -191,33 +189,19 @@ func TestRxHashMetadata(t *testing.T) {
 	}
 }
 
-// snmpCounter reads one counter (e.g. "Udp", "InCsumErrors") from
-// /proc/net/snmp inside h's namespace.
+// snmpCounter reads one counter (e.g. "Udp", "InCsumErrors") from h's
+// namespace.
 func snmpCounter(t *testing.T, h *netnstest.Host, proto, name string) int {
 	t.Helper()
-	out, err := h.Command(context.Background(), "cat", "/proc/net/snmp").Output()
+	m, err := h.Counters()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var header []string
-	for _, line := range strings.Split(string(out), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 || f[0] != proto+":" {
-			continue
-		}
-		if header == nil {
-			header = f
-			continue
-		}
-		for i, k := range header {
-			if k == name && i < len(f) {
-				v, _ := strconv.Atoi(f[i])
-				return v
-			}
-		}
+	v, ok := m[proto+name]
+	if !ok {
+		t.Fatalf("no %s %s in the kernel's SNMP counters", proto, name)
 	}
-	t.Fatalf("no %s %s in /proc/net/snmp", proto, name)
-	return 0
+	return int(v)
 }
 
 // TestTxChecksumOffload asks the kernel, through AF_XDP TX metadata, to

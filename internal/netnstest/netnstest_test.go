@@ -53,3 +53,30 @@ func TestPairRemovedOnCleanup(t *testing.T) {
 		}
 	}
 }
+
+// Counters reads the namespace's own SNMP counters: a ping from A raises
+// B's Icmp InEchos by exactly one, and nothing in the root namespace.
+func TestCounters(t *testing.T) {
+	p := netnstest.New(t, netnstest.Config{})
+	before, err := p.B.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"UdpInCsumErrors", "IpExtInCsumErrors", "Udp6InCsumErrors", "TcpInSegs"} {
+		if _, ok := before[k]; !ok {
+			t.Errorf("no counter %s", k)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if out, err := p.A.Command(ctx, "ping", "-c", "1", "-W", "2", p.B.IPv4.String()).CombinedOutput(); err != nil {
+		t.Fatalf("ping: %v\n%s", err, out)
+	}
+	after, err := p.B.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := after["IcmpInEchos"] - before["IcmpInEchos"]; d != 1 {
+		t.Fatalf("B's IcmpInEchos rose by %d after one ping, want 1", d)
+	}
+}
