@@ -71,26 +71,16 @@ func newChannelsCmd(g *globals) *cobra.Command {
 				return usagef("channels set: give at least one of --rx, --tx, --other, --combined\n%s", cmd.UsageString())
 			}
 			dev := devArg(args[0])
-			var before, after rss.ChannelCounts
-			err := g.inNetns(func() (err error) {
-				if before, err = rss.Channels(dev); err != nil {
-					return err
-				}
-				if dryRun {
-					after = before
+			before, after, err := setAndReread(g, dev, dryRun, rss.Channels,
+				func(dev rss.Device) error { return rss.SetChannels(dev, cfg) },
+				func(after rss.ChannelCounts) rss.ChannelCounts {
 					for _, x := range []struct{ dst, v *uint32 }{{&after.RX, cfg.RX}, {&after.TX, cfg.TX}, {&after.Other, cfg.Other}, {&after.Combined, cfg.Combined}} {
 						if x.v != nil {
 							*x.dst = *x.v
 						}
 					}
-					return nil
-				}
-				if err = rss.SetChannels(dev, cfg); err != nil {
-					return err
-				}
-				after, err = rss.Channels(dev)
-				return err
-			})
+					return after
+				})
 			if err != nil {
 				return err
 			}
@@ -170,6 +160,27 @@ func dryRunNote(dry bool) string {
 
 // devArg turns a DEV argument into a device: an interface name.
 func devArg(s string) rss.Device { return rss.Device{Name: s} }
+
+// setAndReread reads a device setting, then either previews a change
+// (dry: preview of the state read) or applies it with set and reads the
+// setting back, all inside --netns. Set commands print before → after.
+func setAndReread[T any](g *globals, dev rss.Device, dry bool, get func(rss.Device) (T, error), set func(rss.Device) error, preview func(T) T) (before, after T, err error) {
+	err = g.inNetns(func() (err error) {
+		if before, err = get(dev); err != nil {
+			return err
+		}
+		if dry {
+			after = preview(before)
+			return nil
+		}
+		if err = set(dev); err != nil {
+			return err
+		}
+		after, err = get(dev)
+		return err
+	})
+	return before, after, err
+}
 
 // showCommand builds a `show DEV` subcommand: get reads the device (inside
 // --netns), then the result is printed as JSON (toJSON's value) or as text.

@@ -199,21 +199,9 @@ func newCoalesceCmd(g *globals) *cobra.Command {
 				}
 				return setQueueCoalesce(g, dev, args[0], qs, p)
 			}
-			var before, after coalesce.HW
-			err = g.inNetns(func() (err error) {
-				if before, err = coalesce.Get(dev); err != nil {
-					return err
-				}
-				if dry {
-					after = overlayHW(before, p)
-					return nil
-				}
-				if err = coalesce.Set(dev, p); err != nil {
-					return err
-				}
-				after, err = coalesce.Get(dev)
-				return err
-			})
+			before, after, err := setAndReread(g, dev, dry, coalesce.Get,
+				func(dev coalesce.Device) error { return coalesce.Set(dev, p) },
+				func(before coalesce.HW) coalesce.HW { return overlayHW(before, p) })
 			if err != nil {
 				return err
 			}

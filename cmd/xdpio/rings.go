@@ -101,13 +101,9 @@ func newRingsCmd(g *globals) *cobra.Command {
 				return usagef("rings set: give at least one parameter\n%s", cmd.UsageString())
 			}
 			dev := devArg(args[0])
-			var before, after rss.RingSizes
-			err := g.inNetns(func() (err error) {
-				if before, err = rss.Rings(dev); err != nil {
-					return err
-				}
-				if dry {
-					after = before
+			before, after, err := setAndReread(g, dev, dry, rss.Rings,
+				func(dev rss.Device) error { return rss.SetRings(dev, cfg) },
+				func(after rss.RingSizes) rss.RingSizes {
 					for _, x := range []struct{ dst, v *uint32 }{{&after.RX, cfg.RX}, {&after.RXMini, cfg.RXMini}, {&after.RXJumbo, cfg.RXJumbo},
 						{&after.TX, cfg.TX}, {&after.RXBufLen, cfg.RXBufLen}, {&after.CQESize, cfg.CQESize}, {&after.TXPushBufLen, cfg.TXPushBufLen},
 						{&after.HDSThresh, cfg.HDSThresh}} {
@@ -124,14 +120,8 @@ func newRingsCmd(g *globals) *cobra.Command {
 					if cfg.TCPDataSplit != nil {
 						after.TCPDataSplit = *cfg.TCPDataSplit
 					}
-					return nil
-				}
-				if err = rss.SetRings(dev, cfg); err != nil {
-					return err
-				}
-				after, err = rss.Rings(dev)
-				return err
-			})
+					return after
+				})
 			if err != nil {
 				return err
 			}
