@@ -57,6 +57,34 @@ type DataPlane interface {
 	Dial(remote netip.AddrPort) (PacketConn, error)
 }
 
+// MultiQueueConn is a PacketConn whose datagrams arrive on several
+// receive queues that can each be read on their own, without copying:
+// AF_XDP, with one socket per RX queue. A receiving end runs one goroutine
+// per queue over it instead of one ReadBatch loop, so the queues are read
+// in parallel and each datagram is looked at where the kernel put it.
+type MultiQueueConn interface {
+	PacketConn
+	// QueueReaders returns one reader per receive queue, in queue order.
+	QueueReaders() []QueueReader
+}
+
+// QueueReader reads the datagrams of one receive queue in place. It is
+// used by one goroutine.
+type QueueReader interface {
+	// Queue is the receive queue's number.
+	Queue() int
+	// ReadView fills msgs with up to len(msgs) datagrams, blocking up to
+	// timeout until one arrives (0 datagrams and a nil error when it
+	// passes). Buf of each message aliases the receive ring's frame: it
+	// stays valid until the next ReadView or Done call on this reader,
+	// which give the frames back to the kernel. After the conn is closed
+	// it returns net.ErrClosed.
+	ReadView(msgs []Message, timeout time.Duration) (int, error)
+	// Done gives back the frames of the last ReadView; the conn's Close
+	// waits for it (or the next ReadView) when a reader holds frames.
+	Done()
+}
+
 // ErrBackpressure reports that a send queue is full.
 var ErrBackpressure = errors.New("send queue full")
 

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"sync"
@@ -89,6 +90,18 @@ func (r *dataRun) begin() {
 	r.stopCh = make(chan struct{})
 	r.start = time.Now()
 	for _, g := range r.groups {
+		if mq, ok := g.conn.(MultiQueueConn); ok && !r.sender {
+			for _, q := range mq.QueueReaders() {
+				r.wg.Add(1)
+				go func() {
+					defer r.wg.Done()
+					if err := r.queueLoop(g, q); err != nil {
+						r.setErr(err)
+					}
+				}()
+			}
+			continue
+		}
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
@@ -219,27 +232,7 @@ func (r *dataRun) recvLoop(g *group) error {
 		}
 		g.conn.SetReadDeadline(time.Now().Add(d))
 		n, err := g.conn.ReadBatch(msgs)
-		arrival := time.Now()
-		for i := 0; i < n; i++ {
-			m := &msgs[i]
-			s := g.lookup(m.Addr)
-			if s == nil {
-				g.stray.Add(1)
-				continue
-			}
-			b := m.Buf[:m.N]
-			if IsConnectMsg(b) {
-				continue // a late retransmitted setup message
-			}
-			h, perr := ParseUDPHeader(b, r.counters64)
-			s.mu.Lock()
-			if perr != nil {
-				s.recv.AddMalformed(m.N)
-			} else {
-				s.recv.Add(m.N, h, arrival)
-			}
-			s.mu.Unlock()
-		}
+		r.account(g, msgs[:max(n, 0)], time.Now())
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				if stopping {
@@ -251,6 +244,75 @@ func (r *dataRun) recvLoop(g *group) error {
 				return nil
 			}
 			return err
+		}
+	}
+}
+
+// queueLoop is recvLoop for one receive queue of a MultiQueueConn: the
+// datagrams are counted where they lie in the receive ring.
+func (r *dataRun) queueLoop(g *group, q QueueReader) error {
+	defer q.Done()
+	msgs := make([]Message, batchSize)
+	var drainStart time.Time
+	for {
+		stopping := r.stopping.Load()
+		d := 50 * time.Millisecond
+		if stopping {
+			if drainStart.IsZero() {
+				drainStart = time.Now()
+			}
+			d = 20 * time.Millisecond
+			if time.Since(drainStart) > 500*time.Millisecond {
+				return nil
+			}
+		}
+		n, err := q.ReadView(msgs, d)
+		r.account(g, msgs[:n], time.Now())
+		if err != nil {
+			if stopping {
+				return nil
+			}
+			return fmt.Errorf("rx queue %d: %w", q.Queue(), err)
+		}
+		if n == 0 && stopping {
+			return nil
+		}
+	}
+}
+
+// account counts received datagrams in their streams' statistics, taking
+// each stream's lock once per run of its datagrams.
+func (r *dataRun) account(g *group, msgs []Message, arrival time.Time) {
+	var (
+		cur     *stream
+		curAddr netip.AddrPort
+	)
+	defer func() {
+		if cur != nil {
+			cur.mu.Unlock()
+		}
+	}()
+	for i := range msgs {
+		m := &msgs[i]
+		if cur == nil || m.Addr != curAddr {
+			if cur != nil {
+				cur.mu.Unlock()
+			}
+			cur, curAddr = g.lookup(m.Addr), m.Addr
+			if cur == nil {
+				g.stray.Add(1)
+				continue
+			}
+			cur.mu.Lock()
+		}
+		b := m.Buf[:m.N]
+		if IsConnectMsg(b) {
+			continue // a late retransmitted setup message
+		}
+		if h, err := ParseUDPHeader(b, r.counters64); err != nil {
+			cur.recv.AddMalformed(m.N)
+		} else {
+			cur.recv.Add(m.N, h, arrival)
 		}
 	}
 }

@@ -206,6 +206,79 @@ func (c *xskConn) ReadBatch(msgs []Message) (int, error) {
 	}
 }
 
+// QueueReaders returns a reader per RX queue's socket: the engine reads
+// the queues in parallel and counts datagrams in the UMEM frames.
+func (c *xskConn) QueueReaders() []QueueReader {
+	qs := make([]QueueReader, len(c.rx))
+	for i := range c.rx {
+		qs[i] = &xskQueueReader{c: c, r: &c.rx[i]}
+	}
+	return qs
+}
+
+// xskQueueReader reads one queue's socket in place. While it holds frames
+// it holds c.life for reading, so Close waits until they are given back.
+type xskQueueReader struct {
+	c    *xskConn
+	r    *rxState
+	held bool
+}
+
+func (q *xskQueueReader) Queue() int { return q.r.s.Queue() }
+
+func (q *xskQueueReader) Done() {
+	if q.held {
+		q.held = false
+		q.c.life.RUnlock()
+	}
+}
+
+func (q *xskQueueReader) ReadView(msgs []Message, timeout time.Duration) (int, error) {
+	q.Done()
+	c, r := q.c, q.r
+	var deadline time.Time
+	for {
+		c.life.RLock()
+		if c.closed.Load() {
+			c.life.RUnlock()
+			return 0, net.ErrClosed
+		}
+		if r.next == r.b.Len() {
+			r.s.Release(r.b)
+			r.next = 0
+			r.s.Receive(r.b)
+		}
+		n := 0
+		for ; r.next < r.b.Len() && n < len(msgs); r.next++ {
+			src, dport, payload, ok := parseUDP(r.b.Frame(r.next))
+			if !ok || dport != c.local.Port() {
+				c.notUDP.Add(1)
+				continue
+			}
+			msgs[n] = Message{Buf: payload, N: len(payload), Addr: src}
+			n++
+		}
+		if n > 0 {
+			q.held = true
+			return n, nil
+		}
+		c.life.RUnlock()
+		if deadline.IsZero() {
+			deadline = time.Now().Add(timeout)
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return 0, nil
+		}
+		if _, err := r.s.Wait(left, false); err != nil {
+			if c.closed.Load() || errors.Is(err, xsk.ErrClosed) {
+				return 0, net.ErrClosed
+			}
+			return 0, fmt.Errorf("xsk read queue %d: %w", r.s.Queue(), err)
+		}
+	}
+}
+
 // parse copies the UDP payload of frame (to our port) into m.
 func (c *xskConn) parse(f []byte, m *Message) bool {
 	src, dport, payload, ok := parseUDP(f)
