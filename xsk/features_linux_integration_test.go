@@ -9,8 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/mdlayher/genetlink"
+	"github.com/mdlayher/netlink"
 
 	"github.com/xdpio/xdpio/internal/netnstest"
 	"github.com/xdpio/xdpio/xsk"
@@ -308,10 +312,86 @@ func TestBusyPoll(t *testing.T) {
 	if c := <-done; c.frames != 500 {
 		t.Fatalf("busy poll: received %v, want 500", c)
 	}
-	st, _ := d.Sockets()[0].Stats()
-	if st.Wakeups == 0 {
-		t.Errorf("busy poll on, but Receive never drove the device (no wake-up syscalls)")
+	s := d.Sockets()[0]
+	st, _ := s.Stats()
+	id, err := s.NAPIID()
+	if err != nil {
+		t.Fatal(err)
 	}
+	// Oracle: the NAPI instances the kernel lists for the device (netdev
+	// netlink). A recorded ID must be one of them, and then Receive busy
+	// polls; without one (veth on Linux 6.18 registers its XDP RX queues
+	// without a NAPI ID) a busy-poll syscall would do nothing, and the
+	// library must not make any (copy mode never asks for RX wake-ups).
+	napis := deviceNAPIs(t, pair.B)
+	t.Logf("socket NAPI ID %d, device NAPIs %v, wake-ups %d", id, napis, st.Wakeups)
+	switch {
+	case id != 0 && !slices.Contains(napis, id):
+		t.Errorf("NAPIID %d is not one of the device's NAPIs %v", id, napis)
+	case id != 0 && st.Wakeups == 0:
+		t.Errorf("busy poll on and NAPI %d known, but Receive never drove the device (no wake-up syscalls)", id)
+	case id == 0 && st.Wakeups != 0:
+		t.Errorf("no NAPI ID recorded, yet %d busy-poll syscalls that could do nothing", st.Wakeups)
+	}
+	s.Close()
+	if _, err := s.NAPIID(); !errors.Is(err, xsk.ErrClosed) {
+		t.Errorf("NAPIID after Close: %v, want ErrClosed", err)
+	}
+}
+
+// deviceNAPIs lists the NAPI IDs of h's veth through netdev netlink
+// (NETDEV_CMD_NAPI_GET, dumped for one ifindex).
+func deviceNAPIs(t *testing.T, h *netnstest.Host) []int {
+	t.Helper()
+	const (
+		cmdNAPIGet  = 11 // NETDEV_CMD_NAPI_GET
+		attrIfindex = 1  // NETDEV_A_NAPI_IFINDEX
+		attrNAPIID  = 2  // NETDEV_A_NAPI_ID
+	)
+	var ids []int
+	err := h.Do(func() error {
+		c, err := genetlink.Dial(nil)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		f, err := c.GetFamily("netdev")
+		if err != nil {
+			return err
+		}
+		ae := netlink.NewAttributeEncoder()
+		ae.Uint32(attrIfindex, uint32(h.Ifindex))
+		req, err := ae.Encode()
+		if err != nil {
+			return err
+		}
+		msgs, err := c.Execute(genetlink.Message{Header: genetlink.Header{Command: cmdNAPIGet, Version: f.Version}, Data: req}, f.ID, netlink.Request|netlink.Dump)
+		if err != nil {
+			return err
+		}
+		for _, m := range msgs {
+			ad, err := netlink.NewAttributeDecoder(m.Data)
+			if err != nil {
+				return err
+			}
+			for ad.Next() {
+				if ad.Type() == attrNAPIID {
+					ids = append(ids, int(ad.Uint32()))
+				}
+			}
+			if err := ad.Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("netdev netlink NAPI dump of %s: %v", h.Link, err)
+	}
+	if len(ids) == 0 {
+		t.Fatalf("netdev netlink lists no NAPI for %s", h.Link)
+	}
+	return ids
 }
 
 // From Linux 6.11 on every probed feature exists (CI runs 6.18); a false

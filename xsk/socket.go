@@ -40,6 +40,11 @@ type Socket struct {
 
 	ctr counters
 
+	// napiID is the NAPI a busy poll drives, once the kernel recorded one
+	// (owner goroutine only); napiProbe counts calls between looks.
+	napiID    int
+	napiProbe uint32
+
 	busy   atomic.Int32
 	closed atomic.Bool
 }
@@ -256,8 +261,13 @@ func (s *Socket) receive(b *Batch) int {
 	r := s.rx
 	n := r.consAvail(room)
 	if n == 0 {
-		s.wakeRX()
-		return 0
+		if !s.wakeRX() {
+			return 0
+		}
+		// A busy poll just ran the driver: take what it delivered.
+		if n = r.consAvail(room); n == 0 {
+			return 0
+		}
 	}
 	if n > room {
 		n = room
@@ -442,7 +452,7 @@ func (s *Socket) kickIfNeeded() error {
 	if s.tx == nil {
 		return nil
 	}
-	if s.cfg.DisableNeedWakeup || s.cfg.BusyPoll.Timeout > 0 || s.tx.needWakeup() {
+	if s.cfg.DisableNeedWakeup || s.busyPolling() || s.tx.needWakeup() {
 		return s.kick()
 	}
 	return nil

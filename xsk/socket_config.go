@@ -61,8 +61,10 @@ type SocketConfig struct {
 	// and leave as several descriptors chained with OptContinues.
 	MultiBuffer bool
 	// BusyPoll, when its Timeout is non-zero, turns on SO_PREFER_BUSY_POLL,
-	// SO_BUSY_POLL and SO_BUSY_POLL_BUDGET on the socket; Receive and
-	// Transmit then drive the driver's NAPI from this goroutine.
+	// SO_BUSY_POLL and SO_BUSY_POLL_BUDGET on the socket; Receive (on an
+	// empty RX ring) and Transmit then run the driver's NAPI from this
+	// goroutine, one poll of up to Budget packets per call, instead of
+	// the driver's interrupt and softirq. See BusyPoll for when it pays.
 	BusyPoll BusyPoll
 	// TxBudget raises how many frames one TX kick sends in copy mode
 	// (XDP_MAX_TX_SKB_BUDGET, Linux 6.17; default 32 in the kernel). 0
@@ -72,6 +74,20 @@ type SocketConfig struct {
 }
 
 // BusyPoll configures preferred busy polling (SO_PREFER_BUSY_POLL).
+//
+// It pays when a core is dedicated to the socket's goroutine and the
+// driver's receive work should run there instead of in interrupts and
+// softirq on some other core: the goroutine then calls Receive in a loop
+// (Wait only after many empty polls), and the device's
+// napi_defer_hard_irqs and gro_flush_timeout (sysfs, or per NAPI through
+// netdev netlink) are set so that the kernel leaves the NAPI to the
+// busy poller while it keeps coming back. It cannot work before the
+// kernel records the NAPI the socket's packets come from (Socket.NAPIID),
+// which happens on the first packet for drivers whose XDP receive queues
+// carry a NAPI ID. veth's do not (Linux 6.18): there the library makes no
+// busy-poll syscalls and the option changes nothing. On a machine whose
+// cores are all busy, a spinning receiver takes CPU from the work that
+// produces its packets; measure before turning it on.
 type BusyPoll struct {
 	// Timeout is SO_BUSY_POLL: how long a syscall busy-polls the device.
 	Timeout time.Duration

@@ -203,12 +203,65 @@ func (s *Socket) setBusyPoll() error {
 }
 
 // wakeRX lets the kernel make RX progress when it asked for a wake-up
-// (zero-copy drivers pause when the fill ring ran dry) or when busy polling.
-func (s *Socket) wakeRX() {
-	if s.cfg.BusyPoll.Timeout > 0 || (s.fill != nil && !s.cfg.DisableNeedWakeup && s.fill.needWakeup()) {
+// (zero-copy drivers pause when the fill ring ran dry) or, when busy
+// polling, runs one NAPI poll of the device in this thread. It reports
+// whether it busy-polled, so the caller looks at the RX ring again.
+func (s *Socket) wakeRX() bool {
+	busy := s.busyPolling()
+	if busy || (s.fill != nil && !s.cfg.DisableNeedWakeup && s.fill.needWakeup()) {
 		s.ctr.wakeups.Add(1)
-		unix.Recvfrom(s.fd, nil, unix.MSG_DONTWAIT)
+		unix.Syscall6(unix.SYS_RECVFROM, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 	}
+	return busy
+}
+
+// busyPolling reports whether a syscall on the socket busy-polls a NAPI:
+// busy polling is configured and the kernel has recorded the NAPI the
+// socket's packets come from. The kernel records it when the first packet
+// arrives, and only for drivers whose XDP RX queues carry a NAPI ID; until
+// then (and forever on a device without one, such as veth) a busy-poll
+// syscall would do nothing, so the library skips it and looks again every
+// napiProbeEvery calls.
+func (s *Socket) busyPolling() bool {
+	if s.cfg.BusyPoll.Timeout <= 0 {
+		return false
+	}
+	if s.napiID != 0 {
+		return true
+	}
+	s.napiProbe++
+	if s.napiProbe%napiProbeEvery != 1 {
+		return false
+	}
+	if id, err := getsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_INCOMING_NAPI_ID); err == nil && id != 0 {
+		s.napiID = id
+	}
+	return s.napiID != 0
+}
+
+// napiProbeEvery is how often a busy-polling socket without a NAPI ID yet
+// asks the kernel again.
+const napiProbeEvery = 256
+
+// NAPIID returns the ID of the NAPI instance (the driver's receive
+// context for the socket's queue) that the kernel recorded when the
+// socket's first packet arrived (SO_INCOMING_NAPI_ID), or 0 if none was
+// recorded. Busy polling (SocketConfig.BusyPoll) drives that NAPI from the
+// application's thread; while the ID is 0 it cannot, and the library does
+// not make busy-poll syscalls. Drivers whose XDP receive queues carry a
+// NAPI ID record one after the first packet; veth (Linux 6.18) does not,
+// so on veth busy polling never runs. It may be called from any goroutine.
+func (s *Socket) NAPIID() (int, error) {
+	s.busy.Add(1)
+	defer s.busy.Add(-1)
+	if s.closed.Load() {
+		return 0, ErrClosed
+	}
+	id, err := getsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_INCOMING_NAPI_ID)
+	if err != nil {
+		return 0, &OpError{Op: "read NAPI ID of", Ifindex: s.ifindex, Queue: s.queue, Err: err}
+	}
+	return id, nil
 }
 
 func (s *Socket) kick() error {

@@ -27,8 +27,12 @@ func NewSocket(u *UMEM, ifindex, queue int, cfg SocketConfig) (*Socket, error) {
 	return nil, errOS
 }
 
-func (s *Socket) wakeRX()     {}
-func (s *Socket) kick() error { return errOS }
+func (s *Socket) wakeRX() bool      { return false }
+func (s *Socket) busyPolling() bool { return false }
+func (s *Socket) kick() error       { return errOS }
+
+// NAPIID returns ErrNotSupported.
+func (s *Socket) NAPIID() (int, error) { return 0, errOS }
 
 // Wait returns ErrNotSupported.
 func (s *Socket) Wait(timeout time.Duration, tx bool) (bool, error) { return false, errOS }
