@@ -48,10 +48,17 @@ type Options struct {
 	// blocking in poll: software RX coalescing, which spares the kernel a
 	// wake-up per NAPI poll.
 	Nap time.Duration
-	// BusyPoll, when positive, turns on xdpio's preferred busy polling
-	// (SO_BUSY_POLL with this timeout) on its RX sockets; asavie/xdp has
-	// no such option.
-	BusyPoll time.Duration
+	// BusyPoll is SO_BUSY_POLL of the xdpio-busypoll backend's sockets
+	// (preferred busy polling; asavie/xdp has no such option) and
+	// BusyPollBudget its SO_BUSY_POLL_BUDGET. BusyPollSpin is how many
+	// empty busy polls its receiver makes before it sleeps in poll.
+	BusyPoll       time.Duration
+	BusyPollBudget int
+	BusyPollSpin   int
+	// NAPIDefer and GROFlushTimeout are the veth's napi_defer_hard_irqs
+	// and gro_flush_timeout while xdpio-busypoll runs (reset to 0 after).
+	NAPIDefer       int
+	GROFlushTimeout time.Duration
 	// EagerComplete makes the xdpio sender reclaim completions on every
 	// loop instead of only when its frame pool runs short.
 	EagerComplete bool
@@ -79,9 +86,12 @@ const (
 
 // Backend names.
 const (
-	beGen    = "generator" // the generator into an XDP_DROP program
-	beXDPIO  = "xdpio"
-	beAsavie = "asavie"
+	beGen   = "generator" // the generator into an XDP_DROP program
+	beXDPIO = "xdpio"
+	// beXDPIOBusy is xdpio with preferred busy polling: the receiving
+	// goroutines run veth's NAPI themselves.
+	beXDPIOBusy = "xdpio-busypoll"
+	beAsavie    = "asavie"
 	// beAsavieDoc is asavie/xdp with the receive loop its README and
 	// examples show: a poll syscall before every receive.
 	beAsavieDoc = "asavie-doc"
@@ -89,7 +99,7 @@ const (
 )
 
 var (
-	rxBackends = []string{beGen, beXDPIO, beAsavie, beAsavieDoc, beSocket}
+	rxBackends = []string{beGen, beXDPIO, beXDPIOBusy, beAsavie, beAsavieDoc, beSocket}
 	txBackends = []string{beXDPIO, beAsavie}
 )
 
@@ -149,6 +159,9 @@ type Sample struct {
 	// receive or send loops, syscalls included; not the generator, not
 	// softirq work on other CPUs) per packet: what the library costs.
 	AppNsPerPkt float64 `json:"app_ns_per_pkt,omitempty"`
+	// NAPIIDs are the sockets' SO_INCOMING_NAPI_ID at the end of the
+	// window (xdpio-busypoll only): 0 means busy polling could not run.
+	NAPIIDs []int `json:"napi_ids,omitempty"`
 }
 
 // Result is the summary of one backend at one size.
@@ -308,9 +321,14 @@ func measure(ctx context.Context, pair *netnstest.Pair, o Options, log io.Writer
 			}
 			ratio("xdpio/asavie", beXDPIO, beAsavie, 1.5)
 			if mode == modeRx {
+				ratio("xdpio-busypoll/asavie", beXDPIOBusy, beAsavie, 1.5)
+				ratio("xdpio-busypoll/xdpio", beXDPIOBusy, beXDPIO, 0)
 				ratio("xdpio/asavie-doc", beXDPIO, beAsavieDoc, 1.5)
 				ratio("xdpio/socket", beXDPIO, beSocket, 2)
 				ratio("generator/xdpio", beGen, beXDPIO, 0)
+				if ss := samples[key(mode, size, beXDPIOBusy)]; len(ss) > 0 && !slices.ContainsFunc(ss, func(s Sample) bool { return slices.ContainsFunc(s.NAPIIDs, func(id int) bool { return id != 0 }) }) {
+					rep.Warnings = append(rep.Warnings, fmt.Sprintf("rxdrop %d B: %s: no socket ever had a NAPI ID (SO_INCOMING_NAPI_ID 0), so busy polling never ran: the device's XDP receive queues carry none (veth on this kernel)", size, beXDPIOBusy))
+				}
 				// The generator must outrun every receiver: a receiver
 				// that took (nearly) everything offered was limited by
 				// the generator, not by itself.
@@ -351,6 +369,8 @@ func newRx(be string) receiver {
 		return &dropRx{}
 	case beXDPIO:
 		return &xdpioRx{}
+	case beXDPIOBusy:
+		return &xdpioRx{busyPoll: true}
 	case beAsavie:
 		return &asavieRx{}
 	case beAsavieDoc:
@@ -389,6 +409,9 @@ func measureRx(ctx context.Context, pair *netnstest.Pair, o *Options, gen *traff
 		cancel()
 		err = errors.Join(err, <-done)
 	}()
+	if x, ok := rx.(*xdpioRx); ok && x.busyPoll {
+		defer func() { s.NAPIIDs = x.napiIDs() }()
+	}
 	if !o.Verbose {
 		return window(ctx, o, rx.count, gen.Sent, appCPUOf(rx))
 	}

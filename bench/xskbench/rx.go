@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -141,13 +142,31 @@ func (r *dropRx) stop() error {
 type xdpioRx struct {
 	dev *xsk.Device
 	l   loops
+	// busyPoll selects preferred busy polling: the receiving goroutine
+	// runs veth's NAPI itself (SO_PREFER_BUSY_POLL) instead of the
+	// sender's softirq, with the device's napi_defer_hard_irqs and
+	// gro_flush_timeout set so the kernel leaves the NAPI to it.
+	busyPoll bool
+	h        *netnstest.Host
+	napiSet  bool
 }
 
 func (r *xdpioRx) start(h *netnstest.Host, o *Options) error {
+	r.h = h
+	sc := xsk.SocketConfig{NoTX: true, RxRingSize: o.RingSize, FillRingSize: o.RingSize}
+	spin := o.Spin
+	if r.busyPoll {
+		sc.BusyPoll = xsk.BusyPoll{Timeout: o.BusyPoll, Budget: o.BusyPollBudget}
+		spin = o.BusyPollSpin
+		if err := setNAPIDefer(h, o.NAPIDefer, o.GROFlushTimeout); err != nil {
+			return err
+		}
+		r.napiSet = true
+	}
 	err := h.Do(func() (err error) {
 		r.dev, err = xsk.Open(h.Link, xsk.Config{
 			UMEM:   xsk.UMEMConfig{FrameSize: o.FrameSize, NumFrames: o.NumFrames},
-			Socket: xsk.SocketConfig{NoTX: true, RxRingSize: o.RingSize, FillRingSize: o.RingSize, BusyPoll: xsk.BusyPoll{Timeout: o.BusyPoll}},
+			Socket: sc,
 		})
 		return err
 	})
@@ -160,9 +179,12 @@ func (r *xdpioRx) start(h *netnstest.Host, o *Options) error {
 		b := s.NewBatch(o.Batch)
 		empty := 0
 		for !r.l.quit.Load() {
+			// With busy polling, a Receive that finds the RX ring empty
+			// runs one NAPI poll of the queue (a recvfrom) before it
+			// returns.
 			n := s.Receive(b)
 			if n == 0 {
-				if empty++; empty <= o.Spin {
+				if empty++; empty <= spin {
 					continue
 				}
 				empty = 0
@@ -197,6 +219,7 @@ func (r *xdpioRx) stats() map[string]uint64 {
 		m["rx_ring_full"] += st.RxRingFull
 		m["fill_ring_empty"] += st.RxFillRingEmpty
 		m["polls"] += st.Polls
+		m["wakeups"] += st.Wakeups
 	}
 	return m
 }
@@ -206,7 +229,37 @@ func (r *xdpioRx) stop() error {
 	if r.dev != nil {
 		err = errors.Join(err, r.dev.Close())
 	}
+	if r.napiSet {
+		err = errors.Join(err, setNAPIDefer(r.h, 0, 0))
+	}
 	return err
+}
+
+// setNAPIDefer sets napi_defer_hard_irqs and gro_flush_timeout of h's
+// veth (every NAPI of the device). With both non-zero, a busy-polling
+// socket that stops polling leaves its NAPI scheduled under a timer of
+// gro_flush_timeout instead of handing it back to the sender's softirq,
+// and the kernel takes over only if the application does not come back
+// within that time. The files are the netns's own, so the tool runs
+// inside h's namespace (ip netns exec mounts its sysfs).
+func setNAPIDefer(h *netnstest.Host, defer_ int, flush time.Duration) error {
+	script := fmt.Sprintf("echo %d > /sys/class/net/%s/napi_defer_hard_irqs && echo %d > /sys/class/net/%s/gro_flush_timeout",
+		defer_, h.Link, flush.Nanoseconds(), h.Link)
+	if out, err := h.Command(context.Background(), "sh", "-c", script).CombinedOutput(); err != nil {
+		return fmt.Errorf("set napi_defer_hard_irqs %d, gro_flush_timeout %v on %s: %w: %s", defer_, flush, h.Link, err, out)
+	}
+	return nil
+}
+
+// napiIDs returns SO_INCOMING_NAPI_ID of every socket: the NAPI a busy
+// poll of that socket drives (0: none recorded yet, so no busy polling).
+func (r *xdpioRx) napiIDs() []int {
+	var ids []int
+	for _, s := range r.dev.Sockets() {
+		id, _ := s.NAPIID()
+		ids = append(ids, id)
+	}
+	return ids
 }
 
 // ---- asavie/xdp rxdrop ----
