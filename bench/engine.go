@@ -73,6 +73,11 @@ type dataRun struct {
 	err      error
 	start    time.Time
 	end      time.Time
+
+	cpu     *cpuMeter
+	cpuOnce sync.Once
+	host    *HostCPU
+	cpuRes  Results // the CPU figures of results(), measured once
 }
 
 func (r *dataRun) setErr(err error) {
@@ -89,12 +94,15 @@ func (r *dataRun) begin() {
 	}
 	r.stopCh = make(chan struct{})
 	r.start = time.Now()
+	r.cpu = startCPUMeter()
 	for _, g := range r.groups {
 		if mq, ok := g.conn.(MultiQueueConn); ok && !r.sender {
 			for _, q := range mq.QueueReaders() {
 				r.wg.Add(1)
 				go func() {
 					defer r.wg.Done()
+					done := threadClock()
+					defer func() { r.cpu.thread(done()) }()
 					if err := r.queueLoop(g, q); err != nil {
 						r.setErr(err)
 					}
@@ -105,6 +113,8 @@ func (r *dataRun) begin() {
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
+			done := threadClock()
+			defer func() { r.cpu.thread(done()) }()
 			var err error
 			if r.sender {
 				err = r.sendLoop(g)
@@ -322,6 +332,11 @@ func (r *dataRun) results() Results {
 	res := Results{SenderHasRetransmits: -1}
 	if r.sender {
 		res.SenderHasRetransmits = 0
+	}
+	if r.cpu != nil {
+		r.cpuOnce.Do(func() { r.host = r.cpu.finish(&r.cpuRes) })
+		res.CPUUtilTotal, res.CPUUtilUser, res.CPUUtilSystem = r.cpuRes.CPUUtilTotal, r.cpuRes.CPUUtilUser, r.cpuRes.CPUUtilSystem
+		res.host = r.host
 	}
 	end := r.end
 	if end.IsZero() {

@@ -321,6 +321,7 @@ type Results struct {
 	ServerOutputText string          `json:"server_output_text,omitempty"`
 
 	present map[string]bool
+	host    *HostCPU // this end's own machine figures; never sent
 }
 
 // StreamResults is one stream's totals in a Results message.

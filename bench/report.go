@@ -96,6 +96,9 @@ type ReportEnd struct {
 	SumSent     Summary     `json:"sum_sent"`
 	SumReceived Summary     `json:"sum_received"`
 	CPU         CPUUtil     `json:"cpu_utilization_percent"`
+	// HostCPU is this end's CPU use per core and of its data threads
+	// (not in iperf3's report).
+	HostCPU *HostCPU `json:"host_cpu,omitempty"`
 }
 
 // EndStream wraps a stream's summary under its protocol, as iperf3 does.
@@ -120,7 +123,9 @@ type Summary struct {
 	Sender        bool    `json:"sender"`
 }
 
-// CPUUtil is the CPU use of both ends in percent. Not measured yet: zero.
+// CPUUtil is the CPU use of both ends' processes over the test, in
+// percent of one core (user and system time over wall time, as iperf3
+// computes it; above 100 when several threads ran).
 type CPUUtil struct {
 	HostTotal    float64 `json:"host_total"`
 	HostUser     float64 `json:"host_user"`
@@ -314,7 +319,21 @@ func buildEnd(sent, recv Results, localSender bool, ooo map[int]int64) ReportEnd
 	e.SumSent, e.SumReceived = ss, sr
 	e.Sum = Summary{End: sr.End, Seconds: sr.Seconds, Bytes: ss.Bytes, BitsPerSecond: ss.BitsPerSecond, JitterMS: sr.JitterMS,
 		LostPackets: sr.LostPackets, Packets: ss.Packets, LostPercent: lostPercent(sr.LostPackets, ss.Packets), Sender: localSender}
+	local, remote := recv, sent
+	if localSender {
+		local, remote = sent, recv
+	}
+	e.CPU = CPUUtil{HostTotal: local.CPUUtilTotal, HostUser: local.CPUUtilUser, HostSystem: local.CPUUtilSystem,
+		RemoteTotal: remote.CPUUtilTotal, RemoteUser: remote.CPUUtilUser, RemoteSystem: remote.CPUUtilSystem}
+	e.HostCPU = local.host
 	return e
+}
+
+func senderWord(sender bool) string {
+	if sender {
+		return "sender"
+	}
+	return "receiver"
 }
 
 // FormatBytes formats a byte count like iperf3 (KBytes, MBytes, GBytes, 1024-based).
@@ -395,6 +414,19 @@ func (r *Report) WriteText(w io.Writer) error {
 	ss, sr := r.End.SumSent, r.End.SumReceived
 	line(&b, 0, 0, ss.End, ss.Bytes, ss.BitsPerSecond, ss.Packets, true, 0, 0, 0, "  sender")
 	line(&b, 0, 0, sr.End, sr.Bytes, sr.BitsPerSecond, sr.Packets, false, sr.JitterMS, sr.LostPackets, sr.Packets, "  receiver")
+	c := r.End.CPU
+	if c.HostTotal > 0 || c.RemoteTotal > 0 {
+		fmt.Fprintf(&b, "CPU Utilization: local/%s %.1f%% (%.1f%%u/%.1f%%s), remote/%s %.1f%% (%.1f%%u/%.1f%%s)\n",
+			senderWord(r.End.SumSent.Sender), c.HostTotal, c.HostUser, c.HostSystem,
+			senderWord(!r.End.SumSent.Sender), c.RemoteTotal, c.RemoteUser, c.RemoteSystem)
+	}
+	if h := r.End.HostCPU; h != nil && len(h.Cores) > 0 {
+		b.WriteString("CPU     %usr   %nice    %sys %iowait    %irq   %soft  %steal  %idle\n")
+		for _, k := range h.Cores {
+			fmt.Fprintf(&b, "%-5s %6.2f  %6.2f  %6.2f  %6.2f  %6.2f  %6.2f  %6.2f %6.2f\n", k.CPU, k.User, k.Nice, k.System, k.IOWait, k.IRQ, k.SoftIRQ, k.Steal, k.Idle)
+		}
+		fmt.Fprintf(&b, "busy CPU time of all cores %.2f s; data threads %.2f s\n", h.BusySeconds, h.DataThreadSeconds)
+	}
 	if r.Error != "" {
 		fmt.Fprintf(&b, "error: %s\n", r.Error)
 	}

@@ -67,6 +67,17 @@ func TestClientAgainstServer(t *testing.T) {
 		if len(rep.Start.Connected) != 3 || rep.Start.Connected[1].Socket != 3 {
 			t.Errorf("connected %+v: want 3 streams numbered 1, 3, 4", rep.Start.Connected)
 		}
+		// Both ends measured their CPU, and each tells the other its own
+		// (client and server run in this one process, so both saw work).
+		if c := rep.End.CPU; c.HostTotal <= 0 || c.RemoteTotal <= 0 || c.HostTotal < c.HostUser {
+			t.Errorf("reverse=%v: CPU utilisation %+v", reverse, c)
+		}
+		if srep.End.CPU.HostTotal != rep.End.CPU.RemoteTotal {
+			t.Errorf("reverse=%v: server's own CPU %.2f%%, client was told %.2f%%", reverse, srep.End.CPU.HostTotal, rep.End.CPU.RemoteTotal)
+		}
+		if h := rep.End.HostCPU; h == nil || h.DataThreadSeconds <= 0 || len(h.Cores) < 2 || h.BusySeconds <= 0 {
+			t.Errorf("reverse=%v: host CPU %+v", reverse, h)
+		}
 	}
 }
 
