@@ -420,3 +420,57 @@ func TestKernelFeatures(t *testing.T) {
 		t.Fatalf("probe said TX metadata %v, NewUMEM said %v", f.TxMetadata, err)
 	}
 }
+
+// A socket registered by descriptor (as one made elsewhere would be)
+// receives what the kernel sends, even after the caller closed its copy
+// of the descriptor: the XSKMAP holds its own reference.
+func TestRegisterFD(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 1})
+	var (
+		u *xsk.UMEM
+		s *xsk.Socket
+		p *xsk.Program
+	)
+	err := pair.B.Do(func() (err error) {
+		if u, err = xsk.NewUMEM(xsk.UMEMConfig{NumFrames: 1024}); err != nil {
+			return err
+		}
+		if s, err = xsk.NewSocket(u, pair.B.Ifindex, 0, xsk.SocketConfig{NoTX: true, RxRingSize: 512, FillRingSize: 512}); err != nil {
+			return err
+		}
+		p, err = xsk.NewProgram(pair.B.Ifindex, xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(testPort)}})
+		return err
+	})
+	t.Cleanup(func() {
+		if p != nil {
+			p.Close()
+		}
+		if s != nil {
+			s.Close()
+		}
+		if u != nil {
+			u.Close()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.RegisterFD(0, -1); !errors.Is(err, xsk.ErrInvalidConfig) {
+		t.Errorf("RegisterFD(0, -1) = %v, want ErrInvalidConfig", err)
+	}
+	dup, err := unix.Dup(s.FD())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.RegisterFD(0, dup); err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(dup)
+	done := make(chan *collector)
+	go func() { done <- collect(t, []*xsk.Socket{s}, testPort, 200, 10*time.Second) }()
+	sent := sendUDP(t, pair.A, netip.AddrPortFrom(pair.B.IPv4, testPort), 2, 200, 100, 50*time.Microsecond)
+	if c := <-done; c.frames != 200 || c.bytes != sent {
+		t.Fatalf("socket registered by descriptor: received %v, want 200 frames, %d bytes", c, sent)
+	}
+	checkAccounting(t, s)
+}

@@ -343,6 +343,21 @@ func (p *Program) Register(queue int, s *Socket) error {
 	return nil
 }
 
+// RegisterFD makes the program redirect frames of queue to the AF_XDP
+// socket with file descriptor fd, which need not come from this package
+// (another library's socket, or one received from another process): the
+// socket must be bound to queue of the program's interface. The map keeps
+// its own reference, so the caller may close fd afterwards.
+func (p *Program) RegisterFD(queue, fd int) error {
+	if fd < 0 || queue < 0 {
+		return &OpError{Op: "register socket in XSKMAP for", Ifindex: p.ifindex, Queue: queue, Err: invalid("socket descriptor", fd, "queue and descriptor must not be negative")}
+	}
+	if err := p.xsks.Put(uint32(queue), uint32(fd)); err != nil {
+		return &OpError{Op: "register socket in XSKMAP for", Ifindex: p.ifindex, Queue: queue, Err: err}
+	}
+	return nil
+}
+
 // Unregister stops redirection for queue; its frames go to the kernel.
 func (p *Program) Unregister(queue int) error {
 	if err := p.xsks.Delete(uint32(queue)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {

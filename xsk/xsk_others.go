@@ -58,6 +58,9 @@ func (p *Program) Mode() AttachMode { return AttachAuto }
 // Register returns ErrNotSupported.
 func (p *Program) Register(queue int, s *Socket) error { return errOS }
 
+// RegisterFD returns ErrNotSupported.
+func (p *Program) RegisterFD(queue, fd int) error { return errOS }
+
 // Unregister returns ErrNotSupported.
 func (p *Program) Unregister(queue int) error { return errOS }
 
