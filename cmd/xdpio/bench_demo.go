@@ -26,6 +26,17 @@ type demoRow struct {
 	PPS         float64            `json:"packets_per_second"`
 	BitsPerSec  float64            `json:"bits_per_second"`
 	RatioSocket float64            `json:"ratio_to_socket,omitempty"`
+	// CPUPerPacket is the busy time of all cores (both ends run on this
+	// machine) per received packet, in nanoseconds: what a packet cost
+	// the machine, sender and receiver together.
+	CPUPerPacket float64 `json:"cpu_ns_per_packet"`
+	// RecvThreadPerPacket and SendThreadPerPacket are the CPU time of the
+	// receiving and sending threads per packet (their share of
+	// CPUPerPacket; the rest is the kernel's softirq work).
+	RecvThreadPerPacket float64 `json:"receiver_thread_ns_per_packet"`
+	SendThreadPerPacket float64 `json:"sender_thread_ns_per_packet"`
+	// Cores is the CPU use of each core during the run (mpstat -P ALL).
+	Cores []bench.CoreCPU `json:"cores,omitempty"`
 	Queues      []bench.QueueCount `json:"queues,omitempty"`
 	Intervals   []bench.Interval   `json:"intervals,omitempty"`
 }
@@ -39,7 +50,7 @@ func newBenchDemoCmd(g *globals) *cobra.Command {
 	)
 	c := &cobra.Command{
 		Use:   "demo [--duration S] [--queues N] [--length L]",
-		Short: "Build a veth pair in two namespaces and compare the receivers: AF_XDP (xdpio) and kernel sockets, same sender",
+		Short: "Build a veth pair in two namespaces and compare the data planes at full speed: AF_XDP (xdpio) and kernel sockets",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if seconds < 1 || seconds > 60 || queues < 1 || queues > 64 || length < 16 || length > 1472 {
@@ -55,7 +66,7 @@ func newBenchDemoCmd(g *globals) *cobra.Command {
 					pair.A.Link, pair.A.NS, pair.B.Link, pair.B.NS, queues, length, 2*queues, seconds)
 			}
 			var rows []demoRow
-			for i, backend := range []string{"xsk", "socket"} {
+			for i, backend := range demoBackends {
 				row, err := demoRun(cmd.Context(), g, pair, backend, 15300+i, 2*queues, time.Duration(seconds)*time.Second, length)
 				if err != nil {
 					return fmt.Errorf("bench demo, %s backend: %w", backend, err)
@@ -76,7 +87,7 @@ func newBenchDemoCmd(g *globals) *cobra.Command {
 				return writeJSON(g.stdout, map[string]any{"queues": queues, "length": length, "seconds": seconds, "results": rows})
 			}
 			tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintf(tw, "receiver\tsent\treceived\tlost\tpackets/s\tbit/s\t× socket\tper queue\t\n")
+			fmt.Fprintf(tw, "backend\tsent\treceived\tlost\tpackets/s\tbit/s\t× socket\tCPU ns/pkt\trx thread\ttx thread\tper RX queue\t\n")
 			for _, r := range rows {
 				pq := "-"
 				if len(r.Queues) > 0 {
@@ -85,10 +96,10 @@ func newBenchDemoCmd(g *globals) *cobra.Command {
 						pq += fmt.Sprintf("q%d:%d ", q.Queue, q.Packets)
 					}
 				}
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.0f\t%s\t%.2f\t%s\t\n", r.Backend, r.SentPackets, r.RecvPackets, r.LostPackets, r.PPS, bench.FormatBitrate(r.BitsPerSec), r.RatioSocket, pq)
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.0f\t%s\t%.2f\t%.0f\t%.0f\t%.0f\t%s\t\n", r.Backend, r.SentPackets, r.RecvPackets, r.LostPackets, r.PPS, bench.FormatBitrate(r.BitsPerSec), r.RatioSocket, r.CPUPerPacket, r.RecvThreadPerPacket, r.SendThreadPerPacket, pq)
 			}
 			tw.Flush()
-			fmt.Fprintln(g.stdout, "(the same kernel-socket sender for both; lost = sent but not received, as iperf3 counts it)")
+			fmt.Fprintln(g.stdout, "(each backend at both ends; lost = sent but not received, as iperf3 counts it; CPU ns/pkt = busy time of all cores per received packet, rx/tx thread = the receiving/sending threads' share)")
 			return nil
 		},
 	}
@@ -135,7 +146,7 @@ func demoSVG(rows []demoRow, queues, length int) []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", w, h)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", w, h)
-	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="14">xdpio bench demo: %d queues, %d-byte UDP payloads, same kernel-socket sender</text>`+"\n", left, queues, length)
+	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="14">xdpio bench demo: %d queues, %d-byte UDP payloads, each backend at both ends</text>`+"\n", left, queues, length)
 	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#888"/>`+"\n", left, top, plotW, plotH)
 	for i := 0; i <= 4; i++ {
 		y := top + plotH - plotH*i/4
@@ -164,39 +175,61 @@ func demoSVG(rows []demoRow, queues, length int) []byte {
 		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", col, strings.Join(pts, " "))
 		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s">%s receiver: %s packets/s on average</text>`+"\n", left+10, top+18+16*i, col, r.Backend, si(r.PPS))
 	}
-	// Packets per RX queue of the AF_XDP receiver.
+	// Packets per RX queue of each AF_XDP receiver, side by side.
 	bx := left + plotW + 60
 	var maxQ uint64 = 1
-	var qs []bench.QueueCount
+	nq := 0
 	for _, r := range rows {
-		if len(r.Queues) > 0 {
-			qs = r.Queues
+		for _, q := range r.Queues {
+			maxQ = max(maxQ, q.Packets)
 		}
-	}
-	for _, q := range qs {
-		maxQ = max(maxQ, q.Packets)
+		nq = max(nq, len(r.Queues))
 	}
 	fmt.Fprintf(&b, `<text x="%d" y="%d">AF_XDP packets per RX queue</text>`+"\n", bx, top-8)
-	barW := 200 / max(len(qs), 1)
-	for i, q := range qs {
-		bh := int(float64(plotH-20) * float64(q.Packets) / float64(maxQ))
-		x := bx + i*barW
-		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="%s"/>`+"\n", x, top+plotH-bh, barW-8, bh, colors[0])
-		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">q%d</text>`+"\n", x+(barW-8)/2, top+plotH+15, q.Queue)
-		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle" font-size="10">%s</text>`+"\n", x+(barW-8)/2, top+plotH-bh-4, si(float64(q.Packets)))
+	groupW := 200 / max(nq, 1)
+	var withQ []int
+	for i, r := range rows {
+		if len(r.Queues) > 0 {
+			withQ = append(withQ, i)
+		}
+	}
+	barW := max((groupW-8)/max(len(withQ), 1), 2)
+	for qi := 0; qi < nq; qi++ {
+		gx := bx + qi*groupW
+		for k, ri := range withQ {
+			if qi >= len(rows[ri].Queues) {
+				continue
+			}
+			q := rows[ri].Queues[qi]
+			bh := int(float64(plotH-20) * float64(q.Packets) / float64(maxQ))
+			x := gx + k*barW
+			fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="%s"/>`+"\n", x, top+plotH-bh, barW-1, bh, colors[ri%len(colors)])
+			fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle" font-size="10">%s</text>`+"\n", x+barW/2, top+plotH-bh-4, si(float64(q.Packets)))
+		}
+		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">q%d</text>`+"\n", gx+(groupW-8)/2, top+plotH+15, qi)
 	}
 	b.WriteString("</svg>\n")
 	return []byte(b.String())
 }
 
-// demoRun serves one test in namespace B with backend and sends to it
-// from A through kernel sockets at full speed.
+// demoBackends are the data planes the demo compares, in order; the last
+// one is the baseline of the ratios.
+var demoBackends = []string{"xsk", "socket"}
+
+// demoPlane returns backend's data plane on host h.
+func demoPlane(backend string, h *netnstest.Host, onClose func([]bench.QueueCount)) bench.DataPlane {
+	switch backend {
+	case "xsk":
+		return &bench.XSKDataPlane{Iface: h.Link, Do: h.Do, OnClose: onClose}
+	}
+	return &bench.SocketDataPlane{Do: h.Do}
+}
+
+// demoRun runs one test with backend at both ends: the server in
+// namespace B, the client sending from A at full speed.
 func demoRun(ctx context.Context, g *globals, pair *netnstest.Pair, backend string, port, streams int, d time.Duration, length int) (demoRow, error) {
 	row := demoRow{Backend: backend}
-	var dp bench.DataPlane = &bench.SocketDataPlane{Do: pair.B.Do}
-	if backend == "xsk" {
-		dp = &bench.XSKDataPlane{Iface: pair.B.Link, Do: pair.B.Do, OnClose: func(qs []bench.QueueCount) { row.Queues = qs }}
-	}
+	dp := demoPlane(backend, pair.B, func(qs []bench.QueueCount) { row.Queues = qs })
 	var ln net.Listener
 	if err := pair.B.Do(func() (err error) {
 		ln, err = net.Listen("tcp", net.JoinHostPort(pair.B.IPv4.String(), strconv.Itoa(port)))
@@ -216,7 +249,7 @@ func demoRun(ctx context.Context, g *globals, pair *netnstest.Pair, backend stri
 	go s.Serve(sctx, ln)
 	cl := &bench.Client{
 		Server:    netip.AddrPortFrom(pair.B.IPv4, uint16(port)),
-		DataPlane: &bench.SocketDataPlane{Do: pair.A.Do},
+		DataPlane: demoPlane(backend, pair.A, nil),
 		Streams:   streams,
 		Duration:  d,
 		Length:    length,
@@ -266,5 +299,15 @@ func demoRun(ctx context.Context, g *globals, pair *netnstest.Pair, backend stri
 	}
 	row.PPS = float64(row.RecvPackets) / row.Seconds
 	row.BitsPerSec = row.PPS * float64(length) * 8
+	if n := float64(row.RecvPackets); n > 0 {
+		if h := srvRep.End.HostCPU; h != nil {
+			row.CPUPerPacket = h.BusySeconds * 1e9 / n
+			row.RecvThreadPerPacket = h.DataThreadSeconds * 1e9 / n
+			row.Cores = h.Cores
+		}
+		if h := rep.End.HostCPU; h != nil {
+			row.SendThreadPerPacket = h.DataThreadSeconds * 1e9 / n
+		}
+	}
 	return row, nil
 }
