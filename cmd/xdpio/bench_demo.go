@@ -18,14 +18,14 @@ import (
 
 // demoRow is one backend's result in the demo table.
 type demoRow struct {
-	Backend     string             `json:"backend"`
-	SentPackets int64              `json:"sent_packets"`
-	RecvPackets int64              `json:"received_packets"`
-	LostPackets int64              `json:"lost_packets"`
-	Seconds     float64            `json:"seconds"`
-	PPS         float64            `json:"packets_per_second"`
-	BitsPerSec  float64            `json:"bits_per_second"`
-	RatioSocket float64            `json:"ratio_to_socket,omitempty"`
+	Backend     string  `json:"backend"`
+	SentPackets int64   `json:"sent_packets"`
+	RecvPackets int64   `json:"received_packets"`
+	LostPackets int64   `json:"lost_packets"`
+	Seconds     float64 `json:"seconds"`
+	PPS         float64 `json:"packets_per_second"`
+	BitsPerSec  float64 `json:"bits_per_second"`
+	RatioSocket float64 `json:"ratio_to_socket,omitempty"`
 	// CPUPerPacket is the busy time of all cores (both ends run on this
 	// machine) per received packet, in nanoseconds: what a packet cost
 	// the machine, sender and receiver together.
@@ -36,9 +36,9 @@ type demoRow struct {
 	RecvThreadPerPacket float64 `json:"receiver_thread_ns_per_packet"`
 	SendThreadPerPacket float64 `json:"sender_thread_ns_per_packet"`
 	// Cores is the CPU use of each core during the run (mpstat -P ALL).
-	Cores []bench.CoreCPU `json:"cores,omitempty"`
-	Queues      []bench.QueueCount `json:"queues,omitempty"`
-	Intervals   []bench.Interval   `json:"intervals,omitempty"`
+	Cores     []bench.CoreCPU    `json:"cores,omitempty"`
+	Queues    []bench.QueueCount `json:"queues,omitempty"`
+	Intervals []bench.Interval   `json:"intervals,omitempty"`
 }
 
 func newBenchDemoCmd(g *globals) *cobra.Command {
