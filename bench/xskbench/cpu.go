@@ -3,6 +3,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -21,6 +22,9 @@ import (
 type cpuMeter struct {
 	softirqd []string // /proc/PID/stat paths of ksoftirqd threads
 	tick     time.Duration
+	// pids are child processes under test (the C peer): their threads'
+	// CPU time counts too.
+	pids []int
 }
 
 func newCPUMeter() *cpuMeter {
@@ -40,6 +44,12 @@ func (m *cpuMeter) used() time.Duration {
 	var ru unix.Rusage
 	unix.Getrusage(unix.RUSAGE_SELF, &ru)
 	d := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	for _, pid := range m.pids {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/[0-9]*/schedstat", pid))
+		for _, t := range tasks {
+			d += schedstat(t)
+		}
+	}
 	for _, p := range m.softirqd {
 		b, err := os.ReadFile(p)
 		if err != nil {

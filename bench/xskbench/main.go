@@ -90,7 +90,7 @@ func run(ctx context.Context, args []string) (err error) {
 	fs.IntVar(&o.Flows, "flows", 64, "UDP flows (source ports), a power of two")
 	port := fs.Uint("port", 7777, "UDP destination port")
 	modes := fs.String("modes", "", "comma-separated modes to run: rxdrop, txonly (default both)")
-	backends := fs.String("backends", "", "comma-separated backends: generator, xdpio, xdpio-busypoll, asavie, asavie-doc, socket (default all)")
+	backends := fs.String("backends", "", "comma-separated backends: generator, xdpio, xdpio-busypoll, asavie, asavie-doc, socket, c (default all; c needs a C compiler and kernel headers)")
 	fs.BoolVar(&o.Verbose, "v", false, "log veth and socket counters of every rxdrop measurement")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")

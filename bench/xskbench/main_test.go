@@ -62,13 +62,27 @@ func TestMeasureSmoke(t *testing.T) {
 			t.Errorf("%s %d B %s: received %.0f pps of %.0f offered", r.Mode, r.Size, r.Backend, r.PPS, r.OfferedPPS)
 		}
 	}
+	// The C peer is optional (a C compiler and kernel headers); when it
+	// was skipped the report says why.
+	if why, ok := rep.Skipped[beC]; ok {
+		t.Logf("C peer skipped: %s", why)
+		if why == "" {
+			t.Error("C peer skipped without a reason")
+		}
+	}
 	for _, size := range o.Sizes {
 		for _, be := range rxBackends {
+			if _, skip := rep.Skipped[be]; skip {
+				continue
+			}
 			if !seen[key{modeRx, be, size}] {
 				t.Errorf("no rxdrop result for %s at %d B", be, size)
 			}
 		}
 		for _, be := range txBackends {
+			if _, skip := rep.Skipped[be]; skip {
+				continue
+			}
 			if !seen[key{modeTx, be, size}] {
 				t.Errorf("no txonly result for %s at %d B", be, size)
 			}
@@ -126,5 +140,20 @@ func TestRunUsageErrors(t *testing.T) {
 		if !errors.As(err, &ue) {
 			t.Errorf("run(%q) = %v, want a usage error", args, err)
 		}
+	}
+}
+
+// Without a working C compiler the C peer is skipped with a reason, not a
+// failure of the run.
+func TestBuildCPeerUnavailable(t *testing.T) {
+	ctx := context.Background()
+	t.Setenv("CC", "")
+	t.Setenv("PATH", t.TempDir())
+	if _, err := buildCPeer(ctx, t.TempDir()); err == nil || !strings.Contains(err.Error(), "no C compiler") {
+		t.Errorf("no compiler on PATH: %v, want a 'no C compiler' error", err)
+	}
+	t.Setenv("CC", "/bin/false")
+	if _, err := buildCPeer(ctx, t.TempDir()); err == nil {
+		t.Error("a compiler that fails: no error")
 	}
 }

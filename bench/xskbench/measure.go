@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -76,6 +77,7 @@ type Options struct {
 	frame []byte    // the template of the size being measured
 	log   io.Writer // progress
 	cpu   *cpuMeter
+	cBin  string // the built C peer; empty: skipped
 }
 
 // Mode names.
@@ -96,11 +98,14 @@ const (
 	// examples show: a poll syscall before every receive.
 	beAsavieDoc = "asavie-doc"
 	beSocket    = "socket"
+	// beC is the C peer (c/xskpeer.c), built with the system's compiler
+	// when there is one.
+	beC = "c"
 )
 
 var (
-	rxBackends = []string{beGen, beXDPIO, beXDPIOBusy, beAsavie, beAsavieDoc, beSocket}
-	txBackends = []string{beXDPIO, beAsavie}
+	rxBackends = []string{beGen, beXDPIO, beXDPIOBusy, beAsavie, beAsavieDoc, beSocket, beC}
+	txBackends = []string{beXDPIO, beAsavie, beC}
 )
 
 func (o *Options) wants(mode, backend string) bool {
@@ -202,6 +207,9 @@ type Report struct {
 	Ratios   []Ratio  `json:"ratios"`
 	Elapsed  float64  `json:"elapsed_s"`
 	Warnings []string `json:"warnings,omitempty"`
+	// Skipped names backends that could not run here, with the reason
+	// (the C peer without a C compiler or kernel headers).
+	Skipped map[string]string `json:"skipped,omitempty"`
 }
 
 // measure runs every selected mode, size and backend o.Rounds times on
@@ -219,6 +227,18 @@ func measure(ctx context.Context, pair *netnstest.Pair, o Options, log io.Writer
 	// program: GRO on gives it.
 	if out, err := pair.B.Command(ctx, "ethtool", "-K", pair.B.Link, "gro", "on").CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("ethtool -K %s gro on: %w: %s", pair.B.Link, err, out)
+	}
+	skipped := map[string]string{}
+	if o.wants(modeRx, beC) || o.wants(modeTx, beC) {
+		dir, err := os.MkdirTemp("", "xskbench-c")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		if o.cBin, err = buildCPeer(ctx, dir); err != nil {
+			skipped[beC] = err.Error()
+			fmt.Fprintf(log, "xskbench: skipping the C peer: %v\n", err)
+		}
 	}
 	gens := map[int]*trafficgen.Generator{}
 	defer func() {
@@ -249,7 +269,7 @@ func measure(ctx context.Context, pair *netnstest.Pair, o Options, log io.Writer
 		for _, size := range o.Sizes {
 			o.frame = gens[size].Frame()
 			for _, be := range rotate(rxBackends, round) {
-				if !o.wants(modeRx, be) {
+				if !o.wants(modeRx, be) || skipped[be] != "" {
 					continue
 				}
 				t0 := time.Now()
@@ -261,7 +281,7 @@ func measure(ctx context.Context, pair *netnstest.Pair, o Options, log io.Writer
 				samples[key(modeRx, size, be)] = append(samples[key(modeRx, size, be)], s)
 			}
 			for _, be := range rotate(txBackends, round) {
-				if !o.wants(modeTx, be) {
+				if !o.wants(modeTx, be) || skipped[be] != "" {
 					continue
 				}
 				t0 := time.Now()
@@ -276,6 +296,9 @@ func measure(ctx context.Context, pair *netnstest.Pair, o Options, log io.Writer
 	}
 
 	rep := &Report{Queues: o.Queues, Rounds: o.Rounds, WindowS: o.Window.Seconds(), WarmupS: o.Warmup.Seconds(), Batch: o.Batch}
+	if len(skipped) > 0 {
+		rep.Skipped = skipped
+	}
 	med := map[string]float64{}
 	medCPU := map[string]float64{}
 	medApp := map[string]float64{}
@@ -320,6 +343,8 @@ func measure(ctx context.Context, pair *netnstest.Pair, o Options, log io.Writer
 				rep.Ratios = append(rep.Ratios, r)
 			}
 			ratio("xdpio/asavie", beXDPIO, beAsavie, 1.5)
+			ratio("xdpio/c", beXDPIO, beC, 0)
+			ratio("c/asavie", beC, beAsavie, 0)
 			if mode == modeRx {
 				ratio("xdpio-busypoll/asavie", beXDPIOBusy, beAsavie, 1.5)
 				ratio("xdpio-busypoll/xdpio", beXDPIOBusy, beXDPIO, 0)
@@ -363,8 +388,10 @@ func median(ss []Sample, f func(Sample) float64) float64 {
 	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }
 
-func newRx(be string) receiver {
+func newRx(be string, o *Options) receiver {
 	switch be {
+	case beC:
+		return &cPeer{bin: o.cBin}
 	case beGen:
 		return &dropRx{}
 	case beXDPIO:
@@ -393,7 +420,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // measureRx runs the generator from A into backend be on B.
 func measureRx(ctx context.Context, pair *netnstest.Pair, o *Options, gen *trafficgen.Generator, be string) (s Sample, err error) {
-	rx := newRx(be)
+	rx := newRx(be, o)
 	defer func() { err = errors.Join(err, rx.stop()) }()
 	if err := rx.start(pair.B, o); err != nil {
 		return s, err
@@ -450,6 +477,8 @@ func measureTx(ctx context.Context, pair *netnstest.Pair, o *Options, be string)
 	switch be {
 	case beXDPIO:
 		tx = &xdpioTx{rx: c}
+	case beC:
+		tx = &cPeer{bin: o.cBin, tx: true, rx: c}
 	default:
 		tx = &asavieTx{rx: c}
 	}
@@ -548,6 +577,9 @@ func printTable(w io.Writer, rep *Report) {
 	tw.Flush()
 	for _, w2 := range rep.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", w2)
+	}
+	for be, why := range rep.Skipped {
+		fmt.Fprintf(w, "skipped %s: %s\n", be, why)
 	}
 	fmt.Fprintf(w, "(%d queues, %d rounds × %.1f s windows after %.1f s warm-up, batch %d; %.0f s in all)\n",
 		rep.Queues, rep.Rounds, rep.WindowS, rep.WarmupS, rep.Batch, rep.Elapsed)
