@@ -13,10 +13,16 @@ import (
 // goes out when rx-frames frames are there or rx-usecs passed since its
 // first frame was seen, whichever comes first. While idle it sleeps in the
 // kernel (ppoll on the socket, nanosecond timeout) and is woken by the
-// first frame; while a batch is open it sleeps on a timer instead, so that
-// the frames arriving meanwhile do not each cost a wake-up. Under steady
-// traffic it sleeps one rx-usecs window at a time, like a coalescing timer
-// that re-arms under load.
+// first frame; while a batch is open it sleeps on a timer instead
+// (xsk.Socket.SleepShort), so that the frames arriving meanwhile do not
+// each cost a wake-up. Under steady traffic it sleeps one rx-usecs window
+// at a time, like a coalescing timer that re-arms under load. A frame
+// waits at most rx-usecs plus the timer's wake-up latency (RxStats.
+// SleepLateness).
+//
+// The owning goroutine should be locked to its thread (LockThread): the
+// timed sleeps keep the goroutine's P, which is cheaper than handing it
+// around for every window.
 //
 // A Receiver must not be used concurrently, like the socket it wraps; one
 // goroutine owns both. Stats may be read from any goroutine. Closing the
@@ -97,8 +103,8 @@ func (r *Receiver) Params() Params { return r.p }
 // goroutine.
 func (r *Receiver) Stats() RxStats { return r.core.stats() }
 
-// socketClock is the system clock whose Sleep is Socket.Sleep: the same
-// nanosecond timer, and Close ends it.
+// socketClock is the system clock whose Sleep is Socket.SleepShort: a
+// nanosecond timer that keeps the P for short waits, and Close ends it.
 type socketClock struct {
 	Clock
 	s *xsk.Socket
@@ -106,6 +112,6 @@ type socketClock struct {
 
 func (c socketClock) Sleep(d time.Duration) {
 	if d > 0 {
-		c.s.Sleep(d)
+		c.s.SleepShort(d)
 	}
 }

@@ -73,6 +73,10 @@ type rxCore struct {
 	hit         float64 // smoothed share of such sleeps that found frames
 	events      uint64
 	late        time.Duration // smoothed lateness of timed sleeps
+	slept       bool          // the last wait was a timed sleep of sleepReq
+	woke        bool          // the last wait was a kernel wait
+	sleepReq    time.Duration // until sleepEnd
+	sleepEnd    time.Duration
 
 	st rxCounters
 }
@@ -102,7 +106,21 @@ func (c *rxCore) setProfile(p Profile) {
 func (c *rxCore) next(ctx context.Context) (int, error) {
 	for {
 		n := c.src.receive()
+		// One clock read per look at the ring: on a virtual machine
+		// without a vDSO clock it is a syscall. It also ends the
+		// previous sleep or wait.
 		now := c.clock.Now()
+		if c.slept {
+			c.slept = false
+			late := min(max(now-c.sleepEnd, 0), c.sleepReq)
+			c.late += (late - c.late) / 8
+			c.st.late.Store(int64(c.late))
+		}
+		if c.woke {
+			// Frames that ended a kernel wait arrived about now.
+			c.woke = false
+			c.lastCheck = now
+		}
 		if n > 0 {
 			if !c.open {
 				c.open, c.start = true, c.lastCheck
@@ -144,7 +162,7 @@ func (c *rxCore) next(ctx context.Context) (int, error) {
 				d = max(est, minSleep)
 			}
 			c.blind, c.speculated = true, true
-			c.sleep(d)
+			c.sleep(now, d)
 			continue
 		}
 		d := c.idleWait
@@ -161,8 +179,7 @@ func (c *rxCore) next(ctx context.Context) (int, error) {
 		if _, err := c.src.wait(d); err != nil {
 			return 0, err
 		}
-		// Frames that woke us arrived about now.
-		c.lastCheck = c.clock.Now()
+		c.woke = true
 	}
 }
 
@@ -208,25 +225,23 @@ func (c *rxCore) due(ctx context.Context, now time.Duration) rxReason {
 		}
 	}
 	c.speculated = true
-	c.sleep(d)
+	c.sleep(now, d)
 	return rxNone
 }
 
-// sleep waits d on the clock. Timed sleeps end late by a roughly constant
-// amount (timer slack, the kernel's and a virtual machine's wake-up
-// latency), so it asks for d less the smoothed lateness of earlier sleeps:
-// the batch still goes out by its deadline. A sample later than d itself
-// is load (the thread waited for a CPU), not timer latency, and is
-// clipped.
-func (c *rxCore) sleep(d time.Duration) {
+// sleep waits d on the clock, from now. Timed sleeps end late by a
+// roughly constant amount (the kernel's and a virtual machine's wake-up
+// latency); the next look at the clock measures it (SleepLateness). The
+// sleep asks for all of d all the same: the lateness is the price of the
+// wake-up, like the interrupt latency after a NIC's coalescing timer, and
+// asking for less would shorten every window by it, so that each wake-up
+// collects fewer frames (on this project's test machine, about half as
+// many at rx-usecs 50).
+func (c *rxCore) sleep(now, d time.Duration) {
 	c.st.sleeps.Add(1)
 	c.events++
-	req := max(d-c.late, minSleep)
-	t0 := c.clock.Now()
-	c.clock.Sleep(req)
-	late := min(max(c.clock.Now()-t0-req, 0), d)
-	c.late += (late - c.late) / 8
-	c.st.late.Store(int64(c.late))
+	c.slept, c.sleepReq, c.sleepEnd = true, d, now+d
+	c.clock.Sleep(d)
 }
 
 func (c *rxCore) deliver(now time.Duration, reason rxReason) int {
@@ -294,10 +309,9 @@ type RxStats struct {
 	Profile        int
 	Current        Profile
 	ProfileChanges uint64
-	// SleepLateness is how late timed sleeps end, smoothed; the receiver
-	// asks for that much less so that batches leave on time. On a virtual
-	// machine it can approach tens of microseconds, and then an rx-usecs
-	// below it buys little batching.
+	// SleepLateness is how late timed sleeps end, smoothed: the wake-up
+	// latency a frame waits on top of rx-usecs. On a virtual machine it can
+	// be tens of microseconds.
 	SleepLateness time.Duration
 }
 
