@@ -97,6 +97,9 @@ type SocketDataPlane struct {
 	// BufferSize is the SO_RCVBUF and SO_SNDBUF wanted; 0 means 4 MiB. As
 	// root the kernel's rmem_max/wmem_max limits are bypassed.
 	BufferSize int
+	// Placer, if set, chooses each dialled stream's source port so it
+	// lands on a chosen RX queue of the server's NIC.
+	Placer *Placer
 }
 
 func (d *SocketDataPlane) run(fn func() error) error {
@@ -125,7 +128,23 @@ func (d *SocketDataPlane) Dial(remote netip.AddrPort) (PacketConn, error) {
 	var c *net.UDPConn
 	err := d.run(func() error {
 		var err error
-		c, err = net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(remote))
+		var laddr *net.UDPAddr
+		if d.Placer != nil {
+			// The source address is the route's: learn it from a socket
+			// the kernel binds, then bind the placed port on it.
+			probe, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(remote))
+			if err != nil {
+				return err
+			}
+			src := probe.LocalAddr().(*net.UDPAddr).AddrPort().Addr()
+			probe.Close()
+			port, err := d.Placer.port(src, remote, 0, 0)
+			if err != nil {
+				return err
+			}
+			laddr = net.UDPAddrFromAddrPort(netip.AddrPortFrom(src, port))
+		}
+		c, err = net.DialUDP("udp", laddr, net.UDPAddrFromAddrPort(remote))
 		return err
 	})
 	if err != nil {

@@ -74,6 +74,15 @@ func (d *XSKDataPlane) Dial(remote netip.AddrPort) (PacketConn, error) {
 		return nil, fmt.Errorf("xsk dial %v: %s has no address of that family", remote, d.Iface)
 	}
 	port := sh.base + uint16(sh.next)
+	if d.Placer != nil {
+		var err error
+		if port, err = d.Placer.port(src, remote, sh.base, sh.base+clientPorts-1); err != nil {
+			return nil, fmt.Errorf("xsk dial %v: %w", remote, err)
+		}
+		if sh.conns[port] != nil {
+			return nil, fmt.Errorf("xsk dial %v: placed port %d is in use", remote, port)
+		}
+	}
 	c := &xskClientConn{d: d, sh: sh, local: netip.AddrPortFrom(src, port), remote: netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port()), txq: sh.next % len(sh.socks)}
 	sh.next++
 	sh.refs++

@@ -43,6 +43,10 @@ type XSKDataPlane struct {
 	// each RX queue's socket received (all frames the filter took, in
 	// queue order): the RSS spread of the test.
 	OnClose func([]QueueCount)
+	// Placer, if set, chooses each dialled stream's source port (within
+	// the client's block of 256) so it lands on a chosen RX queue of the
+	// server's NIC.
+	Placer *Placer
 
 	cmu    sync.Mutex
 	client *xskShared
