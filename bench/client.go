@@ -50,6 +50,30 @@ type Client struct {
 	OnInterval func(Interval)
 	// SetupTimeout bounds each protocol step outside the test; 0 means 10 s.
 	SetupTimeout time.Duration
+
+	// Mode is the kind of test: ModeUDP (the zero value too) is iperf3's
+	// UDP test; ModeTCP is xdpio's one-way TCP-framed stream over AF_XDP,
+	// which needs an XSKDataPlane as DataPlane and an xdpio server (a real
+	// iperf3 server makes Run fail with ErrNotXDPIO). In TCP mode Length
+	// is the bytes per write (0: the largest multiple of the MSS that fits
+	// a 64 KB super-packet), Bitrate 0 means unlimited, and Reverse is
+	// not supported.
+	Mode Mode
+	// TSO, in TCP mode, builds each write as one super-packet and cuts it
+	// into MSS-sized segments with offload.SegmentPayload (software TSO:
+	// headers from a template, checksums summed while copying). Without
+	// it every segment is built on its own and checksummed with
+	// offload.FillChecksum.
+	TSO bool
+	// OnTCPReport, if set, is called in TCP mode with both ends' figures
+	// (sender CPU per byte and segment, receiver's in-order bytes and
+	// checksum verdicts) once the results are exchanged, or with the
+	// sender's alone when the test ends early.
+	OnTCPReport func(*TCPReport)
+
+	// tcpCorrupt is a test hook: it may change a TCP-mode frame after its
+	// checksums were filled.
+	tcpCorrupt func(flow int, seg int64, frame []byte)
 }
 
 func (c *Client) params() (Params, error) {
@@ -91,6 +115,13 @@ func (c *Client) params() (Params, error) {
 // so far, when it fails. Cancelling ctx ends the test early (the server is
 // sent CLIENT_TERMINATE).
 func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
+	switch c.Mode {
+	case ModeTCP:
+		return c.runTCP(ctx)
+	case ModeUDP, "":
+	default:
+		return &Report{Error: "invalid mode"}, fmt.Errorf("client: invalid mode %q: must be udp or tcp", c.Mode)
+	}
 	rep = &Report{}
 	defer func() {
 		if err != nil {

@@ -42,6 +42,14 @@ type Server struct {
 	// Slack is how long past the announced test time the server waits for
 	// TEST_END before giving up; 0 means 10 s.
 	Slack time.Duration
+	// TCPDataPort is the TCP port xdpio's TCP-mode tests send their
+	// segments to (the XDP filter takes it; the kernel keeps it reserved
+	// while a test runs); 0 means the control port + 1. TCP mode needs an
+	// XSKDataPlane as DataPlane.
+	TCPDataPort uint16
+	// OnTCPReport, if set, is called after each TCP-mode test with both
+	// ends' figures.
+	OnTCPReport func(*TCPReport)
 
 	busy atomic.Bool
 }
@@ -144,8 +152,8 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) (rep *Report, err er
 	if err := WriteState(c, ParamExchange); err != nil {
 		return rep, fmt.Errorf("server: %w", err)
 	}
-	var p Params
-	if err := ReadMessage(c, &p); err != nil {
+	p, tp, err := readParams(c)
+	if err != nil {
 		writeServerError(c, ieRecvParams, 0)
 		return rep, fmt.Errorf("server: parameters: %w", err)
 	}
@@ -165,6 +173,9 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) (rep *Report, err er
 	}
 	rep.Start.TestStart = TestParams{Protocol: proto, NumStreams: p.Parallel, Blksize: p.Len, Omit: p.Omit, Duration: p.Time,
 		Bytes: p.Num, Blocks: p.Blockcount, Reverse: rev, TOS: p.TOS, TargetBitrate: p.Bandwidth}
+	if tp != nil && p.TCP && !p.UDP {
+		return s.serveTCP(ctx, c, rep, p, tp, local, setup)
+	}
 	counters64 := p.UDPCounters64Bit != 0
 	switch {
 	case !p.UDP:

@@ -1,0 +1,404 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/xdpio/xdpio/internal/netnstest"
+)
+
+// startTCPServer runs our Server with the AF_XDP data plane in B.
+func startTCPServer(t *testing.T, pair *netnstest.Pair, ctrl netip.AddrPort) (<-chan reportErr, <-chan *TCPReport) {
+	t.Helper()
+	var ln net.Listener
+	if err := pair.B.Do(func() error {
+		var err error
+		ln, err = net.Listen("tcp", ctrl.String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	reps := make(chan reportErr, 8)
+	tcps := make(chan *TCPReport, 8)
+	ctx, cancel := context.WithCancel(context.Background())
+	srv := &Server{DataPlane: &XSKDataPlane{Iface: pair.B.Link, Do: pair.B.Do}, Interval: -1,
+		OnReport:    func(r *Report, err error) { reps <- reportErr{r, err} },
+		OnTCPReport: func(r *TCPReport) { tcps <- r }}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return reps, tcps
+}
+
+func tcpClient(pair *netnstest.Pair, server netip.AddrPort, tso bool) *Client {
+	return &Client{Server: server, DataPlane: &XSKDataPlane{Iface: pair.A.Link, Do: pair.A.Do}, Dial: nsDial(pair.A),
+		Mode: ModeTCP, TSO: tso, Streams: 2, Duration: time.Second, Bitrate: 150e6, Interval: 250 * time.Millisecond}
+}
+
+// TestTCPMode runs our client against our server in TCP mode, IPv4 and
+// IPv6, with and without software TSO, at a rate the receiver keeps up
+// with: every byte the sender put on its TX rings arrives in order, every
+// segment with a good checksum (offload.VerifyRx at the server). The
+// kernels' TCP on both sides sees none of it (their counters are the
+// oracle that the stream went through AF_XDP only).
+func TestTCPMode(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	for _, v6 := range []bool{false, true} {
+		addr := pair.B.IPv4
+		if v6 {
+			addr = pair.B.IPv6
+		}
+		ctrl := netip.AddrPortFrom(addr, 5201)
+		reps, tcps := startTCPServer(t, pair, ctrl)
+		for _, tso := range []bool{false, true} {
+			name := fmt.Sprintf("v6=%v/tso=%v", v6, tso)
+			inSegsB := tcpCounter(t, pair.B, "TcpInSegs")
+			var crep, srep *TCPReport
+			var rep *Report
+			var sr reportErr
+			var ivs int
+			// A machine shared with other tests may keep the receiving
+			// thread off the CPU long enough for its ring to overflow
+			// (the kernel's XDP statistics say so): then try once more.
+			for try := 0; try < 2; try++ {
+				c := tcpClient(pair, ctrl, tso)
+				c.OnTCPReport = func(r *TCPReport) { crep = r }
+				ivs = 0
+				c.OnInterval = func(Interval) { ivs++ }
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				var err error
+				rep, err = c.Run(ctx)
+				cancel()
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				if sr = <-reps; sr.err != nil {
+					t.Fatalf("%s: server: %v", name, sr.err)
+				}
+				srep = <-tcps
+				if crep == nil {
+					t.Fatalf("%s: no TCP report at the client", name)
+				}
+				if crep.Receiver.Dropped == 0 {
+					break
+				}
+				t.Logf("%s: the kernel dropped %d frames at the receiver (a loaded machine)", name, crep.Receiver.Dropped)
+			}
+			m := crep.Sum
+			if m.SentBytes == 0 || m.ReceivedBytes != m.SentBytes || m.ReceivedSegments != m.SentSegments ||
+				m.OutOfOrder != 0 || m.Late != 0 || m.BadChecksum != 0 || crep.Receiver.Malformed != 0 || crep.Receiver.Stray != 0 || crep.Receiver.Dropped != 0 {
+				t.Errorf("%s: sent %d bytes in %d segments; received in order %d in %d, %+v, malformed %d, stray %d",
+					name, m.SentBytes, m.SentSegments, m.ReceivedBytes, m.ReceivedSegments, m, crep.Receiver.Malformed, crep.Receiver.Stray)
+			}
+			for i, s := range crep.Sender.Streams {
+				r := crep.Receiver.Streams[i]
+				if r.ID != s.ID || r.InOrderBytes != s.Bytes || r.Segments != s.Segments || s.Writes == 0 {
+					t.Errorf("%s: stream %d sent %+v received %+v", name, s.ID, s, r)
+				}
+			}
+			// 2 flows at 150 Mbit/s for 1 s, give or take a write.
+			if m.SentBytes < 2*150e6/8*0.8 || m.SentBytes > 2*150e6/8*1.2 {
+				t.Errorf("%s: sent %d bytes at 2×150 Mbit/s for 1 s", name, m.SentBytes)
+			}
+			if crep.Sender.TSO != tso || crep.Sender.CPU.Total() <= 0 || m.SenderCPUNsPerByte <= 0 {
+				t.Errorf("%s: sender %+v", name, crep.Sender)
+			}
+			if srep.Sum != m {
+				t.Errorf("%s: server's sums %+v differ from client's %+v", name, srep.Sum, m)
+			}
+			if rep.End.SumSent.Bytes != m.SentBytes || rep.End.SumReceived.Bytes != m.ReceivedBytes || sr.rep.End.SumReceived.Bytes != m.ReceivedBytes {
+				t.Errorf("%s: iperf3-style end %+v / %+v", name, rep.End.SumSent, rep.End.SumReceived)
+			}
+			if rep.Start.TestStart.Protocol != "TCP" || len(rep.Start.Connected) != 2 || rep.Start.Connected[0].RemotePort != 5202 || ivs < 3 {
+				t.Errorf("%s: start %+v, %d intervals", name, rep.Start, ivs)
+			}
+			// B's kernel TCP saw only the control connection's segments.
+			if d := tcpCounter(t, pair.B, "TcpInSegs") - inSegsB; d > 200 {
+				t.Errorf("%s: B's kernel received %d TCP segments: the data went to the kernel, not AF_XDP", name, d)
+			}
+			if t.Failed() {
+				var b strings.Builder
+				crep.WriteText(&b)
+				t.Log(b.String())
+			}
+		}
+	}
+}
+
+// A frame the sender corrupts after its checksums were filled is counted
+// as a bad checksum at the receiver and not accepted: the next segment
+// shows the gap it left. One payload byte (TCP checksum), and over IPv4
+// the TTL (IPv4 header checksum).
+func TestTCPModeCorruptSegment(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 1})
+	ctrl := netip.AddrPortFrom(pair.B.IPv4, 5201)
+	reps, _ := startTCPServer(t, pair, ctrl)
+	for _, tso := range []bool{false, true} {
+		c := tcpClient(pair, ctrl, tso)
+		c.Streams, c.Bitrate = 1, 50e6
+		var mu sync.Mutex
+		var lost []int
+		c.tcpCorrupt = func(flow int, seg int64, f []byte) {
+			switch seg {
+			case 10:
+				f[len(f)-1] ^= 0x40 // last payload byte
+			case 20:
+				f[14+8]-- // TTL
+			default:
+				return
+			}
+			mu.Lock()
+			lost = append(lost, len(f)-tcpHdrLen4)
+			mu.Unlock()
+		}
+		var r *TCPReport
+		c.OnTCPReport = func(x *TCPReport) { r = x }
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		_, err := c.Run(ctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := <-reps; s.err != nil {
+			t.Fatal(s.err)
+		}
+		rs, ss := r.Receiver.Streams[0], r.Sender.Streams[0]
+		if r.Receiver.Dropped > 0 && rs.BadChecksum == 2 {
+			// A loaded machine: the kernel dropped frames too, so the
+			// gaps are not only ours.
+			t.Logf("tso=%v: %d frames dropped by the kernel; receiver %+v", tso, r.Receiver.Dropped, rs)
+			continue
+		}
+		// The segments after the two holes are out of order; the writes
+		// are all full-sized segments.
+		mss := uint64(r.Sender.MSS)
+		if len(lost) != 2 || rs.BadChecksum != 2 || rs.OutOfOrder != 2 || rs.GapBytes != uint64(lost[0]+lost[1]) || rs.GapBytes != 2*mss ||
+			rs.Bytes != ss.Bytes-rs.GapBytes || rs.InOrderBytes != rs.Bytes-2*mss || rs.Segments != ss.Segments-2 || rs.Late != 0 {
+			t.Errorf("tso=%v: corrupted segments of %v bytes; receiver %+v, sender %+v", tso, lost, rs, ss)
+		}
+	}
+}
+
+// A real iperf3 server does not speak TCP mode: the client says so within
+// TCPAcceptTimeout, and the iperf3 server ends the test rather than hang.
+func TestTCPModeAgainstIperf3Server(t *testing.T) {
+	netnstest.RequireTool(t, "iperf3")
+	pair := netnstest.New(t, netnstest.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	srv := pair.B.Command(ctx, "iperf3", "-s", "-1", "-B", pair.B.IPv4.String(), "-p", "5201")
+	out := &strings.Builder{}
+	srv.Stdout, srv.Stderr = out, out
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitListen(t, pair, netip.AddrPortFrom(pair.B.IPv4, 5201))
+	c := tcpClient(pair, netip.AddrPortFrom(pair.B.IPv4, 5201), true)
+	start := time.Now()
+	_, err := c.Run(ctx)
+	if !errors.Is(err, ErrNotXDPIO) {
+		t.Errorf("Run: %v, want ErrNotXDPIO", err)
+	}
+	if el := time.Since(start); el > TCPAcceptTimeout+2*time.Second {
+		t.Errorf("Run took %v", el)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		srv.Process.Kill()
+		t.Errorf("iperf3 -s -1 still runs 5 s after the client gave up:\n%s", out)
+	}
+}
+
+// waitListen waits until a TCP socket listens on ap in B (asking ss, not
+// connecting: iperf3 -s -1 would take a probe as its one client).
+func waitListen(t *testing.T, pair *netnstest.Pair, ap netip.AddrPort) {
+	t.Helper()
+	for i := 0; i < 100; i++ {
+		out, _ := pair.B.Command(context.Background(), "ss", "-ltnH", fmt.Sprintf("sport = :%d", ap.Port())).Output()
+		if strings.Contains(string(out), "LISTEN") {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("nothing listens on %v", ap)
+}
+
+func tcpCounter(t *testing.T, h *netnstest.Host, name string) int64 {
+	t.Helper()
+	m, err := h.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, ok := m[name]
+	if !ok {
+		t.Fatalf("no %s in the kernel's SNMP counters", name)
+	}
+	return v
+}
+
+// TestTCPSenderOnTheWire sends the stream from A with no receiver in B, so
+// that B's kernel takes it: tcpdump captures it on B's veth and tshark,
+// with checksum validation on, reads it back; B's kernel TCP checks every
+// checksum too (TcpInCsumErrors). Oracles: tshark's TCP and IPv4 checksum
+// status, its sequence numbers and lengths, and the kernel's counters.
+// The writes are 10 full segments and a short one, so the segment sizes
+// and the PSH pattern show how each write was cut.
+func TestTCPSenderOnTheWire(t *testing.T) {
+	netnstest.RequireTool(t, "tcpdump")
+	netnstest.RequireTool(t, "tshark")
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	dir := t.TempDir()
+	for _, v6 := range []bool{false, true} {
+		for _, tso := range []bool{false, true} {
+			name := fmt.Sprintf("v6=%v/tso=%v", v6, tso)
+			dst := pair.B.IPv4
+			if v6 {
+				dst = pair.B.IPv6
+			}
+			const port = 5999
+			dp := &XSKDataPlane{Iface: pair.A.Link, Do: pair.A.Do}
+			mss, err := localTCPMSS(dp, dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wlen := 10*mss + 123
+			snd, err := openTCPSender(dp, tcpSenderConfig{server: netip.AddrPortFrom(dst, port), streams: 1, mss: mss, tso: tso, wlen: wlen, rate: 20e6})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pcap := filepath.Join(dir, strings.NewReplacer("/", "_", "=", "").Replace(name)+".pcap")
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			stop := capture(t, ctx, pair.B, pcap, fmt.Sprintf("tcp dst port %d", port))
+			csumB, segsB := tcpCounter(t, pair.B, "TcpInCsumErrors"), tcpCounter(t, pair.B, "TcpInSegs")
+			st := &stream{id: 1}
+			snd.Start([]*stream{st}, time.Now())
+			time.Sleep(300 * time.Millisecond)
+			stats, err := snd.Stop()
+			snd.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(200 * time.Millisecond)
+			stop()
+			cancel()
+			ss := stats.Streams[0]
+			if ss.Segments < 100 {
+				t.Fatalf("%s: sent only %d segments", name, ss.Segments)
+			}
+			if d := tcpCounter(t, pair.B, "TcpInCsumErrors") - csumB; d != 0 {
+				t.Errorf("%s: B's kernel counted %d TCP checksum errors", name, d)
+			}
+			if d := tcpCounter(t, pair.B, "TcpInSegs") - segsB; d < ss.Segments {
+				t.Errorf("%s: B's kernel received %d TCP segments, sender sent %d", name, d, ss.Segments)
+			}
+			isn := snd.Flows()[0].ISN
+			rows := tsharkRows(t, pcap, v6)
+			if int64(len(rows)) != ss.Segments {
+				t.Errorf("%s: tshark sees %d segments, the sender sent %d", name, len(rows), ss.Segments)
+			}
+			seq := isn
+			var bytes uint64
+			for i, r := range rows {
+				last := i%11 == 10
+				want := mss
+				if last {
+					want = 123
+				}
+				if r.seq != seq || r.len != want || r.psh != last || r.tcpStatus != "1" || (!v6 && r.ipStatus != "1") {
+					t.Fatalf("%s: segment %d: tshark %+v; want seq %d len %d psh %v, checksum status 1 (good)", name, i, r, seq, want, last)
+				}
+				seq += uint32(r.len)
+				bytes += uint64(r.len)
+			}
+			if bytes != ss.Bytes {
+				t.Errorf("%s: tshark counts %d payload bytes, the sender %d", name, bytes, ss.Bytes)
+			}
+		}
+	}
+}
+
+// capture runs tcpdump in h on its veth until the returned stop is called.
+func capture(t *testing.T, ctx context.Context, h *netnstest.Host, file, filter string) (stop func()) {
+	t.Helper()
+	cmd := h.Command(ctx, "tcpdump", "-i", h.Link, "-n", "-U", "--immediate-mode", "-B", "8192", "-w", file, filter)
+	errp, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(errp)
+		once := false
+		for sc.Scan() {
+			if !once && strings.Contains(sc.Text(), "listening on") {
+				once = true
+				close(ready)
+			}
+		}
+		if !once {
+			close(ready)
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(10 * time.Second):
+		t.Fatal("tcpdump did not start")
+	}
+	return func() {
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+	}
+}
+
+type tsharkRow struct {
+	seq                 uint32
+	len                 int
+	psh                 bool
+	tcpStatus, ipStatus string
+}
+
+// tsharkRows reads a capture with tshark, TCP and IPv4 checksum
+// validation on.
+func tsharkRows(t *testing.T, file string, v6 bool) []tsharkRow {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	args := []string{"-r", file, "-n", "-o", "tcp.check_checksum:TRUE", "-o", "ip.check_checksum:TRUE", "-o", "tcp.relative_sequence_numbers:FALSE",
+		"-T", "fields", "-E", "separator=,", "-e", "tcp.seq", "-e", "tcp.len", "-e", "tcp.flags.push", "-e", "tcp.checksum.status", "-e", "ip.checksum.status"}
+	out, err := exec.CommandContext(ctx, "tshark", args...).Output()
+	if err != nil {
+		t.Fatalf("tshark: %v\n%s", err, out)
+	}
+	var rows []tsharkRow
+	for _, ln := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if ln == "" {
+			continue
+		}
+		f := strings.Split(ln, ",")
+		if len(f) < 5 {
+			t.Fatalf("tshark line %q", ln)
+		}
+		seq, err1 := strconv.ParseUint(f[0], 10, 32)
+		n, err2 := strconv.Atoi(f[1])
+		if err1 != nil || err2 != nil {
+			t.Fatalf("tshark line %q", ln)
+		}
+		rows = append(rows, tsharkRow{seq: uint32(seq), len: n, psh: f[2] == "1" || f[2] == "True", tcpStatus: f[3], ipStatus: f[4]})
+	}
+	return rows
+}

@@ -1,0 +1,280 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+)
+
+// TCPAcceptTimeout is how long a TCP-mode client waits after
+// CREATE_STREAMS for the server's TCPAccept before it concludes that the
+// server does not speak xdpio's TCP mode.
+const TCPAcceptTimeout = 3 * time.Second
+
+// tcpSender is the client's data path in TCP mode (AF_XDP on Linux).
+type tcpSender interface {
+	// Flows returns the flows to announce, in stream order.
+	Flows() []TCPStreamInfo
+	// Start begins sending; sts[i] counts flow i.
+	Start(sts []*stream, start time.Time)
+	// Stop ends sending, waits until the TX rings are drained, and returns
+	// the figures.
+	Stop() (TCPSenderStats, error)
+	Close() error
+}
+
+// tcpParams checks the client's settings for TCP mode and returns the
+// params message.
+func (c *Client) tcpParams() (Params, error) {
+	p := Params{TCP: true, Parallel: c.Streams, Len: c.Length, Reverse: c.Reverse, ClientVersion: Version}
+	if p.Parallel == 0 {
+		p.Parallel = 1
+	}
+	d := c.Duration
+	if d == 0 {
+		d = 10 * time.Second
+	}
+	switch {
+	case d < time.Second || d%time.Second != 0:
+		return p, fmt.Errorf("invalid duration %v: must be whole seconds", d)
+	case p.Parallel < 1 || p.Parallel > 128:
+		return p, fmt.Errorf("invalid streams %d: must be 1..128", p.Parallel)
+	case c.Reverse:
+		return p, fmt.Errorf("TCP mode sends from client to server only (no -R): %w", ErrUnsupported)
+	case p.Len < 0 || p.Len > maxTCPMSS:
+		return p, fmt.Errorf("invalid length %d: must be 1..%d bytes per write in TCP mode", p.Len, maxTCPMSS)
+	}
+	p.Time = int(d / time.Second)
+	if c.Bitrate != BitrateUnlimited {
+		p.Bandwidth = c.Bitrate // 0: unlimited, as iperf3's TCP default
+	}
+	return p, nil
+}
+
+// runTCP is Run in TCP mode. See TCPParamsKey for the protocol.
+func (c *Client) runTCP(ctx context.Context) (rep *Report, err error) {
+	rep = &Report{}
+	defer func() {
+		if err != nil {
+			rep.Error = err.Error()
+		}
+	}()
+	p, err := c.tcpParams()
+	if err != nil {
+		return rep, fmt.Errorf("client: %w", err)
+	}
+	mss, err := localTCPMSS(c.DataPlane, c.Server.Addr())
+	if err != nil {
+		return rep, fmt.Errorf("client: %w", err)
+	}
+	dial := c.Dial
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	setup := orDefault(c.SetupTimeout, 10*time.Second)
+	dctx, dcancel := context.WithTimeout(ctx, setup)
+	conn, err := dial(dctx, "tcp", c.Server.String())
+	dcancel()
+	if err != nil {
+		return rep, fmt.Errorf("client: connect to %v: %w", c.Server, err)
+	}
+	defer conn.Close()
+	if tc, ok := conn.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	stopClose := context.AfterFunc(ctx, func() {
+		WriteState(conn, ClientTerminate)
+		conn.Close()
+	})
+	defer stopClose()
+
+	cookie := NewCookie()
+	now := time.Now()
+	rep.Start = ReportStart{Version: Version, Cookie: cookie.String(),
+		Timestamp:    Timestamp{Time: now.UTC().Format(time.RFC1123), Timesecs: now.Unix()},
+		ConnectingTo: &HostPort{Host: c.Server.Addr().String(), Port: int(c.Server.Port())},
+		TestStart:    TestParams{Protocol: "TCP", NumStreams: p.Parallel, Blksize: p.Len, Duration: p.Time, TargetBitrate: p.Bandwidth}}
+	conn.SetDeadline(time.Now().Add(setup))
+	if _, err := conn.Write(cookie[:]); err != nil {
+		return rep, fmt.Errorf("client: send cookie: %w", err)
+	}
+	terminate := func() {
+		WriteState(conn, ClientTerminate)
+	}
+
+	var snd tcpSender
+	defer func() {
+		if snd != nil {
+			snd.Close()
+		}
+	}()
+	var run *dataRun
+	var ir *intervalReporter
+	var sstats TCPSenderStats
+	var pending *stateOrErr
+	for {
+		var st State
+		if pending != nil {
+			st, err = pending.st, pending.err
+			pending = nil
+		} else {
+			st, err = ReadState(conn)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return rep, fmt.Errorf("client: %w", ctx.Err())
+			}
+			return rep, fmt.Errorf("client: control connection: %w", err)
+		}
+		switch st {
+		case ParamExchange:
+			m := tcpParamsMsg{Params: p, TCP: &TCPParams{Version: TCPProtocolVersion, TSO: c.TSO, MSS: mss}}
+			if err := WriteMessage(conn, &m); err != nil {
+				return rep, fmt.Errorf("client: parameters: %w", err)
+			}
+		case CreateStreams:
+			if run != nil {
+				return rep, fmt.Errorf("client: CREATE_STREAMS twice: %w", ErrProtocol)
+			}
+			// An xdpio server answers at once; a real iperf3 server waits
+			// for TCP connections that will not come.
+			conn.SetReadDeadline(time.Now().Add(TCPAcceptTimeout))
+			var acc TCPAccept
+			if err := ReadMessage(conn, &acc); err != nil {
+				terminate()
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					return rep, fmt.Errorf("client: no answer to TCP mode %v after CREATE_STREAMS: %w", TCPAcceptTimeout, ErrNotXDPIO)
+				}
+				return rep, fmt.Errorf("client: TCP mode answer: %w", err)
+			}
+			conn.SetDeadline(time.Now().Add(setup))
+			useMSS := min(mss, acc.MSS)
+			wlen := p.Len
+			if wlen == 0 {
+				wlen = maxWrite(c.Server.Addr().Unmap().Is6(), useMSS)
+			}
+			snd, err = openTCPSender(c.DataPlane, tcpSenderConfig{server: netAddrPort(c.Server.Addr(), acc.DataPort), streams: p.Parallel,
+				mss: useMSS, tso: c.TSO, wlen: wlen, rate: p.Bandwidth, corrupt: c.tcpCorrupt})
+			if err != nil {
+				terminate()
+				return rep, fmt.Errorf("client: %w", err)
+			}
+			rep.Start.TestStart.Blksize = wlen
+			ann := TCPStreams{MSS: useMSS, Streams: snd.Flows()}
+			if err := WriteMessage(conn, &ann); err != nil {
+				return rep, fmt.Errorf("client: announce streams: %w", err)
+			}
+			run = &dataRun{sender: true, blksize: wlen}
+			g := &group{}
+			for _, in := range ann.Streams {
+				g.streams = append(g.streams, &stream{id: in.ID, peer: netAddrPort(c.Server.Addr(), acc.DataPort)})
+				rep.Start.Connected = append(rep.Start.Connected, Connected{Socket: in.ID, LocalHost: in.Src, LocalPort: int(in.SrcPort),
+					RemoteHost: c.Server.Addr().String(), RemotePort: int(acc.DataPort)})
+			}
+			run.groups = []*group{g}
+		case TestStart:
+		case TestRunning:
+			if run == nil {
+				return rep, fmt.Errorf("client: TEST_RUNNING before CREATE_STREAMS: %w", ErrProtocol)
+			}
+			conn.SetDeadline(time.Time{})
+			ctl := make(chan stateOrErr, 1)
+			go func() {
+				st, err := ReadState(conn)
+				ctl <- stateOrErr{st, err}
+			}()
+			ir = newIntervalReporter(run, orDefault(c.Interval, time.Second), c.OnInterval)
+			run.start = time.Now()
+			snd.Start(run.allStreams(), run.start)
+			ir.begin()
+			timer := time.NewTimer(time.Duration(p.Time) * time.Second)
+			select {
+			case <-timer.C:
+			case m := <-ctl:
+				timer.Stop()
+				sstats, _ = snd.Stop()
+				run.end = time.Now()
+				rep.Intervals = ir.finish()
+				pending = &m
+				continue
+			case <-ctx.Done():
+				timer.Stop()
+				sstats, _ = snd.Stop()
+				run.end = time.Now()
+				rep.Intervals = ir.finish()
+				rep.End = endFromOne(run.results(), true, nil)
+				c.reportTCP(newTCPReport(sstats, TCPReceiverStats{}))
+				return rep, fmt.Errorf("client: %w", ctx.Err())
+			}
+			timer.Stop()
+			var serr error
+			sstats, serr = snd.Stop()
+			run.end = time.Now()
+			rep.Intervals = ir.finish()
+			if serr != nil {
+				terminate()
+				return rep, fmt.Errorf("client: data plane: %w", serr)
+			}
+			// Let the receiver take in what is in flight before TEST_END.
+			drain := time.NewTimer(tailGrace)
+			select {
+			case <-drain.C:
+			case <-ctx.Done():
+			}
+			drain.Stop()
+			if err := WriteState(conn, TestEnd); err != nil {
+				return rep, fmt.Errorf("client: %w", err)
+			}
+			m := <-ctl
+			pending = &m
+			conn.SetDeadline(time.Now().Add(setup))
+		case ExchangeResults:
+			if run == nil || snd == nil {
+				return rep, fmt.Errorf("client: EXCHANGE_RESULTS before the test: %w", ErrProtocol)
+			}
+			localRes := run.results()
+			if err := WriteMessage(conn, &localRes); err != nil {
+				return rep, fmt.Errorf("client: results: %w", err)
+			}
+			if err := WriteMessage(conn, &sstats); err != nil {
+				return rep, fmt.Errorf("client: sender figures: %w", err)
+			}
+			var remoteRes Results
+			if err := ReadMessage(conn, &remoteRes); err != nil {
+				return rep, fmt.Errorf("client: server results: %w", err)
+			}
+			var rstats TCPReceiverStats
+			if err := ReadMessage(conn, &rstats); err != nil {
+				return rep, fmt.Errorf("client: receiver figures: %w", err)
+			}
+			ooo := map[int]int64{}
+			for _, s := range rstats.Streams {
+				ooo[s.ID] = s.OutOfOrder + s.Late
+			}
+			rep.End = buildEnd(localRes, remoteRes, true, ooo)
+			c.reportTCP(newTCPReport(sstats, rstats))
+		case DisplayResults:
+			if err := WriteState(conn, IperfDone); err != nil {
+				return rep, fmt.Errorf("client: %w", err)
+			}
+			return rep, nil
+		case AccessDenied:
+			return rep, fmt.Errorf("client: %w", ErrAccessDenied)
+		case ServerErrorCode:
+			return rep, fmt.Errorf("client: %w", readServerError(conn))
+		case ServerTerminate:
+			return rep, fmt.Errorf("client: %w", ErrServerTerminated)
+		default:
+			return rep, fmt.Errorf("client: unexpected %v: %w", st, ErrProtocol)
+		}
+	}
+}
+
+func (c *Client) reportTCP(r *TCPReport) {
+	if c.OnTCPReport != nil {
+		c.OnTCPReport(r)
+	}
+}

@@ -1,0 +1,637 @@
+//go:build linux
+
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpio/xdpio/offload"
+	"github.com/xdpio/xdpio/xsk"
+)
+
+// threadCPU returns the CPU time the calling OS thread has used.
+func threadCPU() CPUTime {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_THREAD, &ru) != nil {
+		return CPUTime{}
+	}
+	return CPUTime{User: float64(ru.Utime.Nano()) / 1e9, System: float64(ru.Stime.Nano()) / 1e9}
+}
+
+func (c CPUTime) sub(o CPUTime) CPUTime {
+	return CPUTime{User: c.User - o.User, System: c.System - o.System}
+}
+func (c CPUTime) add(o CPUTime) CPUTime {
+	return CPUTime{User: c.User + o.User, System: c.System + o.System}
+}
+
+func xskPlane(dp DataPlane) (*XSKDataPlane, error) {
+	d, ok := dp.(*XSKDataPlane)
+	if !ok || d == nil {
+		return nil, fmt.Errorf("TCP mode runs over AF_XDP only (the xsk backend), not %T: %w", dp, ErrUnsupported)
+	}
+	return d, nil
+}
+
+// frameRoom is the largest frame a TX or RX frame of cfg holds, with room
+// to spare for the kernel's headroom.
+func frameRoom(cfg xsk.Config) int {
+	fs := cfg.UMEM.FrameSize
+	if fs == 0 {
+		fs = 4096
+	}
+	return fs - 256 - cfg.UMEM.Headroom
+}
+
+// localTCPMSS returns the largest MSS the interface of dp allows towards
+// an address of dst's family: its MTU less the IP and TCP headers, and
+// no more than a UMEM frame holds.
+func localTCPMSS(dp DataPlane, dst netip.Addr) (int, error) {
+	d, err := xskPlane(dp)
+	if err != nil {
+		return 0, err
+	}
+	var mtu int
+	err = d.run(func() error {
+		ifi, err := net.InterfaceByName(d.Iface)
+		if err != nil {
+			return err
+		}
+		mtu = ifi.MTU
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("interface %s: %w", d.Iface, err)
+	}
+	ip := offload.IPv4MinLen
+	if dst.Unmap().Is6() {
+		ip = offload.IPv6Len
+	}
+	mss := min(mtu, frameRoom(d.Config)-offload.EthernetLen) - ip - offload.TCPMinLen
+	if err := checkMSS("local", mss); err != nil {
+		return 0, fmt.Errorf("interface %s (MTU %d): %w", d.Iface, mtu, err)
+	}
+	return mss, nil
+}
+
+// tcpSenderConfig describes the flows a client sends.
+type tcpSenderConfig struct {
+	server  netip.AddrPort // the data port's address
+	streams int
+	mss     int
+	tso     bool
+	wlen    int    // bytes per write
+	rate    uint64 // bits/s per flow; 0 unlimited
+	// corrupt, a test hook, may change a frame after its checksums were
+	// filled (flow index, segment number from 0 within the flow).
+	corrupt func(flow int, seg int64, frame []byte)
+}
+
+// xskTCPSender sends TCP mode's flows: one AF_XDP socket per queue used,
+// with no XDP program (nothing comes back), each owned by one goroutine
+// that sends for the flows placed on its queue.
+type xskTCPSender struct {
+	cfg   tcpSenderConfig
+	dev   *xsk.Device
+	flows []*tcpTxFlow
+	infos []TCPStreamInfo
+	queue []int // socket index of each flow
+
+	payload  []byte
+	sts      []*stream
+	start    time.Time
+	stopping atomic.Bool
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	cpu      CPUTime
+	err      error
+	writes   []int64
+	end      time.Time
+}
+
+// nextHop finds, in the calling thread's namespace, the source address,
+// the interface check and the MAC of the next hop towards dst,
+// resolving the neighbour when the kernel has no entry yet.
+func nextHop(ifi *net.Interface, dst netip.Addr) (src netip.Addr, mac net.HardwareAddr, err error) {
+	routes, err := netlink.RouteGet(dst.AsSlice())
+	if err != nil || len(routes) == 0 {
+		return src, nil, fmt.Errorf("no route to %v: %w", dst, err)
+	}
+	r := routes[0]
+	if r.LinkIndex != ifi.Index {
+		return src, nil, fmt.Errorf("%v is routed through interface index %d, not %s (%d)", dst, r.LinkIndex, ifi.Name, ifi.Index)
+	}
+	hop := dst
+	if gw, ok := netip.AddrFromSlice(r.Gw); ok && gw.IsValid() && !gw.IsUnspecified() {
+		hop = gw.Unmap()
+	}
+	if s, ok := netip.AddrFromSlice(r.Src); ok && s.IsValid() {
+		src = s.Unmap()
+	} else {
+		addrs, err := ifi.Addrs()
+		if err != nil {
+			return src, nil, err
+		}
+		for _, a := range addrs {
+			n, ok := a.(*net.IPNet)
+			if !ok {
+				continue
+			}
+			ip, _ := netip.AddrFromSlice(n.IP)
+			ip = ip.Unmap()
+			if ip.Is4() == dst.Is4() && !ip.IsLinkLocalUnicast() {
+				src = ip
+				break
+			}
+		}
+	}
+	if !src.IsValid() {
+		return src, nil, fmt.Errorf("%s has no address of %v's family", ifi.Name, dst)
+	}
+	for try := 0; try < 20; try++ {
+		neigh, nerr := neighbours(ifi.Index)
+		if m, ok := neigh[hop]; ok {
+			return src, m, nil
+		}
+		if try == 0 {
+			// Make the kernel resolve it: any datagram towards it does.
+			if c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(hop, 9))); err == nil {
+				c.Write([]byte{0})
+				c.Close()
+			}
+		}
+		if nerr != nil {
+			err = nerr
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return src, nil, fmt.Errorf("no neighbour entry for %v on %s after asking the kernel to resolve it: %v", hop, ifi.Name, err)
+}
+
+// openTCPSender opens the sockets and builds the flows' headers.
+func openTCPSender(dp DataPlane, cfg tcpSenderConfig) (tcpSender, error) {
+	d, err := xskPlane(dp)
+	if err != nil {
+		return nil, err
+	}
+	s := &xskTCPSender{cfg: cfg}
+	var srcMAC, dstMAC net.HardwareAddr
+	var src netip.Addr
+	err = d.run(func() error {
+		ifi, err := net.InterfaceByName(d.Iface)
+		if err != nil {
+			return err
+		}
+		srcMAC = ifi.HardwareAddr
+		if src, dstMAC, err = nextHop(ifi, cfg.server.Addr().Unmap()); err != nil {
+			return err
+		}
+		nq, err := xsk.Queues(d.Iface)
+		if err != nil {
+			return err
+		}
+		xc := d.Config
+		xc.NoProgram = true
+		xc.Program = xsk.ProgramConfig{}
+		xc.Queues = nil
+		for q := 0; q < min(nq, cfg.streams); q++ {
+			xc.Queues = append(xc.Queues, q)
+		}
+		s.dev, err = xsk.Open(d.Iface, xc)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tcp sender on %s: %w", d.Iface, err)
+	}
+	nsock := len(s.dev.Sockets())
+	base := uint16(tcpPortLow + rand.IntN((tcpPortHigh-tcpPortLow)/128)*128)
+	for i := 0; i < cfg.streams; i++ {
+		sp := netip.AddrPortFrom(src, base+uint16(i))
+		isn := rand.Uint32()
+		f, err := newTCPTxFlow(srcMAC, dstMAC, sp, cfg.server, isn, cfg.mss)
+		if err != nil {
+			s.dev.Close()
+			return nil, err
+		}
+		s.flows = append(s.flows, f)
+		s.queue = append(s.queue, i%nsock)
+		s.infos = append(s.infos, TCPStreamInfo{ID: streamID(i), Src: src.String(), SrcPort: sp.Port(), ISN: isn})
+	}
+	s.writes = make([]int64, cfg.streams)
+	s.payload = make([]byte, cfg.wlen)
+	for i := range s.payload {
+		s.payload[i] = byte(i*7 + i>>8)
+	}
+	return s, nil
+}
+
+// tcpRxRing is the RX and fill ring size of TCP mode's receiving sockets
+// unless XSKDataPlane.Config sets its own.
+const tcpRxRing = 8192
+
+// Source ports of TCP mode's flows: below Linux's ephemeral range, like
+// the UDP client's.
+const (
+	tcpPortLow  = 20000
+	tcpPortHigh = 32000
+)
+
+func (s *xskTCPSender) Flows() []TCPStreamInfo { return s.infos }
+
+func (s *xskTCPSender) Start(sts []*stream, start time.Time) {
+	s.sts, s.start = sts, start
+	for qi, sock := range s.dev.Sockets() {
+		var mine []int
+		for i, q := range s.queue {
+			if q == qi {
+				mine = append(mine, i)
+			}
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			c0 := threadCPU()
+			err := s.loop(sock, mine)
+			c := threadCPU().sub(c0)
+			s.mu.Lock()
+			s.cpu = s.cpu.add(c)
+			if err != nil && s.err == nil {
+				s.err = err
+			}
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// loop sends writes for the flows in turn until Stop, then waits for the
+// TX ring to drain.
+func (s *xskTCPSender) loop(sock *xsk.Socket, flows []int) error {
+	k := s.flows[0].segments(s.cfg.wlen)
+	b := sock.NewBatch(max(k, 64))
+	sizes := make([]int, b.Cap())
+	segNo := make([]int64, len(s.flows))
+	defer s.drain(sock)
+	for !s.stopping.Load() {
+		el := time.Since(s.start).Seconds()
+		wait := time.Duration(0)
+		for _, fi := range flows {
+			st := s.sts[fi]
+			if s.cfg.rate > 0 {
+				st.mu.Lock()
+				sent := st.sentB
+				st.mu.Unlock()
+				if float64(sent+uint64(s.cfg.wlen))*8 > float64(s.cfg.rate)*el {
+					due := time.Duration((float64(sent+uint64(s.cfg.wlen))*8/float64(s.cfg.rate) - el) * 1e9)
+					if wait == 0 || due < wait {
+						wait = due
+					}
+					continue
+				}
+			}
+			if got := sock.Alloc(b, k); got < k {
+				sock.Free(b)
+				sock.Complete()
+				wait = 20 * time.Microsecond
+				continue
+			}
+			i := 0
+			next := func(size int) []byte {
+				buf := b.Buffer(i)
+				if len(buf) < size {
+					return nil
+				}
+				sizes[i] = size
+				i++
+				return buf[:size]
+			}
+			f := s.flows[fi]
+			var n int
+			var err error
+			if s.cfg.tso {
+				n, err = f.writeTSO(s.payload, next)
+			} else {
+				n, err = f.writeSegments(s.payload, next)
+			}
+			if err != nil {
+				sock.Free(b)
+				return fmt.Errorf("stream %d: %w", streamID(fi), err)
+			}
+			hl := len(f.hdr)
+			for j := 0; j < n; j++ {
+				b.SetLen(j, sizes[j])
+				if s.cfg.corrupt != nil {
+					s.cfg.corrupt(fi, segNo[fi]+int64(j), b.Frame(j))
+				}
+			}
+			s.writes[fi]++
+			// Hand every segment of the write to the TX ring, in order.
+			j := 0
+			for b.Len() > 0 {
+				done, err := sock.Transmit(b)
+				var bytes uint64
+				for _, sz := range sizes[j : j+done] {
+					bytes += uint64(sz - hl)
+				}
+				j += done
+				if done > 0 {
+					st.mu.Lock()
+					st.sentB += bytes
+					st.sentP += int64(done)
+					st.mu.Unlock()
+				}
+				if err != nil {
+					sock.Free(b)
+					return fmt.Errorf("stream %d: transmit: %w", streamID(fi), err)
+				}
+				if b.Len() > 0 {
+					if s.stopping.Load() {
+						sock.Free(b)
+						break
+					}
+					sock.Complete()
+				}
+			}
+			segNo[fi] += int64(n)
+		}
+		if wait > 0 {
+			if wait > 5*time.Millisecond {
+				wait = 5 * time.Millisecond
+			}
+			sock.Sleep(wait)
+		}
+	}
+	return nil
+}
+
+// drain waits (bounded) until the kernel has sent what is on the TX ring.
+func (s *xskTCPSender) drain(sock *xsk.Socket) {
+	deadline := time.Now().Add(500 * time.Millisecond)
+	for sock.TxPending() > 0 && time.Now().Before(deadline) {
+		if sock.Complete() == 0 {
+			sock.Kick()
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+}
+
+func (s *xskTCPSender) Stop() (TCPSenderStats, error) {
+	if s.stopping.CompareAndSwap(false, true) {
+		s.end = time.Now()
+	}
+	s.wg.Wait()
+	st := TCPSenderStats{TSO: s.cfg.tso, MSS: s.cfg.mss, Seconds: s.end.Sub(s.start).Seconds()}
+	for i, x := range s.sts {
+		c := x.counters()
+		st.Streams = append(st.Streams, TCPSenderStream{ID: x.id, Bytes: c.SentBytes, Segments: c.SentPackets, Writes: s.writes[i]})
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st.CPU = s.cpu
+	return st, s.err
+}
+
+func (s *xskTCPSender) Close() error {
+	s.stopping.Store(true)
+	s.wg.Wait()
+	return s.dev.Close()
+}
+
+// xskTCPReceiver receives TCP mode's flows on every queue of the
+// interface: an XDP filter takes TCP to the data port (and nothing else,
+// so the control connection stays with the kernel); one goroutine per
+// socket checks every frame's checksums with offload.VerifyRx and
+// accounts it to its flow.
+type xskTCPReceiver struct {
+	d     *XSKDataPlane
+	dev   *xsk.Device
+	port  uint16
+	mss   int
+	ln    net.Listener // reserves the data port in the kernel
+	flows map[netip.AddrPort]*rxFlowState
+
+	start     time.Time
+	end       time.Time
+	stopping  atomic.Bool
+	wg        sync.WaitGroup
+	mu        sync.Mutex
+	cpu       CPUTime
+	stray     atomic.Int64
+	malformed atomic.Int64
+	closeOnce sync.Once
+	stopOnce  sync.Once
+}
+
+type rxFlowState struct {
+	mu sync.Mutex
+	f  tcpRxFlow
+	st *stream
+}
+
+// openTCPReceiver reserves the data port on the server's address and opens
+// the sockets with their XDP filter.
+func openTCPReceiver(dp DataPlane, local netip.AddrPort, port uint16) (tcpReceiver, error) {
+	d, err := xskPlane(dp)
+	if err != nil {
+		return nil, err
+	}
+	r := &xskTCPReceiver{d: d, port: port, flows: map[netip.AddrPort]*rxFlowState{}}
+	cfg := d.Config
+	cfg.NoProgram = false
+	cfg.Program.Filter = []xsk.Rule{{Protocol: unix.IPPROTO_TCP, DstPortMin: port, DstPortMax: port}}
+	// Deeper rings than the default, so that a receiving thread the
+	// scheduler keeps off its core for tens of milliseconds loses nothing
+	// (a sender without congestion control does not slow down).
+	if cfg.Socket.RxRingSize == 0 && cfg.Socket.FillRingSize == 0 && cfg.UMEM.NumFrames == 0 {
+		cfg.Socket.RxRingSize, cfg.Socket.FillRingSize = tcpRxRing, tcpRxRing
+		cfg.UMEM.NumFrames = 2 * tcpRxRing
+	}
+	err = d.run(func() error {
+		ifi, err := net.InterfaceByName(d.Iface)
+		if err != nil {
+			return err
+		}
+		ip := offload.IPv4MinLen
+		if local.Addr().Unmap().Is6() {
+			ip = offload.IPv6Len
+		}
+		r.mss = min(ifi.MTU, frameRoom(cfg)-offload.EthernetLen) - ip - offload.TCPMinLen
+		if err := checkMSS("server", r.mss); err != nil {
+			return fmt.Errorf("MTU %d: %w", ifi.MTU, err)
+		}
+		// Hold the port in the kernel so that no local TCP socket uses it
+		// while the filter takes its traffic.
+		if r.ln, err = net.Listen("tcp", netip.AddrPortFrom(local.Addr(), port).String()); err != nil {
+			return fmt.Errorf("reserve data port: %w", err)
+		}
+		if r.dev, err = xsk.Open(d.Iface, cfg); err != nil {
+			r.ln.Close()
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tcp receiver on %s port %d: %w", d.Iface, port, err)
+	}
+	return r, nil
+}
+
+func (r *xskTCPReceiver) Port() uint16 { return r.port }
+func (r *xskTCPReceiver) MSS() int     { return r.mss }
+
+func (r *xskTCPReceiver) Register(infos []TCPStreamInfo, sts []*stream) {
+	for i, in := range infos {
+		a, _ := netip.ParseAddr(in.Src)
+		r.flows[netip.AddrPortFrom(a.Unmap(), in.SrcPort)] = &rxFlowState{f: tcpRxFlow{TCPReceiverStream: TCPReceiverStream{ID: in.ID}, next: in.ISN}, st: sts[i]}
+	}
+}
+
+func (r *xskTCPReceiver) Start(start time.Time) {
+	r.start = start
+	for _, sock := range r.dev.Sockets() {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			c0 := threadCPU()
+			r.loop(sock)
+			c := threadCPU().sub(c0)
+			r.mu.Lock()
+			r.cpu = r.cpu.add(c)
+			r.mu.Unlock()
+		}()
+	}
+}
+
+func (r *xskTCPReceiver) loop(sock *xsk.Socket) {
+	b := sock.NewBatch(64)
+	var idle time.Time
+	for {
+		if r.stopping.Load() && time.Since(r.end) > 500*time.Millisecond {
+			return // a sender that does not stop cannot keep the test open
+		}
+		if sock.Receive(b) == 0 {
+			if r.stopping.Load() {
+				if idle.IsZero() {
+					idle = time.Now()
+				} else if time.Since(idle) > 50*time.Millisecond {
+					return
+				}
+			}
+			if _, err := sock.Wait(10*time.Millisecond, false); errors.Is(err, xsk.ErrClosed) {
+				return
+			}
+			continue
+		}
+		idle = time.Time{}
+		for i := 0; i < b.Len(); i++ {
+			r.handle(b.Frame(i))
+		}
+		sock.Release(b)
+	}
+}
+
+// handle checks and accounts one frame.
+func (r *xskTCPReceiver) handle(f []byte) {
+	v := offload.VerifyRx(f)
+	seg, err := parseTCPSegment(f)
+	if err != nil || v.Malformed() {
+		r.malformed.Add(1)
+		return
+	}
+	fl := r.flows[seg.src]
+	if fl == nil || seg.dst.Port() != r.port {
+		r.stray.Add(1)
+		return
+	}
+	fl.mu.Lock()
+	if v.Bad() {
+		fl.f.BadChecksum++
+	} else {
+		fl.f.add(seg.seq, seg.payload)
+	}
+	in := fl.f.TCPReceiverStream
+	fl.mu.Unlock()
+	st := fl.st
+	st.mu.Lock()
+	st.recv.Bytes = in.InOrderBytes
+	st.recv.Datagrams = in.Segments
+	st.recv.Packets = in.Segments
+	st.recv.Lost = in.OutOfOrder + in.Late + in.BadChecksum
+	st.recv.OutOfOrder = in.OutOfOrder + in.Late
+	st.mu.Unlock()
+}
+
+func (r *xskTCPReceiver) Stop() TCPReceiverStats {
+	r.stopOnce.Do(func() {
+		r.end = time.Now()
+		r.stopping.Store(true)
+	})
+	r.wg.Wait()
+	st := TCPReceiverStats{Seconds: r.end.Sub(r.start).Seconds(), Stray: r.stray.Load(), Malformed: r.malformed.Load()}
+	for _, x := range r.sortedFlows() {
+		x.mu.Lock()
+		st.Streams = append(st.Streams, x.f.TCPReceiverStream)
+		x.mu.Unlock()
+	}
+	for _, s := range r.dev.Sockets() {
+		if x, err := s.Stats(); err == nil {
+			st.Dropped += x.RxDropped + x.RxRingFull
+		}
+	}
+	r.mu.Lock()
+	st.CPU = r.cpu
+	r.mu.Unlock()
+	return st
+}
+
+func (r *xskTCPReceiver) sortedFlows() []*rxFlowState {
+	var fs []*rxFlowState
+	for _, f := range r.flows {
+		fs = append(fs, f)
+	}
+	for i := 1; i < len(fs); i++ {
+		for j := i; j > 0 && fs[j].f.ID < fs[j-1].f.ID; j-- {
+			fs[j], fs[j-1] = fs[j-1], fs[j]
+		}
+	}
+	return fs
+}
+
+func (r *xskTCPReceiver) Close() error {
+	var err error
+	r.closeOnce.Do(func() {
+		r.stopOnce.Do(func() {
+			r.end = time.Now()
+			r.stopping.Store(true)
+		})
+		r.wg.Wait()
+		if r.d.OnClose != nil {
+			var qs []QueueCount
+			for _, s := range r.dev.Sockets() {
+				st, err := s.Stats()
+				if err != nil {
+					continue
+				}
+				qs = append(qs, QueueCount{Queue: s.Queue(), Packets: st.RxFrames, Bytes: st.RxBytes, Dropped: st.RxDropped + st.RxRingFull})
+			}
+			r.d.OnClose(qs)
+		}
+		err = r.dev.Close()
+		r.ln.Close()
+	})
+	return err
+}
