@@ -8,10 +8,11 @@ import (
 )
 
 // Transmitter batches the frames an application sends on one AF_XDP socket
-// (one TX queue), like `ethtool -Q … --coalesce tx-usecs/tx-frames`: frames
-// submitted one by one wait in a pending batch until tx-frames of them are
-// there or tx-usecs passed since the oldest, and then go to the TX ring
-// together, with one kick (made only when the kernel asks for one).
+// (one TX queue), like `ethtool -Q … --coalesce tx-usecs/tx-frames`: each
+// Submit puts its frames on the socket's TX ring at once
+// (xsk.Socket.Submit, no syscall), and the kernel is kicked for all of
+// them together (xsk.Socket.Flush, a kick only when the kernel asks for
+// one) when tx-frames are pending or tx-usecs passed since the oldest.
 // Completed frames are reclaimed in batches, at each flush and Poll.
 //
 // Time-based flushes happen in Submit and Poll: an application that may
@@ -19,12 +20,36 @@ import (
 // Flush). A Transmitter must not be used concurrently; one goroutine owns
 // it and its socket. Stats may be read from any goroutine.
 type Transmitter struct {
-	s    *xsk.Socket
-	pend *xsk.Batch
-	p    TxParams
-	core *txCore
+	s      *xsk.Socket
+	p      TxParams
+	core   *txCore
+	ring   *ringTx   // frames go on the TX ring at Submit
+	staged *socketTx // or wait in a batch of their own until the flush
 }
 
+// ringTx keeps the pending frames on the socket's TX ring: Submit puts
+// them there, flush kicks the kernel once for all of them.
+type ringTx struct {
+	s    *xsk.Socket
+	held int // frames submitted since the last flush
+}
+
+func (x *ringTx) flush() (int, error) {
+	n := x.held
+	x.held = 0
+	return n, x.s.Flush()
+}
+
+func (x *ringTx) reclaim() int {
+	if x.s.TxPending() == 0 {
+		return 0
+	}
+	return x.s.Complete()
+}
+
+// socketTx keeps the pending frames in a batch of its own and hands them
+// to the TX ring at the flush (the first design; kept for comparison,
+// see txStaged).
 type socketTx struct {
 	s    *xsk.Socket
 	pend *xsk.Batch
@@ -60,37 +85,79 @@ func NewTransmitter(s *xsk.Socket, p TxParams, o Options) (*Transmitter, error) 
 	}
 	p.setDefaults()
 	o.setDefaults()
-	t := &Transmitter{s: s, pend: s.NewBatch(p.BatchSize), p: p}
-	t.core = newTxCore(p, o, &socketTx{s: s, pend: t.pend})
+	t := &Transmitter{s: s, p: p}
+	if txStaged {
+		t.staged = &socketTx{s: s, pend: s.NewBatch(p.BatchSize)}
+		t.core = newTxCore(p, o, t.staged)
+	} else {
+		t.ring = &ringTx{s: s}
+		t.core = newTxCore(p, o, t.ring)
+	}
 	return t, nil
 }
+
+// txStaged makes new Transmitters stage frames in a batch of their own
+// instead of on the TX ring (for the benchmark's comparison).
+var txStaged = false
 
 // Alloc appends up to n free frames of the socket to b (reclaiming
 // completed ones when the pool runs short) and returns how many.
 func (t *Transmitter) Alloc(b *xsk.Batch, n int) int { return t.s.Alloc(b, n) }
 
-// Submit moves the frames of b into the pending batch and returns how many
-// it took; b keeps, in order, those that did not fit (the pending batch is
-// full and the TX ring has no room), for a later call. It flushes when
-// tx-frames are pending, when tx-usecs passed since the oldest pending
-// frame, or at once with tx-usecs 0. The error is the socket's (interface
-// down, device gone); the frames stay accounted for either way.
+// Submit puts the frames of b on the TX ring and returns how many it
+// took; b keeps, in order, those that did not fit (the ring is full even
+// after a flush and a reclaim), for a later call. It flushes when tx-frames
+// are pending, when tx-usecs passed since the oldest pending frame, or at
+// once with tx-usecs 0. The error is the socket's (interface down, device
+// gone); the frames stay accounted for either way.
 func (t *Transmitter) Submit(b *xsk.Batch) (int, error) {
-	taken := 0
+	if t.staged != nil {
+		return t.submitStaged(b)
+	}
+	taken, retried := 0, false
 	for b.Len() > 0 {
-		room := t.pend.Cap() - t.pend.Len()
-		if room == 0 {
+		n, err := t.s.Submit(b)
+		if err != nil {
+			return taken, fmt.Errorf("submit: %w", err)
+		}
+		if n == 0 {
+			// The ring is full: hand the kernel what is pending, take
+			// back what it finished, and try once more.
+			if retried {
+				break
+			}
+			retried = true
 			if err := t.core.flush(t.core.clock.Now(), rxFrameLimit); err != nil {
-				t.keep(b, taken)
 				return taken, fmt.Errorf("submit: %w", err)
 			}
-			if room = t.pend.Cap() - t.pend.Len(); room == 0 {
+			t.s.Complete()
+			continue
+		}
+		taken += n
+		t.ring.held += n
+		if err := t.core.submitted(n); err != nil {
+			return taken, fmt.Errorf("submit: %w", err)
+		}
+	}
+	return taken, nil
+}
+
+func (t *Transmitter) submitStaged(b *xsk.Batch) (int, error) {
+	taken := 0
+	for b.Len() > 0 {
+		pend := t.staged.pend
+		room := pend.Cap() - pend.Len()
+		if room == 0 {
+			if err := t.core.flush(t.core.clock.Now(), rxFrameLimit); err != nil {
+				return taken, fmt.Errorf("submit: %w", err)
+			}
+			if room = pend.Cap() - pend.Len(); room == 0 {
 				break
 			}
 		}
 		k := min(room, b.Len())
 		for i := 0; i < k; i++ {
-			t.pend.Append(b.Desc(i))
+			pend.Append(b.Desc(i))
 		}
 		t.keep(b, k)
 		taken += k
@@ -147,7 +214,12 @@ func (t *Transmitter) Flush() error {
 }
 
 // Pending returns how many submitted frames wait for a flush.
-func (t *Transmitter) Pending() int { return t.pend.Len() }
+func (t *Transmitter) Pending() int {
+	if t.staged != nil {
+		return t.staged.pend.Len()
+	}
+	return t.ring.held
+}
 
 // Socket returns the wrapped socket.
 func (t *Transmitter) Socket() *xsk.Socket { return t.s }
