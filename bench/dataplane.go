@@ -138,7 +138,7 @@ func (d *SocketDataPlane) Dial(remote netip.AddrPort) (PacketConn, error) {
 			}
 			src := probe.LocalAddr().(*net.UDPAddr).AddrPort().Addr()
 			probe.Close()
-			port, err := d.Placer.port(src, remote, 0, 0)
+			port, _, err := d.Placer.port(src, remote, 0, 0)
 			if err != nil {
 				return err
 			}

@@ -38,8 +38,9 @@ type Placement struct {
 }
 
 // port chooses the source port of the next stream from src to remote
-// among lo..hi (both zero: Linux's ephemeral range).
-func (p *Placer) port(src netip.Addr, remote netip.AddrPort, lo, hi uint16) (uint16, error) {
+// among lo..hi (both zero: Linux's ephemeral range) and returns it with
+// the queue it was placed on.
+func (p *Placer) port(src netip.Addr, remote netip.AddrPort, lo, hi uint16) (uint16, uint32, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.used == nil {
@@ -47,7 +48,7 @@ func (p *Placer) port(src netip.Addr, remote netip.AddrPort, lo, hi uint16) (uin
 	}
 	qs := p.Predictor.Queues()
 	if len(qs) == 0 {
-		return 0, fmt.Errorf("place stream: the indirection table is empty: %w", rss.ErrUnplaceable)
+		return 0, 0, fmt.Errorf("place stream: the indirection table is empty: %w", rss.ErrUnplaceable)
 	}
 	q := qs[len(p.placed)%len(qs)]
 	k := rss.FlowKey{Src: src.Unmap(), Dst: remote.Addr().Unmap(), DstPort: remote.Port(), Proto: 17, Ports: !p.AddressesOnly}
@@ -62,13 +63,13 @@ func (p *Placer) port(src netip.Addr, remote netip.AddrPort, lo, hi uint16) (uin
 		if !p.used[port] {
 			p.used[port] = true
 			p.placed = append(p.placed, Placement{Stream: len(p.placed), Port: port, Queue: q})
-			return port, nil
+			return port, q, nil
 		}
 	}
 	if err == nil {
 		err = rss.ErrUnplaceable
 	}
-	return 0, fmt.Errorf("place stream %d on server queue %d: %w", len(p.placed), q, err)
+	return 0, 0, fmt.Errorf("place stream %d on server queue %d: %w", len(p.placed), q, err)
 }
 
 // Placements returns the ports given so far and their queues.

@@ -109,7 +109,7 @@ func TestPlacerAddressesOnly(t *testing.T) {
 	src, dst := netip.MustParseAddr("198.18.0.1"), netip.AddrPortFrom(netip.MustParseAddr("198.18.0.2"), 5201)
 	var failed bool
 	for i := 0; i < 4; i++ {
-		if _, err := pl.port(src, dst, 0, 0); err != nil {
+		if _, _, err := pl.port(src, dst, 0, 0); err != nil {
 			if !errors.Is(err, rss.ErrUnplaceable) {
 				t.Fatalf("error %v does not wrap rss.ErrUnplaceable", err)
 			}

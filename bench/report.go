@@ -27,6 +27,9 @@ type ReportStart struct {
 	Accepted     *HostPort   `json:"accepted_connection,omitempty"` // server only
 	Cookie       string      `json:"cookie"`
 	TestStart    TestParams  `json:"test_start"`
+	// Placement is each stream's source port and the server RX queue it
+	// was placed on (client with a Placer only; not in iperf3's report).
+	Placement []Placement `json:"placement,omitempty"`
 }
 
 // Connected is one stream's addresses. Socket is the stream's id (iperf3

@@ -73,17 +73,21 @@ func (d *XSKDataPlane) Dial(remote netip.AddrPort) (PacketConn, error) {
 	if !src.IsValid() {
 		return nil, fmt.Errorf("xsk dial %v: %s has no address of that family", remote, d.Iface)
 	}
-	port := sh.base + uint16(sh.next)
+	port, txq := sh.base+uint16(sh.next), sh.next%len(sh.socks)
 	if d.Placer != nil {
-		var err error
-		if port, err = d.Placer.port(src, remote, sh.base, sh.base+clientPorts-1); err != nil {
+		// Send through the placed queue's socket too: where a device has
+		// no RSS (veth), the peer receives on the queue the frame was
+		// sent from.
+		p, q, err := d.Placer.port(src, remote, sh.base, sh.base+clientPorts-1)
+		if err != nil {
 			return nil, fmt.Errorf("xsk dial %v: %w", remote, err)
 		}
-		if sh.conns[port] != nil {
-			return nil, fmt.Errorf("xsk dial %v: placed port %d is in use", remote, port)
+		if sh.conns[p] != nil {
+			return nil, fmt.Errorf("xsk dial %v: placed port %d is in use", remote, p)
 		}
+		port, txq = p, int(q)%len(sh.socks)
 	}
-	c := &xskClientConn{d: d, sh: sh, local: netip.AddrPortFrom(src, port), remote: netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port()), txq: sh.next % len(sh.socks)}
+	c := &xskClientConn{d: d, sh: sh, local: netip.AddrPortFrom(src, port), remote: netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port()), txq: txq}
 	sh.next++
 	sh.refs++
 	sh.conns[port] = c

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/xdpio/xdpio/bench"
+	"github.com/xdpio/xdpio/rss"
 )
 
 func init() { subcommands = append(subcommands, newBenchCmd) }
@@ -124,9 +125,13 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 		backend  string
 		iface    string
 		counters bool
+		rssKey   string
+		rssQs    int
+		rssTable string
+		rssAddrs bool
 	)
 	c := &cobra.Command{
-		Use:   "client -c SERVER [--port 5201] [-P FLOWS] [-t SECONDS] [-l LENGTH] [-b RATE] [-R]",
+		Use:   "client -c SERVER [--port 5201] [-P FLOWS] [-t SECONDS] [-l LENGTH] [-b RATE] [-R] [--rss-queues N | --rss-table LIST] [--rss-key HEX]",
 		Short: "Run a UDP test against an iperf3 server (or xdpio bench server)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -151,6 +156,20 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return usagef("-b %q: %v", rate, err)
 			}
+			placer, err := benchPlacer(rssKey, rssQs, rssTable, rssAddrs)
+			if err != nil {
+				return err
+			}
+			switch d := dp.(type) {
+			case *bench.SocketDataPlane:
+				d.Placer = placer
+			case *bench.XSKDataPlane:
+				d.Placer = placer
+			default:
+				if placer != nil {
+					return usagef("--rss-queues/--rss-table: the %s backend cannot place streams", backend)
+				}
+			}
 			cl := &bench.Client{
 				Server:     netip.AddrPortFrom(addr, uint16(port)),
 				DataPlane:  dp,
@@ -174,6 +193,16 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 				cl.OnInterval = func(iv bench.Interval) { bench.WriteInterval(g.stdout, iv) }
 			}
 			r, err := cl.Run(cmd.Context())
+			if r != nil && placer != nil {
+				r.Start.Placement = placer.Placements()
+				if !g.json {
+					fmt.Fprint(g.stdout, "Streams placed on the server's RSS queues:")
+					for _, p := range r.Start.Placement {
+						fmt.Fprintf(g.stdout, "  [%s] port %d → q%d", streamLabel(p.Stream), p.Port, p.Queue)
+					}
+					fmt.Fprintln(g.stdout)
+				}
+			}
 			printBenchReport(g, r, err)
 			if err != nil {
 				return fmt.Errorf("bench client: %w", err)
@@ -192,7 +221,61 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 	c.Flags().BoolVar(&counters, "udp-counters-32bit", false, "iperf3's 32-bit sequence numbers instead of 64-bit")
 	c.Flags().StringVar(&backend, "backend", "auto", "data plane: "+strings.Join(benchBackends, ", "))
 	c.Flags().StringVarP(&iface, "interface", "i", "", "interface the xsk backend sends and receives on")
+	c.Flags().IntVar(&rssQs, "rss-queues", 0, "place the streams on the server NIC's RSS queues: its table spreads equally over this many (as the kernel's default table)")
+	c.Flags().StringVar(&rssTable, "rss-table", "", "place the streams by the server NIC's indirection table, entries as `xdpio rss show` lists them (q0,q1,…)")
+	c.Flags().StringVar(&rssKey, "rss-key", "", "the server NIC's RSS hash key in hex (default: Microsoft's published key; Linux NICs usually have a random one, see `xdpio rss show DEV` on the server)")
+	c.Flags().BoolVar(&rssAddrs, "rss-addresses-only", false, "the server NIC hashes UDP by addresses only (then ports cannot place streams)")
 	return c
+}
+
+// benchPlacer builds the client's stream placer from the --rss-* flags
+// (nil when neither --rss-queues nor --rss-table is given).
+func benchPlacer(key string, queues int, table string, addrsOnly bool) (*bench.Placer, error) {
+	if queues == 0 && table == "" {
+		if key != "" || addrsOnly {
+			return nil, usagef("--rss-key and --rss-addresses-only need --rss-queues or --rss-table")
+		}
+		return nil, nil
+	}
+	var indir []uint32
+	switch {
+	case queues != 0 && table != "":
+		return nil, usagef("--rss-queues and --rss-table: give one")
+	case queues != 0:
+		t, err := rss.Equal(queues, 128)
+		if err != nil {
+			return nil, usagef("--rss-queues %d: %v", queues, err)
+		}
+		indir = t
+	default:
+		for _, f := range strings.Split(table, ",") {
+			q, err := strconv.ParseUint(strings.TrimSpace(f), 10, 32)
+			if err != nil {
+				return nil, usagef("--rss-table %q: entry %q is not a queue number", table, f)
+			}
+			indir = append(indir, uint32(q))
+		}
+	}
+	var k []byte
+	if key != "" {
+		var err error
+		if k, err = rss.ParseKey(key); err != nil {
+			return nil, usagef("--rss-key: %v", err)
+		}
+	}
+	p, err := rss.NewPredictor(rss.PredictorOptions{Key: k, Indirection: indir})
+	if err != nil {
+		return nil, usagef("--rss-*: %v", err)
+	}
+	return &bench.Placer{Predictor: p, AddressesOnly: addrsOnly}, nil
+}
+
+// streamLabel is iperf3's number of the i-th stream (from 0): 1, 3, 4…
+func streamLabel(i int) string {
+	if i == 0 {
+		return "1"
+	}
+	return strconv.Itoa(i + 2)
 }
 
 // printQueues returns the callback that prints an AF_XDP test's per-queue

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpio/xdpio/bench"
 	"github.com/xdpio/xdpio/internal/netnstest"
 )
 
@@ -343,5 +344,68 @@ func TestBenchDemo(t *testing.T) {
 	}
 	if out, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(out), netnstest.Prefix+strconv.Itoa(os.Getpid())) {
 		t.Errorf("the demo left namespaces behind:\n%s", out)
+	}
+}
+
+// TestBenchClientPlacement: `bench client --rss-queues 2 -P 4` gives two
+// streams to each queue; on veth (no RSS, the peer receives on the
+// queue a frame was sent from) the AF_XDP server's per-queue counts show
+// that spread.
+func TestBenchClientPlacement(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var srvOut syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- runWith(ctx, &globals{stdout: &srvOut, stderr: &srvOut}, []string{"bench", "server", "--backend", "xsk", "-i", pair.B.Link, "--netns", pair.B.NS, "--port", "15209", "-1"})
+	}()
+	var out bytes.Buffer
+	var err error
+	for try := 0; try < 50; try++ {
+		out.Reset()
+		err = runWith(ctx, &globals{stdout: &out, stderr: &out}, []string{"bench", "client", "--backend", "xsk", "-i", pair.A.Link, "--netns", pair.A.NS,
+			"-c", pair.B.IPv4.String(), "--port", "15209", "-P", "4", "-b", "2M", "-l", "200", "-t", "1", "--rss-queues", "2", "--json"})
+		if err == nil || !strings.Contains(out.String(), "connection refused") {
+			break
+		}
+		time.Sleep(100 * time.Millisecond) // the server is still starting
+	}
+	if err != nil {
+		t.Fatalf("client: %v\n%s", err, out.String())
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("server: %v\n%s", err, srvOut.String())
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("client --json: %v\n%s", err, out.String())
+	}
+	perQueue := map[uint32]int{}
+	for _, p := range rep.Start.Placement {
+		perQueue[p.Queue]++
+	}
+	if len(rep.Start.Placement) != 4 || perQueue[0] != 2 || perQueue[1] != 2 {
+		t.Fatalf("placement %+v: want two streams on each of queues 0 and 1", rep.Start.Placement)
+	}
+	counts := map[int64]int64{}
+	for _, line := range strings.Split(srvOut.String(), "\n") {
+		if rest, ok := strings.CutPrefix(line, "RX queues of "+pair.B.Link+" (AF_XDP):"); ok {
+			for _, f := range strings.Split(rest, " pkts") {
+				var q, n int64
+				if _, err := fmt.Sscanf(strings.TrimSpace(f), "q%d %d", &q, &n); err == nil {
+					counts[q] = n
+				}
+			}
+		}
+	}
+	total := counts[0] + counts[1]
+	if got := rep.End.SumReceived.Packets; total < got || got == 0 {
+		t.Fatalf("server queues %v hold less than the %d datagrams received\n%s", counts, got, srvOut.String())
+	}
+	for q := int64(0); q < 2; q++ {
+		if counts[q] < total*4/10 {
+			t.Errorf("queue %d got %d of %d datagrams: the placed streams did not spread (%v)", q, counts[q], total, counts)
+		}
 	}
 }

@@ -28,6 +28,10 @@ func TestUsageErrorsAreTold(t *testing.T) {
 		{[]string{"failing-op-for-test", "extra"}, true},
 		{[]string{"failing-op-for-test", "--no-such-flag"}, true},
 		{[]string{"failing-op-for-test"}, false},
+		{[]string{"bench", "client", "-c", "198.18.0.2", "--rss-key", "6d5a"}, true},
+		{[]string{"bench", "client", "-c", "198.18.0.2", "--rss-queues", "2", "--rss-table", "0,1"}, true},
+		{[]string{"bench", "client", "-c", "198.18.0.2", "--rss-table", "0,x"}, true},
+		{[]string{"bench", "client", "-c", "198.18.0.2", "--rss-queues", "2", "--rss-key", "zz"}, true},
 	} {
 		var out bytes.Buffer
 		err := runWith(context.Background(), &globals{stdout: &out, stderr: &out}, tc.args)
