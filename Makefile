@@ -39,10 +39,12 @@ test: deps vet
 	$(GO) test -p 1 -count=1 -timeout 15m ./...
 	$(GO) test -p 1 -count=1 -race -timeout 10m $(RACE_PKGS)
 
-# demo is the main job: until `xdpio bench demo` exists, the rxdrop example on
-# a veth pair it creates itself.
+# demo is the main job: `xdpio bench demo` builds its own veth pair in two
+# namespaces, runs the iperf3-style UDP test with each data plane at both
+# ends, prints the side-by-side table and writes the chart to demo.svg.
 demo: deps
-	$(GO) run ./examples/rxdrop -demo -t 5s
+	$(GO) run ./cmd/xdpio bench demo --plot demo.svg
+	@echo "chart: demo.svg"
 
 bench: deps
 	$(GO) run ./bench/xskbench
