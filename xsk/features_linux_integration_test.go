@@ -474,3 +474,77 @@ func TestRegisterFD(t *testing.T) {
 	}
 	checkAccounting(t, s)
 }
+
+// With RxNap, a receiver that keeps calling Wait gets every datagram
+// (byte-exact) while its waits nap instead of polling; once traffic stops,
+// a nap that finds nothing hands over to poll; and Close wakes a wait in
+// the middle of a nap.
+func TestRxNap(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 1})
+	d := openOn(t, pair.B, xsk.Config{
+		Socket:  xsk.SocketConfig{RxNap: 200 * time.Microsecond},
+		Program: xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(testPort)}},
+	})
+	s := d.Sockets()[0]
+	done := make(chan *collector)
+	go func() { done <- collect(t, d.Sockets(), testPort, 2000, 10*time.Second) }()
+	sent := sendUDP(t, pair.A, netip.AddrPortFrom(pair.B.IPv4, testPort), 4, 2000, 200, 20*time.Microsecond)
+	c := <-done
+	if c.frames != 2000 || c.bytes != sent {
+		t.Fatalf("RX nap: received %v, want 2000 frames, %d bytes", c, sent)
+	}
+	st := checkAccounting(t, s)
+	if st.Naps == 0 {
+		t.Errorf("packets flowed, yet no wait napped: %+v", st)
+	}
+	// Traffic has stopped: the first wait naps and finds nothing, the
+	// next ones poll.
+	polls := st.Polls
+	for i := 0; i < 3; i++ {
+		if ok, err := s.Wait(5*time.Millisecond, false); ok || err != nil {
+			t.Fatalf("idle Wait = %v, %v; want false, nil", ok, err)
+		}
+	}
+	st2, _ := s.Stats()
+	if st2.Naps > st.Naps+1 || st2.Polls < polls+2 {
+		t.Errorf("idle waits: naps %d -> %d, polls %d -> %d; want at most one more nap and the rest polls", st.Naps, st2.Naps, polls, st2.Polls)
+	}
+
+	// Close wakes a wait that is napping: packets flow again, then a long
+	// nap starts.
+	d2 := openOn(t, pair.A, xsk.Config{
+		Socket:  xsk.SocketConfig{RxNap: 10 * time.Second},
+		Program: xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(testPort)}},
+	})
+	s2 := d2.Sockets()[0]
+	sendUDP(t, pair.B, netip.AddrPortFrom(pair.A.IPv4, testPort), 1, 1, 64, 0)
+	b := s2.NewBatch(8)
+	deadline := time.Now().Add(5 * time.Second)
+	for s2.Receive(b) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no datagram on the second socket")
+		}
+		s2.Wait(10*time.Millisecond, false)
+	}
+	s2.Release(b)
+	before, _ := s2.Stats()
+	waited := make(chan error, 1)
+	start := time.Now()
+	go func() { _, err := s2.Wait(-1, false); waited <- err }()
+	time.Sleep(50 * time.Millisecond)
+	if st, err := s2.Stats(); err != nil || st.Naps != before.Naps+1 || st.Polls != before.Polls {
+		t.Errorf("a Wait right after packets: naps %d -> %d, polls %d -> %d (%v); want it napping", before.Naps, st.Naps, before.Polls, st.Polls, err)
+	}
+	s2.Close()
+	select {
+	case err := <-waited:
+		if !errors.Is(err, xsk.ErrClosed) {
+			t.Errorf("Wait during a nap, after Close: %v, want ErrClosed", err)
+		}
+		if el := time.Since(start); el > 2*time.Second {
+			t.Errorf("Close took %v to wake a napping Wait", el)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not wake a Wait in the middle of a 10 s nap")
+	}
+}

@@ -40,6 +40,10 @@ type Socket struct {
 
 	ctr counters
 
+	// rxFlowing is set when Receive got frames and cleared when an RX nap
+	// found none (owner goroutine only): Wait naps only while it is set.
+	rxFlowing bool
+
 	// napiID is the NAPI a busy poll drives, once the kernel recorded one
 	// (owner goroutine only); napiProbe counts calls between looks.
 	napiID    int
@@ -52,6 +56,7 @@ type Socket struct {
 type counters struct {
 	rxFrames, rxBytes, txFrames, txBytes atomic.Uint64
 	kicks, kickErrors, polls, wakeups    atomic.Uint64
+	naps                                 atomic.Uint64
 	rxBadDescs, txRingFull               atomic.Uint64
 }
 
@@ -303,6 +308,7 @@ func (s *Socket) receive(b *Batch) int {
 	}
 	r.cachedCons = idx + n
 	r.consRelease()
+	s.rxFlowing = true
 	s.inFill -= int64(got)
 	s.inApp += int64(got)
 	s.publish()

@@ -66,6 +66,23 @@ type SocketConfig struct {
 	// goroutine, one poll of up to Budget packets per call, instead of
 	// the driver's interrupt and softirq. See BusyPoll for when it pays.
 	BusyPoll BusyPoll
+	// RxNap, when positive, changes how Wait waits for RX while packets
+	// are flowing: instead of blocking in poll on the socket at once, it
+	// first sleeps RxNap (or the timeout, if shorter) on a timer, off the
+	// socket's wait queue, and blocks in poll only if the RX ring is still
+	// empty after that nap; the next packets turn napping on again.
+	//
+	// A thread blocked in poll on the socket makes the kernel wake it (a
+	// wait-queue lock with interrupts off, and an inter-processor wake-up)
+	// every time the driver flushes frames to the socket, and at a high
+	// packet rate that wake-up, not the copy, is most of the kernel's cost
+	// per packet: with the queue off the wait queue, a NAPI poll that
+	// delivers frames finds nobody to wake. The price is latency: a packet
+	// may wait up to RxNap (plus the kernel's timer slack, 50 µs by default)
+	// before the application sees it. Tens of microseconds suit
+	// throughput-bound receivers; leave it 0 (poll at once) when latency
+	// matters more. Measure with bench/xskbench's xdpio-nap backend.
+	RxNap time.Duration
 	// TxBudget raises how many frames one TX kick sends in copy mode
 	// (XDP_MAX_TX_SKB_BUDGET, Linux 6.17; default 32 in the kernel). 0
 	// leaves the kernel's default. Values above the TX ring size are
@@ -127,6 +144,9 @@ func (c *SocketConfig) validate() error {
 	}
 	if c.Frames < 0 {
 		return invalid("frames", c.Frames, "must not be negative")
+	}
+	if c.RxNap < 0 {
+		return invalid("RX nap", c.RxNap, "must not be negative")
 	}
 	if c.Bind < BindAuto || c.Bind > BindZeroCopy {
 		return invalid("bind mode", int(c.Bind), "must be BindAuto, BindCopy or BindZeroCopy")

@@ -286,7 +286,9 @@ func (s *Socket) kick() error {
 // Wait blocks until the RX ring has descriptors (or, with tx set, the TX
 // ring has room or completions arrived), the timeout passes, or Close is
 // called. A negative timeout waits without limit. It reports whether the
-// socket is ready; after Close it returns ErrClosed.
+// socket is ready; after Close it returns ErrClosed. With
+// SocketConfig.RxNap set and packets flowing, an RX wait first naps (see
+// RxNap).
 func (s *Socket) Wait(timeout time.Duration, tx bool) (bool, error) {
 	s.busy.Add(1)
 	defer s.busy.Add(-1)
@@ -295,6 +297,25 @@ func (s *Socket) Wait(timeout time.Duration, tx bool) (bool, error) {
 	}
 	if s.rx != nil && s.rx.consAvail(1) > 0 {
 		return true, nil
+	}
+	if s.cfg.RxNap > 0 && s.rx != nil && !tx && s.rxFlowing && timeout != 0 {
+		d := s.cfg.RxNap
+		if timeout > 0 && timeout < d {
+			d = timeout
+		}
+		s.ctr.naps.Add(1)
+		if err := s.sleep(d); err != nil {
+			return false, err
+		}
+		if s.rx.consAvail(1) > 0 {
+			return true, nil
+		}
+		s.rxFlowing = false
+		if timeout > 0 {
+			if timeout -= d; timeout == 0 {
+				return false, nil
+			}
+		}
 	}
 	var ev int16
 	if s.rx != nil {
@@ -343,6 +364,13 @@ func (s *Socket) Sleep(d time.Duration) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
+	return s.sleep(d)
+}
+
+// sleep is Sleep for a caller that already marked the call in progress.
+// The thread sleeps in the kernel on the Close event only, not on the
+// socket, so the driver's flushes to the socket find nobody to wake.
+func (s *Socket) sleep(d time.Duration) error {
 	fds := []unix.PollFd{{Fd: int32(s.eventFD), Events: unix.POLLIN}}
 	ts := unix.NsecToTimespec(int64(max(d, 0)))
 	for {

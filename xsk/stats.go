@@ -17,7 +17,8 @@ type Stats struct {
 	TxFrames, TxBytes uint64 // put on the TX ring through Transmit
 	Kicks             uint64 // TX wake-up syscalls
 	KickErrors        uint64 // kicks that met a transient EAGAIN/EBUSY/ENOBUFS
-	Polls             uint64 // blocking waits
+	Polls             uint64 // blocking waits in poll
+	Naps              uint64 // RX waits that napped on a timer first (SocketConfig.RxNap)
 	Wakeups           uint64 // RX wake-up syscalls (need_wakeup, busy poll)
 	BadDescs          uint64 // descriptors from the kernel outside the UMEM, dropped
 	TxRingFull        uint64 // Transmit calls that found the TX ring full

@@ -36,7 +36,7 @@ func (s *Socket) Stats() (Stats, error) {
 	st.RxFrames, st.RxBytes = c.rxFrames.Load(), c.rxBytes.Load()
 	st.TxFrames, st.TxBytes = c.txFrames.Load(), c.txBytes.Load()
 	st.Kicks, st.KickErrors = c.kicks.Load(), c.kickErrors.Load()
-	st.Polls, st.Wakeups = c.polls.Load(), c.wakeups.Load()
+	st.Polls, st.Wakeups, st.Naps = c.polls.Load(), c.wakeups.Load(), c.naps.Load()
 	st.BadDescs, st.TxRingFull = c.rxBadDescs.Load(), c.txRingFull.Load()
 
 	st.FramesFree = int(s.pub.free.Load())
