@@ -1,0 +1,831 @@
+//go:build linux
+
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	asavie "github.com/asavie/xdp"
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpio/xdpio/internal/asaviefix"
+	"github.com/xdpio/xdpio/xsk"
+)
+
+// AsavieDataPlane carries a test's UDP streams over AF_XDP sockets of
+// github.com/asavie/xdp v0.3.3, the Go AF_XDP library xdpio is compared
+// with. It has the shape of XSKDataPlane, so the two run the same tests
+// side by side: one asavie socket (with its own UMEM) per RX queue of
+// Iface, received frames parsed and replies built by the same code
+// (parseUDP, buildUDP), the peer's MAC from the neighbour table.
+//
+// The sockets are driven the way asavie's documentation shows: Fill the
+// fill ring with GetDescs, Receive, Transmit descriptors from GetDescs,
+// Complete, and poll the socket's FD when there is nothing to do. It is
+// made as fair as the library allows: the same ring sizes, UMEM size and
+// batch (64 descriptors) as XSKDataPlane's defaults, the fill ring topped
+// up once a batch of slots is free rather than before every receive, and
+// poll only when every ring is empty.
+//
+// The XDP program is xdpio's (xsk.NewProgram), with asavie's sockets put
+// into its XSKMAP: asavie's own program (asavie.NewProgram) redirects
+// every frame of a queue, the iperf3 control connection, ARP and
+// neighbour discovery included, which would break the test; the filtering
+// variant of its examples matches on the IP protocol only. It also
+// attaches through the legacy netlink call after removing whatever
+// program the interface had. With the same program in front of both
+// backends, the comparison measures the socket libraries alone; the
+// program is attached through a bpf_link, so it goes away with the
+// process.
+//
+// asavie/xdp v0.3.3 leaves its rings mapped when a socket is closed;
+// Close releases them with package internal/asaviefix. It also leaks the
+// rings of a socket whose bind fails (the socket is not bound, so no
+// queue is held; the memory stays until the process exits).
+type AsavieDataPlane struct {
+	// Iface is the interface to bind to.
+	Iface string
+	// Do, if set, runs the socket setup (for example inside a network
+	// namespace). Nil runs it directly.
+	Do func(func() error) error
+	// Options are asavie's per-socket options. Zero fields take
+	// XSKDataPlane's defaults: 4096 frames of 4096 bytes and rings of 2048
+	// descriptors.
+	Options asavie.SocketOptions
+	// Batch is the most descriptors taken from the RX ring or put on the
+	// TX ring at once, and the number of free fill-ring slots that
+	// triggers a refill. Default 64, the engine's batch.
+	Batch int
+	// Attach chooses where the XDP program runs (xsk.AttachAuto: driver
+	// mode, else generic).
+	Attach xsk.AttachMode
+	// OnClose, if set, is called when a server endpoint or the client's
+	// shared sockets close, with what each RX queue's socket received
+	// (from asavie's Stats: frames taken from the RX ring, and the
+	// kernel's rx_dropped + rx_ring_full), in queue order.
+	OnClose func([]QueueCount)
+
+	cmu    sync.Mutex
+	client *asavieShared
+}
+
+func (d *AsavieDataPlane) run(fn func() error) error {
+	if d.Do != nil {
+		return d.Do(fn)
+	}
+	return fn()
+}
+
+func (d *AsavieDataPlane) options() (asavie.SocketOptions, int, error) {
+	o := d.Options
+	def := func(v *int, n int) {
+		if *v == 0 {
+			*v = n
+		}
+	}
+	def(&o.NumFrames, 4096)
+	def(&o.FrameSize, 4096)
+	def(&o.FillRingNumDescs, 2048)
+	def(&o.CompletionRingNumDescs, 2048)
+	def(&o.RxRingNumDescs, 2048)
+	def(&o.TxRingNumDescs, 2048)
+	batch := d.Batch
+	if batch == 0 {
+		batch = batchSize
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"fill ring", o.FillRingNumDescs}, {"completion ring", o.CompletionRingNumDescs}, {"RX ring", o.RxRingNumDescs}, {"TX ring", o.TxRingNumDescs}} {
+		if f.v < 0 || f.v&(f.v-1) != 0 {
+			return o, 0, fmt.Errorf("asavie: %s size %d: must be a power of two: %w", f.name, f.v, ErrUnsupported)
+		}
+	}
+	if o.FrameSize < 2048 || o.FrameSize > os.Getpagesize() || o.FrameSize&(o.FrameSize-1) != 0 {
+		return o, 0, fmt.Errorf("asavie: frame size %d: must be a power of two from 2048 to the page size: %w", o.FrameSize, ErrUnsupported)
+	}
+	if o.NumFrames < o.FillRingNumDescs+batch {
+		return o, 0, fmt.Errorf("asavie: %d frames: need at least the fill ring (%d) plus a batch (%d): %w", o.NumFrames, o.FillRingNumDescs, batch, ErrUnsupported)
+	}
+	if batch <= 0 || batch > o.RxRingNumDescs || batch > o.TxRingNumDescs {
+		return o, 0, fmt.Errorf("asavie: batch %d: must be between 1 and the RX and TX ring sizes: %w", batch, ErrUnsupported)
+	}
+	return o, batch, nil
+}
+
+// asavieSock is one asavie socket and what this package keeps about it.
+// mu serialises every use of s: asavie's frame bookkeeping is shared by
+// its RX and TX paths and not safe for concurrent use.
+type asavieSock struct {
+	s     *asavie.Socket
+	fd    int
+	queue int
+	batch int
+	txMax int
+
+	mu sync.Mutex
+	// rx holds the descriptors of the last Receive; next of them have
+	// been handed out. asavie counts a frame free as soon as Receive
+	// returns it, so frames in rx are kept out of Fill (by refilling only
+	// before the next Receive) and out of TX (by skipping them).
+	rx    []asavie.Desc
+	next  int
+	bytes uint64
+}
+
+// receive tops the fill ring up and takes up to max frames from the RX
+// ring. The caller holds a.mu and has handed out all of a.rx.
+func (a *asavieSock) receive(max int) {
+	if free := a.s.NumFreeFillSlots(); free >= a.batch {
+		a.s.Fill(a.s.GetDescs(free))
+	}
+	a.rx = append(a.rx[:0], a.s.Receive(max)...)
+	a.next = 0
+	for _, d := range a.rx {
+		a.bytes += uint64(d.Len)
+	}
+}
+
+// receiving reports whether frame addr is one of a.rx's.
+func (a *asavieSock) receiving(addr uint64, frameSize uint64) bool {
+	for _, d := range a.rx {
+		if d.Addr/frameSize == addr/frameSize {
+			return true
+		}
+	}
+	return false
+}
+
+// send builds up to len(msgs) frames with build and transmits them, a
+// batch at a time; it returns how many were queued for the kernel. The
+// caller holds a.mu.
+func (a *asavieSock) send(n int, frameSize uint64, build func(i int, frame []byte) (int, error)) (sent int, err error) {
+	defer func() {
+		// asavie panics when sendto fails with anything but EINTR,
+		// EAGAIN or EBUSY.
+		if p := recover(); p != nil {
+			err = fmt.Errorf("asavie transmit on queue %d: %v", a.queue, p)
+		}
+	}()
+	if c := a.s.NumCompleted(); c > 0 {
+		a.s.Complete(c)
+	}
+	for sent < n {
+		k := min(n-sent, a.batch, a.s.NumFreeTxSlots())
+		if k == 0 {
+			return sent, ErrBackpressure
+		}
+		descs := a.s.GetDescs(k + len(a.rx))
+		j := 0
+		for _, d := range descs {
+			if j < k && (len(a.rx) == 0 || !a.receiving(d.Addr, frameSize)) {
+				descs[j] = d
+				j++
+			}
+		}
+		descs = descs[:j]
+		if len(descs) == 0 {
+			return sent, ErrBackpressure // every frame is in flight
+		}
+		for i := range descs {
+			l, err := build(sent+i, a.s.GetFrame(descs[i]))
+			if err != nil {
+				return sent, err
+			}
+			descs[i].Len = uint32(l)
+		}
+		done := a.s.Transmit(descs)
+		a.kick()
+		sent += done
+		if done < len(descs) {
+			return sent, ErrBackpressure
+		}
+	}
+	return sent, nil
+}
+
+// kick has the kernel send what is on the TX ring. In copy mode one
+// sendto sends at most a budget of frames (32 by default) and asavie's
+// Transmit kicks once: without more kicks the rest of a batch would wait
+// for the next Transmit. Transmit of no descriptors is asavie's kick.
+func (a *asavieSock) kick() {
+	for free := a.s.NumFreeTxSlots(); free < a.txMax; {
+		a.s.Transmit(nil)
+		now := a.s.NumFreeTxSlots()
+		if now == free {
+			return // the device is busy; the next send kicks again
+		}
+		free = now
+	}
+}
+
+// openAsavie opens one asavie socket per RX queue of iface and xdpio's XDP
+// program with filter, registering the sockets in its XSKMAP. The caller
+// runs it in the interface's namespace.
+func (d *AsavieDataPlane) openAsavie(ifi *net.Interface, filter []xsk.Rule) (_ *asavieSet, err error) {
+	opts, batch, err := d.options()
+	if err != nil {
+		return nil, err
+	}
+	nq, err := xsk.Queues(ifi.Name)
+	if err != nil {
+		return nil, err
+	}
+	set := &asavieSet{frameSize: uint64(opts.FrameSize)}
+	defer func() {
+		if err != nil {
+			set.close()
+		}
+	}()
+	for q := 0; q < nq; q++ {
+		s, err := openAsavieSocket(ifi.Index, q, &opts)
+		if err != nil {
+			return nil, fmt.Errorf("asavie socket on queue %d: %w", q, err)
+		}
+		set.socks = append(set.socks, &asavieSock{s: s, fd: s.FD(), queue: q, batch: batch, txMax: opts.TxRingNumDescs})
+		// Frames for the kernel to receive into before the first read.
+		s.Fill(s.GetDescs(s.NumFreeFillSlots()))
+	}
+	set.prog, err = xsk.NewProgram(ifi.Index, xsk.ProgramConfig{Filter: filter, Attach: d.Attach})
+	if err != nil {
+		return nil, err
+	}
+	set.xsks, err = xskMapOf(set.prog)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range set.socks {
+		if err := set.xsks.Put(uint32(a.queue), uint32(a.fd)); err != nil {
+			return nil, fmt.Errorf("register asavie socket of queue %d in the XSKMAP: %w", a.queue, err)
+		}
+	}
+	return set, nil
+}
+
+// openAsavieSocket is asavie.NewSocket, retried for a second while bind
+// says EBUSY: the kernel releases the previous socket on the queue (of
+// another backend that ran just before) from a work queue.
+func openAsavieSocket(ifindex, queue int, opts *asavie.SocketOptions) (*asavie.Socket, error) {
+	deadline := time.Now().Add(time.Second)
+	for {
+		s, err := asavie.NewSocket(ifindex, queue, opts)
+		// asavie formats errors with %v: only the text tells EBUSY.
+		if err == nil || !strings.Contains(err.Error(), unix.EBUSY.Error()) || time.Now().After(deadline) {
+			return s, err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// xskMapOf returns the XSKMAP of a loaded program, as the kernel lists the
+// program's maps. (xsk.Program registers only xsk.Sockets.)
+func xskMapOf(p *xsk.Program) (*ebpf.Map, error) {
+	id, err := p.ProgramID()
+	if err != nil {
+		return nil, fmt.Errorf("XDP program ID: %w", err)
+	}
+	prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(id))
+	if err != nil {
+		return nil, fmt.Errorf("XDP program %d: %w", id, err)
+	}
+	defer prog.Close()
+	info, err := prog.Info()
+	if err != nil {
+		return nil, fmt.Errorf("XDP program %d info: %w", id, err)
+	}
+	ids, _ := info.MapIDs()
+	for _, mid := range ids {
+		m, err := ebpf.NewMapFromID(mid)
+		if err != nil {
+			return nil, fmt.Errorf("map %d of XDP program %d: %w", mid, id, err)
+		}
+		if m.Type() == ebpf.XSKMap {
+			return m, nil
+		}
+		m.Close()
+	}
+	return nil, fmt.Errorf("XDP program %d has no XSKMAP", id)
+}
+
+// asavieSet is the sockets of all queues and the program feeding them.
+type asavieSet struct {
+	socks     []*asavieSock
+	prog      *xsk.Program
+	xsks      *ebpf.Map
+	frameSize uint64
+}
+
+// counts returns each queue's counts. No socket may be in use.
+func (set *asavieSet) counts() []QueueCount {
+	var qs []QueueCount
+	for _, a := range set.socks {
+		st, err := a.s.Stats()
+		if err != nil {
+			continue
+		}
+		qs = append(qs, QueueCount{Queue: a.queue, Packets: st.Received, Bytes: a.bytes,
+			Dropped: st.KernelStats.Rx_dropped + st.KernelStats.Rx_ring_full})
+	}
+	return qs
+}
+
+// close detaches the program and closes the sockets. No socket may be in
+// use.
+func (set *asavieSet) close() error {
+	var errs []error
+	if set.prog != nil {
+		errs = append(errs, set.prog.Close())
+	}
+	if set.xsks != nil {
+		errs = append(errs, set.xsks.Close())
+	}
+	for _, a := range set.socks {
+		errs = append(errs, asaviefix.Close(a.s))
+	}
+	return errors.Join(errs...)
+}
+
+// pollIn waits up to d for any of fds to become readable.
+func pollIn(fds []unix.PollFd, d time.Duration) error {
+	for i := range fds {
+		fds[i].Events, fds[i].Revents = unix.POLLIN, 0
+	}
+	ts := unix.NsecToTimespec(int64(d))
+	if _, err := unix.Ppoll(fds, &ts, nil); err != nil && !errors.Is(err, unix.EINTR) {
+		return err
+	}
+	return nil
+}
+
+// Listen opens asavie sockets on every queue of Iface for UDP to local's
+// port.
+func (d *AsavieDataPlane) Listen(local netip.AddrPort) (PacketConn, error) {
+	c := &asavieConn{local: local, onClose: d.OnClose}
+	err := d.run(func() error {
+		ifi, err := net.InterfaceByName(d.Iface)
+		if err != nil {
+			return err
+		}
+		c.mac = ifi.HardwareAddr
+		if c.set, err = d.openAsavie(ifi, []xsk.Rule{xsk.UDPPort(local.Port())}); err != nil {
+			return err
+		}
+		c.neigh, c.neighErr = neighbours(ifi.Index)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("asavie listen %s %v: %w", d.Iface, local, err)
+	}
+	for _, a := range c.set.socks {
+		c.fds = append(c.fds, unix.PollFd{Fd: int32(a.fd)})
+	}
+	return c, nil
+}
+
+// asavieConn is a server endpoint: datagrams from every queue's socket,
+// replies through queue 0's.
+type asavieConn struct {
+	set      *asavieSet
+	local    netip.AddrPort
+	mac      net.HardwareAddr
+	neigh    map[netip.Addr]net.HardwareAddr
+	neighErr error
+	fds      []unix.PollFd
+	turn     int
+
+	mu       sync.Mutex
+	deadline time.Time
+	closed   atomic.Bool
+	// life keeps Close from unmapping the sockets while a call, or a
+	// queue reader's view, uses them.
+	life    sync.RWMutex
+	onClose func([]QueueCount)
+	notUDP  atomic.Uint64
+}
+
+func (c *asavieConn) LocalAddr() netip.AddrPort { return c.local }
+
+func (c *asavieConn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.deadline = t
+	c.mu.Unlock()
+	return nil
+}
+
+// ReadBatch takes datagrams from the sockets in turn, copying each UDP
+// payload into msgs, and waits in poll on all of them when none has any.
+func (c *asavieConn) ReadBatch(msgs []Message) (int, error) {
+	for {
+		c.life.RLock()
+		if c.closed.Load() {
+			c.life.RUnlock()
+			return 0, net.ErrClosed
+		}
+		n := 0
+		socks := c.set.socks
+		for i := 0; i < len(socks) && n < len(msgs); i++ {
+			a := socks[(c.turn+i)%len(socks)]
+			a.mu.Lock()
+			if a.next == len(a.rx) {
+				a.receive(min(a.batch, len(msgs)-n))
+			}
+			for ; a.next < len(a.rx) && n < len(msgs); a.next++ {
+				src, dport, payload, ok := parseUDP(a.s.GetFrame(a.rx[a.next]))
+				if !ok || dport != c.local.Port() {
+					c.notUDP.Add(1)
+					continue
+				}
+				msgs[n].N = copy(msgs[n].Buf, payload)
+				msgs[n].Addr = src
+				n++
+			}
+			a.mu.Unlock()
+		}
+		c.turn++
+		c.life.RUnlock()
+		if n > 0 {
+			return n, nil
+		}
+		c.mu.Lock()
+		deadline := c.deadline
+		c.mu.Unlock()
+		wait := 20 * time.Millisecond
+		if !deadline.IsZero() {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return 0, os.ErrDeadlineExceeded
+			}
+			wait = min(wait, left)
+		}
+		if err := pollIn(c.fds, wait); err != nil {
+			if c.closed.Load() {
+				return 0, net.ErrClosed
+			}
+			return 0, fmt.Errorf("asavie read: poll: %w", err)
+		}
+	}
+}
+
+// QueueReaders returns a reader per RX queue's socket, so that the engine
+// reads asavie's queues in parallel and in place, as it reads
+// XSKDataPlane's.
+func (c *asavieConn) QueueReaders() []QueueReader {
+	qs := make([]QueueReader, len(c.set.socks))
+	for i, a := range c.set.socks {
+		qs[i] = &asavieQueueReader{c: c, a: a}
+	}
+	return qs
+}
+
+// asavieQueueReader reads one queue's socket in place. While it holds
+// frames it holds c.life for reading, so Close waits until they are given
+// back.
+type asavieQueueReader struct {
+	c    *asavieConn
+	a    *asavieSock
+	held bool
+	fds  [1]unix.PollFd
+}
+
+func (q *asavieQueueReader) Queue() int { return q.a.queue }
+
+func (q *asavieQueueReader) Done() {
+	if q.held {
+		q.held = false
+		q.c.life.RUnlock()
+	}
+}
+
+func (q *asavieQueueReader) ReadView(msgs []Message, timeout time.Duration) (int, error) {
+	q.Done()
+	c, a := q.c, q.a
+	var deadline time.Time
+	for {
+		c.life.RLock()
+		if c.closed.Load() {
+			c.life.RUnlock()
+			return 0, net.ErrClosed
+		}
+		a.mu.Lock()
+		if a.next == len(a.rx) {
+			a.receive(a.batch)
+		}
+		n := 0
+		for ; a.next < len(a.rx) && n < len(msgs); a.next++ {
+			src, dport, payload, ok := parseUDP(a.s.GetFrame(a.rx[a.next]))
+			if !ok || dport != c.local.Port() {
+				c.notUDP.Add(1)
+				continue
+			}
+			msgs[n] = Message{Buf: payload, N: len(payload), Addr: src}
+			n++
+		}
+		a.mu.Unlock()
+		if n > 0 {
+			q.held = true
+			return n, nil
+		}
+		c.life.RUnlock()
+		if deadline.IsZero() {
+			deadline = time.Now().Add(timeout)
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return 0, nil
+		}
+		q.fds[0].Fd = int32(a.fd)
+		if err := pollIn(q.fds[:], min(left, 20*time.Millisecond)); err != nil {
+			if c.closed.Load() {
+				return 0, net.ErrClosed
+			}
+			return 0, fmt.Errorf("asavie read queue %d: poll: %w", a.queue, err)
+		}
+	}
+}
+
+// WriteBatch builds each datagram in a UMEM frame of queue 0's socket and
+// transmits them.
+func (c *asavieConn) WriteBatch(msgs []Message) (int, error) {
+	c.life.RLock()
+	defer c.life.RUnlock()
+	if c.closed.Load() {
+		return 0, net.ErrClosed
+	}
+	a := c.set.socks[0]
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.send(len(msgs), c.set.frameSize, func(i int, frame []byte) (int, error) {
+		m := msgs[i]
+		mac, ok := c.neigh[m.Addr.Addr().Unmap()]
+		if !ok {
+			return 0, fmt.Errorf("asavie write to %v: no neighbour entry for it on the interface (%v)", m.Addr, c.neighErr)
+		}
+		return buildUDP(frame, c.mac, mac, c.local, m.Addr, m.Buf[:m.N])
+	})
+}
+
+func (c *asavieConn) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	c.life.Lock()
+	defer c.life.Unlock()
+	if c.onClose != nil {
+		c.onClose(c.set.counts())
+	}
+	return c.set.close()
+}
+
+// asavieShared is the sockets a client's streams share, as xskShared is
+// for XSKDataPlane: a block of source ports, each stream one of them.
+type asavieShared struct {
+	mu      sync.Mutex
+	set     *asavieSet
+	fds     []unix.PollFd
+	mac     net.HardwareAddr
+	neigh   map[netip.Addr]net.HardwareAddr
+	nerr    error
+	src4    netip.Addr
+	src6    netip.Addr
+	base    uint16
+	next    int
+	conns   map[uint16]*asavieClientConn
+	stray   uint64
+	refs    int
+	closed  bool
+	onClose func([]QueueCount)
+}
+
+// Dial gives a client stream its own source port on the shared sockets,
+// opening them on first use.
+func (d *AsavieDataPlane) Dial(remote netip.AddrPort) (PacketConn, error) {
+	d.cmu.Lock()
+	defer d.cmu.Unlock()
+	if d.client == nil {
+		sh, err := d.openShared()
+		if err != nil {
+			return nil, fmt.Errorf("asavie dial %v: %w", remote, err)
+		}
+		d.client = sh
+	}
+	sh := d.client
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.next >= clientPorts {
+		return nil, fmt.Errorf("asavie dial %v: all %d client ports in use: %w", remote, clientPorts, ErrUnsupported)
+	}
+	src := sh.src4
+	if remote.Addr().Unmap().Is6() {
+		src = sh.src6
+	}
+	if !src.IsValid() {
+		return nil, fmt.Errorf("asavie dial %v: %s has no address of that family", remote, d.Iface)
+	}
+	port := sh.base + uint16(sh.next)
+	c := &asavieClientConn{d: d, sh: sh, local: netip.AddrPortFrom(src, port),
+		remote: netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port()), txq: sh.next % len(sh.set.socks)}
+	sh.next++
+	sh.refs++
+	sh.conns[port] = c
+	return c, nil
+}
+
+func (d *AsavieDataPlane) openShared() (*asavieShared, error) {
+	sh := &asavieShared{conns: map[uint16]*asavieClientConn{}, onClose: d.OnClose}
+	// The block of ports XSKDataPlane's client uses, picked at random.
+	sh.base = uint16(clientPortLow + rand.IntN((clientPortHigh-clientPortLow)/clientPorts)*clientPorts)
+	filter := []xsk.Rule{{Protocol: unix.IPPROTO_UDP, DstPortMin: sh.base, DstPortMax: sh.base + clientPorts - 1}}
+	err := d.run(func() error {
+		ifi, err := net.InterfaceByName(d.Iface)
+		if err != nil {
+			return err
+		}
+		sh.mac = ifi.HardwareAddr
+		if sh.src4, sh.src6, err = ifaceSources(ifi); err != nil {
+			return err
+		}
+		if sh.set, err = d.openAsavie(ifi, filter); err != nil {
+			return err
+		}
+		sh.neigh, sh.nerr = neighbours(ifi.Index)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range sh.set.socks {
+		sh.fds = append(sh.fds, unix.PollFd{Fd: int32(a.fd)})
+	}
+	return sh, nil
+}
+
+// ifaceSources returns the interface's first IPv4 address and first
+// global IPv6 address (invalid when it has none).
+func ifaceSources(ifi *net.Interface) (v4, v6 netip.Addr, err error) {
+	addrs, err := ifi.Addrs()
+	if err != nil {
+		return v4, v6, err
+	}
+	for _, a := range addrs {
+		n, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		ip, _ := netip.AddrFromSlice(n.IP)
+		ip = ip.Unmap()
+		switch {
+		case ip.Is4() && !v4.IsValid():
+			v4 = ip
+		case ip.Is6() && !ip.IsLinkLocalUnicast() && !v6.IsValid():
+			v6 = ip
+		}
+	}
+	return v4, v6, nil
+}
+
+// asavieClientConn is one client stream: a source port on the shared
+// sockets, sending through the socket of queue txq, receiving what is
+// routed to its port.
+type asavieClientConn struct {
+	d        *AsavieDataPlane
+	sh       *asavieShared
+	local    netip.AddrPort
+	remote   netip.AddrPort
+	txq      int
+	inbox    []datagram
+	dropped  uint64
+	deadline time.Time
+	closed   bool
+}
+
+func (c *asavieClientConn) LocalAddr() netip.AddrPort { return c.local }
+
+func (c *asavieClientConn) SetReadDeadline(t time.Time) error {
+	c.sh.mu.Lock()
+	c.deadline = t
+	c.sh.mu.Unlock()
+	return nil
+}
+
+// pump receives from every socket and routes datagrams to their streams.
+// The caller holds sh.mu.
+func (sh *asavieShared) pump() {
+	for _, a := range sh.set.socks {
+		a.mu.Lock()
+		if a.next == len(a.rx) {
+			a.receive(a.batch)
+		}
+		for ; a.next < len(a.rx); a.next++ {
+			src, dport, payload, ok := parseUDP(a.s.GetFrame(a.rx[a.next]))
+			if !ok {
+				sh.stray++
+				continue
+			}
+			c := sh.conns[dport]
+			if c == nil {
+				sh.stray++
+				continue
+			}
+			if len(c.inbox) >= inboxLimit {
+				c.dropped++
+				continue
+			}
+			c.inbox = append(c.inbox, datagram{from: src, b: append([]byte(nil), payload...)})
+		}
+		a.mu.Unlock()
+	}
+}
+
+func (c *asavieClientConn) ReadBatch(msgs []Message) (int, error) {
+	sh := c.sh
+	for {
+		sh.mu.Lock()
+		if c.closed || sh.closed {
+			sh.mu.Unlock()
+			return 0, net.ErrClosed
+		}
+		if len(c.inbox) == 0 {
+			sh.pump()
+		}
+		n := 0
+		for n < len(msgs) && n < len(c.inbox) {
+			msgs[n].N = copy(msgs[n].Buf, c.inbox[n].b)
+			msgs[n].Addr = c.inbox[n].from
+			n++
+		}
+		c.inbox = c.inbox[:copy(c.inbox, c.inbox[n:])]
+		deadline := c.deadline
+		fds := append([]unix.PollFd(nil), sh.fds...)
+		sh.mu.Unlock()
+		if n > 0 {
+			return n, nil
+		}
+		wait := 5 * time.Millisecond // other streams' readers may take our frames
+		if !deadline.IsZero() {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return 0, os.ErrDeadlineExceeded
+			}
+			wait = min(wait, left)
+		}
+		if err := pollIn(fds, wait); err != nil {
+			return 0, fmt.Errorf("asavie read: poll: %w", err)
+		}
+	}
+}
+
+func (c *asavieClientConn) WriteBatch(msgs []Message) (int, error) {
+	sh := c.sh
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if c.closed || sh.closed {
+		return 0, net.ErrClosed
+	}
+	mac, ok := sh.neigh[c.remote.Addr()]
+	if !ok {
+		return 0, fmt.Errorf("asavie write to %v: no neighbour entry for it on the interface (%v)", c.remote, sh.nerr)
+	}
+	a := sh.set.socks[c.txq]
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.send(len(msgs), sh.set.frameSize, func(i int, frame []byte) (int, error) {
+		m := msgs[i]
+		return buildUDP(frame, sh.mac, mac, c.local, c.remote, m.Buf[:m.N])
+	})
+}
+
+// Close releases the stream's port; the last one closes the sockets.
+func (c *asavieClientConn) Close() error {
+	c.d.cmu.Lock()
+	defer c.d.cmu.Unlock()
+	sh := c.sh
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	delete(sh.conns, c.local.Port())
+	sh.refs--
+	if sh.refs > 0 {
+		return nil
+	}
+	sh.closed = true
+	if c.d.client == sh {
+		c.d.client = nil
+	}
+	if sh.onClose != nil {
+		sh.onClose(sh.set.counts())
+	}
+	return sh.set.close()
+}

@@ -1,0 +1,463 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/xdpio/xdpio/internal/netnstest"
+)
+
+// startServerWith runs our Server with data plane dp in B on port and
+// returns a channel with each test's report (and error).
+func startServerWith(t *testing.T, pair *netnstest.Pair, port int, dp DataPlane) <-chan reportErr {
+	t.Helper()
+	var ln net.Listener
+	if err := pair.B.Do(func() error {
+		var err error
+		ln, err = net.Listen("tcp", netip.AddrPortFrom(pair.B.IPv4, uint16(port)).String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan reportErr, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	srv := &Server{DataPlane: dp, OnReport: func(r *Report, err error) {
+		select {
+		case ch <- reportErr{r, err}:
+		default:
+		}
+	}}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return ch
+}
+
+// queueCounts collects what OnClose reports.
+type queueCounts struct {
+	mu  sync.Mutex
+	got [][]QueueCount
+}
+
+func (q *queueCounts) record(qs []QueueCount) {
+	q.mu.Lock()
+	q.got = append(q.got, qs)
+	q.mu.Unlock()
+}
+
+func (q *queueCounts) take() [][]QueueCount {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	g := q.got
+	q.got = nil
+	return g
+}
+
+// xdpAttached reports whether h's interface has an XDP program, as the
+// kernel's link dump says.
+func xdpAttached(t *testing.T, h *netnstest.Host) bool {
+	t.Helper()
+	var l netlink.Link
+	if err := h.Do(func() (err error) {
+		l, err = netlink.LinkByIndex(h.Ifindex)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	x := l.Attrs().Xdp
+	return x != nil && (x.Attached || x.ProgId != 0)
+}
+
+// TestAsavieServerFromSocketClient: our client in A on kernel sockets, the
+// server in B on asavie's sockets, forward and -R. Oracles: the kernel's
+// UDP counters (in B nothing of the test reaches the kernel's UDP: every
+// datagram went through the AF_XDP sockets; with -R, A's kernel delivered
+// what the asavie sockets sent), asavie's own RX statistics per queue (sum
+// = datagrams + the 3 setup messages), and the sender's count. Afterwards
+// no XDP program is left on B's interface (the kernel's link dump).
+func TestAsavieServerFromSocketClient(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	var qc queueCounts
+	dp := &AsavieDataPlane{Iface: pair.B.Link, Do: pair.B.Do, OnClose: qc.record}
+	reports := startServerWith(t, pair, 5201, dp)
+	for _, reverse := range []bool{false, true} {
+		t.Run("reverse="+strconv.FormatBool(reverse), func(t *testing.T) {
+			inA, inB := udpInDatagrams(t, pair.A), udpInDatagrams(t, pair.B)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			c := &Client{Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &SocketDataPlane{Do: pair.A.Do},
+				Dial: nsDial(pair.A), Streams: 3, Duration: 2 * time.Second, Bitrate: 20e6, Reverse: reverse, Length: 1000}
+			rep, err := c.Run(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var srep reportErr
+			select {
+			case srep = <-reports:
+			case <-ctx.Done():
+				t.Fatal("no server report")
+			}
+			if srep.err != nil {
+				t.Fatalf("server: %v", srep.err)
+			}
+			s, r := rep.End.SumSent, rep.End.SumReceived
+			t.Logf("sent %d, received %d, lost %d", s.Packets, r.Packets, r.LostPackets)
+			if s.Packets < 14000 || r.Packets != s.Packets || r.LostPackets != 0 || r.Bytes != s.Bytes {
+				t.Errorf("sent %+v received %+v: want about 15000 datagrams, all received", s, r)
+			}
+			if srep.rep.End.SumSent != s || srep.rep.End.SumReceived.Packets != r.Packets {
+				t.Errorf("server's totals %+v / %+v differ from client's %+v / %+v", srep.rep.End.SumSent, srep.rep.End.SumReceived, s, r)
+			}
+			dA, dB := udpInDatagrams(t, pair.A)-inA, udpInDatagrams(t, pair.B)-inB
+			if dB != 0 {
+				t.Errorf("B's kernel delivered %d UDP datagrams; all should have gone to the asavie sockets", dB)
+			}
+			if reverse && dA != r.Packets+3 {
+				t.Errorf("A's kernel delivered %d datagrams, want the %d received + 3 setup replies", dA, r.Packets)
+			}
+			// The server's endpoint is closed when its report is out.
+			got := qc.take()
+			if len(got) != 1 || len(got[0]) != 2 {
+				t.Fatalf("OnClose calls %v: want one with 2 queues", got)
+			}
+			var sum uint64
+			for _, q := range got[0] {
+				sum += q.Packets
+				if q.Dropped != 0 {
+					t.Errorf("queue %d: kernel dropped %d", q.Queue, q.Dropped)
+				}
+			}
+			want := uint64(3) // setup messages
+			if !reverse {
+				want += uint64(r.Packets)
+			}
+			if sum != want {
+				t.Errorf("asavie's RX statistics: %d frames over the queues %v, want %d", sum, got[0], want)
+			}
+			if !reverse && (got[0][0].Packets == 0 || got[0][1].Packets == 0) {
+				t.Errorf("3 flows all on one queue: %v", got[0])
+			}
+			if xdpAttached(t, pair.B) {
+				t.Error("an XDP program is still attached to B's interface after the test")
+			}
+		})
+	}
+}
+
+// TestIperf3ClientAgainstAsavieServer runs Debian's iperf3 client in A
+// against our Server on asavie's sockets in B. Oracle: iperf3's JSON
+// report (what it sent, what our server says it received).
+func TestIperf3ClientAgainstAsavieServer(t *testing.T) {
+	netnstest.RequireTool(t, "iperf3")
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	reports := startServerWith(t, pair, 5201, &AsavieDataPlane{Iface: pair.B.Link, Do: pair.B.Do})
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"50M", nil},
+		{"P4", []string{"-P", "4"}},
+		{"reverse", []string{"-R", "-b", "20M"}},
+		{"len64", []string{"-l", "64", "-b", "10M"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			args := append([]string{"-c", pair.B.IPv4.String(), "-u", "-b", "50M", "-t", "2", "-J"}, tc.args...)
+			inA, bufErrA := udpInDatagrams(t, pair.A), udpRcvbufErrors(t, pair.A)
+			out, err := pair.A.Command(ctx, "iperf3", args...).Output()
+			if err != nil {
+				t.Fatalf("iperf3 %v: %v\n%s", args, err, out)
+			}
+			j := parseIperf(t, out)
+			if j.Error != "" {
+				t.Fatalf("iperf3 reports error: %s", j.Error)
+			}
+			var rep *Report
+			select {
+			case r := <-reports:
+				if r.err != nil {
+					t.Fatalf("server: %v", r.err)
+				}
+				rep = r.rep
+			case <-ctx.Done():
+				t.Fatal("no server report")
+			}
+			sent, recv := j.End.SumSent, j.End.SumReceived
+			t.Logf("iperf3 %v: sent %d packets %d bytes; received %d packets %d bytes, lost %d, jitter %.4f ms",
+				tc.args, sent.Packets, sent.Bytes, recv.Packets, recv.Bytes, recv.LostPackets, recv.JitterMS)
+			if sent.Packets == 0 {
+				t.Fatal("nothing sent")
+			}
+			if rep.End.SumSent.Packets != sent.Packets || rep.End.SumReceived.Packets != recv.Packets {
+				t.Errorf("our report: sent %d received %d; iperf3's: sent %d received %d",
+					rep.End.SumSent.Packets, rep.End.SumReceived.Packets, sent.Packets, recv.Packets)
+			}
+			if n := int64(j.Start.TestStart.NumStreams); tc.name == "reverse" {
+				// Our server sent through asavie. Oracle: A's kernel got
+				// every datagram (and the setup reply); iperf3 reads one
+				// per syscall and may not keep up on a loaded machine, so
+				// its losses must be ones its full socket buffer refused.
+				// It stops counting at TEST_END: datagrams in flight then
+				// are neither received nor lost.
+				dIn, dBufErr := udpInDatagrams(t, pair.A)-inA, udpRcvbufErrors(t, pair.A)-bufErrA
+				t.Logf("client's kernel: UDP in %d, receive buffer full %d", dIn, dBufErr)
+				if dIn+dBufErr != sent.Packets+n {
+					t.Errorf("client's kernel: %d datagrams delivered + %d refused, want the %d our server sent + %d setup replies", dIn, dBufErr, sent.Packets, n)
+				}
+				if recv.LostPackets > dBufErr || recv.Packets > sent.Packets || recv.Packets < sent.Packets*95/100 {
+					t.Errorf("iperf3 received %d (lost %d) of the %d packets our server sent through asavie", recv.Packets, recv.LostPackets, sent.Packets)
+				}
+			} else if recv.Packets != sent.Packets || recv.Bytes != sent.Bytes || recv.LostPackets != 0 {
+				t.Errorf("server received %d packets/%d bytes (lost %d), iperf3 sent %d/%d", recv.Packets, recv.Bytes, recv.LostPackets, sent.Packets, sent.Bytes)
+			}
+			if n := j.Start.TestStart.NumStreams; len(j.End.Streams) != n {
+				t.Errorf("iperf3 shows %d streams, want %d", len(j.End.Streams), n)
+			}
+		})
+	}
+	if xdpAttached(t, pair.B) {
+		t.Error("an XDP program is still attached to B's interface")
+	}
+}
+
+// TestAsavieClientAgainstIperf3Server runs our Client on asavie's sockets
+// in A against a one-off Debian iperf3 server in B, forward with 2 streams
+// and reverse. Oracle: the server's -J report.
+func TestAsavieClientAgainstIperf3Server(t *testing.T) {
+	netnstest.RequireTool(t, "iperf3")
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	for i, tc := range []struct {
+		name string
+		c    Client
+	}{
+		{"P2", Client{Bitrate: 10e6, Streams: 2}}, // iperf3 -s reads one datagram per syscall into a 208 KiB buffer: on a loaded machine faster bursts overflow it (UdpRcvbufErrors)
+		{"reverse", Client{Bitrate: 10e6, Reverse: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			port := 5401 + i
+			srv := pair.B.Command(ctx, "iperf3", "-s", "-1", "-J", "-B", pair.B.IPv4.String(), "-p", strconv.Itoa(port))
+			var out bytes.Buffer
+			srv.Stdout = &out
+			if err := srv.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Process.Kill()
+			var qc queueCounts
+			c := tc.c
+			c.Server = netip.AddrPortFrom(pair.B.IPv4, uint16(port))
+			c.Duration = 2 * time.Second
+			c.DataPlane = &AsavieDataPlane{Iface: pair.A.Link, Do: pair.A.Do, OnClose: qc.record}
+			c.Dial = func(ctx context.Context, network, addr string) (conn net.Conn, err error) {
+				for try := 0; try < 50; try++ { // until iperf3 listens
+					if conn, err = nsDial(pair.A)(ctx, network, addr); err == nil {
+						return conn, nil
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+				return nil, err
+			}
+			inB, bufErrB := udpInDatagrams(t, pair.B), udpRcvbufErrors(t, pair.B)
+			rep, err := c.Run(ctx)
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if err := srv.Wait(); err != nil {
+				t.Fatalf("iperf3 -s: %v\n%s", err, out.Bytes())
+			}
+			j := parseIperf(t, out.Bytes())
+			if j.Error != "" {
+				t.Fatalf("iperf3 server reports error: %s", j.Error)
+			}
+			dIn, dBufErr := udpInDatagrams(t, pair.B)-inB, udpRcvbufErrors(t, pair.B)-bufErrB
+			sent, recv := j.End.SumSent, j.End.SumReceived
+			t.Logf("iperf3 -s: sent %d received %d lost %d; ours: sent %d received %d lost %d; server's kernel: UDP in %d, receive buffer full %d",
+				sent.Packets, recv.Packets, recv.LostPackets, rep.End.SumSent.Packets, rep.End.SumReceived.Packets, rep.End.SumReceived.LostPackets, dIn, dBufErr)
+			streams := int64(max(1, tc.c.Streams))
+			if !c.Reverse {
+				// iperf3's packets is the highest sequence number it saw,
+				// lost the gaps. On a loaded machine iperf3 -s may not keep
+				// up and its socket buffer overflow: every datagram we sent
+				// must have reached its kernel, and iperf3 must have read
+				// every one its kernel did not refuse.
+				ours := rep.End.SumSent.Packets
+				if dIn+dBufErr != ours+streams {
+					t.Errorf("server's kernel: %d datagrams delivered + %d refused (buffer full), want our %d + %d setup", dIn, dBufErr, ours, streams)
+				}
+				if got := recv.Packets - recv.LostPackets; got != dIn-streams || recv.Packets > ours || recv.Packets < ours-dBufErr {
+					t.Errorf("iperf3 read %d datagrams (sequence numbers up to %d), its kernel delivered %d of our %d", got, recv.Packets, dIn-streams, ours)
+				}
+				if recv.Bytes != uint64(dIn-streams)*1460 {
+					t.Errorf("iperf3 received %d bytes, want %d datagrams of 1460", recv.Bytes, dIn-streams)
+				}
+			} else if sent.Packets == 0 || sent.Packets != rep.End.SumReceived.Packets || sent.Bytes != rep.End.SumReceived.Bytes || rep.End.SumReceived.LostPackets != 0 {
+				t.Errorf("we received %d packets/%d bytes (lost %d) through asavie, iperf3 sent %d/%d",
+					rep.End.SumReceived.Packets, rep.End.SumReceived.Bytes, rep.End.SumReceived.LostPackets, sent.Packets, sent.Bytes)
+			}
+			if len(j.End.Streams) != max(1, tc.c.Streams) {
+				t.Errorf("iperf3 saw %d streams, want %d", len(j.End.Streams), max(1, tc.c.Streams))
+			}
+			if got := qc.take(); len(got) != 1 || len(got[0]) != 2 {
+				t.Errorf("OnClose calls %v: want one, when the last stream closed, with 2 queues", got)
+			}
+			if xdpAttached(t, pair.A) {
+				t.Error("an XDP program is still attached to A's interface")
+			}
+		})
+	}
+}
+
+// TestAsavieQueueReadersAndClose: datagrams from kernel sockets in A on 8
+// source ports are all read in place by the per-queue readers with
+// payload and source intact; Close while the readers wait wakes them with
+// net.ErrClosed, removes the XDP program and frees the queues, so a
+// second Listen binds them again.
+func TestAsavieQueueReadersAndClose(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	local := netip.AddrPortFrom(pair.B.IPv4, 5301)
+	dp := &AsavieDataPlane{Iface: pair.B.Link, Do: pair.B.Do}
+	pc, err := dp.Listen(local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	if !xdpAttached(t, pair.B) {
+		t.Fatal("Listen attached no XDP program")
+	}
+	qrs := pc.(MultiQueueConn).QueueReaders()
+	if len(qrs) != 2 {
+		t.Fatalf("%d queue readers, want 2", len(qrs))
+	}
+	const perFlow, flows = 300, 8
+	var (
+		mu   sync.Mutex
+		got  = map[netip.AddrPort]int{}
+		bad  int
+		errs = make(chan error, len(qrs))
+		wg   sync.WaitGroup
+	)
+	for _, q := range qrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer q.Done()
+			msgs := make([]Message, 16)
+			for {
+				n, err := q.ReadView(msgs, 2*time.Second)
+				mu.Lock()
+				for _, m := range msgs[:n] {
+					if m.N != 100 || m.Buf[0] != byte(m.Addr.Port()) || m.Buf[99] != 0xab {
+						bad++
+					}
+					got[m.Addr]++
+				}
+				mu.Unlock()
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	var sent []netip.AddrPort
+	err = pair.A.Do(func() error {
+		for f := 0; f < flows; f++ {
+			c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(local))
+			if err != nil {
+				return err
+			}
+			src := c.LocalAddr().(*net.UDPAddr).AddrPort()
+			sent = append(sent, netip.AddrPortFrom(src.Addr().Unmap(), src.Port()))
+			buf := make([]byte, 100)
+			buf[0], buf[99] = byte(src.Port()), 0xab
+			for i := 0; i < perFlow; i++ {
+				if _, err := c.Write(buf); err != nil {
+					c.Close()
+					return err
+				}
+				if i%50 == 49 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			c.Close()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		total := 0
+		for _, n := range got {
+			total += n
+		}
+		mu.Unlock()
+		if total >= perFlow*flows {
+			break
+		}
+	}
+	if err := pc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if !errors.Is(err, net.ErrClosed) {
+			t.Errorf("reader after Close: %v, want net.ErrClosed", err)
+		}
+	}
+	for _, src := range sent {
+		if got[src] != perFlow {
+			t.Errorf("flow from %v: %d datagrams read, %d sent", src, got[src], perFlow)
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d datagrams with a wrong length or payload", bad)
+	}
+	if _, err := pc.ReadBatch(make([]Message, 1)); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("ReadBatch after Close: %v, want net.ErrClosed", err)
+	}
+	if xdpAttached(t, pair.B) {
+		t.Error("an XDP program is still attached after Close")
+	}
+	// The queues are free again: the next backend can bind them.
+	pc2, err := dp.Listen(local)
+	if err != nil {
+		t.Fatalf("Listen after Close: %v", err)
+	}
+	if err := pc2.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// udpRcvbufErrors reads Udp RcvbufErrors (datagrams refused because the
+// socket's buffer was full) in h's namespace.
+func udpRcvbufErrors(t *testing.T, h *netnstest.Host) int64 {
+	t.Helper()
+	m, err := h.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, ok := m["UdpRcvbufErrors"]
+	if !ok {
+		t.Fatal("no Udp RcvbufErrors in the kernel's SNMP counters")
+	}
+	return v
+}
