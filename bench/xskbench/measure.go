@@ -44,10 +44,11 @@ type Options struct {
 	// Spin is how many times an AF_XDP receiver (xdpio and asavie/xdp
 	// alike) looks at an empty RX ring before it sleeps in poll.
 	Spin int
-	// Nap, when positive, makes an AF_XDP receiver (xdpio and asavie/xdp
-	// alike) that finds its RX ring empty sleep that long instead of
-	// blocking in poll: software RX coalescing, which spares the kernel a
-	// wake-up per NAPI poll.
+	// Nap is the RX nap of the xdpio-nap backend (SocketConfig.RxNap) and
+	// of asavie-nap, which applies the same policy by hand: while packets
+	// flow, a receiver that finds its RX ring empty sleeps this long on a
+	// timer instead of blocking in poll on the socket, which spares the
+	// kernel a wake-up per NAPI flush.
 	Nap time.Duration
 	// BusyPoll is SO_BUSY_POLL of the xdpio-busypoll backend's sockets
 	// (preferred busy polling; asavie/xdp has no such option) and
@@ -97,6 +98,10 @@ const (
 	// beAsavieDoc is asavie/xdp with the receive loop its README and
 	// examples show: a poll syscall before every receive.
 	beAsavieDoc = "asavie-doc"
+	// beXDPIONap is xdpio with SocketConfig.RxNap; beAsavieNap is asavie's
+	// tuned loop with the same nap policy written into the loop.
+	beXDPIONap  = "xdpio-nap"
+	beAsavieNap = "asavie-nap"
 	beSocket    = "socket"
 	// beC is the C peer (c/xskpeer.c), built with the system's compiler
 	// when there is one.
@@ -104,7 +109,7 @@ const (
 )
 
 var (
-	rxBackends = []string{beGen, beXDPIO, beXDPIOBusy, beAsavie, beAsavieDoc, beSocket, beC}
+	rxBackends = []string{beGen, beXDPIO, beXDPIONap, beXDPIOBusy, beAsavie, beAsavieDoc, beAsavieNap, beSocket, beC}
 	txBackends = []string{beXDPIO, beAsavie, beC}
 )
 
@@ -346,6 +351,11 @@ func measure(ctx context.Context, pair *netnstest.Pair, o Options, log io.Writer
 			ratio("xdpio/c", beXDPIO, beC, 0)
 			ratio("c/asavie", beC, beAsavie, 0)
 			if mode == modeRx {
+				ratio("xdpio-nap/asavie", beXDPIONap, beAsavie, 1.5)
+				ratio("xdpio-nap/asavie-doc", beXDPIONap, beAsavieDoc, 1.5)
+				ratio("xdpio-nap/asavie-nap", beXDPIONap, beAsavieNap, 0)
+				ratio("xdpio-nap/socket", beXDPIONap, beSocket, 2)
+				ratio("xdpio-nap/xdpio", beXDPIONap, beXDPIO, 0)
 				ratio("xdpio-busypoll/asavie", beXDPIOBusy, beAsavie, 1.5)
 				ratio("xdpio-busypoll/xdpio", beXDPIOBusy, beXDPIO, 0)
 				ratio("xdpio/asavie-doc", beXDPIO, beAsavieDoc, 1.5)
@@ -398,6 +408,10 @@ func newRx(be string, o *Options) receiver {
 		return &xdpioRx{}
 	case beXDPIOBusy:
 		return &xdpioRx{busyPoll: true}
+	case beXDPIONap:
+		return &xdpioRx{nap: true}
+	case beAsavieNap:
+		return &asavieRx{nap: true}
 	case beAsavie:
 		return &asavieRx{}
 	case beAsavieDoc:

@@ -147,8 +147,11 @@ type xdpioRx struct {
 	// sender's softirq, with the device's napi_defer_hard_irqs and
 	// gro_flush_timeout set so the kernel leaves the NAPI to it.
 	busyPoll bool
-	h        *netnstest.Host
-	napiSet  bool
+	// nap sets SocketConfig.RxNap to Options.Nap: while packets flow, Wait
+	// sleeps on a timer instead of on the socket.
+	nap     bool
+	h       *netnstest.Host
+	napiSet bool
 }
 
 func (r *xdpioRx) start(h *netnstest.Host, o *Options) error {
@@ -162,6 +165,9 @@ func (r *xdpioRx) start(h *netnstest.Host, o *Options) error {
 			return err
 		}
 		r.napiSet = true
+	}
+	if r.nap {
+		sc.RxNap = o.Nap
 	}
 	err := h.Do(func() (err error) {
 		r.dev, err = xsk.Open(h.Link, xsk.Config{
@@ -188,10 +194,6 @@ func (r *xdpioRx) start(h *netnstest.Host, o *Options) error {
 					continue
 				}
 				empty = 0
-				if o.Nap > 0 {
-					time.Sleep(o.Nap)
-					continue
-				}
 				if _, err := s.Wait(idle, false); err != nil {
 					return err
 				}
@@ -270,6 +272,10 @@ type asavieRx struct {
 	socks []*asavie.Socket
 	l     loops
 	doc   bool // the loop of asavie's documentation (poll before every receive)
+	// nap gives the tuned loop xdpio's RxNap policy, written by hand:
+	// while packets flow, an empty RX ring means a timer sleep of
+	// Options.Nap, and poll only when the ring is still empty after it.
+	nap bool
 }
 
 func asavieOptions(o *Options) *asavie.SocketOptions {
@@ -331,6 +337,7 @@ func (r *asavieRx) start(h *netnstest.Host, o *Options) error {
 		// asavie/xdp's loop made as good as ours: poll only when the RX
 		// ring is empty.
 		empty := 0
+		flowing := false
 		for !r.l.quit.Load() {
 			if free := s.NumFreeFillSlots(); free > 0 {
 				s.Fill(s.GetDescs(free))
@@ -341,9 +348,12 @@ func (r *asavieRx) start(h *netnstest.Host, o *Options) error {
 					continue
 				}
 				empty = 0
-				if o.Nap > 0 {
-					time.Sleep(o.Nap)
-					continue
+				if r.nap && flowing {
+					nap(o.Nap)
+					if s.NumReceived() > 0 {
+						continue
+					}
+					flowing = false
 				}
 				if _, _, err := s.Poll(int(idle / time.Millisecond)); err != nil {
 					return err
@@ -351,6 +361,7 @@ func (r *asavieRx) start(h *netnstest.Host, o *Options) error {
 				continue
 			}
 			empty = 0
+			flowing = true
 			descs := s.Receive(min(n, o.Batch))
 			ctr.Add(uint64(len(descs)))
 		}
@@ -485,3 +496,13 @@ func newAsavieSocket(ifindex, queue int, opts *asavie.SocketOptions) (*asavie.So
 func (r *xdpioRx) appCPU() time.Duration  { return r.l.appCPU() }
 func (r *asavieRx) appCPU() time.Duration { return r.l.appCPU() }
 func (r *socketRx) appCPU() time.Duration { return r.l.appCPU() }
+
+// nap sleeps d in one nanosleep system call on the calling (locked)
+// thread, without Go's timers (time.Sleep wakes a locked thread late and
+// through the runtime): the kernel's hrtimer wakes it directly, as
+// xdpio's Socket.Sleep does.
+func nap(d time.Duration) {
+	ts := unix.NsecToTimespec(int64(d))
+	for unix.Nanosleep(&ts, &ts) == unix.EINTR {
+	}
+}
