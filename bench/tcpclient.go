@@ -188,6 +188,7 @@ func (c *Client) runTCP(ctx context.Context) (rep *Report, err error) {
 			}()
 			ir = newIntervalReporter(run, orDefault(c.Interval, time.Second), c.OnInterval)
 			run.start = time.Now()
+			run.cpu = startCPUMeter()
 			snd.Start(run.allStreams(), run.start)
 			ir.begin()
 			timer := time.NewTimer(time.Duration(p.Time) * time.Second)
@@ -196,6 +197,7 @@ func (c *Client) runTCP(ctx context.Context) (rep *Report, err error) {
 			case m := <-ctl:
 				timer.Stop()
 				sstats, _ = snd.Stop()
+				run.cpu.thread(sstats.CPU.Total())
 				run.end = time.Now()
 				rep.Intervals = ir.finish()
 				pending = &m
@@ -203,6 +205,7 @@ func (c *Client) runTCP(ctx context.Context) (rep *Report, err error) {
 			case <-ctx.Done():
 				timer.Stop()
 				sstats, _ = snd.Stop()
+				run.cpu.thread(sstats.CPU.Total())
 				run.end = time.Now()
 				rep.Intervals = ir.finish()
 				rep.End = endFromOne(run.results(), true, nil)
@@ -212,6 +215,7 @@ func (c *Client) runTCP(ctx context.Context) (rep *Report, err error) {
 			timer.Stop()
 			var serr error
 			sstats, serr = snd.Stop()
+			run.cpu.thread(sstats.CPU.Total())
 			run.end = time.Now()
 			rep.Intervals = ir.finish()
 			if serr != nil {

@@ -99,6 +99,7 @@ func (s *Server) serveTCP(ctx context.Context, c net.Conn, rep *Report, p Params
 	}
 	ir := newIntervalReporter(run, orDefault(s.Interval, time.Second), s.OnInterval)
 	run.start = time.Now()
+	run.cpu = startCPUMeter()
 	rcv.Start(run.start)
 	ir.begin()
 
@@ -124,6 +125,7 @@ func (s *Server) serveTCP(ctx context.Context, c net.Conn, rep *Report, p Params
 		endErr = fmt.Errorf("server: %w", ctx.Err())
 	}
 	rstats := rcv.Stop()
+	run.cpu.thread(rstats.CPU.Total())
 	run.end = time.Now()
 	rep.Intervals = ir.finish()
 	localRes := run.results()
