@@ -85,6 +85,16 @@ type QueueReader interface {
 	Done()
 }
 
+// QueueCount is what one RX queue's socket received during a test.
+type QueueCount struct {
+	Queue   int    `json:"queue"`
+	Packets uint64 `json:"packets"`
+	Bytes   uint64 `json:"bytes"`
+	// Dropped is what the kernel could not deliver to the socket
+	// (rx_dropped + rx_ring_full).
+	Dropped uint64 `json:"dropped"`
+}
+
 // ErrBackpressure reports that a send queue is full.
 var ErrBackpressure = errors.New("send queue full")
 

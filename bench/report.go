@@ -102,6 +102,10 @@ type ReportEnd struct {
 	// HostCPU is this end's CPU use per core and of its data threads
 	// (not in iperf3's report).
 	HostCPU *HostCPU `json:"host_cpu,omitempty"`
+	// RXQueues is what each RX queue's AF_XDP socket at this end took
+	// during the test: the RSS spread (AF_XDP data planes only; not in
+	// iperf3's report).
+	RXQueues []QueueCount `json:"rx_queues,omitempty"`
 }
 
 // EndStream wraps a stream's summary under its protocol, as iperf3 does.

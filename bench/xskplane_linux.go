@@ -52,16 +52,6 @@ type XSKDataPlane struct {
 	client *xskShared
 }
 
-// QueueCount is what one RX queue's socket received during a test.
-type QueueCount struct {
-	Queue   int    `json:"queue"`
-	Packets uint64 `json:"packets"`
-	Bytes   uint64 `json:"bytes"`
-	// Dropped is what the kernel could not deliver to the socket
-	// (rx_dropped + rx_ring_full).
-	Dropped uint64 `json:"dropped"`
-}
-
 func (d *XSKDataPlane) run(fn func() error) error {
 	if d.Do != nil {
 		return d.Do(fn)

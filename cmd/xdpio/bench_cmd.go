@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -63,7 +64,15 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 		Short: "Serve iperf3 clients (UDP tests) until Ctrl-C, or for one test with -1",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dp, backend, err := g.dataPlane(backend, iface, g.printQueues(iface))
+			var qmu sync.Mutex
+			var queues []bench.QueueCount
+			printQ := g.printQueues(iface)
+			dp, backend, err := g.dataPlane(backend, iface, func(qs []bench.QueueCount) {
+				qmu.Lock()
+				queues = qs
+				qmu.Unlock()
+				printQ(qs)
+			})
 			if err != nil {
 				return err
 			}
@@ -84,6 +93,11 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 				DataPlane: dp,
 				OnReport: func(r *bench.Report, err error) {
 					lastErr = err
+					qmu.Lock()
+					if r != nil {
+						r.End.RXQueues, queues = queues, nil
+					}
+					qmu.Unlock()
 					printBenchReport(g, r, err)
 					if oneOff {
 						cancel()

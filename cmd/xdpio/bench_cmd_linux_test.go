@@ -358,7 +358,7 @@ func TestBenchClientPlacement(t *testing.T) {
 	var srvOut syncBuffer
 	done := make(chan error, 1)
 	go func() {
-		done <- runWith(ctx, &globals{stdout: &srvOut, stderr: &srvOut}, []string{"bench", "server", "--backend", "xsk", "-i", pair.B.Link, "--netns", pair.B.NS, "--port", "15209", "-1"})
+		done <- runWith(ctx, &globals{stdout: &srvOut, stderr: &srvOut}, []string{"bench", "server", "--backend", "xsk", "-i", pair.B.Link, "--netns", pair.B.NS, "--port", "15209", "-1", "--json"})
 	}()
 	var out bytes.Buffer
 	var err error
@@ -388,23 +388,24 @@ func TestBenchClientPlacement(t *testing.T) {
 	if len(rep.Start.Placement) != 4 || perQueue[0] != 2 || perQueue[1] != 2 {
 		t.Fatalf("placement %+v: want two streams on each of queues 0 and 1", rep.Start.Placement)
 	}
-	counts := map[int64]int64{}
-	for _, line := range strings.Split(srvOut.String(), "\n") {
-		if rest, ok := strings.CutPrefix(line, "RX queues of "+pair.B.Link+" (AF_XDP):"); ok {
-			for _, f := range strings.Split(rest, " pkts") {
-				var q, n int64
-				if _, err := fmt.Sscanf(strings.TrimSpace(f), "q%d %d", &q, &n); err == nil {
-					counts[q] = n
-				}
-			}
-		}
+	// The server's --json report carries its per-queue counts.
+	var srep bench.Report
+	if err := json.Unmarshal([]byte(srvOut.String()), &srep); err != nil {
+		t.Fatalf("server --json: %v\n%s", err, srvOut.String())
 	}
-	total := counts[0] + counts[1]
+	counts := map[int]uint64{}
+	for _, q := range srep.End.RXQueues {
+		counts[q.Queue] = q.Packets
+	}
+	if len(srep.End.RXQueues) != 2 {
+		t.Fatalf("server report rx_queues %+v: want 2 queues", srep.End.RXQueues)
+	}
+	total := int64(counts[0] + counts[1])
 	if got := rep.End.SumReceived.Packets; total < got || got == 0 {
 		t.Fatalf("server queues %v hold less than the %d datagrams received\n%s", counts, got, srvOut.String())
 	}
-	for q := int64(0); q < 2; q++ {
-		if counts[q] < total*4/10 {
+	for q := 0; q < 2; q++ {
+		if int64(counts[q]) < total*4/10 {
 			t.Errorf("queue %d got %d of %d datagrams: the placed streams did not spread (%v)", q, counts[q], total, counts)
 		}
 	}
