@@ -257,7 +257,7 @@ func (r *rig) runRx(name string, p coalesce.Params, rate float64, dur time.Durat
 		<-ready
 	}
 	cfg, _ := json.Marshal(senderConfig{Dst: r.pair.B.IPv4.String(), Port: benchPort, Rate: rate, Duration: dur, Flows: 8, Size: 64,
-		Bursty: os.Getenv("XDPIO_COALESCE_BURSTY") != "", Nice: envInt("XDPIO_COALESCE_SENDER_NICE", 0)})
+		Bursty: os.Getenv("XDPIO_COALESCE_BURSTY") != "", Nice: envInt("XDPIO_COALESCE_SENDER_NICE", benchNice)})
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -453,11 +453,22 @@ func (r *rig) runTx(name string, p coalesce.TxParams, rate float64, dur time.Dur
 // checks the accounting; -bench-report runs longer and checks the goals:
 //
 //	go test -run TestCoalesceBenchmark -v ./coalesce/ -args -bench-report
+//
+// It also measures the floor no policy can beat on this machine at this
+// moment: how late a bare 50µs timed sleep ends on a thread set up like
+// the receivers' (before and after the runs), and how busy the machine
+// was (CPU pressure). Knobs, for experiments: XDPIO_COALESCE_RATES
+// (comma-separated packets/s), XDPIO_COALESCE_MODES (indexes into the
+// settings), XDPIO_COALESCE_MS and XDPIO_COALESCE_ROUNDS (per setting),
+// XDPIO_COALESCE_BURSTY=1 (the sender sleeps 10µs between sends),
+// XDPIO_COALESCE_SENDER_NICE, XDPIO_COALESCE_RT=1 (receivers run
+// SCHED_FIFO), XDPIO_COALESCE_NOTX=1 and XDPIO_COALESCE_TXONLY=1.
 func TestCoalesceBenchmark(t *testing.T) {
 	dur, rounds, rates := time.Second, 1, []float64{100e3, 300e3}
 	if *benchReport {
 		dur, rounds = 2*time.Second, 3
 	}
+	start := time.Now()
 	r := newRig(t)
 	modes := []struct {
 		name string
@@ -500,6 +511,8 @@ func TestCoalesceBenchmark(t *testing.T) {
 	if os.Getenv("XDPIO_COALESCE_TXONLY") != "" {
 		rates = nil
 	}
+	psi0 := cpuPressure()
+	floor0 := r.timerFloor(50*time.Microsecond, 2000)
 	// Rounds interleave the settings, so that a burst of load from
 	// elsewhere on the machine does not fall on one setting only.
 	for _, rate := range rates {
@@ -534,10 +547,16 @@ func TestCoalesceBenchmark(t *testing.T) {
 		}
 	}
 
+	floor1 := r.timerFloor(50*time.Microsecond, 2000)
+	psi1 := cpuPressure()
 	var sb strings.Builder
 	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
 		fmt.Fprintf(&sb, "load average at the end: %s", la)
 	}
+	if psi1 > psi0 {
+		fmt.Fprintf(&sb, "CPU pressure over the run (some tasks waiting for a CPU): %.0f%% of the time\n", 100*(psi1-psi0).Seconds()/elapsed(start).Seconds())
+	}
+	fmt.Fprintf(&sb, "timer floor, a 50µs SleepShort on a receiver-like thread, lateness p50/p99/max: before %v, after %v\n", floor0, floor1)
 	fmt.Fprintf(&sb, "RX: kernel UDP sender (8 flows, sendmmsg) → veth (2 queues, XDP copy mode) → 2 AF_XDP sockets, %v per setting\n", dur)
 	fmt.Fprintf(&sb, "%-8s %-17s %9s %9s %6s %7s %10s %10s %6s %6s %6s %8s %8s %8s %s\n",
 		"rate", "setting", "sent/s", "received", "lost", "drops", "cpu/pkt", "thr/pkt", "ratio", "fr/b", "wk/b", "p50", "p99", "max", "profile")
@@ -630,6 +649,56 @@ func TestCoalesceBenchmark(t *testing.T) {
 		}
 	}
 }
+
+// floor is the lateness distribution of a timed sleep.
+type floor struct{ p50, p99, max time.Duration }
+
+func (f floor) String() string {
+	return fmt.Sprintf("%v/%v/%v", f.p50.Round(time.Microsecond), f.p99.Round(time.Microsecond), f.max.Round(time.Microsecond))
+}
+
+// timerFloor measures how late n sleeps of d through Socket.SleepShort
+// end, on a thread set up like the receivers' (locked, 1ns timer slack,
+// boosted): the wake-up latency no batching policy can beat, on this
+// machine, at this moment.
+func (r *rig) timerFloor(d time.Duration, n int) floor {
+	s := r.dev.Sockets()[0]
+	res := make(chan floor)
+	go func() {
+		unlock, err := coalesce.LockThread()
+		if err == nil {
+			defer unlock()
+		}
+		boost()
+		late := make([]time.Duration, n)
+		for i := range late {
+			t0 := mono()
+			s.SleepShort(d)
+			late[i] = time.Duration(mono()-t0) - d
+		}
+		slices.Sort(late)
+		res <- floor{late[n/2], late[n*99/100], late[n-1]}
+	}()
+	return <-res
+}
+
+// cpuPressure returns the machine's total time some task waited for a CPU
+// (/proc/pressure/cpu), or 0 where it cannot be read.
+func cpuPressure() time.Duration {
+	b, err := os.ReadFile("/proc/pressure/cpu")
+	if err != nil {
+		return 0
+	}
+	i := bytes.Index(b, []byte("total="))
+	if i < 0 {
+		return 0
+	}
+	var us int64
+	fmt.Sscan(string(b[i+len("total="):]), &us)
+	return time.Duration(us) * time.Microsecond
+}
+
+func elapsed(t time.Time) time.Duration { return time.Since(t) }
 
 // envInt reads an integer knob of the benchmark from the environment.
 func envInt(name string, def int) int {
