@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/xdpio/xdpio/internal/netnstest"
+	"github.com/xdpio/xdpio/internal/trafficgen"
 )
 
 // startServerWith runs our Server with data plane dp in B on port and
@@ -460,4 +462,123 @@ func udpRcvbufErrors(t *testing.T, h *netnstest.Host) int64 {
 		t.Fatal("no Udp RcvbufErrors in the kernel's SNMP counters")
 	}
 	return v
+}
+
+// recvRate keeps BenchmarkReceive's packets/s per frame size and backend,
+// for the ratios of the later backends to the earlier ones.
+var recvRate = map[string]float64{}
+
+// BenchmarkReceive compares the receive paths of the three data planes
+// in one binary: kernel UDP sockets (recvmmsg, copying, as the server
+// reads them), xdpio's AF_XDP sockets and asavie/xdp's (per-queue
+// readers, in place, as the server reads them). A one-queue veth pair;
+// the same XDP live-frames generator (internal/trafficgen) floods B's
+// port from A faster than any receiver keeps up. One op is one datagram
+// taken from the backend and its first payload byte read; pkts/s is what
+// the receiver sustained, delivered the share of the offered frames it
+// got, x-socket and x-xsk the ratios to the earlier backends of the same
+// run.
+//
+//	go test -run '^$' -bench BenchmarkReceive -benchtime 2s ./bench
+func BenchmarkReceive(b *testing.B) {
+	netnstest.RequireTool(b, "ethtool")
+	pair := netnstest.New(b, netnstest.Config{})
+	// Without an XDP program on B, frames sent by A's XDP program reach
+	// the kernel socket only when B's veth runs NAPI, which GRO turns on.
+	if out, err := pair.B.Command(context.Background(), "ethtool", "-K", pair.B.Link, "gro", "on").CombinedOutput(); err != nil {
+		b.Fatalf("ethtool -K gro on: %v: %s", err, out)
+	}
+	const port = 7777
+	local := netip.AddrPortFrom(pair.B.IPv4, port)
+	for _, size := range []int{64, 1500} {
+		var gen *trafficgen.Generator
+		if err := pair.A.Do(func() (err error) {
+			gen, err = trafficgen.New(trafficgen.Config{Ifindex: pair.A.Ifindex, Flows: 64, Frame: trafficgen.FrameSpec{
+				SrcMAC: pair.A.MAC, DstMAC: pair.B.MAC, Src: pair.A.IPv4, Dst: pair.B.IPv4,
+				SrcPort: 40000, DstPort: port, Size: size,
+			}})
+			return err
+		}); err != nil {
+			b.Fatal(err)
+		}
+		defer gen.Close()
+		payload := size - 14 - 20 - 8
+		for _, be := range []struct {
+			name string
+			dp   DataPlane
+		}{
+			{"socket", &SocketDataPlane{Do: pair.B.Do}},
+			{"xsk", &XSKDataPlane{Iface: pair.B.Link, Do: pair.B.Do}},
+			{"asavie", &AsavieDataPlane{Iface: pair.B.Link, Do: pair.B.Do}},
+		} {
+			b.Run(fmt.Sprintf("size=%d/backend=%s", size, be.name), func(b *testing.B) {
+				pc, err := be.dp.Listen(local)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer pc.Close()
+				msgs := make([]Message, batchSize)
+				for i := range msgs {
+					msgs[i].Buf = make([]byte, 2048)
+				}
+				read := func() (int, error) {
+					return pc.ReadBatch(msgs)
+				}
+				if mq, ok := pc.(MultiQueueConn); ok {
+					q := mq.QueueReaders()[0]
+					defer q.Done()
+					read = func() (int, error) { return q.ReadView(msgs, time.Second) }
+				}
+				pc.SetReadDeadline(time.Now().Add(time.Minute))
+
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error, 1)
+				go func() {
+					_, err := gen.Run(ctx, 0, time.Minute)
+					done <- err
+				}()
+				defer func() {
+					cancel()
+					if err := <-done; err != nil {
+						b.Error(err)
+					}
+				}()
+				// Warm up: until the flood arrives and for 200 ms more.
+				for start := time.Now(); time.Since(start) < 200*time.Millisecond; {
+					if _, err := read(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				sent0, _ := gen.Sent()
+				have, next, sum := 0, 0, 0
+				b.SetBytes(int64(payload))
+				b.ReportAllocs()
+				for b.Loop() {
+					for next == have {
+						if have, err = read(); err != nil {
+							b.Fatal(err)
+						}
+						next = 0
+					}
+					if msgs[next].N != payload {
+						b.Fatalf("datagram of %d bytes, want %d", msgs[next].N, payload)
+					}
+					sum += int(msgs[next].Buf[0])
+					next++
+				}
+				el := b.Elapsed().Seconds()
+				sent1, _ := gen.Sent()
+				pps := float64(b.N) / el
+				b.ReportMetric(pps, "pkts/s")
+				b.ReportMetric(float64(b.N)/float64(sent1-sent0), "delivered")
+				for _, ref := range []string{"socket", "xsk"} {
+					if r := recvRate[fmt.Sprint(size, ref)]; r > 0 && ref != be.name {
+						b.ReportMetric(pps/r, "x-"+ref)
+					}
+				}
+				recvRate[fmt.Sprint(size, be.name)] = pps
+				_ = sum
+			})
+		}
+	}
 }
