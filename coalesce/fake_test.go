@@ -18,10 +18,10 @@ type fakeRing struct {
 	cancel   context.CancelFunc // called when the schedule is exhausted
 	late     time.Duration      // every sleep ends this much late
 
-	sleeps, waits int
+	sleeps, waits, reads int
 }
 
-func (f *fakeRing) Now() time.Duration { return f.now }
+func (f *fakeRing) Now() time.Duration { f.reads++; return f.now }
 
 func (f *fakeRing) Sleep(d time.Duration) {
 	if d <= 0 {
