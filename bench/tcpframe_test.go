@@ -2,11 +2,14 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
@@ -273,5 +276,52 @@ func TestParseMode(t *testing.T) {
 	}
 	if _, err := ParseMode("sctp"); err == nil {
 		t.Error("sctp accepted")
+	}
+}
+
+// TCP mode refuses, before any connection, what it cannot do: another data
+// plane than AF_XDP, reverse tests.
+func TestTCPModeRefuses(t *testing.T) {
+	srv := netip.MustParseAddrPort("198.18.0.2:5201")
+	for name, c := range map[string]*Client{
+		"socket data plane": {Server: srv, Mode: ModeTCP, Duration: time.Second, DataPlane: &SocketDataPlane{}},
+		"nil data plane":    {Server: srv, Mode: ModeTCP, Duration: time.Second},
+		"reverse":           {Server: srv, Mode: ModeTCP, Duration: time.Second, Reverse: true},
+	} {
+		c.Dial = func(context.Context, string, string) (net.Conn, error) {
+			t.Errorf("%s: dialled the server", name)
+			return nil, errors.New("no")
+		}
+		rep, err := c.Run(context.Background())
+		if !errors.Is(err, ErrUnsupported) || rep.Error == "" {
+			t.Errorf("%s: %v, want ErrUnsupported", name, err)
+		}
+	}
+	if _, err := (&Client{Server: srv, Mode: "sctp"}).Run(context.Background()); err == nil {
+		t.Error("mode sctp accepted")
+	}
+}
+
+// A server whose data plane is not AF_XDP answers a TCP-mode request with
+// SERVER_ERROR "not implemented" and says why.
+func TestTCPModeServerWithoutXSK(t *testing.T) {
+	cli, srv := net.Pipe()
+	defer cli.Close()
+	s := &Server{DataPlane: fakeDataPlane{}, SetupTimeout: 2 * time.Second}
+	done := make(chan error, 1)
+	go func() { _, err := s.ServeConn(context.Background(), srv); done <- err }()
+	ck := NewCookie()
+	cli.Write(ck[:])
+	if st, err := ReadState(cli); st != ParamExchange || err != nil {
+		t.Fatalf("%v %v, want PARAM_EXCHANGE", st, err)
+	}
+	WriteMessage(cli, &tcpParamsMsg{Params: Params{TCP: true, Time: 1, Parallel: 1}, TCP: &TCPParams{Version: 1, MSS: 1460}})
+	st, err := ReadState(cli)
+	var se *ServerError
+	if st != ServerErrorCode || err != nil || !errors.As(readServerError(cli), &se) || se.Code != ieUnimp {
+		t.Errorf("got %v %v %v, want SERVER_ERROR 13", st, err, se)
+	}
+	if err := <-done; !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "AF_XDP") {
+		t.Errorf("server: %v", err)
 	}
 }

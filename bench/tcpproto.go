@@ -35,6 +35,8 @@ func ParseMode(s string) (Mode, error) {
 	return "", fmt.Errorf("invalid mode %q: must be udp or tcp", s)
 }
 
+// TCPParamsKey is the params JSON key that asks for TCP mode (ModeTCP).
+//
 // TCP mode is an extension of iperf3's control protocol between two xdpio
 // ends. The control connection stays the kernel's TCP on the control port;
 // the data is TCP-framed segments over AF_XDP to a data port the server
@@ -58,8 +60,6 @@ func ParseMode(s string) (Mode, error) {
 // notices within TCPAcceptTimeout, terminates the test (CLIENT_TERMINATE)
 // and fails with ErrNotXDPIO. A real iperf3 client never sends the key,
 // so its TCP tests still get SERVER_ERROR "not implemented".
-
-// TCPParamsKey is the params JSON key that asks for TCP mode.
 const TCPParamsKey = "xdpio_tcp"
 
 // TCPProtocolVersion is the version of the TCP-mode extension this package

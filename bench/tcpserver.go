@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -54,7 +55,11 @@ func (s *Server) serveTCP(ctx context.Context, c net.Conn, rep *Report, p Params
 	}
 	rcv, err := openTCPReceiver(s.dataPlane(), local, s.tcpDataPort(local))
 	if err != nil {
-		writeServerError(c, ieStreamListen, 0)
+		code := int32(ieStreamListen)
+		if errors.Is(err, ErrUnsupported) {
+			code = ieUnimp // not the AF_XDP data plane
+		}
+		writeServerError(c, code, 0)
 		return rep, fmt.Errorf("server: %w", err)
 	}
 	defer rcv.Close()
