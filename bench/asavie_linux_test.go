@@ -464,6 +464,92 @@ func udpRcvbufErrors(t *testing.T, h *netnstest.Host) int64 {
 	return v
 }
 
+// TestBackendsInTurn opens and closes xsk and asavie endpoints on one
+// interface alternately, as `xdpio bench demo` does. Oracles: the kernel
+// binds each backend's sockets to queues the previous one just left
+// (asavie's leaked rings would make that EBUSY), delivers a datagram to
+// each, and its link dump shows no XDP program at the end.
+func TestBackendsInTurn(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	local := netip.AddrPortFrom(pair.B.IPv4, 5311)
+	var uc *net.UDPConn
+	if err := pair.A.Do(func() (err error) {
+		uc, err = net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(local))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	for round := 0; round < 2; round++ {
+		for _, dp := range []DataPlane{
+			&XSKDataPlane{Iface: pair.B.Link, Do: pair.B.Do},
+			&AsavieDataPlane{Iface: pair.B.Link, Do: pair.B.Do},
+		} {
+			pc, err := dp.Listen(local)
+			if err != nil {
+				t.Fatalf("round %d, %T: %v", round, dp, err)
+			}
+			msg := fmt.Sprintf("round %d %T", round, dp)
+			if _, err := uc.Write([]byte(msg)); err != nil {
+				t.Fatal(err)
+			}
+			msgs := []Message{{Buf: make([]byte, 2048)}}
+			pc.SetReadDeadline(time.Now().Add(2 * time.Second))
+			n, err := pc.ReadBatch(msgs)
+			if err != nil || n != 1 || string(msgs[0].Buf[:msgs[0].N]) != msg || msgs[0].Addr != uc.LocalAddr().(*net.UDPAddr).AddrPort() {
+				t.Errorf("%s: read %d %v %q from %v", msg, n, err, msgs[0].Buf[:msgs[0].N], msgs[0].Addr)
+			}
+			if err := pc.Close(); err != nil {
+				t.Fatalf("%s: close: %v", msg, err)
+			}
+		}
+	}
+	if xdpAttached(t, pair.B) {
+		t.Error("an XDP program is still attached")
+	}
+}
+
+// TestIperf3IPv6AgainstAsavieServer: iperf3 -6 with 2 streams against our
+// server on asavie's sockets, on B's IPv6 address. Oracle: iperf3's JSON.
+func TestIperf3IPv6AgainstAsavieServer(t *testing.T) {
+	netnstest.RequireTool(t, "iperf3")
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	var ln net.Listener
+	if err := pair.B.Do(func() (err error) {
+		ln, err = net.Listen("tcp", netip.AddrPortFrom(pair.B.IPv6, 5201).String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	srv := &Server{DataPlane: &AsavieDataPlane{Iface: pair.B.Link, Do: pair.B.Do}}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	defer func() { cancel(); <-done }()
+	var out []byte
+	var err error
+	for try := 0; try < 20; try++ { // the address may still be tentative
+		out, err = pair.A.Command(ctx, "iperf3", "-6", "-c", pair.B.IPv6.String(), "-u", "-b", "20M", "-t", "1", "-P", "2", "-J").Output()
+		if err == nil && !bytes.Contains(out, []byte(`"error"`)) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("iperf3: %v\n%s", err, out)
+	}
+	j := parseIperf(t, out)
+	if j.Error != "" {
+		t.Fatalf("iperf3: %s", j.Error)
+	}
+	s, r := j.End.SumSent, j.End.SumReceived
+	t.Logf("iperf3 -6: sent %d received %d lost %d", s.Packets, r.Packets, r.LostPackets)
+	if s.Packets == 0 || r.Packets != s.Packets || r.LostPackets != 0 || r.Bytes != s.Bytes {
+		t.Errorf("sent %d, server received %d lost %d", s.Packets, r.Packets, r.LostPackets)
+	}
+}
+
 // recvRate keeps BenchmarkReceive's packets/s per frame size and backend,
 // for the ratios of the later backends to the earlier ones.
 var recvRate = map[string]float64{}
