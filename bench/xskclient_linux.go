@@ -30,22 +30,21 @@ const (
 // xskShared is the sockets a client's streams share. Its mutex serialises
 // them: several streams' goroutines use one set of sockets.
 type xskShared struct {
-	mu     sync.Mutex
-	dev    *xsk.Device
-	socks  []*xsk.Socket
-	rxb    []*xsk.Batch
-	txb    []*xsk.Batch
-	mac    net.HardwareAddr
-	neigh  map[netip.Addr]net.HardwareAddr
-	nerr   error
-	src4   netip.Addr
-	src6   netip.Addr
-	base   uint16
-	next   int
-	conns  map[uint16]*xskClientConn
-	stray  uint64 // datagrams to a port no stream has
-	refs   int
-	closed bool
+	mu      sync.Mutex
+	dev     *xsk.Device
+	socks   []*xsk.Socket
+	rxb     []*xsk.Batch
+	txb     []*xsk.Batch
+	mac     net.HardwareAddr
+	ifindex int
+	src4    netip.Addr
+	src6    netip.Addr
+	base    uint16
+	next    int
+	conns   map[uint16]*xskClientConn
+	stray   uint64 // datagrams to a port no stream has
+	refs    int
+	closed  bool
 }
 
 // Dial gives a client stream its own source port on the shared sockets,
@@ -63,6 +62,18 @@ func (d *XSKDataPlane) Dial(remote netip.AddrPort) (PacketConn, error) {
 	sh := d.client
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	c, err := d.dial(sh, remote)
+	if err != nil && sh.refs == 0 {
+		// No stream uses the sockets this call opened: detach them.
+		sh.closed = true
+		d.client = nil
+		sh.dev.Close()
+	}
+	return c, err
+}
+
+// dial adds a stream to sh, whose lock the caller holds.
+func (d *XSKDataPlane) dial(sh *xskShared, remote netip.AddrPort) (PacketConn, error) {
 	if sh.next >= clientPorts {
 		return nil, fmt.Errorf("xsk dial %v: all %d client ports in use: %w", remote, clientPorts, ErrUnsupported)
 	}
@@ -72,6 +83,15 @@ func (d *XSKDataPlane) Dial(remote netip.AddrPort) (PacketConn, error) {
 	}
 	if !src.IsValid() {
 		return nil, fmt.Errorf("xsk dial %v: %s has no address of that family", remote, d.Iface)
+	}
+	// The server's next hop: read from the kernel's tables, resolved
+	// through the kernel when it has no entry yet.
+	var dstMAC net.HardwareAddr
+	if err := d.run(func() (err error) {
+		_, dstMAC, err = nextHopMAC(sh.ifindex, remote.Addr(), resolveTimeout)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("xsk dial %v: %w", remote, err)
 	}
 	port, txq := sh.base+uint16(sh.next), sh.next%len(sh.socks)
 	if d.Placer != nil {
@@ -87,7 +107,7 @@ func (d *XSKDataPlane) Dial(remote netip.AddrPort) (PacketConn, error) {
 		}
 		port, txq = p, int(q)%len(sh.socks)
 	}
-	c := &xskClientConn{d: d, sh: sh, local: netip.AddrPortFrom(src, port), remote: netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port()), txq: txq}
+	c := &xskClientConn{d: d, sh: sh, local: netip.AddrPortFrom(src, port), remote: netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port()), txq: txq, dstMAC: dstMAC}
 	sh.next++
 	sh.refs++
 	sh.conns[port] = c
@@ -126,7 +146,7 @@ func (d *XSKDataPlane) openShared() (*xskShared, error) {
 		if sh.dev, err = xsk.Open(d.Iface, cfg); err != nil {
 			return err
 		}
-		sh.neigh, sh.nerr = neighbours(ifi.Index)
+		sh.ifindex = ifi.Index
 		return nil
 	})
 	if err != nil {
@@ -154,6 +174,7 @@ type xskClientConn struct {
 	local    netip.AddrPort
 	remote   netip.AddrPort
 	txq      int
+	dstMAC   net.HardwareAddr // the next hop's
 	inbox    []datagram
 	dropped  uint64
 	deadline time.Time
@@ -247,10 +268,7 @@ func (c *xskClientConn) WriteBatch(msgs []Message) (int, error) {
 	if c.closed || sh.closed {
 		return 0, net.ErrClosed
 	}
-	mac, ok := sh.neigh[c.remote.Addr()]
-	if !ok {
-		return 0, fmt.Errorf("xsk write to %v: no neighbour entry for it on the interface (%v)", c.remote, sh.nerr)
-	}
+	mac := c.dstMAC
 	s, b := sh.socks[c.txq], sh.txb[c.txq]
 	s.Complete()
 	sent := 0

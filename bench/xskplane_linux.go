@@ -74,9 +74,11 @@ func (d *XSKDataPlane) Listen(local netip.AddrPort) (PacketConn, error) {
 			return err
 		}
 		// Read the neighbour table now, inside the namespace.
+		c.ifindex = ifi.Index
 		c.neigh, c.neighErr = neighbours(ifi.Index)
 		return nil
 	})
+	c.do = d.run
 	if err != nil {
 		return nil, fmt.Errorf("xsk listen %s %v: %w", d.Iface, local, err)
 	}
@@ -98,6 +100,8 @@ type xskConn struct {
 	dev      *xsk.Device
 	local    netip.AddrPort
 	mac      net.HardwareAddr
+	ifindex  int
+	do       func(func() error) error // runs fn in the interface's namespace
 	neigh    map[netip.Addr]net.HardwareAddr
 	neighErr error
 	rx       []rxState
@@ -374,7 +378,16 @@ func (c *xskConn) build(buf []byte, m Message) (int, error) {
 	dst := m.Addr.Addr().Unmap()
 	mac, ok := c.neigh[dst]
 	if !ok {
-		return 0, fmt.Errorf("xsk write to %v: no neighbour entry for it on the interface (%v)", m.Addr, c.neighErr)
+		// Not in the table read at Listen: route and resolve it now (once;
+		// the answer is kept).
+		err := c.do(func() (err error) {
+			_, mac, err = nextHopMAC(c.ifindex, dst, resolveTimeout)
+			return err
+		})
+		if err != nil {
+			return 0, fmt.Errorf("xsk write to %v: %w", m.Addr, err)
+		}
+		c.neigh[dst] = mac
 	}
 	return buildUDP(buf, c.mac, mac, c.local, m.Addr, m.Buf[:m.N])
 }

@@ -1,0 +1,123 @@
+package bench
+
+import (
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/xdpio/xdpio/internal/netnstest"
+)
+
+// TestXSKResolvesMissingNeighbours: with the peer's neighbour entries
+// deleted, the AF_XDP client (Dial) and server (a reply) have the kernel
+// resolve them and their datagrams arrive at kernel sockets; an on-link
+// address nobody answers for and an address without a route give an
+// error that says which.
+func TestXSKResolvesMissingNeighbours(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{})
+	forget := func(h *netnstest.Host, peer *netnstest.Host) {
+		t.Helper()
+		if err := h.Do(func() error {
+			for _, ip := range []netip.Addr{peer.IPv4, peer.IPv6} {
+				if err := netlink.NeighDel(&netlink.Neigh{LinkIndex: h.Ifindex, IP: ip.AsSlice()}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatalf("delete neighbour entries: %v", err)
+		}
+	}
+	listen := func(h *netnstest.Host, ap netip.AddrPort) *net.UDPConn {
+		t.Helper()
+		var c *net.UDPConn
+		if err := h.Do(func() (err error) {
+			c, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(ap))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	expect := func(c *net.UDPConn, want string) {
+		t.Helper()
+		buf := make([]byte, 64)
+		c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		n, err := c.Read(buf)
+		if err != nil || string(buf[:n]) != want {
+			t.Fatalf("kernel socket read %q, %v; want %q", buf[:n], err, want)
+		}
+	}
+
+	// Client: A has no entry for B.
+	forget(pair.A, pair.B)
+	for _, dst := range []netip.Addr{pair.B.IPv4, pair.B.IPv6} {
+		server := netip.AddrPortFrom(dst, 5501)
+		rx := listen(pair.B, server)
+		dp := &XSKDataPlane{Iface: pair.A.Link, Do: pair.A.Do}
+		c, err := dp.Dial(server)
+		if err != nil {
+			t.Fatalf("dial %v without a neighbour entry: %v", server, err)
+		}
+		if n, err := c.WriteBatch([]Message{{Buf: []byte("hello"), N: 5}}); n != 1 {
+			t.Fatalf("write: %d, %v", n, err)
+		}
+		expect(rx, "hello")
+		c.Close()
+	}
+
+	// Server: B has no entry for A; it answers A's kernel socket.
+	forget(pair.B, pair.A)
+	local := netip.AddrPortFrom(pair.B.IPv4, 5502)
+	pc, err := (&XSKDataPlane{Iface: pair.B.Link, Do: pair.B.Do}).Listen(local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	client := netip.AddrPortFrom(pair.A.IPv4, 5503)
+	rx := listen(pair.A, client)
+	if n, err := pc.WriteBatch([]Message{{Buf: []byte("reply"), N: 5, Addr: client}}); n != 1 {
+		t.Fatalf("server write: %d, %v", n, err)
+	}
+	expect(rx, "reply")
+
+	// Nobody answers for .99; nothing routes 203.0.113.1 (TEST-NET-3; no
+	// default route in the namespace).
+	dp := &XSKDataPlane{Iface: pair.A.Link, Do: pair.A.Do}
+	for dst, want := range map[netip.Addr]string{
+		netip.MustParseAddr("198.18.0.99"): "no neighbour entry for 198.18.0.99",
+		netip.MustParseAddr("203.0.113.1"): "no route to 203.0.113.1",
+	} {
+		start := time.Now()
+		c, err := dp.Dial(netip.AddrPortFrom(dst, 5201))
+		if err == nil {
+			c.Close()
+			t.Errorf("dial %v: no error", dst)
+			continue
+		}
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("dial %v: %v; want it to say %q", dst, err, want)
+		}
+		if el := time.Since(start); el > 2*resolveTimeout {
+			t.Errorf("dial %v took %v", dst, el)
+		}
+	}
+	// The failed dials left nothing attached to A's interface.
+	if err := pair.A.Do(func() error {
+		l, err := netlink.LinkByName(pair.A.Link)
+		if err != nil {
+			return err
+		}
+		if x := l.Attrs().Xdp; x != nil && x.Attached {
+			t.Errorf("an XDP program (id %d) is still attached after the failed dials", x.ProgId)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
