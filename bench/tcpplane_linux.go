@@ -301,9 +301,7 @@ func (s *xskTCPSender) loop(sock *xsk.Socket, flows []int) error {
 					continue
 				}
 			}
-			if got := sock.Alloc(b, k); got < k {
-				sock.Free(b)
-				sock.Complete()
+			if !s.alloc(sock, b, k) {
 				wait = 20 * time.Microsecond
 				continue
 			}
@@ -361,7 +359,9 @@ func (s *xskTCPSender) loop(sock *xsk.Socket, flows []int) error {
 						sock.Free(b)
 						break
 					}
-					sock.Complete()
+					if sock.Complete() == 0 {
+						sock.Kick()
+					}
 				}
 			}
 			segNo[fi] += int64(n)
@@ -374,6 +374,31 @@ func (s *xskTCPSender) loop(sock *xsk.Socket, flows []int) error {
 		}
 	}
 	return nil
+}
+
+// alloc puts k free frames in b. In copy mode the kernel sends only a
+// budget of frames per kick, so while the pool is short it kicks and
+// reclaims (Complete) rather than sleep; it gives up, with b empty, when
+// the kernel makes no progress (the device pushes back) or the test stops.
+func (s *xskTCPSender) alloc(sock *xsk.Socket, b *xsk.Batch, k int) bool {
+	idle := 0
+	for !s.stopping.Load() {
+		if sock.Alloc(b, k-b.Len()) > 0 && b.Len() == k {
+			return true
+		}
+		if sock.Complete() == 0 {
+			if idle++; idle > 8 {
+				break
+			}
+			if sock.TxPending() > 0 {
+				sock.Kick()
+			}
+		} else {
+			idle = 0
+		}
+	}
+	sock.Free(b)
+	return false
 }
 
 // drain waits (bounded) until the kernel has sent what is on the TX ring.
