@@ -121,9 +121,9 @@ func Frame(f Flow, src, dst net.HardwareAddr, seq uint32) ([]byte, error) {
 		binary.BigEndian.PutUint16(l4[0:], f.SPort)
 		binary.BigEndian.PutUint16(l4[2:], f.DPort)
 		binary.BigEndian.PutUint32(l4[4:], 0x10000000+seq) // sequence number
-		l4[12] = 5 << 4                                     // data offset: 5 words
-		l4[13] = 0x02                                       // SYN
-		binary.BigEndian.PutUint16(l4[14:], 65535)          // window
+		l4[12] = 5 << 4                                    // data offset: 5 words
+		l4[13] = 0x02                                      // SYN
+		binary.BigEndian.PutUint16(l4[14:], 65535)         // window
 	}
 	b := make([]byte, 14, 14+40+len(l4))
 	copy(b[0:], dst)
