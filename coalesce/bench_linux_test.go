@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"os"
+	"runtime/metrics"
 	"slices"
 	"strings"
 	"sync"
@@ -122,6 +124,7 @@ type rxRun struct {
 	xskDrops  uint64
 	linkDrops uint64
 	procCPU   time.Duration // RUSAGE_SELF over the run
+	schedLat  []uint64      // Go scheduler latency histogram over the run (bucket counts)
 	thrCPU    time.Duration // RUSAGE_THREAD of the receiving threads
 	delays    []int64       // sender timestamp to delivery, ns
 	stats     []coalesce.RxStats
@@ -188,6 +191,7 @@ func (r *rig) runRx(name string, p coalesce.Params, rate float64, dur time.Durat
 	x.stats = make([]coalesce.RxStats, len(socks))
 	ready := make(chan struct{}, len(socks))
 	cpu0 := processCPU()
+	sl0 := schedLatencies()
 	for i, s := range socks {
 		wg.Add(1)
 		go func() {
@@ -256,6 +260,7 @@ func (r *rig) runRx(name string, p coalesce.Params, rate float64, dur time.Durat
 	for range socks {
 		<-ready
 	}
+	boostProcess()
 	cfg, _ := json.Marshal(senderConfig{Dst: r.pair.B.IPv4.String(), Port: benchPort, Rate: rate, Duration: dur, Flows: 8, Size: 64,
 		Bursty: os.Getenv("XDPIO_COALESCE_BURSTY") != "", Nice: envInt("XDPIO_COALESCE_SENDER_NICE", benchNice)})
 	exe, err := os.Executable()
@@ -284,6 +289,10 @@ func (r *rig) runRx(name string, p coalesce.Params, rate float64, dur time.Durat
 	cancel()
 	wg.Wait()
 	x.procCPU = processCPU() - cpu0
+	x.schedLat = schedLatencies()
+	for i := range x.schedLat {
+		x.schedLat[i] -= sl0[i]
+	}
 	if len(errs) > 0 {
 		t.Fatalf("%s: receivers failed: %v", name, errs)
 	}
@@ -309,6 +318,9 @@ func (x *rxRun) merge(y *rxRun) *rxRun {
 	x.linkDrops += y.linkDrops
 	x.rxSyscalls += y.rxSyscalls
 	x.procCPU += y.procCPU
+	for i := range x.schedLat {
+		x.schedLat[i] += y.schedLat[i]
+	}
 	x.thrCPU += y.thrCPU
 	x.delays = append(x.delays, y.delays...)
 	slices.Sort(x.delays)
@@ -586,6 +598,13 @@ func TestCoalesceBenchmark(t *testing.T) {
 			fmt.Fprintf(&sb, "  %.0fk %-17s %v %v\n", x.rate/1e3, x.name, m.Round(time.Microsecond), p.Round(time.Microsecond))
 		}
 	}
+	fmt.Fprintf(&sb, "Go scheduler (goroutines runnable before running, the receiving process): count, p99, max\n")
+	for _, row := range rx {
+		for _, x := range row {
+			n, p99, mx := schedSummary(x.schedLat)
+			fmt.Fprintf(&sb, "  %.0fk %-17s %d %v %v\n", x.rate/1e3, x.name, n, p99, mx)
+		}
+	}
 	fmt.Fprintf(&sb, "per round (cpu/pkt@achieved rate), and socket RX wake-up syscalls per batch:\n")
 	for _, row := range rx {
 		for _, x := range row {
@@ -648,6 +667,43 @@ func TestCoalesceBenchmark(t *testing.T) {
 			}
 		}
 	}
+}
+
+const schedMetric = "/sched/latencies:seconds"
+
+// schedLatencies returns the bucket counts of the Go scheduler's latency
+// histogram: how long goroutines waited runnable before they ran.
+func schedLatencies() []uint64 {
+	sm := []metrics.Sample{{Name: schedMetric}}
+	metrics.Read(sm)
+	return slices.Clone(sm[0].Value.Float64Histogram().Counts)
+}
+
+// schedSummary returns the count, the 99th percentile and the largest
+// bucket (upper bounds) of a difference of schedLatencies.
+func schedSummary(c []uint64) (n uint64, p99, mx time.Duration) {
+	sm := []metrics.Sample{{Name: schedMetric}}
+	metrics.Read(sm)
+	b := sm[0].Value.Float64Histogram().Buckets
+	for _, v := range c {
+		n += v
+	}
+	var acc uint64
+	for i, v := range c {
+		if v == 0 {
+			continue
+		}
+		up := time.Duration(b[i+1] * 1e9)
+		if math.IsInf(b[i+1], 1) {
+			up = time.Duration(b[i] * 1e9)
+		}
+		acc += v
+		if p99 == 0 && acc >= n*99/100 {
+			p99 = up
+		}
+		mx = up
+	}
+	return n, p99, mx
 }
 
 // floor is the lateness distribution of a timed sleep.
