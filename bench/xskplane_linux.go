@@ -59,6 +59,26 @@ func (d *XSKDataPlane) run(fn func() error) error {
 	return fn()
 }
 
+// Check opens the AF_XDP sockets of Iface once and closes them again, so a
+// missing interface, privilege or kernel feature is reported when a
+// server starts rather than when its first test arrives. Between the two,
+// UDP to the discard port (9) of Iface goes to the sockets.
+func (d *XSKDataPlane) Check() error {
+	cfg := d.Config
+	cfg.Program.Filter = []xsk.Rule{xsk.UDPPort(9)}
+	err := d.run(func() error {
+		dev, err := xsk.Open(d.Iface, cfg)
+		if err != nil {
+			return err
+		}
+		return dev.Close()
+	})
+	if err != nil {
+		return fmt.Errorf("xsk on %s: %w", d.Iface, err)
+	}
+	return nil
+}
+
 // Listen opens sockets on every queue of Iface for UDP to local's port.
 func (d *XSKDataPlane) Listen(local netip.AddrPort) (PacketConn, error) {
 	cfg := d.Config

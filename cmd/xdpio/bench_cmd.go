@@ -79,6 +79,11 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 			if port < 1 || port > 65535 {
 				return usagef("--port %d: must be 1-65535", port)
 			}
+			if x, ok := dp.(*bench.XSKDataPlane); ok {
+				if err := x.Check(); err != nil {
+					return fmt.Errorf("bench server: %w", err)
+				}
+			}
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
 			var ln net.Listener
@@ -169,6 +174,11 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 			bps, err := parseRate(rate)
 			if err != nil {
 				return usagef("-b %q: %v", rate, err)
+			}
+			if x, ok := dp.(*bench.XSKDataPlane); ok {
+				if err := x.Check(); err != nil {
+					return fmt.Errorf("bench client: %w", err)
+				}
 			}
 			placer, err := benchPlacer(rssKey, rssQs, rssTable, rssAddrs)
 			if err != nil {

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/vishvananda/netlink"
 
 	"github.com/xdpio/xdpio/bench"
 	"github.com/xdpio/xdpio/internal/netnstest"
@@ -408,5 +412,85 @@ func TestBenchClientPlacement(t *testing.T) {
 		if int64(counts[q]) < total*4/10 {
 			t.Errorf("queue %d got %d of %d datagrams: the placed streams did not spread (%v)", q, counts[q], total, counts)
 		}
+	}
+}
+
+// TestBenchErrors: what a user gets wrong or cannot have gives one line
+// naming it and an operation error (exit 1), with nothing left attached:
+// an unknown interface, a control port in use, a server nobody answers
+// for, and (in TestHelperBenchUnprivileged) a missing privilege.
+func TestBenchErrors(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var busy net.Listener
+	if err := pair.B.Do(func() (err error) {
+		busy, err = net.Listen("tcp", ":15231")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	setpriv := netnstest.RequireTool(t, "setpriv")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"server unknown interface", []string{"bench", "server", "--netns", pair.B.NS, "--backend", "xsk", "-i", "nosuch0", "-1"}, "nosuch0"},
+		{"client unknown interface", []string{"bench", "client", "--netns", pair.A.NS, "--backend", "xsk", "-i", "nosuch0", "-c", pair.B.IPv4.String(), "--port", "15231", "-t", "1"}, "nosuch0"},
+		{"port in use", []string{"bench", "server", "--netns", pair.B.NS, "--backend", "xsk", "-i", pair.B.Link, "--port", "15231", "-1"}, "address already in use"},
+		{"server unreachable", []string{"bench", "client", "--netns", pair.A.NS, "-c", "198.18.0.99", "--port", "15231", "-t", "1"}, "198.18.0.99"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			err := runWith(ctx, &globals{stdout: &out, stderr: &out}, tc.args)
+			var ue *usageError
+			if err == nil || errors.As(err, &ue) {
+				t.Fatalf("error %v (usage %v), want an operation error\n%s", err, errors.As(err, &ue), out.String())
+			}
+			if msg := err.Error(); strings.Contains(msg, "\n") || !strings.Contains(msg, tc.want) {
+				t.Errorf("error %q: want one line that names %q", msg, tc.want)
+			}
+		})
+	}
+	// Without privilege, in B as nobody with no capabilities.
+	cmd := pair.B.Command(ctx, setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
+		"--inh-caps=-all", "--bounding-set=-all", os.Args[0], "-test.run=^TestHelperBenchUnprivileged$")
+	cmd.Env = append(os.Environ(), "XDPIO_HELPER_BENCH_IFACE="+pair.B.Link)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "result: operation error: ") || !strings.Contains(string(out), "run as root") {
+		t.Errorf("unprivileged bench server: %v\n%s", err, out)
+	}
+	for _, h := range []*netnstest.Host{pair.A, pair.B} {
+		if err := h.Do(func() error {
+			l, err := netlink.LinkByName(h.Link)
+			if err != nil {
+				return err
+			}
+			if x := l.Attrs().Xdp; x != nil && x.Attached {
+				t.Errorf("%s: an XDP program (id %d) was left attached", h.Link, x.ProgId)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestHelperBenchUnprivileged runs in TestBenchErrors's child process,
+// without privileges: the xsk server must refuse to start and say why.
+func TestHelperBenchUnprivileged(t *testing.T) {
+	iface := os.Getenv("XDPIO_HELPER_BENCH_IFACE")
+	if iface == "" {
+		t.Skip("helper of TestBenchErrors")
+	}
+	var out bytes.Buffer
+	err := runWith(context.Background(), &globals{stdout: &out, stderr: &out}, []string{"bench", "server", "--backend", "xsk", "-i", iface, "--port", "15232", "-1"})
+	var ue *usageError
+	if err != nil && !errors.As(err, &ue) && !strings.Contains(err.Error(), "\n") {
+		fmt.Printf("result: operation error: %v\n", err)
+	} else {
+		fmt.Printf("result: unexpected: %v\n", err)
 	}
 }
