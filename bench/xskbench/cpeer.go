@@ -81,17 +81,20 @@ const (
 // under test, as an rxdrop receiver (its sockets registered in an XDP
 // program this process attaches) or a txonly sender.
 type cPeer struct {
-	bin  string
-	tx   bool
-	rx   *trafficgen.Counter // txonly: the counter at the peer
-	prog *xsk.Program
-	mem  []byte
-	cmd  *exec.Cmd
-	done chan error
-	errb bytes.Buffer
-	pid  int
-	n    int
-	cpu  *cpuMeter
+	bin    string // the program, for a child process
+	inproc bool   // run in this process through cgo instead
+	tx     bool
+	rx     *trafficgen.Counter // txonly: the counter at the peer
+	prog   *xsk.Program
+	mem    []byte
+	cmd    *exec.Cmd
+	done   chan error
+	errb   bytes.Buffer
+	pid    int
+	n      int
+	cpu    *cpuMeter
+	// started: the in-process peer's threads run until cPeerStop.
+	started bool
 }
 
 func (c *cPeer) u32(off int) *uint32 { return (*uint32)(unsafe.Pointer(&c.mem[off])) }
@@ -102,6 +105,9 @@ func (c *cPeer) start(h *netnstest.Host, o *Options) (err error) {
 	}
 	c.n = o.Queues
 	c.cpu = o.cpu
+	if c.inproc {
+		return c.startInProcess(h, o)
+	}
 	fd, err := unix.MemfdCreate("xskpeer-ctl", unix.MFD_CLOEXEC)
 	if err != nil {
 		return fmt.Errorf("c peer: memfd: %w", err)
@@ -190,6 +196,43 @@ ready:
 	return nil
 }
 
+// startInProcess runs the C peer's code inside this process (cgo): the
+// control page is anonymous shared memory, the sockets are created in h's
+// namespace on a locked thread, and the threads are the C code's own.
+func (c *cPeer) startInProcess(h *netnstest.Host, o *Options) (err error) {
+	c.mem, err = unix.Mmap(-1, 0, ctlSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return fmt.Errorf("c peer: mmap: %w", err)
+	}
+	c.pid = os.Getpid()
+	if c.tx {
+		*c.u32(ctlFrameLen) = uint32(len(o.frame))
+		copy(c.mem[ctlTemplate:], o.frame)
+	}
+	err = h.Do(func() (err error) {
+		if !c.tx {
+			if c.prog, err = xsk.NewProgram(h.Ifindex, xsk.ProgramConfig{Queues: o.Queues}); err != nil {
+				return err
+			}
+		}
+		return cPeerStart(c.mem, c.tx, h.Ifindex, o)
+	})
+	if err != nil {
+		return fmt.Errorf("c peer: %w", err)
+	}
+	c.started = true
+	if c.tx {
+		return nil
+	}
+	for q := 0; q < o.Queues; q++ {
+		fd := int(int32(atomic.LoadUint32(c.u32(ctlFDs + 4*q))))
+		if err := c.prog.RegisterFD(q, fd); err != nil {
+			return fmt.Errorf("c peer: %w", err)
+		}
+	}
+	return nil
+}
+
 // packets sums the peer's per-queue counters.
 func (c *cPeer) packets() uint64 {
 	var n uint64
@@ -222,6 +265,10 @@ func (c *cPeer) appCPU() time.Duration {
 
 func (c *cPeer) stop() error {
 	var err error
+	if c.started {
+		cPeerStop()
+		c.started = false
+	}
 	if c.mem != nil {
 		atomic.StoreUint32(c.u32(ctlQuit), 1)
 	}

@@ -27,6 +27,10 @@ func TestMeasureSmoke(t *testing.T) {
 		Warmup: 50 * time.Millisecond, Window: 200 * time.Millisecond,
 		Batch: 64, RingSize: 2048, NumFrames: 4096, FrameSize: 2048, TxBudget: 2048,
 		Sockets: 2, Flows: 64, Port: 7777, EagerComplete: true,
+		Nap: 30 * time.Microsecond, BusyPoll: 50 * time.Microsecond, BusyPollBudget: 64, BusyPollSpin: 32,
+		NAPIDefer: 2, GROFlushTimeout: 200 * time.Microsecond,
+		// Every backend, the ones measured only on request too.
+		Backends: rxBackends,
 	}
 	var log bytes.Buffer
 	rep, err := measure(ctx, pair, o, &log)

@@ -103,19 +103,25 @@ const (
 	beXDPIONap  = "xdpio-nap"
 	beAsavieNap = "asavie-nap"
 	beSocket    = "socket"
-	// beC is the C peer (c/xskpeer.c), built with the system's compiler
-	// when there is one.
-	beC = "c"
+	// beC is the C peer (c/xskpeer.c): inside this process through cgo
+	// when the binary has cgo, else as a child process built with the
+	// system's compiler when there is one. beCProc is always the child
+	// process (run only when named): next to beC it shows what a
+	// separate address space costs on this machine.
+	beC     = "c"
+	beCProc = "c-proc"
 )
 
 var (
-	rxBackends = []string{beGen, beXDPIO, beXDPIONap, beXDPIOBusy, beAsavie, beAsavieDoc, beAsavieNap, beSocket, beC}
-	txBackends = []string{beXDPIO, beAsavie, beC}
+	rxBackends = []string{beGen, beXDPIO, beXDPIONap, beXDPIOBusy, beAsavie, beAsavieDoc, beAsavieNap, beSocket, beC, beCProc}
+	txBackends = []string{beXDPIO, beAsavie, beC, beCProc}
+	// onRequest are backends measured only when -backends names them.
+	onRequest = []string{beCProc}
 )
 
 func (o *Options) wants(mode, backend string) bool {
 	return (len(o.Modes) == 0 || slices.Contains(o.Modes, mode)) &&
-		(len(o.Backends) == 0 || slices.Contains(o.Backends, backend))
+		(len(o.Backends) == 0 && !slices.Contains(onRequest, backend) || slices.Contains(o.Backends, backend))
 }
 
 func (o *Options) validate() error {
@@ -234,15 +240,19 @@ func measure(ctx context.Context, pair *netnstest.Pair, o Options, log io.Writer
 		return nil, fmt.Errorf("ethtool -K %s gro on: %w: %s", pair.B.Link, err, out)
 	}
 	skipped := map[string]string{}
-	if o.wants(modeRx, beC) || o.wants(modeTx, beC) {
+	needProc := o.wants(modeRx, beCProc) || o.wants(modeTx, beCProc) || (!cPeerInProcess && (o.wants(modeRx, beC) || o.wants(modeTx, beC)))
+	if needProc {
 		dir, err := os.MkdirTemp("", "xskbench-c")
 		if err != nil {
 			return nil, err
 		}
 		defer os.RemoveAll(dir)
 		if o.cBin, err = buildCPeer(ctx, dir); err != nil {
-			skipped[beC] = err.Error()
-			fmt.Fprintf(log, "xskbench: skipping the C peer: %v\n", err)
+			skipped[beCProc] = err.Error()
+			if !cPeerInProcess {
+				skipped[beC] = err.Error()
+			}
+			fmt.Fprintf(log, "xskbench: skipping the C peer as a process: %v\n", err)
 		}
 	}
 	gens := map[int]*trafficgen.Generator{}
@@ -350,6 +360,7 @@ func measure(ctx context.Context, pair *netnstest.Pair, o Options, log io.Writer
 			ratio("xdpio/asavie", beXDPIO, beAsavie, 1.5)
 			ratio("xdpio/c", beXDPIO, beC, 0)
 			ratio("c/asavie", beC, beAsavie, 0)
+			ratio("c/c-proc", beC, beCProc, 0)
 			if mode == modeRx {
 				ratio("xdpio-nap/asavie", beXDPIONap, beAsavie, 1.5)
 				ratio("xdpio-nap/asavie-doc", beXDPIONap, beAsavieDoc, 1.5)
@@ -401,6 +412,8 @@ func median(ss []Sample, f func(Sample) float64) float64 {
 func newRx(be string, o *Options) receiver {
 	switch be {
 	case beC:
+		return &cPeer{bin: o.cBin, inproc: cPeerInProcess}
+	case beCProc:
 		return &cPeer{bin: o.cBin}
 	case beGen:
 		return &dropRx{}
@@ -492,6 +505,8 @@ func measureTx(ctx context.Context, pair *netnstest.Pair, o *Options, be string)
 	case beXDPIO:
 		tx = &xdpioTx{rx: c}
 	case beC:
+		tx = &cPeer{bin: o.cBin, inproc: cPeerInProcess, tx: true, rx: c}
+	case beCProc:
 		tx = &cPeer{bin: o.cBin, tx: true, rx: c}
 	default:
 		tx = &asavieTx{rx: c}

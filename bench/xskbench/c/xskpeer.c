@@ -66,26 +66,32 @@ struct ring {
 	void *desc;
 	uint32_t mask, size;
 	uint32_t cached_prod, cached_cons;
+	void *map;
+	size_t map_len;
 };
 
 struct xsk {
 	int fd, queue;
 	uint8_t *umem;
+	size_t umem_len;
 	struct ring fill, comp, rx, tx;
 	uint64_t *stack; // free frames
 	uint32_t nfree;
 };
 
+int xskpeer_start(void *ctl_page, int tx, int ifx, int queues, int ring, int frames, int fsize, int rx_batch, int txb, int budget);
+void xskpeer_stop(void);
+
 static struct ctl *ctl;
 static int mode_tx;
 static int ifindex, nqueues, ring_size, nframes, frame_size, batch, tx_batch, tx_budget;
 
-static void fail(const char *what)
+// fail records what failed in the control page and returns -1.
+static int fail(const char *what)
 {
 	snprintf(ctl->err, sizeof ctl->err, "%s: %s", what, strerror(errno));
 	__atomic_store_n(&ctl->ready, 2, __ATOMIC_RELEASE);
-	fprintf(stderr, "xskpeer: %s\n", ctl->err);
-	exit(1);
+	return -1;
 }
 
 // Producer side (fill, TX): free entries, loading the kernel's consumer
@@ -125,12 +131,14 @@ static inline int need_wakeup(struct ring *r)
 	return __atomic_load_n(r->flags, __ATOMIC_RELAXED) & XDP_RING_NEED_WAKEUP;
 }
 
-static void map_ring(struct xsk *x, struct ring *r, const struct xdp_ring_offset *o, off_t pgoff, size_t entry, uint32_t n, int producer)
+static int map_ring(struct xsk *x, struct ring *r, const struct xdp_ring_offset *o, off_t pgoff, size_t entry, uint32_t n, int producer)
 {
 	size_t len = o->desc + n * entry;
 	uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, x->fd, pgoff);
 	if (m == MAP_FAILED)
-		fail("mmap ring");
+		return fail("mmap ring");
+	r->map = m;
+	r->map_len = len;
 	r->producer = (uint32_t *)(m + o->producer);
 	r->consumer = (uint32_t *)(m + o->consumer);
 	r->flags = (uint32_t *)(m + o->flags);
@@ -141,49 +149,57 @@ static void map_ring(struct xsk *x, struct ring *r, const struct xdp_ring_offset
 	r->cached_cons = __atomic_load_n(r->consumer, __ATOMIC_ACQUIRE);
 	if (producer)
 		r->cached_cons += n;
+	return 0;
 }
 
-static void setopt(int fd, int opt, int v, const char *what)
+static int setopt(int fd, int opt, int v, const char *what)
 {
 	if (setsockopt(fd, SOL_XDP, opt, &v, sizeof v) < 0)
-		fail(what);
+		return fail(what);
+	return 0;
 }
 
-static void open_xsk(struct xsk *x, int queue)
+static int open_xsk(struct xsk *x, int queue)
 {
 	x->queue = queue;
 	x->fd = socket(AF_XDP, SOCK_RAW | SOCK_CLOEXEC, 0);
 	if (x->fd < 0)
-		fail("socket(AF_XDP)");
+		return fail("socket(AF_XDP)");
 	size_t len = (size_t)nframes * frame_size;
 	x->umem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-	if (x->umem == MAP_FAILED)
-		fail("mmap UMEM");
+	if (x->umem == MAP_FAILED) {
+		x->umem = NULL;
+		return fail("mmap UMEM");
+	}
+	x->umem_len = len;
 	struct xdp_umem_reg reg = {.addr = (uintptr_t)x->umem, .len = len, .chunk_size = frame_size};
 	if (setsockopt(x->fd, SOL_XDP, XDP_UMEM_REG, &reg, sizeof reg) < 0)
-		fail("XDP_UMEM_REG");
-	setopt(x->fd, XDP_UMEM_FILL_RING, ring_size, "XDP_UMEM_FILL_RING");
-	setopt(x->fd, XDP_UMEM_COMPLETION_RING, ring_size, "XDP_UMEM_COMPLETION_RING");
-	setopt(x->fd, mode_tx ? XDP_TX_RING : XDP_RX_RING, ring_size, "XDP_RX/TX_RING");
+		return fail("XDP_UMEM_REG");
+	if (setopt(x->fd, XDP_UMEM_FILL_RING, ring_size, "XDP_UMEM_FILL_RING") ||
+	    setopt(x->fd, XDP_UMEM_COMPLETION_RING, ring_size, "XDP_UMEM_COMPLETION_RING") ||
+	    setopt(x->fd, mode_tx ? XDP_TX_RING : XDP_RX_RING, ring_size, "XDP_RX/TX_RING"))
+		return -1;
 	struct xdp_mmap_offsets off;
 	socklen_t ol = sizeof off;
 	if (getsockopt(x->fd, SOL_XDP, XDP_MMAP_OFFSETS, &off, &ol) < 0)
-		fail("XDP_MMAP_OFFSETS");
-	map_ring(x, &x->fill, &off.fr, XDP_UMEM_PGOFF_FILL_RING, sizeof(uint64_t), ring_size, 1);
-	map_ring(x, &x->comp, &off.cr, XDP_UMEM_PGOFF_COMPLETION_RING, sizeof(uint64_t), ring_size, 0);
+		return fail("XDP_MMAP_OFFSETS");
+	if (map_ring(x, &x->fill, &off.fr, XDP_UMEM_PGOFF_FILL_RING, sizeof(uint64_t), ring_size, 1) ||
+	    map_ring(x, &x->comp, &off.cr, XDP_UMEM_PGOFF_COMPLETION_RING, sizeof(uint64_t), ring_size, 0))
+		return -1;
 	if (mode_tx) {
-		map_ring(x, &x->tx, &off.tx, XDP_PGOFF_TX_RING, sizeof(struct xdp_desc), ring_size, 1);
+		if (map_ring(x, &x->tx, &off.tx, XDP_PGOFF_TX_RING, sizeof(struct xdp_desc), ring_size, 1))
+			return -1;
 		if (tx_budget > 0) {
 			int b = tx_budget < ring_size ? tx_budget : ring_size;
 			setsockopt(x->fd, SOL_XDP, XDP_MAX_TX_SKB_BUDGET, &b, sizeof b); // best effort, as xdpio
 		}
-	} else {
-		map_ring(x, &x->rx, &off.rx, XDP_PGOFF_RX_RING, sizeof(struct xdp_desc), ring_size, 0);
+	} else if (map_ring(x, &x->rx, &off.rx, XDP_PGOFF_RX_RING, sizeof(struct xdp_desc), ring_size, 0)) {
+		return -1;
 	}
 
 	x->stack = malloc(sizeof(uint64_t) * nframes);
 	if (!x->stack)
-		fail("malloc");
+		return fail("malloc");
 	for (int i = nframes - 1; i >= 0; i--)
 		x->stack[x->nfree++] = (uint64_t)i * frame_size;
 	if (mode_tx) {
@@ -204,9 +220,24 @@ static void open_xsk(struct xsk *x, int queue)
 			break;
 		// The previous backend's socket on the queue may still be going.
 		if (errno != EBUSY || tries > 100)
-			fail("bind");
+			return fail("bind");
 		usleep(10000);
 	}
+	return 0;
+}
+
+static void close_xsk(struct xsk *x)
+{
+	struct ring *rings[] = {&x->fill, &x->comp, &x->rx, &x->tx};
+	for (int i = 0; i < 4; i++)
+		if (rings[i]->map)
+			munmap(rings[i]->map, rings[i]->map_len);
+	if (x->fd > 0)
+		close(x->fd);
+	if (x->umem)
+		munmap(x->umem, x->umem_len);
+	free(x->stack);
+	memset(x, 0, sizeof *x);
 }
 
 static void wait_fd(int fd, short ev)
@@ -296,6 +327,8 @@ static void txonly(struct xsk *x, uint64_t *ctr)
 }
 
 static struct xsk xsks[MAX_QUEUES];
+static pthread_t threads[MAX_QUEUES];
+static int nthreads;
 
 static void *worker(void *arg)
 {
@@ -308,6 +341,59 @@ static void *worker(void *arg)
 	return NULL;
 }
 
+// xskpeer_start opens the sockets on the control page ctl_page (which
+// must hold frame_len and the template for txonly), starts one thread per
+// queue and marks the page ready; xskpeer_stop ends the threads and frees
+// everything. On failure it returns -1 with the reason in the page. The
+// same code runs as a program (below) or inside xskbench through cgo.
+int xskpeer_start(void *ctl_page, int tx, int ifx, int queues, int ring, int frames, int fsize, int rx_batch, int txb, int budget)
+{
+	ctl = ctl_page;
+	mode_tx = tx;
+	ifindex = ifx;
+	nqueues = queues;
+	ring_size = ring;
+	nframes = frames;
+	frame_size = fsize;
+	batch = rx_batch;
+	tx_batch = txb;
+	tx_budget = budget;
+	errno = EINVAL;
+	if (nqueues < 1 || nqueues > MAX_QUEUES || ring_size < 1 || nframes < ring_size || frame_size < 2048 || batch < 1)
+		return fail("arguments");
+	for (int q = 0; q < nqueues; q++) {
+		if (open_xsk(&xsks[q], q) < 0) {
+			for (int i = 0; i <= q; i++)
+				close_xsk(&xsks[i]);
+			return -1;
+		}
+		ctl->fds[q] = xsks[q].fd;
+	}
+	ctl->nqueues = nqueues;
+	for (nthreads = 0; nthreads < nqueues; nthreads++) {
+		int e = pthread_create(&threads[nthreads], NULL, worker, (void *)(intptr_t)nthreads);
+		if (e != 0) {
+			errno = e;
+			fail("pthread_create");
+			xskpeer_stop();
+			return -1;
+		}
+	}
+	__atomic_store_n(&ctl->ready, 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+void xskpeer_stop(void)
+{
+	__atomic_store_n(&ctl->quit, 1, __ATOMIC_RELAXED);
+	for (int q = 0; q < nthreads; q++)
+		pthread_join(threads[q], NULL);
+	nthreads = 0;
+	for (int q = 0; q < nqueues; q++)
+		close_xsk(&xsks[q]);
+}
+
+#ifndef XSKPEER_LIB
 int main(int argc, char **argv)
 {
 	if (argc != 10) {
@@ -323,26 +409,17 @@ int main(int argc, char **argv)
 	batch = atoi(argv[7]);
 	tx_batch = atoi(argv[8]);
 	tx_budget = atoi(argv[9]);
-	if (nqueues < 1 || nqueues > MAX_QUEUES || ring_size < 1 || nframes < ring_size || frame_size < 2048 || batch < 1) {
-		fprintf(stderr, "xskpeer: bad arguments\n");
-		return 2;
-	}
-	ctl = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, CTL_FD, 0);
-	if (ctl == MAP_FAILED) {
+	void *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, CTL_FD, 0);
+	if (page == MAP_FAILED) {
 		perror("xskpeer: mmap control page (fd 3)");
 		return 1;
 	}
-	for (int q = 0; q < nqueues; q++) {
-		open_xsk(&xsks[q], q);
-		ctl->fds[q] = xsks[q].fd;
+	if (xskpeer_start(page, mode_tx, ifindex, nqueues, ring_size, nframes, frame_size, batch, tx_batch, tx_budget) < 0) {
+		fprintf(stderr, "xskpeer: %s\n", ctl->err);
+		return 1;
 	}
-	ctl->nqueues = nqueues;
-	pthread_t th[MAX_QUEUES];
-	for (int q = 0; q < nqueues; q++)
-		if (pthread_create(&th[q], NULL, worker, (void *)(intptr_t)q) != 0)
-			fail("pthread_create");
-	__atomic_store_n(&ctl->ready, 1, __ATOMIC_RELEASE);
-	for (int q = 0; q < nqueues; q++)
-		pthread_join(th[q], NULL);
+	for (int q = 0; q < nthreads; q++)
+		pthread_join(threads[q], NULL);
 	return 0;
 }
+#endif

@@ -1,0 +1,15 @@
+//go:build linux && !cgo
+
+package main
+
+import "errors"
+
+// cPeerInProcess: without cgo, the "c" backend runs the C peer as a
+// child process (built with the system's compiler, if there is one).
+const cPeerInProcess = false
+
+func cPeerStart(page []byte, tx bool, ifindex int, o *Options) error {
+	return errors.New("built without cgo")
+}
+
+func cPeerStop() {}
