@@ -61,6 +61,29 @@
 // The XDP program is attached through a bpf_link, so it disappears from
 // the interface when the process exits or is killed.
 //
+// # Waiting for packets
+//
+// At high packet rates the cost of a receiver is mostly how it waits, not
+// Receive and Release (a few nanoseconds per packet). A goroutine blocked
+// in Wait sits on the socket's wait queue, and then every driver flush to
+// the socket takes the wait-queue lock and wakes it. Two options change
+// that:
+//
+//   - SocketConfig.RxNap: while packets flow, Wait sleeps on a timer, off
+//     the wait queue, and polls only when a nap found nothing. It trades up
+//     to RxNap of latency for far fewer wake-ups; in bench/xskbench on veth
+//     it cut the receiver's CPU per packet by about half.
+//   - SocketConfig.BusyPoll: the receiving goroutine runs the driver's NAPI
+//     itself. It needs a driver whose XDP receive queues carry a NAPI ID
+//     (Socket.NAPIID tells, after the first packet); veth's do not, and there
+//     the library makes no busy-poll syscalls at all.
+//
+// A receiving goroutine that locks its OS thread (as benchmarks and
+// pinned workers do) spends its waits in system calls; when there are
+// fewer Ps (GOMAXPROCS) than such goroutines plus the rest of the program,
+// the runtime hands Ps around on every wake-up. Give it at least one P per
+// locked receiver plus one.
+//
 // # Checksums on veth
 //
 // Frames sent by the local kernel over veth usually carry a partial UDP or

@@ -17,6 +17,20 @@
 // sends; an XDP_DROP program on veth-a counts what arrives ("offered" is
 // then the sender's own count).
 //
+// Backends: xdpio (Receive/Release, Wait when the RX ring is empty);
+// xdpio-nap (the same with SocketConfig.RxNap = -nap); xdpio-busypoll
+// (preferred busy polling, with napi_defer_hard_irqs and
+// gro_flush_timeout set on the veth; the report warns when no socket got a
+// NAPI ID, as on veth, where it cannot run); asavie (github.com/asavie/xdp
+// with a loop as good as xdpio's: poll only on an empty ring); asavie-doc
+// (its documented loop: poll before every receive); asavie-nap (the tuned
+// loop with xdpio's nap policy written by hand, to show what the policy is
+// worth apart from the library); socket (kernel UDP sockets, recvmmsg);
+// c (c/xskpeer.c, raw AF_XDP syscalls with libxdp-style rings and the same
+// loop, run in this process through cgo, or as a child process without
+// cgo; skipped with a reason when it cannot be built); c-proc (the same as
+// a child process, only when named in -backends).
+//
 // On veth the kernel's receive work (XDP, the copy into the UMEM, the
 // stack for kernel sockets) runs in the sender's context, so the two
 // CPUs are shared by generator and receivers; the machine is noisy, so
