@@ -371,7 +371,20 @@ func FormatBitrate(bps float64) string {
 }
 
 // IntervalHeader is the column header WriteInterval's lines go under.
-const IntervalHeader = "[ ID] Interval           Transfer     Bitrate         Packets   Jitter    Lost/Total Datagrams\n"
+const IntervalHeader = "[ ID] Interval           Transfer     Bitrate         Packets   Pkts/s   Jitter    Lost/Total Datagrams\n"
+
+// formatSI writes a rate with k/M/G prefixes (powers of 1000).
+func formatSI(v float64) string {
+	switch {
+	case v >= 1e9:
+		return fmt.Sprintf("%.2fG", v/1e9)
+	case v >= 1e6:
+		return fmt.Sprintf("%.2fM", v/1e6)
+	case v >= 1e3:
+		return fmt.Sprintf("%.1fk", v/1e3)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
 
 func id(n int) string {
 	if n == 0 {
@@ -385,7 +398,11 @@ func line(w io.Writer, sid int, start, end float64, bytes uint64, rate float64, 
 	if !sender {
 		tail = fmt.Sprintf("  %.3f ms  %d/%d (%.2g%%)", jitter, lost, total, lostPercent(lost, total))
 	}
-	_, err := fmt.Fprintf(w, "[%s] %6.2f-%-6.2f sec  %12s  %15s  %7d%s%s\n", id(sid), start, end, FormatBytes(bytes), FormatBitrate(rate), packets, tail, tag)
+	pps := "-"
+	if end > start {
+		pps = formatSI(float64(packets) / (end - start))
+	}
+	_, err := fmt.Fprintf(w, "[%s] %6.2f-%-6.2f sec  %12s  %15s  %7d  %7s%s%s\n", id(sid), start, end, FormatBytes(bytes), FormatBitrate(rate), packets, pps, tail, tag)
 	return err
 }
 

@@ -77,3 +77,21 @@ func TestFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestIntervalLinePacketRate: each interval line shows packets per second
+// next to the count, as the bench's users read the rate there.
+func TestIntervalLinePacketRate(t *testing.T) {
+	var b strings.Builder
+	iv := Interval{Streams: []IntervalStream{{Socket: 1, Start: 1, End: 1.5, Seconds: 0.5, Bytes: 1500000, BitsPerSecond: 24e6, Packets: 1500}}}
+	if err := WriteInterval(&b, iv); err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(b.String())
+	// [ 1] 1.00-1.50 sec 1.43 MBytes 24.0 Mbits/sec 1500 3.0k 0.000 ms 0/1500 (0%)
+	if len(f) < 10 || f[8] != "1500" || f[9] != "3.0k" {
+		t.Errorf("interval line %q: want 1500 packets at 3.0k/s", b.String())
+	}
+	if !strings.Contains(IntervalHeader, "Pkts/s") {
+		t.Errorf("header %q has no packets/s column", IntervalHeader)
+	}
+}
