@@ -95,6 +95,9 @@ func TestMeasureSmoke(t *testing.T) {
 	names := map[string]int{}
 	for _, r := range rep.Ratios {
 		names[r.Mode+" "+r.Name]++
+		if r.Paired <= 0 {
+			t.Errorf("%s %d B %s: paired ratio %v, want > 0", r.Mode, r.Size, r.Name, r.Paired)
+		}
 	}
 	for _, n := range []string{"rxdrop xdpio/asavie", "rxdrop xdpio/socket", "txonly xdpio/asavie"} {
 		if names[n] != len(o.Sizes) {

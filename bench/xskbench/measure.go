@@ -198,6 +198,11 @@ type Ratio struct {
 	Size  int     `json:"size"`
 	Name  string  `json:"name"` // e.g. "xdpio/asavie"
 	Value float64 `json:"value"`
+	// Paired is the median over rounds of the two backends' ratio within
+	// each round: they ran seconds apart, so a noisy neighbour that
+	// slowed one round slowed both, and this is steadier than Value on a
+	// shared machine.
+	Paired float64 `json:"paired"`
 	// PerCPU is the same ratio of packets per CPU-second.
 	PerCPU float64 `json:"per_cpu"`
 	// AppCost is how many times more CPU per packet the second backend's
@@ -345,6 +350,16 @@ func measure(ctx context.Context, pair *netnstest.Pair, o Options, log io.Writer
 					return
 				}
 				r := Ratio{Mode: mode, Size: size, Name: name, Value: x / y, Goal: goal}
+				sa, sb := samples[key(mode, size, a)], samples[key(mode, size, b)]
+				var per []Sample
+				for i := range min(len(sa), len(sb)) {
+					if sb[i].PPS > 0 {
+						per = append(per, Sample{PPS: sa[i].PPS / sb[i].PPS})
+					}
+				}
+				if len(per) > 0 {
+					r.Paired = median(per, func(s Sample) float64 { return s.PPS })
+				}
 				if c := medCPU[key(mode, size, b)]; c > 0 {
 					r.PerCPU = medCPU[key(mode, size, a)] / c
 				}
@@ -591,7 +606,7 @@ func printTable(w io.Writer, rep *Report) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "mode\tsize\tratio\tpps\tgoal\tper CPU\tapp CPU/pkt\t\n")
+	fmt.Fprintf(tw, "mode\tsize\tratio\tpps\tpps (paired)\tgoal\tper CPU\tapp CPU/pkt\t\n")
 	for _, r := range rep.Ratios {
 		goal := "-"
 		if r.Met != nil {
@@ -601,7 +616,7 @@ func printTable(w io.Writer, rep *Report) {
 		if r.AppCost > 0 {
 			app = fmt.Sprintf("%.2f", r.AppCost)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%.2f\t%s\t%.2f\t%s\t\n", r.Mode, r.Size, r.Name, r.Value, goal, r.PerCPU, app)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.2f\t%.2f\t%s\t%.2f\t%s\t\n", r.Mode, r.Size, r.Name, r.Value, r.Paired, goal, r.PerCPU, app)
 	}
 	tw.Flush()
 	for _, w2 := range rep.Warnings {
