@@ -145,6 +145,12 @@ func TestTCPWriteBuilders(t *testing.T) {
 			if !bytes.Equal(got, payload) {
 				t.Errorf("v6=%v n=%d: segments do not reassemble to the write", v6, n)
 			}
+			// The oracle notices a flipped bit.
+			bad := append([]byte(nil), tso[0]...)
+			bad[len(bad)-1] ^= 1
+			if _, _, tcpok := gopacketTCP(t, bad); tcpok {
+				t.Errorf("v6=%v n=%d: gopacket accepts a corrupted segment", v6, n)
+			}
 		}
 	}
 }

@@ -204,6 +204,9 @@ func openTCPSender(dp DataPlane, cfg tcpSenderConfig) (tcpSender, error) {
 		xc := d.Config
 		xc.NoProgram = true
 		xc.Program = xsk.ProgramConfig{}
+		if xc.Socket.TxBudget == 0 {
+			xc.Socket.TxBudget = tcpTxBudget
+		}
 		xc.Queues = nil
 		for q := 0; q < min(nq, cfg.streams); q++ {
 			xc.Queues = append(xc.Queues, q)
@@ -235,6 +238,10 @@ func openTCPSender(dp DataPlane, cfg tcpSenderConfig) (tcpSender, error) {
 	}
 	return s, nil
 }
+
+// tcpTxBudget is how many frames one TX kick sends in copy mode unless
+// XSKDataPlane.Config sets its own: a write's segments in one syscall.
+const tcpTxBudget = 256
 
 // tcpRxRing is the RX and fill ring size of TCP mode's receiving sockets
 // unless XSKDataPlane.Config sets its own.
