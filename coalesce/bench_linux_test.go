@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime"
 	"runtime/metrics"
 	"slices"
 	"strings"
@@ -260,7 +261,7 @@ func (r *rig) runRx(name string, p coalesce.Params, rate float64, dur time.Durat
 	for range socks {
 		<-ready
 	}
-	boostProcess()
+	boostProcess(benchNice)
 	cfg, _ := json.Marshal(senderConfig{Dst: r.pair.B.IPv4.String(), Port: benchPort, Rate: rate, Duration: dur, Flows: 8, Size: 64,
 		Bursty: os.Getenv("XDPIO_COALESCE_BURSTY") != "", Nice: envInt("XDPIO_COALESCE_SENDER_NICE", benchNice)})
 	exe, err := os.Executable()
@@ -474,7 +475,9 @@ func (r *rig) runTx(name string, p coalesce.TxParams, rate float64, dur time.Dur
 // settings), XDPIO_COALESCE_MS and XDPIO_COALESCE_ROUNDS (per setting),
 // XDPIO_COALESCE_BURSTY=1 (the sender sleeps 10µs between sends),
 // XDPIO_COALESCE_SENDER_NICE, XDPIO_COALESCE_RT=1 (receivers run
-// SCHED_FIFO), XDPIO_COALESCE_NOTX=1 and XDPIO_COALESCE_TXONLY=1.
+// SCHED_FIFO), XDPIO_COALESCE_PROCS (GOMAXPROCS of the receiving process,
+// default one more than its receiving goroutines), XDPIO_COALESCE_NOTX=1
+// and XDPIO_COALESCE_TXONLY=1.
 func TestCoalesceBenchmark(t *testing.T) {
 	dur, rounds, rates := time.Second, 1, []float64{100e3, 300e3}
 	if *benchReport {
@@ -482,6 +485,11 @@ func TestCoalesceBenchmark(t *testing.T) {
 	}
 	start := time.Now()
 	r := newRig(t)
+	// One P more than there are receiving goroutines, as the Receiver's
+	// documentation advises, so that all of them keep their P through
+	// their timed sleeps and the rest of the program still has one.
+	procs := envInt("XDPIO_COALESCE_PROCS", len(r.dev.Sockets())+1)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 	modes := []struct {
 		name string
 		p    coalesce.Params
@@ -569,6 +577,7 @@ func TestCoalesceBenchmark(t *testing.T) {
 		fmt.Fprintf(&sb, "CPU pressure over the run (some tasks waiting for a CPU): %.0f%% of the time\n", 100*(psi1-psi0).Seconds()/elapsed(start).Seconds())
 	}
 	fmt.Fprintf(&sb, "timer floor, a 50µs SleepShort on a receiver-like thread, lateness p50/p99/max: before %v, after %v\n", floor0, floor1)
+	fmt.Fprintf(&sb, "GOMAXPROCS %d on %d CPUs\n", procs, runtime.NumCPU())
 	fmt.Fprintf(&sb, "RX: kernel UDP sender (8 flows, sendmmsg) → veth (2 queues, XDP copy mode) → 2 AF_XDP sockets, %v per setting\n", dur)
 	fmt.Fprintf(&sb, "%-8s %-17s %9s %9s %6s %7s %10s %10s %6s %6s %6s %8s %8s %8s %s\n",
 		"rate", "setting", "sent/s", "received", "lost", "drops", "cpu/pkt", "thr/pkt", "ratio", "fr/b", "wk/b", "p50", "p99", "max", "profile")

@@ -29,9 +29,10 @@
 // things help: the timed sleeps ask for whole windows (a frame waits
 // rx-usecs plus the wake-up latency, which RxStats.SleepLateness shows),
 // they keep the goroutine's P instead of handing it to another thread for
-// each window (xsk.Socket.SleepShort), and the receiver reads the clock
-// once per look at the ring (without a vDSO clock, each read is a
-// syscall).
+// each window (xsk.Socket.SleepShort; as long as one P of GOMAXPROCS stays
+// free for the rest of the program, so give the process one P more than
+// it has receiving goroutines), and the receiver reads the clock once per
+// look at the ring (without a vDSO clock, each read is a syscall).
 //
 // A Transmitter batches the other way: frames submitted one by one wait
 // until TxFrames are pending or TxUsecs passed since the oldest, then go
@@ -40,7 +41,7 @@
 //
 // With Params.Adaptive, the receiver chooses its rx-usecs from the table
 // Profiles(RxUsecs, RxFrames) the way the kernel's net_dim does: every 64
-// batches (and 20ms at least) it compares packet rate and wake-ups per packet with the
+// batches (and 50ms at least) it compares packet rate and wake-ups per packet with the
 // previous sample, keeps a step that helped, turns back from one that did
 // not, and parks on the best profile until the traffic changes.
 // RxStats.Profile shows its choice.

@@ -70,13 +70,13 @@ func boost() {
 	unix.Setpriority(unix.PRIO_PROCESS, 0, benchNice)
 }
 
-// boostProcess gives every thread of the process benchNice (those the
+// boostProcess gives every thread of the process nice (those the
 // runtime creates later inherit it from the thread that creates them).
 // Boosting only the receivers' threads is not enough: every 10ms of
 // running, the Go scheduler preempts a goroutine, and one locked to its
 // thread gets its P back only through another thread of the process, which
 // on a busy machine waits milliseconds for a CPU at nice 0.
-func boostProcess() {
+func boostProcess(nice int) {
 	ents, err := os.ReadDir("/proc/self/task")
 	if err != nil {
 		return
@@ -84,10 +84,10 @@ func boostProcess() {
 	for _, e := range ents {
 		var tid int
 		if _, err := fmt.Sscan(e.Name(), &tid); err == nil {
-			if p, err := unix.Getpriority(unix.PRIO_PROCESS, tid); err == nil && 20-p <= benchNice {
+			if p, err := unix.Getpriority(unix.PRIO_PROCESS, tid); err == nil && 20-p <= nice {
 				continue // already as high (getpriority returns 20-nice)
 			}
-			unix.Setpriority(unix.PRIO_PROCESS, tid, benchNice)
+			unix.Setpriority(unix.PRIO_PROCESS, tid, nice)
 		}
 	}
 }
@@ -144,6 +144,7 @@ func runSender(raw string) int {
 	runtime.LockOSThread()
 	unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
 	unix.Setpriority(unix.PRIO_PROCESS, 0, cfg.Nice)
+	boostProcess(cfg.Nice)
 	dst := &net.UDPAddr{IP: net.ParseIP(cfg.Dst), Port: cfg.Port}
 	var pcs []*ipv4.PacketConn
 	for i := 0; i < cfg.Flows; i++ {

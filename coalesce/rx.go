@@ -3,6 +3,8 @@ package coalesce
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/xdpio/xdpio/xsk"
@@ -22,7 +24,9 @@ import (
 //
 // The owning goroutine should be locked to its thread (LockThread): the
 // timed sleeps keep the goroutine's P, which is cheaper than handing it
-// around for every window.
+// around for every window, as long as one P of GOMAXPROCS stays free for
+// the rest of the program; give the process one P more than it has
+// receiving goroutines (runtime.GOMAXPROCS) for all of them to do so.
 //
 // A Receiver must not be used concurrently, like the socket it wraps; one
 // goroutine owns both. Stats may be read from any goroutine. Closing the
@@ -103,15 +107,43 @@ func (r *Receiver) Params() Params { return r.p }
 // goroutine.
 func (r *Receiver) Stats() RxStats { return r.core.stats() }
 
-// socketClock is the system clock whose Sleep is Socket.SleepShort: a
-// nanosecond timer that keeps the P for short waits, and Close ends it.
+// socketClock is the system clock whose Sleep is the socket's: a
+// nanosecond timer that Close ends.
 type socketClock struct {
 	Clock
 	s *xsk.Socket
 }
 
+// holders counts the goroutines of the process that sleep holding their P
+// (xsk.Socket.SleepShort) right now.
+var holders atomic.Int32
+
+// Sleep keeps the goroutine's P for a short sleep (SleepShort) as long as
+// that leaves at least one P of GOMAXPROCS for the rest of the program;
+// otherwise it sleeps the way the Go scheduler sees (Sleep), which hands
+// the P over. Receivers holding every P would leave other goroutines,
+// the garbage collector's among them, to run only when the scheduler
+// preempts a receiver, every 10ms, and the receiver would then wait for
+// them in turn.
 func (c socketClock) Sleep(d time.Duration) {
-	if d > 0 {
-		c.s.SleepShort(d)
+	if d <= 0 {
+		return
 	}
+	if d <= xsk.MaxShortSleep && takeHold() {
+		c.s.SleepShort(d)
+		holders.Add(-1)
+		return
+	}
+	c.s.Sleep(d)
+}
+
+// takeHold counts the caller among the goroutines sleeping on their P if
+// one P of GOMAXPROCS stays free; the caller gives it back with
+// holders.Add(-1).
+func takeHold() bool {
+	if int(holders.Add(1)) < runtime.GOMAXPROCS(0) {
+		return true
+	}
+	holders.Add(-1)
+	return false
 }

@@ -3,6 +3,7 @@ package coalesce
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -246,5 +247,32 @@ func TestRxBursts(t *testing.T) {
 	t.Logf("%d batches, %.1f frames and %.2f wake-ups per batch, early %d", st.Batches, float64(st.Frames)/float64(st.Batches), wpb, st.Early)
 	if wpb > 1.3 {
 		t.Errorf("%.2f wake-ups per burst: want close to one", wpb)
+	}
+}
+
+// Receivers sleep holding their P only while one P of GOMAXPROCS stays
+// free for the rest of the program.
+func TestTakeHold(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(3))
+	if holders.Load() != 0 {
+		t.Fatalf("%d holders before the test", holders.Load())
+	}
+	if !takeHold() || !takeHold() {
+		t.Fatal("GOMAXPROCS 3: the first two sleepers must keep their P")
+	}
+	if takeHold() {
+		t.Fatal("GOMAXPROCS 3: a third sleeper kept its P, leaving none free")
+	}
+	holders.Add(-1)
+	if !takeHold() {
+		t.Fatal("a P was given back, yet the next sleeper may not keep its own")
+	}
+	holders.Add(-2)
+	runtime.GOMAXPROCS(1)
+	if takeHold() {
+		t.Fatal("GOMAXPROCS 1: a sleeper kept the only P")
+	}
+	if holders.Load() != 0 {
+		t.Fatalf("%d holders left", holders.Load())
 	}
 }
