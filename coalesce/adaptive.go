@@ -26,18 +26,21 @@ func Profiles(usecs, frames int) []Profile {
 
 // Adaptive moderation, in the spirit of the kernel's net_dim (lib/dim):
 // the receiver measures a sample every dimSampleBatches batches and at
-// least dimSamplePeriod (packet rate and kernel wake-ups per packet), compares it with the previous
-// one, and moves one profile step. A step that made things better (more
-// packets per second, or, at the same rate, fewer wake-ups per packet) is
-// followed by another in the same direction; one that made them worse is
-// undone by turning around (a tie keeps going towards more coalescing,
-// where the cost can only fall, and turns back from less). Two turns in quick succession mean the best profile was
-// found: the moderator parks there until the traffic changes. After too
-// many steps without parking it rests for a while (tired).
+// least dimSamplePeriod (packet rate and kernel wake-ups per packet),
+// compares it with the previous one, and moves one profile step. A step
+// that made things better (more packets per second, or, at the same rate,
+// fewer wake-ups per packet) is followed by another in the same
+// direction; one that made them worse is undone by turning around (a tie
+// keeps going towards more coalescing, where the cost can only fall, and
+// turns back from less). Two turns in quick succession mean the best
+// profile was found: the moderator parks there until the traffic changes
+// (dimParkStrikes differing samples in a row). After too many steps
+// without parking it rests for a while (tired).
 
 const (
 	dimSampleBatches = 64                    // batches per sample, at least
-	dimSamplePeriod  = 20 * time.Millisecond // and at least this long
+	dimSamplePeriod  = 50 * time.Millisecond // and at least this long
+	dimParkStrikes   = 2                     // differing samples in a row that end a park
 	dimSignificant   = 20                    // percent: smaller differences are noise
 	dimTiredSteps    = 10                    // steps without parking before resting
 	dimRestSamples   = 8                     // samples to rest when tired
@@ -85,6 +88,7 @@ type moderator struct {
 	state    dimState
 
 	stepsLeft, stepsRight, tired int
+	strikes                      int // differing samples in a row while parked
 
 	prev dimSample
 
@@ -159,7 +163,12 @@ func (m *moderator) decide(s dimSample) bool {
 	prevState, prevIx := m.state, m.ix
 	switch m.state {
 	case dimParkedOnTop:
-		if compareSamples(s, m.prev) != dimSame {
+		// One differing sample is noise more often than a change of the
+		// traffic (a receiver on a shared machine waits for a CPU now and
+		// then and catches up): leave only after dimParkStrikes in a row.
+		if compareSamples(s, m.prev) == dimSame {
+			m.strikes = 0
+		} else if m.strikes++; m.strikes >= dimParkStrikes {
 			m.leavePark()
 		}
 	case dimParkedTired:
@@ -239,7 +248,7 @@ func (m *moderator) step() bool {
 
 func (m *moderator) parkOnTop() {
 	m.state = dimParkedOnTop
-	m.stepsLeft, m.stepsRight, m.tired = 0, 0, 0
+	m.stepsLeft, m.stepsRight, m.tired, m.strikes = 0, 0, 0, 0
 }
 
 func (m *moderator) leavePark() {

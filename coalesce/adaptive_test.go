@@ -39,7 +39,15 @@ func TestModeratorFindsBest(t *testing.T) {
 	if m.changes != changes || m.ix != 3 {
 		t.Fatalf("moved while parked with unchanged traffic")
 	}
-	// A significant rate change leaves the park.
+	// One odd sample (the receiver waited for a CPU and caught up) does
+	// not end the park.
+	m.decide(dimSample{rate: 300000, cost: cost[m.ix]})
+	m.decide(dimSample{rate: 100000, cost: cost[m.ix]})
+	if m.changes != changes || m.state != dimParkedOnTop {
+		t.Fatalf("left the park for one odd sample: %v on %d", m.state, m.ix)
+	}
+	// A lasting rate change does.
+	m.decide(dimSample{rate: 300000, cost: cost[m.ix]})
 	m.decide(dimSample{rate: 300000, cost: cost[m.ix]})
 	if m.state == dimParkedOnTop || m.ix == 3 {
 		t.Fatalf("did not react to a tripled rate: %v on %d", m.state, m.ix)
