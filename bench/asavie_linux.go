@@ -339,10 +339,32 @@ func (set *asavieSet) counts() []QueueCount {
 	return qs
 }
 
-// close detaches the program and closes the sockets. No socket may be in
-// use.
+// drain kicks the kernel until it has taken everything on the TX ring, or
+// for at most 100 ms: a kick that found the socket's send buffer full
+// leaves frames on the ring, and after the last send nothing else would
+// send them.
+func (a *asavieSock) drain() (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("asavie transmit on queue %d: %v", a.queue, p)
+		}
+	}()
+	for deadline := time.Now().Add(100 * time.Millisecond); a.s.NumFreeTxSlots() < a.txMax && time.Now().Before(deadline); {
+		a.kick()
+		if a.s.NumFreeTxSlots() < a.txMax {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// close sends what is left on the TX rings, detaches the program and
+// closes the sockets. No socket may be in use.
 func (set *asavieSet) close() error {
 	var errs []error
+	for _, a := range set.socks {
+		errs = append(errs, a.drain())
+	}
 	if set.prog != nil {
 		errs = append(errs, set.prog.Close())
 	}

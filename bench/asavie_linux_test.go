@@ -166,7 +166,8 @@ func TestAsavieServerFromSocketClient(t *testing.T) {
 func TestIperf3ClientAgainstAsavieServer(t *testing.T) {
 	netnstest.RequireTool(t, "iperf3")
 	pair := netnstest.New(t, netnstest.Config{Queues: 2})
-	reports := startServerWith(t, pair, 5201, &AsavieDataPlane{Iface: pair.B.Link, Do: pair.B.Do})
+	var qc queueCounts
+	reports := startServerWith(t, pair, 5201, &AsavieDataPlane{Iface: pair.B.Link, Do: pair.B.Do, OnClose: qc.record})
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -200,8 +201,8 @@ func TestIperf3ClientAgainstAsavieServer(t *testing.T) {
 				t.Fatal("no server report")
 			}
 			sent, recv := j.End.SumSent, j.End.SumReceived
-			t.Logf("iperf3 %v: sent %d packets %d bytes; received %d packets %d bytes, lost %d, jitter %.4f ms",
-				tc.args, sent.Packets, sent.Bytes, recv.Packets, recv.Bytes, recv.LostPackets, recv.JitterMS)
+			t.Logf("iperf3 %v: sent %d packets %d bytes; received %d packets %d bytes, lost %d, jitter %.4f ms; asavie's queues %+v",
+				tc.args, sent.Packets, sent.Bytes, recv.Packets, recv.Bytes, recv.LostPackets, recv.JitterMS, qc.take())
 			if sent.Packets == 0 {
 				t.Fatal("nothing sent")
 			}
