@@ -545,25 +545,16 @@ func TestCoalesceBenchmark(t *testing.T) {
 		rx = append(rx, row)
 	}
 	txModes := []struct {
-		name   string
-		p      coalesce.TxParams
-		staged bool
-	}{
-		{"tx-usecs 0", coalesce.TxParams{}, false},
-		{"tx-usecs 50", coalesce.TxParams{TxUsecs: 50}, false},
-		// The first design: frames wait in a batch of the Transmitter's
-		// own and go to the TX ring at the flush.
-		{"50 staged", coalesce.TxParams{TxUsecs: 50}, true},
-	}
+		name string
+		p    coalesce.TxParams
+	}{{"tx-usecs 0", coalesce.TxParams{}}, {"tx-usecs 50", coalesce.TxParams{TxUsecs: 50}}}
 	if os.Getenv("XDPIO_COALESCE_NOTX") != "" {
 		txModes = nil
 	}
 	tx := make([]*txRun, len(txModes))
 	for range rounds {
 		for i, m := range txModes {
-			old := coalesce.SetTxStaged(m.staged)
 			tx[i] = tx[i].merge(r.runTx(m.name, m.p, 100e3, dur))
-			coalesce.SetTxStaged(old)
 		}
 	}
 

@@ -83,7 +83,9 @@ type TxParams struct {
 	// packet (adaptive-tx); TxUsecs is the bound (0 with Adaptive means
 	// 64µs).
 	Adaptive bool
-	// BatchSize is how many frames may be pending. Default 256.
+	// BatchSize caps TxFrames: once this many frames are pending, they are
+	// flushed (one Submit of a larger batch puts all of it on the TX ring
+	// first). Default 256.
 	BatchSize int
 }
 

@@ -313,3 +313,62 @@ func TestReceiverCloseDuringOpenBatch(t *testing.T) {
 		t.Fatalf("Next still sleeping %v after Close (rx-usecs %v)", time.Since(start), time.Duration(coalesce.MaxUsecs)*time.Microsecond)
 	}
 }
+
+// A Submit of more frames than the TX ring holds fills the ring, flushes
+// (the kernel sends them), reclaims and puts the rest on the ring: every
+// frame reaches A, counted by XDP there, and the full ring is counted.
+func TestTransmitterRingFull(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 1})
+	var d *xsk.Device
+	cfg := xsk.Config{Socket: xsk.SocketConfig{TxRingSize: 64, CompletionRingSize: 64, TxBudget: 64}}
+	if err := pair.B.Do(func() (err error) { d, err = xsk.Open(pair.B.Link, cfg); return }); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	s := d.Sockets()[0]
+	var ctr *trafficgen.Counter
+	if err := pair.A.Do(func() (err error) {
+		ctr, err = trafficgen.AttachCounter(pair.A.Ifindex, trafficgen.Drop)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ctr.Close()
+	frame, err := trafficgen.BuildFrame(trafficgen.FrameSpec{SrcMAC: pair.B.MAC, DstMAC: pair.A.MAC, Src: pair.B.IPv4, Dst: pair.A.IPv4, SrcPort: 1000, DstPort: 2000, Size: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := coalesce.NewTransmitter(s, coalesce.TxParams{TxUsecs: coalesce.MaxUsecs}, coalesce.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 100
+	b := s.NewBatch(n)
+	if got := tx.Alloc(b, n); got != n {
+		t.Fatalf("allocated %d frames, want %d", got, n)
+	}
+	for i := 0; i < n; i++ {
+		copy(b.Buffer(i), frame)
+		b.SetLen(i, len(frame))
+	}
+	taken, err := tx.Submit(b)
+	if err != nil || taken != n || b.Len() != 0 {
+		t.Fatalf("Submit of %d frames on a 64-slot ring = %d, %v (batch keeps %d)", n, taken, err, b.Len())
+	}
+	if err := tx.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var got uint64
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		s.Complete()
+		if got, _ = ctr.Count(); got >= n {
+			break
+		}
+	}
+	if got < n || got > n+4 {
+		t.Fatalf("A counted %d frames, want %d", got, n)
+	}
+	if st := tx.Stats(); st.RingFull == 0 || st.Frames != n {
+		t.Errorf("stats %+v: want %d frames and the full ring counted", st, n)
+	}
+}

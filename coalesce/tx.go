@@ -20,11 +20,10 @@ import (
 // Flush). A Transmitter must not be used concurrently; one goroutine owns
 // it and its socket. Stats may be read from any goroutine.
 type Transmitter struct {
-	s      *xsk.Socket
-	p      TxParams
-	core   *txCore
-	ring   *ringTx   // frames go on the TX ring at Submit
-	staged *socketTx // or wait in a batch of their own until the flush
+	s    *xsk.Socket
+	p    TxParams
+	core *txCore
+	ring *ringTx
 }
 
 // ringTx keeps the pending frames on the socket's TX ring: Submit puts
@@ -47,33 +46,6 @@ func (x *ringTx) reclaim() int {
 	return x.s.Complete()
 }
 
-// socketTx keeps the pending frames in a batch of its own and hands them
-// to the TX ring at the flush (the first design; kept for comparison,
-// see txStaged).
-type socketTx struct {
-	s    *xsk.Socket
-	pend *xsk.Batch
-}
-
-func (x *socketTx) flush() (int, error) {
-	n, err := x.s.Transmit(x.pend)
-	if x.pend.Len() > 0 && err == nil {
-		// The ring was full: reclaim what the kernel finished and retry once.
-		x.s.Complete()
-		var m int
-		m, err = x.s.Transmit(x.pend)
-		n += m
-	}
-	return n, err
-}
-
-func (x *socketTx) reclaim() int {
-	if x.s.TxPending() == 0 {
-		return 0
-	}
-	return x.s.Complete()
-}
-
 // NewTransmitter returns a Transmitter for s with parameters p. Parameters
 // out of range give an error matching ErrInvalidParams.
 func NewTransmitter(s *xsk.Socket, p TxParams, o Options) (*Transmitter, error) {
@@ -85,20 +57,10 @@ func NewTransmitter(s *xsk.Socket, p TxParams, o Options) (*Transmitter, error) 
 	}
 	p.setDefaults()
 	o.setDefaults()
-	t := &Transmitter{s: s, p: p}
-	if txStaged {
-		t.staged = &socketTx{s: s, pend: s.NewBatch(p.BatchSize)}
-		t.core = newTxCore(p, o, t.staged)
-	} else {
-		t.ring = &ringTx{s: s}
-		t.core = newTxCore(p, o, t.ring)
-	}
+	t := &Transmitter{s: s, p: p, ring: &ringTx{s: s}}
+	t.core = newTxCore(p, o, t.ring)
 	return t, nil
 }
-
-// txStaged makes new Transmitters stage frames in a batch of their own
-// instead of on the TX ring (for the benchmark's comparison).
-var txStaged = false
 
 // Alloc appends up to n free frames of the socket to b (reclaiming
 // completed ones when the pool runs short) and returns how many.
@@ -111,9 +73,6 @@ func (t *Transmitter) Alloc(b *xsk.Batch, n int) int { return t.s.Alloc(b, n) }
 // once with tx-usecs 0. The error is the socket's (interface down, device
 // gone); the frames stay accounted for either way.
 func (t *Transmitter) Submit(b *xsk.Batch) (int, error) {
-	if t.staged != nil {
-		return t.submitStaged(b)
-	}
 	taken, retried := 0, false
 	for b.Len() > 0 {
 		n, err := t.s.Submit(b)
@@ -123,6 +82,7 @@ func (t *Transmitter) Submit(b *xsk.Batch) (int, error) {
 		if n == 0 {
 			// The ring is full: hand the kernel what is pending, take
 			// back what it finished, and try once more.
+			t.core.st.full.Add(1)
 			if retried {
 				break
 			}
@@ -140,52 +100,6 @@ func (t *Transmitter) Submit(b *xsk.Batch) (int, error) {
 		}
 	}
 	return taken, nil
-}
-
-func (t *Transmitter) submitStaged(b *xsk.Batch) (int, error) {
-	taken := 0
-	for b.Len() > 0 {
-		pend := t.staged.pend
-		room := pend.Cap() - pend.Len()
-		if room == 0 {
-			if err := t.core.flush(t.core.clock.Now(), rxFrameLimit); err != nil {
-				return taken, fmt.Errorf("submit: %w", err)
-			}
-			if room = pend.Cap() - pend.Len(); room == 0 {
-				break
-			}
-		}
-		k := min(room, b.Len())
-		for i := 0; i < k; i++ {
-			pend.Append(b.Desc(i))
-		}
-		t.keep(b, k)
-		taken += k
-		if err := t.core.submitted(k); err != nil {
-			return taken, fmt.Errorf("submit: %w", err)
-		}
-	}
-	return taken, nil
-}
-
-// keep drops the first k descriptors of b (they moved to the pending
-// batch), keeping the rest in order.
-func (t *Transmitter) keep(b *xsk.Batch, k int) {
-	if k == 0 {
-		return
-	}
-	if k == b.Len() {
-		b.Reset()
-		return
-	}
-	rest := make([]xsk.Desc, 0, b.Len()-k)
-	for i := k; i < b.Len(); i++ {
-		rest = append(rest, b.Desc(i))
-	}
-	b.Reset()
-	for _, d := range rest {
-		b.Append(d)
-	}
 }
 
 // Poll flushes when tx-usecs passed since the oldest pending frame,
@@ -214,12 +128,7 @@ func (t *Transmitter) Flush() error {
 }
 
 // Pending returns how many submitted frames wait for a flush.
-func (t *Transmitter) Pending() int {
-	if t.staged != nil {
-		return t.staged.pend.Len()
-	}
-	return t.ring.held
-}
+func (t *Transmitter) Pending() int { return t.ring.held }
 
 // Socket returns the wrapped socket.
 func (t *Transmitter) Socket() *xsk.Socket { return t.s }

@@ -161,8 +161,8 @@ type TxStats struct {
 	// Why: tx-usecs 0 (Immediate), tx-frames pending (FrameLimit),
 	// tx-usecs passed (TimerExpiries), or Flush (Explicit).
 	Immediate, FrameLimit, TimerExpiries, Explicit uint64
-	// RingFull counts flushes that left frames pending because the TX ring
-	// was full.
+	// RingFull counts the times the TX ring had no room for submitted
+	// frames (the Transmitter then flushes, reclaims and tries once more).
 	RingFull uint64
 	// Reclaims counts completion-ring reads that returned frames, and
 	// Reclaimed the frames.
