@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"fmt"
 	"os/exec"
+	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -39,20 +41,39 @@ func ParseStats(out []byte) (map[string]uint64, error) {
 	return m, sc.Err()
 }
 
-// RXQueuePackets returns the per-RX-queue packet counters of virtio-net's
-// `ethtool -S` (rx_queue_N_packets), indexed by queue.
+// rxQueueStat matches the per-RX-queue packet counters drivers name in
+// `ethtool -S`: virtio-net's "rx0_packets" (Linux 6.x),
+// "rx_queue_0_packets" (older virtio-net, veth and others).
+var rxQueueStat = regexp.MustCompile(`^rx_?(?:queue_)?(\d+)_packets$`)
+
+// RXQueuePackets returns the per-RX-queue packet counters of `ethtool -S
+// dev` (rxN_packets or rx_queue_N_packets), indexed by queue.
 func RXQueuePackets(dev string, queues int) ([]uint64, error) {
 	m, err := Stats(dev)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]uint64, queues)
-	for q := range out {
-		v, ok := m[fmt.Sprintf("rx_queue_%d_packets", q)]
-		if !ok {
-			return nil, fmt.Errorf("ethtool -S %s: no rx_queue_%d_packets counter", dev, q)
+	found := make([]bool, queues)
+	for name, v := range m {
+		sm := rxQueueStat.FindStringSubmatch(name)
+		if sm == nil {
+			continue
 		}
-		out[q] = v
+		q, _ := strconv.Atoi(sm[1])
+		if q < queues {
+			out[q], found[q] = v, true
+		}
+	}
+	for q, ok := range found {
+		if !ok {
+			names := make([]string, 0, len(m))
+			for n := range m {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			return nil, fmt.Errorf("ethtool -S %s: no packet counter of RX queue %d among %s", dev, q, strings.Join(names, " "))
+		}
 	}
 	return out, nil
 }
