@@ -166,8 +166,13 @@ func (m *moderator) decide(s dimSample) bool {
 		// One differing sample is noise more often than a change of the
 		// traffic (a receiver on a shared machine waits for a CPU now and
 		// then and catches up): leave only after dimParkStrikes in a row.
+		// The reference follows the samples that match it, slowly, so
+		// that one odd sample taken when parking does not make every
+		// later one look different.
 		if compareSamples(s, m.prev) == dimSame {
 			m.strikes = 0
+			m.prev.rate += (s.rate - m.prev.rate) / 4
+			m.prev.cost += (s.cost - m.prev.cost) / 4
 		} else if m.strikes++; m.strikes >= dimParkStrikes {
 			m.leavePark()
 		}
@@ -192,8 +197,9 @@ func (m *moderator) decide(s dimSample) bool {
 			m.parkOnTop()
 		}
 	}
-	// While parked on top, keep comparing against the sample taken when
-	// parking, so slow drift is noticed too.
+	// While parked on top, keep comparing against the reference taken
+	// when parking (moved only by matching samples, see above), so that
+	// slow drift is noticed too.
 	if prevState != dimParkedOnTop || m.state != dimParkedOnTop {
 		m.prev = s
 	}

@@ -116,3 +116,28 @@ func TestRxAdaptiveSparse(t *testing.T) {
 		t.Errorf("a sparse frame was held %v", d)
 	}
 }
+
+// Parked on a sample that happened to be high, the moderator stays put
+// while later samples scatter ±10% around the true mean: the reference
+// moves towards the samples that match it. (Compared with the high sample
+// itself, 0.9 and 0.92 in a row would be two differing samples.)
+func TestModeratorParkReferenceFollows(t *testing.T) {
+	m := newModerator(Profiles(64, 64))
+	for i := 0; i < 10 && m.state != dimParkedOnTop; i++ {
+		m.decide(dimSample{rate: 1e5, cost: 1 / float64(m.ix+1)})
+	}
+	if m.state != dimParkedOnTop {
+		t.Fatalf("not parked: %v", m.state)
+	}
+	top := m.ix
+	cost := 1 / float64(top+1)
+	m.prev = dimSample{rate: 1.18e5, cost: cost} // parked on a high sample
+	changes := m.changes
+	for i := 0; i < 200; i++ {
+		f := []float64{1.1, 1.0, 0.9, 0.92, 1.05}[i%5]
+		m.decide(dimSample{rate: 1e5 * f, cost: cost})
+	}
+	if m.changes != changes || m.ix != top {
+		t.Fatalf("left the park %d times on noise around the mean", m.changes-changes)
+	}
+}

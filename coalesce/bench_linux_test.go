@@ -598,6 +598,20 @@ func TestCoalesceBenchmark(t *testing.T) {
 			fmt.Fprintf(&sb, "  %.0fk %-17s %v %v\n", x.rate/1e3, x.name, m.Round(time.Microsecond), p.Round(time.Microsecond))
 		}
 	}
+	fmt.Fprintf(&sb, "receivers' counters: polls (kernel waits for a first frame), sleeps, batches by timer/early/frames\n")
+	for _, row := range rx {
+		for _, x := range row {
+			var polls, sleeps, timer, early, limit uint64
+			for _, st := range x.stats {
+				polls += st.Polls
+				sleeps += st.Sleeps
+				timer += st.TimerExpiries
+				early += st.Early
+				limit += st.FrameLimit
+			}
+			fmt.Fprintf(&sb, "  %.0fk %-17s %d %d %d/%d/%d\n", x.rate/1e3, x.name, polls, sleeps, timer, early, limit)
+		}
+	}
 	fmt.Fprintf(&sb, "Go scheduler (goroutines runnable before running, the receiving process): count, p99, max\n")
 	for _, row := range rx {
 		for _, x := range row {
