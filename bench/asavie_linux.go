@@ -278,16 +278,29 @@ func (d *AsavieDataPlane) openAsavie(ifi *net.Interface, filter []xsk.Rule) (_ *
 
 // openAsavieSocket is asavie.NewSocket, retried for a second while bind
 // says EBUSY: the kernel releases the previous socket on the queue (of
-// another backend that ran just before) from a work queue.
+// another backend that ran just before) from a work queue. asavie formats
+// its errors with %v, so the errno is only in the text: a refused
+// privilege becomes xsk.ErrPermission, a queue that stays busy
+// xsk.ErrBusy, here and nowhere else.
 func openAsavieSocket(ifindex, queue int, opts *asavie.SocketOptions) (*asavie.Socket, error) {
 	deadline := time.Now().Add(time.Second)
 	for {
 		s, err := asavie.NewSocket(ifindex, queue, opts)
-		// asavie formats errors with %v: only the text tells EBUSY.
-		if err == nil || !strings.Contains(err.Error(), unix.EBUSY.Error()) || time.Now().After(deadline) {
-			return s, err
+		if err == nil {
+			return s, nil
 		}
-		time.Sleep(20 * time.Millisecond)
+		text := err.Error()
+		switch {
+		case strings.Contains(text, unix.EPERM.Error()), strings.Contains(text, unix.EACCES.Error()):
+			return nil, fmt.Errorf("%w: %w", xsk.ErrPermission, err)
+		case strings.Contains(text, unix.EBUSY.Error()):
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("another AF_XDP socket holds the queue: %w: %w", xsk.ErrBusy, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		default:
+			return nil, err
+		}
 	}
 }
 
@@ -393,12 +406,44 @@ func pollIn(fds []unix.PollFd, d time.Duration) error {
 	return nil
 }
 
+// interfaceByName is net.InterfaceByName with xsk.ErrNoDevice.
+func interfaceByName(name string) (*net.Interface, error) {
+	ifi, err := net.InterfaceByName(name)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", xsk.ErrNoDevice, err)
+	}
+	return ifi, nil
+}
+
+// Check opens the asavie sockets and the XDP program on Iface once and
+// closes them again, so that a missing interface, privilege or kernel
+// feature, or queues held by another program, is reported when a server
+// starts rather than when its first test arrives. Between the two, UDP to
+// the discard port (9) of Iface goes to the sockets.
+func (d *AsavieDataPlane) Check() error {
+	err := d.run(func() error {
+		ifi, err := interfaceByName(d.Iface)
+		if err != nil {
+			return err
+		}
+		set, err := d.openAsavie(ifi, []xsk.Rule{xsk.UDPPort(9)})
+		if err != nil {
+			return err
+		}
+		return set.close()
+	})
+	if err != nil {
+		return fmt.Errorf("asavie on %s: %w", d.Iface, err)
+	}
+	return nil
+}
+
 // Listen opens asavie sockets on every queue of Iface for UDP to local's
 // port.
 func (d *AsavieDataPlane) Listen(local netip.AddrPort) (PacketConn, error) {
 	c := &asavieConn{local: local, onClose: d.OnClose}
 	err := d.run(func() error {
-		ifi, err := net.InterfaceByName(d.Iface)
+		ifi, err := interfaceByName(d.Iface)
 		if err != nil {
 			return err
 		}
@@ -724,7 +769,7 @@ func (d *AsavieDataPlane) openShared() (*asavieShared, error) {
 	sh.base = uint16(clientPortLow + rand.IntN((clientPortHigh-clientPortLow)/clientPorts)*clientPorts)
 	filter := []xsk.Rule{{Protocol: unix.IPPROTO_UDP, DstPortMin: sh.base, DstPortMax: sh.base + clientPorts - 1}}
 	err := d.run(func() error {
-		ifi, err := net.InterfaceByName(d.Iface)
+		ifi, err := interfaceByName(d.Iface)
 		if err != nil {
 			return err
 		}

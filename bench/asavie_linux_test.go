@@ -17,6 +17,7 @@ import (
 
 	"github.com/xdpio/xdpio/internal/netnstest"
 	"github.com/xdpio/xdpio/internal/trafficgen"
+	"github.com/xdpio/xdpio/xsk"
 )
 
 // startServerWith runs our Server with data plane dp in B on port and
@@ -629,6 +630,41 @@ func TestAsavieResolvesMissingNeighbours(t *testing.T) {
 	}
 	if xdpAttached(t, pair.A) {
 		t.Error("an XDP program is still attached after the failed dial")
+	}
+}
+
+// TestAsavieCheck: Check opens and closes everything (no XDP program
+// left, per the kernel's link dump); a missing interface is
+// xsk.ErrNoDevice; queues an xsk socket holds are xsk.ErrBusy, as the
+// kernel's bind refuses them, and the failed open leaves nothing attached
+// beyond xsk's own program.
+func TestAsavieCheck(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	dp := &AsavieDataPlane{Iface: pair.B.Link, Do: pair.B.Do}
+	if err := dp.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if xdpAttached(t, pair.B) {
+		t.Error("Check left an XDP program attached")
+	}
+	if err := (&AsavieDataPlane{Iface: "nonexistent0", Do: pair.B.Do}).Check(); !errors.Is(err, xsk.ErrNoDevice) {
+		t.Errorf("Check of a missing interface: %v, want xsk.ErrNoDevice", err)
+	}
+	var dev *xsk.Device
+	if err := pair.B.Do(func() (err error) {
+		dev, err = xsk.Open(pair.B.Link, xsk.Config{Queues: []int{1}, NoProgram: true})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	err := dp.Check()
+	if !errors.Is(err, xsk.ErrBusy) {
+		t.Errorf("Check with queue 1 bound by another socket: %v, want xsk.ErrBusy", err)
+	}
+	t.Logf("%v", err)
+	if xdpAttached(t, pair.B) {
+		t.Error("the failed Check left an XDP program attached")
 	}
 }
 
