@@ -635,6 +635,11 @@ func TestCoalesceBenchmark(t *testing.T) {
 	// was received exactly once or shows up in a drop counter.
 	for _, row := range rx {
 		for _, x := range row {
+			// Sender and receiver stamp with the same clock; a frame
+			// that arrived before it was sent means they do not.
+			if len(x.delays) > 0 && x.delays[0] < -int64(50*time.Microsecond) {
+				t.Errorf("%.0fk %s: delay %v: the sender's and the receiver's clocks disagree", x.rate/1e3, x.name, time.Duration(x.delays[0]))
+			}
 			if x.dups != 0 {
 				t.Errorf("%.0fk %s: %d duplicate datagrams", x.rate/1e3, x.name, x.dups)
 			}

@@ -28,15 +28,30 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// mono returns CLOCK_MONOTONIC in nanoseconds through the runtime's vDSO
-// clock: the same time base in the sender and the receiver process.
+// mono returns CLOCK_MONOTONIC in nanoseconds through the runtime's clock:
+// the same time base in the sender and the receiver process.
 func mono() int64 { return monoOffset + int64(time.Since(monoEpoch)) }
 
+// monoOffset anchors the runtime's clock to CLOCK_MONOTONIC. One reading
+// of each is not enough: a thread preempted between the two (for
+// milliseconds, on a busy machine) would shift every timestamp of the
+// process by that much, and the sender's and the receiver's shifts would
+// show up as delay, or as negative delay. The anchor is taken from the
+// kernel reading that the runtime's clock brackets most tightly.
 var monoEpoch, monoOffset = func() (time.Time, int64) {
 	e := time.Now()
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return e, ts.Nano() - int64(time.Since(e))
+	var off int64
+	best := int64(-1)
+	for range 200 {
+		a := int64(time.Since(e))
+		var ts unix.Timespec
+		unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+		b := int64(time.Since(e))
+		if w := b - a; best < 0 || w < best {
+			best, off = w, ts.Nano()-(a+b)/2
+		}
+	}
+	return e, off
 }()
 
 // threadCPU returns the calling thread's CPU time (user + system).
