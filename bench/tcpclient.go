@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"time"
 )
@@ -24,6 +25,27 @@ type tcpSender interface {
 	// the figures.
 	Stop() (TCPSenderStats, error)
 	Close() error
+}
+
+// tcpSenderConfig describes the flows a client sends.
+type tcpSenderConfig struct {
+	server  netip.AddrPort // the data port's address
+	streams int
+	mss     int
+	tso     bool
+	wlen    int    // bytes per write
+	rate    uint64 // bits/s per flow; 0 unlimited
+	// corrupt, a test hook, may change a frame after its checksums were
+	// filled (flow index, segment number from 0 within the flow).
+	corrupt func(flow int, seg int64, frame []byte)
+}
+
+// tcpPlane is a data plane that carries TCP mode by other means than
+// XSKDataPlane (the tests' fakes).
+type tcpPlane interface {
+	tcpMSS(dst netip.Addr) (int, error)
+	openTCPSender(cfg tcpSenderConfig) (tcpSender, error)
+	openTCPReceiver(local netip.AddrPort, port uint16) (tcpReceiver, error)
 }
 
 // tcpParams checks the client's settings for TCP mode and returns the

@@ -58,6 +58,9 @@ func frameRoom(cfg xsk.Config) int {
 // an address of dst's family: its MTU less the IP and TCP headers, and
 // no more than a UMEM frame holds.
 func localTCPMSS(dp DataPlane, dst netip.Addr) (int, error) {
+	if p, ok := dp.(tcpPlane); ok {
+		return p.tcpMSS(dst)
+	}
 	d, err := xskPlane(dp)
 	if err != nil {
 		return 0, err
@@ -83,19 +86,6 @@ func localTCPMSS(dp DataPlane, dst netip.Addr) (int, error) {
 		return 0, fmt.Errorf("interface %s (MTU %d): %w", d.Iface, mtu, err)
 	}
 	return mss, nil
-}
-
-// tcpSenderConfig describes the flows a client sends.
-type tcpSenderConfig struct {
-	server  netip.AddrPort // the data port's address
-	streams int
-	mss     int
-	tso     bool
-	wlen    int    // bytes per write
-	rate    uint64 // bits/s per flow; 0 unlimited
-	// corrupt, a test hook, may change a frame after its checksums were
-	// filled (flow index, segment number from 0 within the flow).
-	corrupt func(flow int, seg int64, frame []byte)
 }
 
 // xskTCPSender sends TCP mode's flows: one AF_XDP socket per queue used,
@@ -181,6 +171,9 @@ func nextHop(ifi *net.Interface, dst netip.Addr) (src netip.Addr, mac net.Hardwa
 
 // openTCPSender opens the sockets and builds the flows' headers.
 func openTCPSender(dp DataPlane, cfg tcpSenderConfig) (tcpSender, error) {
+	if p, ok := dp.(tcpPlane); ok {
+		return p.openTCPSender(cfg)
+	}
 	d, err := xskPlane(dp)
 	if err != nil {
 		return nil, err
@@ -475,6 +468,9 @@ type rxFlowState struct {
 // openTCPReceiver reserves the data port on the server's address and opens
 // the sockets with their XDP filter.
 func openTCPReceiver(dp DataPlane, local netip.AddrPort, port uint16) (tcpReceiver, error) {
+	if p, ok := dp.(tcpPlane); ok {
+		return p.openTCPReceiver(local, port)
+	}
 	d, err := xskPlane(dp)
 	if err != nil {
 		return nil, err

@@ -8,23 +8,22 @@ import (
 )
 
 func localTCPMSS(dp DataPlane, dst netip.Addr) (int, error) {
+	if p, ok := dp.(tcpPlane); ok {
+		return p.tcpMSS(dst)
+	}
 	return 0, fmt.Errorf("TCP mode needs AF_XDP (Linux): %w", ErrUnsupported)
 }
 
-type tcpSenderConfig struct {
-	server  netip.AddrPort
-	streams int
-	mss     int
-	tso     bool
-	wlen    int
-	rate    uint64
-	corrupt func(flow int, seg int64, frame []byte)
-}
-
 func openTCPSender(dp DataPlane, cfg tcpSenderConfig) (tcpSender, error) {
+	if p, ok := dp.(tcpPlane); ok {
+		return p.openTCPSender(cfg)
+	}
 	return nil, fmt.Errorf("TCP mode needs AF_XDP (Linux): %w", ErrUnsupported)
 }
 
 func openTCPReceiver(dp DataPlane, local netip.AddrPort, port uint16) (tcpReceiver, error) {
+	if p, ok := dp.(tcpPlane); ok {
+		return p.openTCPReceiver(local, port)
+	}
 	return nil, fmt.Errorf("TCP mode needs AF_XDP (Linux): %w", ErrUnsupported)
 }
