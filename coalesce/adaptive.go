@@ -28,8 +28,8 @@ func Profiles(usecs, frames int) []Profile {
 // the receiver measures a sample every dimSampleBatches batches and at
 // least dimSamplePeriod (packet rate and kernel wake-ups per packet),
 // compares it with the previous one, and moves one profile step. A step
-// that made things better (more packets per second, or, at the same rate,
-// fewer wake-ups per packet) is followed by another in the same
+// that made things better (fewer wake-ups per packet, or, at the same
+// cost, more packets per second) is followed by another in the same
 // direction; one that made them worse is undone by turning around (a tie
 // keeps going towards more coalescing, where the cost can only fall, and
 // turns back from less). Two turns in quick succession mean the best
@@ -143,14 +143,21 @@ func compareSamples(curr, prev dimSample) dimResult {
 		}
 		return dimSame
 	}
-	if significant(curr.rate, prev.rate) {
-		if curr.rate > prev.rate {
+	// Cost first, unlike net_dim, which looks at throughput first: the
+	// rate a receiver sees is the sender's, and differs between samples
+	// mostly when the receiver waited for a CPU and caught up, which on a
+	// shared machine sent the moderator wandering towards the costly
+	// profiles. More coalescing never lowers what a receiver can take, so
+	// judging by cost cannot starve it: a receiver falling behind gets
+	// bigger batches, a lower cost, and keeps going right.
+	if significant(curr.cost, prev.cost) {
+		if curr.cost < prev.cost {
 			return dimBetter
 		}
 		return dimWorse
 	}
-	if significant(curr.cost, prev.cost) {
-		if curr.cost < prev.cost {
+	if significant(curr.rate, prev.rate) {
+		if curr.rate > prev.rate {
 			return dimBetter
 		}
 		return dimWorse
