@@ -147,7 +147,17 @@ func TestLabChannelsNetdevsim(t *testing.T) {
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := rss.SetChannels(dev, rss.ChannelsConfig{Combined: u32(2)}); err != nil {
+	// The kernel releases the socket's buffer pool from a work queue after
+	// the last reference goes: allow it a moment.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err = rss.SetChannels(dev, rss.ChannelsConfig{Combined: u32(2)})
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
 		t.Errorf("shrinking after the socket closed: %v", err)
 	}
 }
@@ -184,8 +194,12 @@ func ethtoolX(t *testing.T, dev string) ([]uint32, []byte) {
 	var indir []uint32
 	var key []byte
 	lines := strings.Split(out, "\n")
+	inTable := true
 	for i, l := range lines {
-		if head, rest, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(head) != "" && strings.Trim(strings.TrimSpace(head), "0123456789") == "" {
+		if strings.HasPrefix(l, "RSS hash key:") {
+			inTable = false
+		}
+		if head, rest, ok := strings.Cut(l, ":"); inTable && ok && strings.TrimSpace(head) != "" && strings.Trim(strings.TrimSpace(head), "0123456789") == "" {
 			for _, f := range strings.Fields(rest) {
 				var q uint32
 				fmt.Sscan(f, &q)
@@ -436,5 +450,50 @@ func TestLabRSSToeplitzOracle(t *testing.T) {
 			flows = append(flows, labctl.Flows(rng, 48, labctl.ProtoTCP, true, 9300)...)
 			checkSteering(t, c, name, p, nq, flows)
 		})
+	}
+}
+
+// TestLabChannelsVirtio sets virtio-net's combined channels and reads them
+// back (checked against sysfs), then pins the indirection table on queue 3
+// and requires the kernel to refuse shrinking below it, with its message.
+func TestLabChannelsVirtio(t *testing.T) {
+	name := labctl.Virtio(t)
+	dev := rss.Device{Name: name}
+	orig, err := rss.Channels(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		labctl.Ethtool("-X", name, "default")
+		rss.SetChannels(dev, rss.ChannelsConfig{Combined: &orig.Combined})
+	})
+	if orig.CombinedMax != 4 {
+		t.Fatalf("virtio-net combined max %d, want the 4 queue pairs qemu gives it", orig.CombinedMax)
+	}
+	for _, n := range []uint32{1, 3, 2, 4} {
+		if err := rss.SetChannels(dev, rss.ChannelsConfig{Combined: u32(n)}); err != nil {
+			t.Fatalf("SetChannels combined %d: %v", n, err)
+		}
+		got, err := rss.Channels(dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Combined != n || sysQueues(t, name, "rx") < int(n) {
+			t.Errorf("after combined %d: Channels %d, sysfs rx queues %d", n, got.Combined, sysQueues(t, name, "rx"))
+		}
+	}
+	if _, err := labctl.Ethtool("-X", name, "weight", "0", "0", "0", "1"); err != nil {
+		t.Fatal(err)
+	}
+	err = rss.SetChannels(dev, rss.ChannelsConfig{Combined: u32(2)})
+	t.Logf("combined 2 with the indirection table on queue 3: %v", err)
+	var de *rss.DeviceError
+	if err == nil {
+		t.Errorf("shrinking below the indirection table's queues succeeded")
+	} else if !errors.As(err, &de) || !strings.Contains(de.Message, "too low for existing") {
+		t.Errorf("refusal %v: want the kernel's \"requested channel counts are too low for existing indirection table …\"", err)
+	}
+	if got, _ := rss.Channels(dev); got.Combined != 4 {
+		t.Errorf("refused SetChannels changed combined to %d", got.Combined)
 	}
 }

@@ -1,0 +1,206 @@
+//go:build lab && linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/xdpio/xdpio/coalesce"
+	"github.com/xdpio/xdpio/rss"
+	"github.com/xdpio/xdpio/test/lab/labctl"
+)
+
+// labCLI runs the xdpio command line in-process and returns stdout,
+// stderr and the error main would print (exit status 1, or 2 for a usage
+// error).
+func labCLI(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	g := &globals{stdout: &out, stderr: &errb}
+	err := runWith(context.Background(), g, args)
+	return out.String(), errb.String(), err
+}
+
+func labJSON(t *testing.T, args ...string) map[string]any {
+	t.Helper()
+	out, stderr, err := labCLI(t, append([]string{"--json"}, args...)...)
+	if err != nil {
+		t.Fatalf("xdpio --json %s: %v\n%s", strings.Join(args, " "), err, stderr)
+	}
+	m := map[string]any{}
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatalf("xdpio --json %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return m
+}
+
+// TestLabCLICoalesceNetdevsim sets each coalescing parameter netdevsim
+// stores with `xdpio coalesce set DEV --FLAG N`, one at a time, and
+// requires the kernel (COALESCE_GET) to hold exactly that change and
+// `xdpio --json coalesce show` to print it, every other key unchanged.
+// The TX aggregation and CQE parameters live in kernel_ethtool_coalesce,
+// which netdevsim does not keep.
+func TestLabCLICoalesceNetdevsim(t *testing.T) {
+	name := labctl.Netdevsim(t)
+	dev := coalesce.Device{Name: name}
+	orig, err := coalesce.Get(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { coalesce.Set(dev, orig) })
+	v := uint32(1000)
+	for _, p := range coalesceU32Params {
+		if strings.HasPrefix(p.flag, "tx-aggr-") {
+			continue
+		}
+		v += 37
+		before := labJSON(t, "coalesce", "show", name)
+		out, stderr, err := labCLI(t, "coalesce", "set", name, "--"+p.flag, fmt.Sprint(v))
+		if err != nil {
+			t.Fatalf("xdpio coalesce set --%s %d: %v\n%s", p.flag, v, err, stderr)
+		}
+		if !strings.Contains(out, p.flag) {
+			t.Errorf("coalesce set --%s: output does not show the change:\n%s", p.flag, out)
+		}
+		h, err := coalesce.Get(dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := *p.field(&h); got == nil || *got != v {
+			t.Errorf("after coalesce set --%s %d the kernel holds %v", p.flag, v, got)
+		}
+		want := before
+		want[p.key] = float64(v)
+		if diff := cmp.Diff(want, labJSON(t, "coalesce", "show", name)); diff != "" {
+			t.Errorf("coalesce show after --%s %d (-want +got):\n%s", p.flag, v, diff)
+		}
+	}
+	for _, flag := range []string{"adaptive-rx", "adaptive-tx"} {
+		for _, on := range []string{"on", "off"} {
+			if _, stderr, err := labCLI(t, "coalesce", "set", name, "--"+flag, on); err != nil {
+				t.Fatalf("coalesce set --%s %s: %v\n%s", flag, on, err, stderr)
+			}
+			got := labJSON(t, "coalesce", "show", name)[strings.ReplaceAll(flag, "-", "_")]
+			if got != (on == "on") {
+				t.Errorf("after --%s %s, show says %v", flag, on, got)
+			}
+		}
+	}
+	// virtio-net lacks rx-usecs-irq: refused, exit status 1, named.
+	vio := labctl.Virtio(t)
+	_, _, err = labCLI(t, "coalesce", "set", vio, "--rx-usecs-irq", "5")
+	var ue *usageError
+	if err == nil || errors.As(err, &ue) || !errors.Is(err, coalesce.ErrNotSupported) ||
+		!strings.Contains(err.Error(), "ETHTOOL_A_COALESCE_RX_USECS_IRQ") {
+		t.Errorf("coalesce set %s --rx-usecs-irq: %v; want a not-supported failure naming ETHTOOL_A_COALESCE_RX_USECS_IRQ", vio, err)
+	}
+}
+
+// TestLabCLIRingsChannelsNetdevsim drives `xdpio rings` and `xdpio
+// channels` against netdevsim: set, show --json, and the kernel's refusal
+// of a ring size above a maximum lowered through debugfs (exit status 1
+// with the kernel's message).
+func TestLabCLIRingsChannelsNetdevsim(t *testing.T) {
+	name := labctl.Netdevsim(t)
+	dbg := filepath.Join(labctl.NetdevsimDebugfs(t), "ethtool", "ring", "rx_max_pending")
+	t.Cleanup(func() {
+		labctl.WriteFile(t, dbg, "4096")
+		labCLI(t, "channels", "set", name, "--combined", "4")
+	})
+	if _, stderr, err := labCLI(t, "rings", "set", name, "--rx", "777", "--tx", "555"); err != nil {
+		t.Fatalf("rings set: %v\n%s", err, stderr)
+	}
+	r := labJSON(t, "rings", "show", name)
+	if r["rx"] != float64(777) || r["tx"] != float64(555) || r["rx_max"] != float64(4096) {
+		t.Errorf("rings show after set rx 777 tx 555: %v", r)
+	}
+	labctl.WriteFile(t, dbg, "600")
+	_, stderr, err := labCLI(t, "rings", "set", name, "--rx", "1024")
+	var ue *usageError
+	if err == nil || errors.As(err, &ue) || !strings.Contains(err.Error(), "exceeds maximum") {
+		t.Errorf("rings set --rx 1024 over max 600: %v (stderr %q); want the kernel's \"exceeds maximum\"", err, stderr)
+	}
+	if got := labJSON(t, "rings", "show", name)["rx"]; got != float64(777) {
+		t.Errorf("refused rings set changed rx to %v", got)
+	}
+
+	for _, n := range []int{2, 3} {
+		if _, stderr, err := labCLI(t, "channels", "set", name, "--combined", fmt.Sprint(n)); err != nil {
+			t.Fatalf("channels set --combined %d: %v\n%s", n, err, stderr)
+		}
+		c := labJSON(t, "channels", "show", name)
+		if c["combined"] != float64(n) || c["combined_max"] != float64(4) {
+			t.Errorf("channels show after --combined %d: %v", n, c)
+		}
+	}
+	if _, _, err := labCLI(t, "channels", "set", name, "--combined", "9"); err == nil || !strings.Contains(err.Error(), "exceeds maximum") {
+		t.Errorf("channels set --combined 9 over max 4: %v; want the kernel's \"exceeds maximum\"", err)
+	}
+}
+
+// TestLabCLIRSSVirtio compares `xdpio --json rss show` with the kernel's
+// RSS_GET (rss.Table) on virtio-net, and drives `xdpio rss set` with an
+// equal spread, weights and a key: applied and read back on kernels with
+// RSS_SET (6.17+), refused as not supported naming RSS_SET (device
+// unchanged) on older ones.
+func TestLabCLIRSSVirtio(t *testing.T) {
+	name := labctl.Virtio(t)
+	dev := rss.Device{Name: name}
+	st, err := rss.Table(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { labctl.Ethtool("-X", name, "hkey", colonHex(st.Key), "default") })
+	show := labJSON(t, "rss", "show", name)
+	var indir []uint32
+	for _, v := range show["indirection_table"].([]any) {
+		indir = append(indir, uint32(v.(float64)))
+	}
+	if diff := cmp.Diff(st.Indir, indir); diff != "" {
+		t.Errorf("rss show indirection vs RSS_GET (-kernel +cli):\n%s", diff)
+	}
+	if show["hash_key"] != colonHex(st.Key) || show["hash_function"] != "toeplitz" {
+		t.Errorf("rss show key %v hfunc %v; kernel key %s", show["hash_key"], show["hash_function"], colonHex(st.Key))
+	}
+	text, _, err := labCLI(t, "rss", "show", name)
+	if err != nil || !strings.Contains(text, colonHex(st.Key)) || !strings.Contains(text, "toeplitz: on") {
+		t.Errorf("rss show (text): %v\n%s", err, text)
+	}
+	key := strings.Repeat("a5", 40)
+	for _, c := range []struct {
+		args []string
+		want func(rss.TableState) rss.TableState
+	}{
+		{[]string{"--equal", "2"}, func(s rss.TableState) rss.TableState { s.Indir, _ = rss.Equal(2, 128); return s }},
+		{[]string{"--weights", "1,2,3,2"}, func(s rss.TableState) rss.TableState { s.Indir, _ = rss.Weights(128, 1, 2, 3, 2); return s }},
+		{[]string{"--key", key}, func(s rss.TableState) rss.TableState { s.Key, _ = rss.ParseKey(key); return s }},
+	} {
+		before, err := rss.Table(dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, stderr, err := labCLI(t, append([]string{"rss", "set", name}, c.args...)...)
+		after, _ := rss.Table(dev)
+		switch {
+		case errors.Is(err, rss.ErrNotSupported) && strings.Contains(err.Error(), "RSS_SET"):
+			t.Logf("rss set %s refused: %v", strings.Join(c.args, " "), err)
+			if diff := cmp.Diff(before, after); diff != "" {
+				t.Errorf("refused rss set changed the device (-before +after):\n%s", diff)
+			}
+		case err != nil:
+			t.Errorf("rss set %s: %v\n%s", strings.Join(c.args, " "), err, stderr)
+		default:
+			if diff := cmp.Diff(c.want(before), after); diff != "" {
+				t.Errorf("after rss set %s (-want +got):\n%s", strings.Join(c.args, " "), diff)
+			}
+		}
+	}
+}
