@@ -83,6 +83,7 @@ const (
 type cPeer struct {
 	bin    string // the program, for a child process
 	inproc bool   // run in this process through cgo instead
+	nap    bool   // rxdrop with xdpio's RxNap policy (Options.Nap)
 	tx     bool
 	rx     *trafficgen.Counter // txonly: the counter at the peer
 	prog   *xsk.Program
@@ -138,7 +139,8 @@ func (c *cPeer) start(h *netnstest.Host, o *Options) (err error) {
 		mode = modeTx
 	}
 	args := []string{mode, strconv.Itoa(h.Ifindex), strconv.Itoa(o.Queues), strconv.Itoa(o.RingSize),
-		strconv.Itoa(o.NumFrames), strconv.Itoa(o.FrameSize), strconv.Itoa(o.Batch), strconv.Itoa(o.TxBatch), strconv.Itoa(o.TxBudget)}
+		strconv.Itoa(o.NumFrames), strconv.Itoa(o.FrameSize), strconv.Itoa(o.Batch), strconv.Itoa(o.TxBatch), strconv.Itoa(o.TxBudget),
+		strconv.FormatInt(c.napFor(o).Nanoseconds(), 10)}
 	// ip netns exec switches namespace and execs the peer in place, so
 	// the child's PID is the peer's.
 	c.cmd = h.Command(context.Background(), c.bin, args...)
@@ -215,7 +217,7 @@ func (c *cPeer) startInProcess(h *netnstest.Host, o *Options) (err error) {
 				return err
 			}
 		}
-		return cPeerStart(c.mem, c.tx, h.Ifindex, o)
+		return cPeerStart(c.mem, c.tx, h.Ifindex, o, c.napFor(o))
 	})
 	if err != nil {
 		return fmt.Errorf("c peer: %w", err)
@@ -231,6 +233,14 @@ func (c *cPeer) startInProcess(h *netnstest.Host, o *Options) (err error) {
 		}
 	}
 	return nil
+}
+
+// napFor is the RX nap the peer uses: Options.Nap for c-nap, else none.
+func (c *cPeer) napFor(o *Options) time.Duration {
+	if c.nap && !c.tx {
+		return o.Nap
+	}
+	return 0
 }
 
 // packets sums the peer's per-queue counters.

@@ -2,13 +2,16 @@
 
 package main
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // cPeerInProcess: without cgo, the "c" backend runs the C peer as a
 // child process (built with the system's compiler, if there is one).
 const cPeerInProcess = false
 
-func cPeerStart(page []byte, tx bool, ifindex int, o *Options) error {
+func cPeerStart(page []byte, tx bool, ifindex int, o *Options, nap time.Duration) error {
 	return errors.New("built without cgo")
 }
 

@@ -28,8 +28,9 @@
 // worth apart from the library); socket (kernel UDP sockets, recvmmsg);
 // c (c/xskpeer.c, raw AF_XDP syscalls with libxdp-style rings and the same
 // loop, run in this process through cgo, or as a child process without
-// cgo; skipped with a reason when it cannot be built); c-proc (the same as
-// a child process, only when named in -backends).
+// cgo; skipped with a reason when it cannot be built); c-nap (the C peer
+// with the nap policy of xdpio-nap); c-proc (the C peer as a child
+// process, only when named in -backends).
 //
 // On veth the kernel's receive work (XDP, the copy into the UMEM, the
 // stack for kernel sockets) runs in the sender's context, so the two
@@ -93,7 +94,7 @@ func run(ctx context.Context, args []string) (err error) {
 	fs.IntVar(&o.FrameSize, "frame-size", 2048, "UMEM frame size (xdpio and asavie/xdp)")
 	fs.IntVar(&o.TxBudget, "tx-budget", 2048, "xdpio TX frames per kick in copy mode (XDP_MAX_TX_SKB_BUDGET)")
 	fs.IntVar(&o.Spin, "spin", 0, "empty RX-ring checks before an AF_XDP receiver sleeps in poll (xdpio and asavie alike)")
-	fs.DurationVar(&o.Nap, "nap", 30*time.Microsecond, "RX nap of the xdpio-nap backend (SocketConfig.RxNap) and of asavie-nap (the same policy by hand)")
+	fs.DurationVar(&o.Nap, "nap", 30*time.Microsecond, "RX nap of the xdpio-nap backend (SocketConfig.RxNap) and of asavie-nap and c-nap (the same policy by hand)")
 	fs.DurationVar(&o.BusyPoll, "busy-poll", 50*time.Microsecond, "SO_BUSY_POLL of the xdpio-busypoll backend (SO_PREFER_BUSY_POLL on)")
 	fs.IntVar(&o.BusyPollBudget, "busy-poll-budget", 64, "SO_BUSY_POLL_BUDGET of the xdpio-busypoll backend")
 	fs.IntVar(&o.BusyPollSpin, "busy-poll-spin", 32, "empty busy polls before an xdpio-busypoll receiver sleeps in poll")
@@ -104,7 +105,7 @@ func run(ctx context.Context, args []string) (err error) {
 	fs.IntVar(&o.Flows, "flows", 64, "UDP flows (source ports), a power of two")
 	port := fs.Uint("port", 7777, "UDP destination port")
 	modes := fs.String("modes", "", "comma-separated modes to run: rxdrop, txonly (default both)")
-	backends := fs.String("backends", "", "comma-separated backends: generator, xdpio, xdpio-nap, xdpio-busypoll, asavie, asavie-doc, asavie-nap, socket, c (default all; c needs a C compiler and kernel headers)")
+	backends := fs.String("backends", "", "comma-separated backends: generator, xdpio, xdpio-nap, xdpio-busypoll, asavie, asavie-doc, asavie-nap, socket, c, c-nap, c-proc (default all; c needs a C compiler and kernel headers)")
 	fs.BoolVar(&o.Verbose, "v", false, "log veth and socket counters of every rxdrop measurement")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")

@@ -110,10 +110,12 @@ const (
 	// separate address space costs on this machine.
 	beC     = "c"
 	beCProc = "c-proc"
+	// beCNap is the C peer with xdpio's RxNap policy in its rxdrop loop.
+	beCNap = "c-nap"
 )
 
 var (
-	rxBackends = []string{beGen, beXDPIO, beXDPIONap, beXDPIOBusy, beAsavie, beAsavieDoc, beAsavieNap, beSocket, beC, beCProc}
+	rxBackends = []string{beGen, beXDPIO, beXDPIONap, beXDPIOBusy, beAsavie, beAsavieDoc, beAsavieNap, beSocket, beC, beCNap, beCProc}
 	txBackends = []string{beXDPIO, beAsavie, beC, beCProc}
 	// onRequest are backends measured only when -backends names them.
 	onRequest = []string{beCProc}
@@ -245,7 +247,7 @@ func measure(ctx context.Context, pair *netnstest.Pair, o Options, log io.Writer
 		return nil, fmt.Errorf("ethtool -K %s gro on: %w: %s", pair.B.Link, err, out)
 	}
 	skipped := map[string]string{}
-	needProc := o.wants(modeRx, beCProc) || o.wants(modeTx, beCProc) || (!cPeerInProcess && (o.wants(modeRx, beC) || o.wants(modeTx, beC)))
+	needProc := o.wants(modeRx, beCProc) || o.wants(modeTx, beCProc) || (!cPeerInProcess && (o.wants(modeRx, beC) || o.wants(modeTx, beC) || o.wants(modeRx, beCNap)))
 	if needProc {
 		dir, err := os.MkdirTemp("", "xskbench-c")
 		if err != nil {
@@ -256,6 +258,7 @@ func measure(ctx context.Context, pair *netnstest.Pair, o Options, log io.Writer
 			skipped[beCProc] = err.Error()
 			if !cPeerInProcess {
 				skipped[beC] = err.Error()
+				skipped[beCNap] = err.Error()
 			}
 			fmt.Fprintf(log, "xskbench: skipping the C peer as a process: %v\n", err)
 		}
@@ -382,6 +385,7 @@ func measure(ctx context.Context, pair *netnstest.Pair, o Options, log io.Writer
 				ratio("xdpio-nap/asavie-nap", beXDPIONap, beAsavieNap, 0)
 				ratio("xdpio-nap/socket", beXDPIONap, beSocket, 2)
 				ratio("xdpio-nap/xdpio", beXDPIONap, beXDPIO, 0)
+				ratio("xdpio-nap/c-nap", beXDPIONap, beCNap, 0)
 				ratio("xdpio-busypoll/asavie", beXDPIOBusy, beAsavie, 1.5)
 				ratio("xdpio-busypoll/xdpio", beXDPIOBusy, beXDPIO, 0)
 				ratio("xdpio/asavie-doc", beXDPIO, beAsavieDoc, 1.5)
@@ -428,6 +432,8 @@ func newRx(be string, o *Options) receiver {
 	switch be {
 	case beC:
 		return &cPeer{bin: o.cBin, inproc: cPeerInProcess}
+	case beCNap:
+		return &cPeer{bin: o.cBin, inproc: cPeerInProcess, nap: true}
 	case beCProc:
 		return &cPeer{bin: o.cBin}
 	case beGen:

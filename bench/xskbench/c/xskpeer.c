@@ -7,7 +7,7 @@
 //
 // xskbench compiles and runs it; it is not meant to be run by hand:
 //
-//	xskpeer rxdrop|txonly IFINDEX QUEUES RING FRAMES FRAME_SIZE BATCH TX_BATCH TX_BUDGET
+//	xskpeer rxdrop|txonly IFINDEX QUEUES RING FRAMES FRAME_SIZE BATCH TX_BATCH TX_BUDGET NAP_NS
 //
 // File descriptor 3 is a shared control page (struct ctl below) that
 // xskbench created: xskpeer reports its socket descriptors, thread IDs and
@@ -25,6 +25,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef AF_XDP
@@ -79,12 +80,13 @@ struct xsk {
 	uint32_t nfree;
 };
 
-int xskpeer_start(void *ctl_page, int tx, int ifx, int queues, int ring, int frames, int fsize, int rx_batch, int txb, int budget);
+int xskpeer_start(void *ctl_page, int tx, int ifx, int queues, int ring, int frames, int fsize, int rx_batch, int txb, int budget, long long nap);
 void xskpeer_stop(void);
 
 static struct ctl *ctl;
 static int mode_tx;
 static int ifindex, nqueues, ring_size, nframes, frame_size, batch, tx_batch, tx_budget;
+static long long nap_ns; // rxdrop: xdpio's RxNap policy when positive
 
 // fail records what failed in the control page and returns -1.
 static int fail(const char *what)
@@ -251,9 +253,19 @@ static void rxdrop(struct xsk *x, uint64_t *ctr)
 	uint64_t total = 0;
 	struct xdp_desc *rx = x->rx.desc;
 	uint64_t *fill = x->fill.desc;
+	int flowing = 0;
 	while (!__atomic_load_n(&ctl->quit, __ATOMIC_RELAXED)) {
 		uint32_t n = cons_peek(&x->rx, batch);
 		if (n == 0) {
+			// xdpio's RxNap: while packets flow, sleep on a timer
+			// instead of on the socket; poll once a nap found nothing.
+			if (nap_ns > 0 && flowing) {
+				struct timespec ts = {.tv_sec = nap_ns / 1000000000, .tv_nsec = nap_ns % 1000000000};
+				nanosleep(&ts, NULL);
+				if (cons_peek(&x->rx, 1) > 0)
+					continue;
+				flowing = 0;
+			}
 			if (need_wakeup(&x->fill))
 				recvfrom(x->fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
 			wait_fd(x->fd, POLLIN);
@@ -278,6 +290,7 @@ static void rxdrop(struct xsk *x, uint64_t *ctr)
 		prod_submit(&x->fill);
 		x->rx.cached_cons += n;
 		cons_release(&x->rx);
+		flowing = 1;
 		total += n;
 		__atomic_store_n(ctr, total, __ATOMIC_RELAXED);
 	}
@@ -346,8 +359,9 @@ static void *worker(void *arg)
 // queue and marks the page ready; xskpeer_stop ends the threads and frees
 // everything. On failure it returns -1 with the reason in the page. The
 // same code runs as a program (below) or inside xskbench through cgo.
-int xskpeer_start(void *ctl_page, int tx, int ifx, int queues, int ring, int frames, int fsize, int rx_batch, int txb, int budget)
+int xskpeer_start(void *ctl_page, int tx, int ifx, int queues, int ring, int frames, int fsize, int rx_batch, int txb, int budget, long long nap)
 {
+	nap_ns = nap;
 	ctl = ctl_page;
 	mode_tx = tx;
 	ifindex = ifx;
@@ -396,8 +410,8 @@ void xskpeer_stop(void)
 #ifndef XSKPEER_LIB
 int main(int argc, char **argv)
 {
-	if (argc != 10) {
-		fprintf(stderr, "usage: xskpeer rxdrop|txonly IFINDEX QUEUES RING FRAMES FRAME_SIZE BATCH TX_BATCH TX_BUDGET\n");
+	if (argc != 11) {
+		fprintf(stderr, "usage: xskpeer rxdrop|txonly IFINDEX QUEUES RING FRAMES FRAME_SIZE BATCH TX_BATCH TX_BUDGET NAP_NS\n");
 		return 2;
 	}
 	mode_tx = strcmp(argv[1], "txonly") == 0;
@@ -409,12 +423,13 @@ int main(int argc, char **argv)
 	batch = atoi(argv[7]);
 	tx_batch = atoi(argv[8]);
 	tx_budget = atoi(argv[9]);
+	nap_ns = atoll(argv[10]);
 	void *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, CTL_FD, 0);
 	if (page == MAP_FAILED) {
 		perror("xskpeer: mmap control page (fd 3)");
 		return 1;
 	}
-	if (xskpeer_start(page, mode_tx, ifindex, nqueues, ring_size, nframes, frame_size, batch, tx_batch, tx_budget) < 0) {
+	if (xskpeer_start(page, mode_tx, ifindex, nqueues, ring_size, nframes, frame_size, batch, tx_batch, tx_budget, nap_ns) < 0) {
 		fprintf(stderr, "xskpeer: %s\n", ctl->err);
 		return 1;
 	}
