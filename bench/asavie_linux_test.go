@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -665,6 +666,41 @@ func TestAsavieCheck(t *testing.T) {
 	t.Logf("%v", err)
 	if xdpAttached(t, pair.B) {
 		t.Error("the failed Check left an XDP program attached")
+	}
+}
+
+// TestAsavieCheckUnprivileged runs Check in B as nobody with no
+// capabilities (through setpriv): the kernel refuses the AF_XDP socket,
+// and the error is xsk.ErrPermission, which says to run as root.
+func TestAsavieCheckUnprivileged(t *testing.T) {
+	setpriv := netnstest.RequireTool(t, "setpriv")
+	pair := netnstest.New(t, netnstest.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := pair.B.Command(ctx, setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
+		"--inh-caps=-all", "--bounding-set=-all", os.Args[0], "-test.run=^TestHelperAsavieCheck$")
+	cmd.Env = append(os.Environ(), "XDPIO_HELPER_ASAVIE_IFACE="+pair.B.Link)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "result: permission: ") || !strings.Contains(string(out), "run as root") {
+		t.Errorf("unprivileged Check: %v\n%s", err, out)
+	}
+	if xdpAttached(t, pair.B) {
+		t.Error("an XDP program is attached after the refused Check")
+	}
+}
+
+// TestHelperAsavieCheck runs in TestAsavieCheckUnprivileged's child
+// process, without privileges.
+func TestHelperAsavieCheck(t *testing.T) {
+	iface := os.Getenv("XDPIO_HELPER_ASAVIE_IFACE")
+	if iface == "" {
+		t.Skip("helper of TestAsavieCheckUnprivileged")
+	}
+	err := (&AsavieDataPlane{Iface: iface}).Check()
+	if errors.Is(err, xsk.ErrPermission) {
+		fmt.Printf("result: permission: %v\n", err)
+	} else {
+		fmt.Printf("result: unexpected: %v\n", err)
 	}
 }
 
