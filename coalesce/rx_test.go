@@ -276,3 +276,29 @@ func TestTakeHold(t *testing.T) {
 		t.Fatalf("%d holders left", holders.Load())
 	}
 }
+
+// Steady traffic with gaps of about one window (a sender that stalls now
+// and then): a window that catches nothing is followed by another, not by
+// a wait for the first frame and then the rest of a window, so the gaps
+// cost no extra wake-ups.
+func TestRxSteadyWithGaps(t *testing.T) {
+	var arr []time.Duration
+	at := time.Duration(0)
+	for i := 0; i < 20000; i++ {
+		arr = append(arr, at)
+		at += 10 * us
+		if i%40 == 39 {
+			at += 70 * us
+		}
+	}
+	out, c, _ := runFake(t, Params{RxUsecs: 50}, arr)
+	st := c.stats()
+	wpb := float64(st.Wakeups) / float64(st.Batches)
+	t.Logf("%d batches, %.1f frames and %.2f wake-ups per batch, polls %d", st.Batches, float64(st.Frames)/float64(st.Batches), wpb, st.Polls)
+	if wpb > 1.1 {
+		t.Errorf("%.2f wake-ups per batch: want about one", wpb)
+	}
+	if d := maxDelay(out); d > 50*us {
+		t.Errorf("max delay %v exceeds rx-usecs", d)
+	}
+}

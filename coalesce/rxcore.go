@@ -68,7 +68,7 @@ type rxCore struct {
 	delivered   bool
 	polled      bool    // waited in the kernel since the last delivery
 	blind       bool    // the last wait was a sleep with no batch open
-	missed      bool    // that sleep found nothing
+	missed      int     // such sleeps in a row that found nothing
 	speculated  bool    // the last wait was a sleep hoping for frames
 	hit         float64 // smoothed share of such sleeps that found frames
 	events      uint64
@@ -127,9 +127,9 @@ func (c *rxCore) next(ctx context.Context) (int, error) {
 			}
 			c.groups = append(c.groups, rxGroup{c.lastCheck, n})
 			c.pending += n
-			c.missed = false
+			c.missed = 0
 		} else if c.blind {
-			c.missed = true
+			c.missed++
 		}
 		if c.speculated {
 			c.speculated = false
@@ -151,7 +151,11 @@ func (c *rxCore) next(ctx context.Context) (int, error) {
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
-		if c.usecs > 0 && !c.missed && c.hit >= 0.5 && c.rate*float64(c.usecs) >= 1 {
+		// One empty window is a gap in the traffic more often than its
+		// end: sleeping one more window costs one wake-up, where a wait
+		// for the first frame would cost two (the wait, then the rest of
+		// the window).
+		if c.usecs > 0 && c.missed < 2 && c.hit >= 0.5 && c.rate*float64(c.usecs) >= 1 {
 			// Steady traffic: at least one frame is expected per window,
 			// so sleep a whole window instead of being woken by the first
 			// frame (the way a NIC's coalescing timer re-arms under load).
