@@ -19,8 +19,8 @@ import (
 // (xsk.Socket.SleepShort), so that the frames arriving meanwhile do not
 // each cost a wake-up. Under steady traffic it sleeps one rx-usecs window
 // at a time, like a coalescing timer that re-arms under load. A frame
-// waits at most rx-usecs plus the timer's wake-up latency (RxStats.
-// SleepLateness).
+// waits at most rx-usecs plus the timer's wake-up latency
+// (RxStats.SleepLateness).
 //
 // The owning goroutine should be locked to its thread (LockThread): the
 // timed sleeps keep the goroutine's P, which is cheaper than handing it
