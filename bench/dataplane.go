@@ -11,6 +11,8 @@ import (
 
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
+
+	"github.com/xdpio/xdpio/coalesce"
 )
 
 // Message is one UDP datagram in a batch: the payload (without IP and UDP
@@ -93,6 +95,10 @@ type QueueCount struct {
 	// Dropped is what the kernel could not deliver to the socket
 	// (rx_dropped + rx_ring_full).
 	Dropped uint64 `json:"dropped"`
+	// Coalesce is the queue's software coalescing counters (batches,
+	// frames per batch, wake-ups, the delay frames waited), when the data
+	// plane coalesced.
+	Coalesce *coalesce.RxStats `json:"coalesce,omitempty"`
 }
 
 // ErrBackpressure reports that a send queue is full.

@@ -3,6 +3,7 @@
 package bench
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/xdpio/xdpio/coalesce"
 	"github.com/xdpio/xdpio/offload"
 	"github.com/xdpio/xdpio/xsk"
 )
@@ -43,6 +45,12 @@ type XSKDataPlane struct {
 	// each RX queue's socket received (all frames the filter took, in
 	// queue order): the RSS spread of the test.
 	OnClose func([]QueueCount)
+	// Coalesce, if set, batches each RX queue of a server (Listen) in
+	// software, the way NIC interrupt coalescing does (rx-usecs,
+	// rx-frames, adaptive; package coalesce); its counters come with the
+	// queue's count to OnClose. Nil hands frames over as soon as they are
+	// there.
+	Coalesce *coalesce.Params
 	// Placer, if set, chooses each dialled stream's source port (within
 	// the client's block of 256) so it lands on a chosen RX queue of the
 	// server's NIC.
@@ -103,7 +111,14 @@ func (d *XSKDataPlane) Listen(local netip.AddrPort) (PacketConn, error) {
 		return nil, fmt.Errorf("xsk listen %s %v: %w", d.Iface, local, err)
 	}
 	for _, s := range c.dev.Sockets() {
-		c.rx = append(c.rx, rxState{s: s, b: s.NewBatch(64)})
+		r := rxState{s: s, b: s.NewBatch(64)}
+		if d.Coalesce != nil {
+			if r.rcv, err = coalesce.NewReceiver(s, *d.Coalesce, coalesce.Options{IdleWait: 20 * time.Millisecond}); err != nil {
+				c.dev.Close()
+				return nil, fmt.Errorf("xsk listen %s %v: %w", d.Iface, local, err)
+			}
+		}
+		c.rx = append(c.rx, r)
 	}
 	c.tx = c.dev.Sockets()[0]
 	c.txb = c.tx.NewBatch(64)
@@ -114,6 +129,11 @@ type rxState struct {
 	s    *xsk.Socket
 	b    *xsk.Batch
 	next int // frames of b already handed out
+	// With coalescing, the queue readers take batches from rcv (cb,
+	// cnext) once b, which ReadBatch fills during stream setup, is empty.
+	rcv   *coalesce.Receiver
+	cb    *xsk.Batch
+	cnext int
 }
 
 type xskConn struct {
@@ -261,20 +281,16 @@ func (q *xskQueueReader) ReadView(msgs []Message, timeout time.Duration) (int, e
 			c.life.RUnlock()
 			return 0, net.ErrClosed
 		}
-		if r.next == r.b.Len() {
-			r.s.Release(r.b)
-			r.next = 0
-			r.s.Receive(r.b)
-		}
-		n := 0
-		for ; r.next < r.b.Len() && n < len(msgs); r.next++ {
-			src, dport, payload, ok := parseUDP(r.b.Frame(r.next))
-			if !ok || dport != c.local.Port() {
-				c.notUDP.Add(1)
-				continue
+		var n int
+		if r.rcv != nil && r.next == r.b.Len() {
+			n = q.takeCoalesced(msgs)
+		} else {
+			if r.next == r.b.Len() {
+				r.s.Release(r.b)
+				r.next = 0
+				r.s.Receive(r.b)
 			}
-			msgs[n] = Message{Buf: payload, N: len(payload), Addr: src}
-			n++
+			n = q.take(r.b, &r.next, msgs)
 		}
 		if n > 0 {
 			q.held = true
@@ -288,6 +304,15 @@ func (q *xskQueueReader) ReadView(msgs []Message, timeout time.Duration) (int, e
 		if left <= 0 {
 			return 0, nil
 		}
+		if r.rcv != nil && r.next == r.b.Len() {
+			if err := q.nextCoalesced(left); err != nil {
+				if c.closed.Load() || errors.Is(err, xsk.ErrClosed) {
+					return 0, net.ErrClosed
+				}
+				return 0, fmt.Errorf("xsk read queue %d: %w", r.s.Queue(), err)
+			}
+			continue
+		}
 		if _, err := r.s.Wait(left, false); err != nil {
 			if c.closed.Load() || errors.Is(err, xsk.ErrClosed) {
 				return 0, net.ErrClosed
@@ -295,6 +320,55 @@ func (q *xskQueueReader) ReadView(msgs []Message, timeout time.Duration) (int, e
 			return 0, fmt.Errorf("xsk read queue %d: %w", r.s.Queue(), err)
 		}
 	}
+}
+
+// take fills msgs with the UDP datagrams to our port among b's frames
+// from *next on, advancing *next.
+func (q *xskQueueReader) take(b *xsk.Batch, next *int, msgs []Message) int {
+	n := 0
+	for ; *next < b.Len() && n < len(msgs); *next++ {
+		src, dport, payload, ok := parseUDP(b.Frame(*next))
+		if !ok || dport != q.c.local.Port() {
+			q.c.notUDP.Add(1)
+			continue
+		}
+		msgs[n] = Message{Buf: payload, N: len(payload), Addr: src}
+		n++
+	}
+	return n
+}
+
+// takeCoalesced hands out the rest of the coalesced batch.
+func (q *xskQueueReader) takeCoalesced(msgs []Message) int {
+	r := q.r
+	if r.cb == nil {
+		return 0
+	}
+	return q.take(r.cb, &r.cnext, msgs)
+}
+
+// nextCoalesced gives the finished batch back and waits up to timeout for
+// the receiver's next one, holding c.life for reading meanwhile (a Close
+// waits for it: at most timeout).
+func (q *xskQueueReader) nextCoalesced(timeout time.Duration) error {
+	r := q.r
+	q.c.life.RLock()
+	defer q.c.life.RUnlock()
+	if q.c.closed.Load() {
+		return net.ErrClosed
+	}
+	if r.cb != nil {
+		r.rcv.Release()
+		r.cb, r.cnext = nil, 0
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	b, err := r.rcv.Next(ctx)
+	if err != nil && errors.Is(err, context.DeadlineExceeded) {
+		return nil
+	}
+	r.cb = b
+	return err
 }
 
 // parse copies the UDP payload of frame (to our port) into m.
@@ -475,7 +549,12 @@ func (c *xskConn) Close() error {
 			if err != nil {
 				continue
 			}
-			qs = append(qs, QueueCount{Queue: r.s.Queue(), Packets: st.RxFrames, Bytes: st.RxBytes, Dropped: st.RxDropped + st.RxRingFull})
+			qc := QueueCount{Queue: r.s.Queue(), Packets: st.RxFrames, Bytes: st.RxBytes, Dropped: st.RxDropped + st.RxRingFull}
+			if r.rcv != nil {
+				cs := r.rcv.Stats()
+				qc.Coalesce = &cs
+			}
+			qs = append(qs, qc)
 		}
 		c.onClose(qs)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/xdpio/xdpio/bench"
+	"github.com/xdpio/xdpio/coalesce"
 	"github.com/xdpio/xdpio/rss"
 )
 
@@ -53,14 +54,17 @@ func newBenchCmd(g *globals) *cobra.Command {
 
 func newBenchServerCmd(g *globals) *cobra.Command {
 	var (
-		port    int
-		bind    string
-		oneOff  bool
-		backend string
-		iface   string
+		port     int
+		bind     string
+		oneOff   bool
+		backend  string
+		iface    string
+		rxUsecs  int
+		rxFrames int
+		adaptive bool
 	)
 	c := &cobra.Command{
-		Use:   "server [-i IFACE] [--port 5201] [--bind ADDR] [-1] [--backend xsk|socket]",
+		Use:   "server [-i IFACE] [--port 5201] [--bind ADDR] [-1] [--backend xsk|socket] [--rx-usecs N --rx-frames N | --adaptive]",
 		Short: "Serve iperf3 clients (UDP tests) until Ctrl-C, or for one test with -1",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -79,10 +83,19 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 			if port < 1 || port > 65535 {
 				return usagef("--port %d: must be 1-65535", port)
 			}
+			coalescing := cmd.Flags().Changed("rx-usecs") || cmd.Flags().Changed("rx-frames") || adaptive
 			if x, ok := dp.(*bench.XSKDataPlane); ok {
+				if coalescing {
+					if rxUsecs < 0 || rxUsecs > coalesce.MaxUsecs || rxFrames < 0 {
+						return usagef("--rx-usecs 0-%d and --rx-frames ≥ 0", coalesce.MaxUsecs)
+					}
+					x.Coalesce = &coalesce.Params{RxUsecs: rxUsecs, RxFrames: rxFrames, Adaptive: adaptive}
+				}
 				if err := x.Check(); err != nil {
 					return fmt.Errorf("bench server: %w", err)
 				}
+			} else if coalescing {
+				return usagef("--rx-usecs, --rx-frames and --adaptive batch AF_XDP queues: they need the xsk backend")
 			}
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
@@ -129,6 +142,9 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 	c.Flags().BoolVarP(&oneOff, "one-off", "1", false, "exit after one test")
 	c.Flags().StringVar(&backend, "backend", "auto", "data plane: "+strings.Join(benchBackends, ", "))
 	c.Flags().StringVarP(&iface, "interface", "i", "", "interface whose queues the xsk backend binds (the control connection stays with the kernel)")
+	c.Flags().IntVar(&rxUsecs, "rx-usecs", 0, "software RX coalescing per queue: hand a batch over at most this many µs after its first frame (like ethtool -C rx-usecs)")
+	c.Flags().IntVar(&rxFrames, "rx-frames", 0, "software RX coalescing: hand a batch over once it holds this many frames (0: the batch size)")
+	c.Flags().BoolVar(&adaptive, "adaptive", false, "adaptive RX coalescing: pick rx-usecs/rx-frames from the measured rate (bounded by --rx-usecs, default 64)")
 	return c
 }
 
@@ -314,6 +330,10 @@ func (g *globals) printQueues(iface string) func([]bench.QueueCount) {
 			fmt.Fprintf(g.stdout, "  q%d %d pkts", q.Queue, q.Packets)
 			if q.Dropped > 0 {
 				fmt.Fprintf(g.stdout, " (%d dropped by the kernel)", q.Dropped)
+			}
+			if c := q.Coalesce; c != nil && c.Batches > 0 {
+				fmt.Fprintf(g.stdout, " [%d batches of %.1f, %d wake-ups, delay p50 %.0f µs p99 %.0f µs max %.0f µs]",
+					c.Batches, c.FramesPerBatch.Mean(), c.Wakeups, float64(c.Delay.Quantile(0.5))/1e3, float64(c.Delay.Quantile(0.99))/1e3, float64(c.Delay.Max)/1e3)
 			}
 		}
 		fmt.Fprintln(g.stdout)

@@ -71,15 +71,8 @@ func TestBenchServerWithIperf3Client(t *testing.T) {
 	go func() {
 		done <- runWith(ctx, &globals{stdout: &out, stderr: &out}, []string{"bench", "server", "--backend", "socket", "--netns", pair.B.NS, "--port", "15201", "-1"})
 	}()
-	var res []byte
-	for try := 0; try < 50; try++ {
-		res, _ = pair.A.Command(ctx, "iperf3", "-c", pair.B.IPv4.String(), "-p", "15201", "-u", "-b", "10M", "-t", "1", "-J").Output()
-		var j iperf3JSON
-		if json.Unmarshal(res, &j) == nil && j.Error == "" {
-			break
-		}
-		time.Sleep(100 * time.Millisecond) // the server is still starting
-	}
+	waitListening(ctx, t, pair.B, 15201)
+	res, _ := pair.A.Command(ctx, "iperf3", "-c", pair.B.IPv4.String(), "-p", "15201", "-u", "-b", "10M", "-t", "1", "-J").Output()
 	var j iperf3JSON
 	if err := json.Unmarshal(res, &j); err != nil || j.Error != "" {
 		t.Fatalf("iperf3 client: %v %v: %s", err, j.Error, res)
@@ -123,16 +116,9 @@ func clientAgainstIperf3(t *testing.T, pair *netnstest.Pair, port int, args ...s
 	}
 	defer srv.Process.Kill()
 	var out bytes.Buffer
-	var err error
-	for try := 0; try < 50; try++ {
-		out.Reset()
-		all := append([]string{"bench", "client", "--netns", pair.A.NS, "-c", pair.B.IPv4.String(), "--port", strconv.Itoa(port), "--json"}, args...)
-		err = runWith(ctx, &globals{stdout: &out, stderr: &out}, all)
-		if err == nil || !strings.Contains(err.Error(), "refused") {
-			break
-		}
-		time.Sleep(100 * time.Millisecond) // iperf3 -s is still starting
-	}
+	waitListening(ctx, t, pair.B, port)
+	all := append([]string{"bench", "client", "--netns", pair.A.NS, "-c", pair.B.IPv4.String(), "--port", strconv.Itoa(port), "--json"}, args...)
+	err := runWith(ctx, &globals{stdout: &out, stderr: &out}, all)
 	if err != nil {
 		t.Fatalf("bench client: %v\n%s", err, out.String())
 	}
@@ -193,16 +179,10 @@ func TestBenchServerXSKWithIperf3Client(t *testing.T) {
 			if tc.name == "ipv6" {
 				dst = pair.B.IPv6.String()
 			}
-			var res []byte
 			var j iperf3JSON
-			for try := 0; try < 50; try++ {
-				args := append([]string{"-c", dst, "-p", "15203", "-u", "-t", "1", "-J"}, tc.args...)
-				res, _ = pair.A.Command(ctx, "iperf3", args...).Output()
-				if json.Unmarshal(res, &j) == nil && j.Error == "" {
-					break
-				}
-				time.Sleep(100 * time.Millisecond) // the server is still starting
-			}
+			waitListening(ctx, t, pair.B, 15203)
+			args := append([]string{"-c", dst, "-p", "15203", "-u", "-t", "1", "-J"}, tc.args...)
+			res, _ := pair.A.Command(ctx, "iperf3", args...).Output()
 			if err := json.Unmarshal(res, &j); err != nil || j.Error != "" {
 				t.Fatalf("iperf3 client: %v %v: %s\nserver: %s", err, j.Error, res, out.String())
 			}
@@ -365,16 +345,9 @@ func TestBenchClientPlacement(t *testing.T) {
 		done <- runWith(ctx, &globals{stdout: &srvOut, stderr: &srvOut}, []string{"bench", "server", "--backend", "xsk", "-i", pair.B.Link, "--netns", pair.B.NS, "--port", "15209", "-1", "--json"})
 	}()
 	var out bytes.Buffer
-	var err error
-	for try := 0; try < 50; try++ {
-		out.Reset()
-		err = runWith(ctx, &globals{stdout: &out, stderr: &out}, []string{"bench", "client", "--backend", "xsk", "-i", pair.A.Link, "--netns", pair.A.NS,
-			"-c", pair.B.IPv4.String(), "--port", "15209", "-P", "4", "-b", "2M", "-l", "200", "-t", "1", "--rss-queues", "2", "--json"})
-		if err == nil || !strings.Contains(out.String(), "connection refused") {
-			break
-		}
-		time.Sleep(100 * time.Millisecond) // the server is still starting
-	}
+	waitListening(ctx, t, pair.B, 15209)
+	err := runWith(ctx, &globals{stdout: &out, stderr: &out}, []string{"bench", "client", "--backend", "xsk", "-i", pair.A.Link, "--netns", pair.A.NS,
+		"-c", pair.B.IPv4.String(), "--port", "15209", "-P", "4", "-b", "2M", "-l", "200", "-t", "1", "--rss-queues", "2", "--json"})
 	if err != nil {
 		t.Fatalf("client: %v\n%s", err, out.String())
 	}
@@ -493,4 +466,71 @@ func TestHelperBenchUnprivileged(t *testing.T) {
 	} else {
 		fmt.Printf("result: unexpected: %v\n", err)
 	}
+}
+
+// TestBenchServerCoalescing: `bench server --rx-usecs 200` batches each
+// queue: every datagram still arrives, batches hold more than one frame,
+// and the server's --json report carries each queue's coalescing
+// counters with the delay frames waited.
+func TestBenchServerCoalescing(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var srvOut syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- runWith(ctx, &globals{stdout: &srvOut, stderr: &srvOut}, []string{"bench", "server", "--backend", "xsk", "-i", pair.B.Link, "--netns", pair.B.NS,
+			"--port", "15241", "-1", "--json", "--rx-usecs", "200"})
+	}()
+	var out bytes.Buffer
+	waitListening(ctx, t, pair.B, 15241)
+	// 2 streams of 10k datagrams/s (100 bytes at 8 Mbit/s).
+	err := runWith(ctx, &globals{stdout: &out, stderr: &out}, []string{"bench", "client", "--backend", "socket", "--netns", pair.A.NS,
+		"-c", pair.B.IPv4.String(), "--port", "15241", "-P", "2", "-b", "8M", "-l", "100", "-t", "1", "--json"})
+	if err != nil {
+		t.Fatalf("client: %v\n%s", err, out.String())
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("server: %v\n%s", err, srvOut.String())
+	}
+	var srep bench.Report
+	if err := json.Unmarshal([]byte(srvOut.String()), &srep); err != nil {
+		t.Fatalf("server --json: %v\n%s", err, srvOut.String())
+	}
+	sent, got := srep.End.SumSent.Packets, srep.End.SumReceived.Packets
+	if sent == 0 || srep.End.SumReceived.LostPackets != 0 || got != sent {
+		t.Fatalf("sent %d, received %d, lost %d", sent, got, srep.End.SumReceived.LostPackets)
+	}
+	var batches, frames uint64
+	for _, q := range srep.End.RXQueues {
+		c := q.Coalesce
+		if c == nil {
+			t.Fatalf("queue %d: no coalescing counters in %+v", q.Queue, q)
+		}
+		batches += c.Batches
+		frames += c.Frames
+		if c.Frames > 0 && (c.Delay.Count == 0 || c.Delay.Max == 0) {
+			t.Errorf("queue %d: %d frames but no delay recorded: %+v", q.Queue, c.Frames, c.Delay)
+		}
+	}
+	// The frames the receivers handed over include the 3 setup datagrams.
+	if frames < uint64(got) || batches == 0 || batches*3/2 > frames {
+		t.Errorf("%d frames in %d batches for %d datagrams: want every datagram, more than 1.5 frames per batch", frames, batches, got)
+	}
+}
+
+// waitListening waits until something listens on TCP port in h's
+// namespace (as ss sees it), so a client connects once, to a server that
+// is up, and any failure it meets is a real one.
+func waitListening(ctx context.Context, t *testing.T, h *netnstest.Host, port int) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		out, err := h.Command(ctx, "ss", "-Hltn", "sport = :"+strconv.Itoa(port)).Output()
+		if err == nil && len(bytes.TrimSpace(out)) > 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("nothing listens on TCP port %d in %s after 15 s", port, h.NS)
 }

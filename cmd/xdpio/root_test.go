@@ -32,6 +32,8 @@ func TestUsageErrorsAreTold(t *testing.T) {
 		{[]string{"bench", "client", "-c", "198.18.0.2", "--rss-queues", "2", "--rss-table", "0,1"}, true},
 		{[]string{"bench", "client", "-c", "198.18.0.2", "--rss-table", "0,x"}, true},
 		{[]string{"bench", "client", "-c", "198.18.0.2", "--rss-queues", "2", "--rss-key", "zz"}, true},
+		{[]string{"bench", "server", "--backend", "socket", "--rx-usecs", "50"}, true},
+		{[]string{"bench", "server", "--backend", "socket", "--adaptive"}, true},
 	} {
 		var out bytes.Buffer
 		err := runWith(context.Background(), &globals{stdout: &out, stderr: &out}, tc.args)
