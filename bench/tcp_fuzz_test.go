@@ -15,7 +15,7 @@ import (
 )
 
 // FuzzParseTCPSegment: any frame parses as a TCP segment or fails with
-// ErrNotTCPSegment, never panics; a parsed segment's payload lies inside
+// errNotTCPSegment, never panics; a parsed segment's payload lies inside
 // the frame, and accounting it never panics either.
 func FuzzParseTCPSegment(f *testing.F) {
 	for _, v6 := range []bool{false, true} {
@@ -30,8 +30,8 @@ func FuzzParseTCPSegment(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := parseTCPSegment(b)
 		if err != nil {
-			if !errors.Is(err, ErrNotTCPSegment) {
-				t.Fatalf("error %v does not wrap ErrNotTCPSegment", err)
+			if !errors.Is(err, errNotTCPSegment) {
+				t.Fatalf("error %v does not wrap errNotTCPSegment", err)
 			}
 			return
 		}

@@ -10,10 +10,10 @@ import (
 	"github.com/xdpio/xdpio/offload"
 )
 
-// ErrNotTCPSegment is wrapped by parseTCPSegment's error for a frame that
+// errNotTCPSegment is wrapped by parseTCPSegment's error for a frame that
 // is not a TCP segment this mode sends: another protocol, a truncated or
 // inconsistent header, VLAN tags, IPv6 extension headers, a fragment.
-var ErrNotTCPSegment = errors.New("not a TCP-mode segment")
+var errNotTCPSegment = errors.New("not a TCP-mode segment")
 
 // Header sizes of the frames TCP mode sends: Ethernet II, IPv4 without
 // options or IPv6 without extension headers, TCP without options.
@@ -183,7 +183,7 @@ type tcpSegment struct {
 func parseTCPSegment(f []byte) (tcpSegment, error) {
 	var s tcpSegment
 	bad := func(why string, a ...any) (tcpSegment, error) {
-		return tcpSegment{}, fmt.Errorf("parse tcp segment: %s: %w", fmt.Sprintf(why, a...), ErrNotTCPSegment)
+		return tcpSegment{}, fmt.Errorf("parse tcp segment: %s: %w", fmt.Sprintf(why, a...), errNotTCPSegment)
 	}
 	if len(f) < offload.EthernetLen {
 		return bad("%d-byte frame", len(f))

@@ -215,8 +215,8 @@ func TestParseTCPSegmentRejects(t *testing.T) {
 		"doff 4":       mut(func(b []byte) []byte { b[34+12] = 0x40; return b }),
 		"doff too big": mut(func(b []byte) []byte { b[34+12] = 0xf0; return b[:34+40] }),
 	} {
-		if _, err := parseTCPSegment(b); !errors.Is(err, ErrNotTCPSegment) {
-			t.Errorf("%s: %v, want ErrNotTCPSegment", name, err)
+		if _, err := parseTCPSegment(b); !errors.Is(err, errNotTCPSegment) {
+			t.Errorf("%s: %v, want errNotTCPSegment", name, err)
 		}
 	}
 	// Link padding after the IP packet is not payload.
