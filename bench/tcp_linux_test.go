@@ -447,3 +447,31 @@ func tsharkRows(t *testing.T, file string) map[int][]tsharkRow {
 	}
 	return rows
 }
+
+// A data port a kernel socket already holds is refused (the XDP filter
+// would steal its traffic): the client gets SERVER_ERROR, the server says
+// why, and nothing stays attached.
+func TestTCPModeDataPortInUse(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{})
+	ctrl := netip.AddrPortFrom(pair.B.IPv4, 5201)
+	var busy net.Listener
+	if err := pair.B.Do(func() (err error) {
+		busy, err = net.Listen("tcp", netip.AddrPortFrom(pair.B.IPv4, 5202).String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	reps, _ := startTCPServer(t, pair, ctrl)
+	_, err := tcpClient(pair, ctrl, false).Run(context.Background())
+	var se *ServerError
+	if !errors.As(err, &se) || se.Code != ieStreamListen {
+		t.Errorf("client: %v, want SERVER_ERROR %d", err, ieStreamListen)
+	}
+	if s := <-reps; s.err == nil || !strings.Contains(s.err.Error(), "address already in use") {
+		t.Errorf("server: %v, want the port in use", s.err)
+	}
+	if l, err := pair.B.Attrs(); err != nil || (l.Xdp != nil && l.Xdp.Attached) {
+		t.Errorf("B: XDP %+v, %v", l.Xdp, err)
+	}
+}
