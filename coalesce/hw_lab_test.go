@@ -158,3 +158,33 @@ func TestLabCoalesceVirtioUnsupported(t *testing.T) {
 		t.Errorf("raw COALESCE_SET rx-usecs-irq on virtio-net: %v, want ErrNotSupported", err)
 	}
 }
+
+// TestLabCoalescePerQueue reads per-queue coalescing (the ETHTOOL_PERQUEUE
+// ioctl): netdevsim has no per-queue operations and must give
+// ErrNotSupported; virtio-net has them and answers for each queue with the
+// parameters it supports.
+func TestLabCoalescePerQueue(t *testing.T) {
+	nsim := coalesce.Device{Name: labctl.Netdevsim(t)}
+	_, err := coalesce.GetQueues(nsim, []int{0, 1})
+	t.Logf("netdevsim GetQueues: %v", err)
+	if !errors.Is(err, coalesce.ErrNotSupported) {
+		t.Errorf("GetQueues on netdevsim: %v, want ErrNotSupported", err)
+	}
+	vio := coalesce.Device{Name: labctl.Virtio(t)}
+	hs, err := coalesce.GetQueues(vio, []int{0, 1, 2, 3})
+	if err != nil {
+		t.Fatalf("GetQueues on virtio-net: %v", err)
+	}
+	if len(hs) != 4 {
+		t.Fatalf("GetQueues returned %d entries for 4 queues", len(hs))
+	}
+	for q, h := range hs {
+		if h.RXMaxFrames == nil {
+			t.Errorf("queue %d: rx-frames not reported", q)
+		}
+		if h.RXUsecsIRQ != nil {
+			t.Errorf("queue %d: rx-usecs-irq reported; virtio-net does not support it", q)
+		}
+	}
+	t.Logf("virtio-net queue 0: %s", coalesce.SupportedNames(hs[0]))
+}

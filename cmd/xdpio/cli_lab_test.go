@@ -8,9 +8,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/xdpio/xdpio/coalesce"
@@ -203,4 +205,86 @@ func TestLabCLIRSSVirtio(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestLabCLIRSSHashVirtio asks `xdpio rss hash --dev` for the RX queue of
+// flows on the virtio-net NIC (its key and a weighted table read from the
+// device), sends each flow into the NIC from the host, and requires its
+// frames on that queue (the kernel's per-queue counters).
+func TestLabCLIRSSHashVirtio(t *testing.T) {
+	name := labctl.Virtio(t)
+	c := labctl.DialTB(t)
+	if _, err := labctl.Ethtool("-X", name, "weight", "2", "0", "1", "3"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { labctl.Ethtool("-X", name, "default") })
+	ch, err := rss.Channels(rss.Device{Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nq := int(ch.Combined)
+	rng := rand.New(rand.NewPCG(17, 4))
+	var flows []labctl.Flow
+	for _, v6 := range []bool{false, true} {
+		flows = append(flows, labctl.Flows(rng, 8, labctl.ProtoUDP, v6, 9000)...)
+		flows = append(flows, labctl.Flows(rng, 8, labctl.ProtoTCP, v6, 9100)...)
+	}
+	perQueue := make([]int, nq)
+	hashesPorts := map[string]bool{}
+	for _, f := range flows {
+		args := []string{"rss", "hash", "--dev", name, "--src", f.Src.String(), "--dst", f.Dst.String()}
+		ports, ok := hashesPorts[f.FlowType()]
+		if !ok {
+			if ports, err = labctl.HashesPorts(name, f.FlowType()); err != nil {
+				t.Fatal(err)
+			}
+			hashesPorts[f.FlowType()] = ports
+		}
+		if ports {
+			args = append(args, "--sport", fmt.Sprint(f.SPort), "--dport", fmt.Sprint(f.DPort))
+		}
+		m := labJSON(t, args...)
+		qv, ok := m["queue"].(float64)
+		if !ok {
+			t.Fatalf("xdpio --json %s: no queue in %v", strings.Join(args, " "), m)
+		}
+		q := int(qv)
+		if q == 1 {
+			t.Errorf("flow %v: rss hash says queue 1, which the table (weight 2 0 1 3) never selects", f)
+		}
+		base, err := labctl.QueueRXPackets(name, nq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Send([]labctl.Flow{f}, 2); err != nil {
+			t.Fatal(err)
+		}
+		var cur []uint64
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			cur, err = labctl.QueueRXPackets(name, nq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var n uint64
+			for i := range cur {
+				n += cur[i] - base[i]
+			}
+			if n >= 2 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		for i := range cur {
+			want := uint64(0)
+			if i == q {
+				want = 2
+			}
+			if d := cur[i] - base[i]; d != want {
+				t.Errorf("flow %v: queue %d received %d frames; xdpio rss hash predicted queue %d (hash %v)", f, i, d, q, m["hash"])
+			}
+		}
+		perQueue[q]++
+	}
+	t.Logf("%d flows by predicted queue: %v", len(flows), perQueue)
 }
