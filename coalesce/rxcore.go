@@ -77,6 +77,7 @@ type rxCore struct {
 	woke        bool          // the last wait was a kernel wait
 	sleepReq    time.Duration // until sleepEnd
 	sleepEnd    time.Duration
+	fresh       bool // no wait or sleep since the last clock read (lastCheck)
 
 	st rxCounters
 }
@@ -106,10 +107,20 @@ func (c *rxCore) setProfile(p Profile) {
 func (c *rxCore) next(ctx context.Context) (int, error) {
 	for {
 		n := c.src.receive()
-		// One clock read per look at the ring: on a virtual machine
-		// without a vDSO clock it is a syscall. It also ends the
-		// previous sleep or wait.
-		now := c.clock.Now()
+		// At most one clock read per look at the ring: on a virtual
+		// machine without a vDSO clock it is a syscall. It also ends the
+		// previous sleep or wait. An empty ring seen right after a
+		// delivery, with no wait since the last read, keeps that read:
+		// the application's time since then only makes the recorded
+		// delays larger (they are upper bounds), and nothing is open
+		// whose deadline could pass unnoticed.
+		var now time.Duration
+		if n == 0 && c.fresh && !c.open {
+			now = c.lastCheck
+		} else {
+			now = c.clock.Now()
+		}
+		c.fresh = true
 		if c.slept {
 			c.slept = false
 			late := min(max(now-c.sleepEnd, 0), c.sleepReq)
@@ -179,7 +190,7 @@ func (c *rxCore) next(ctx context.Context) (int, error) {
 		}
 		c.st.polls.Add(1)
 		c.events++
-		c.polled = true
+		c.polled, c.fresh = true, false
 		if _, err := c.src.wait(d); err != nil {
 			return 0, err
 		}
@@ -244,7 +255,7 @@ func (c *rxCore) due(ctx context.Context, now time.Duration) rxReason {
 func (c *rxCore) sleep(now, d time.Duration) {
 	c.st.sleeps.Add(1)
 	c.events++
-	c.slept, c.sleepReq, c.sleepEnd = true, d, now+d
+	c.slept, c.sleepReq, c.sleepEnd, c.fresh = true, d, now+d, false
 	c.clock.Sleep(d)
 }
 
