@@ -62,9 +62,10 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 		rxUsecs  int
 		rxFrames int
 		adaptive bool
+		qflag    string
 	)
 	c := &cobra.Command{
-		Use:   "server [-i IFACE] [--port 5201] [--bind ADDR] [-1] [--backend xsk|socket] [--rx-usecs N --rx-frames N | --adaptive]",
+		Use:   "server [-i IFACE] [--port 5201] [--bind ADDR] [-1] [--backend xsk|socket] [--queues LIST|all] [--rx-usecs N --rx-frames N | --adaptive]",
 		Short: "Serve iperf3 clients (UDP tests) until Ctrl-C, or for one test with -1",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -84,7 +85,14 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 				return usagef("--port %d: must be 1-65535", port)
 			}
 			coalescing := cmd.Flags().Changed("rx-usecs") || cmd.Flags().Changed("rx-frames") || adaptive
+			var qlist []int
+			if qflag != "all" {
+				if qlist, err = parseQueueList(qflag); err != nil || len(qlist) == 0 {
+					return usagef("--queues %q: want all or a list such as 0,2-3 (%v)", qflag, err)
+				}
+			}
 			if x, ok := dp.(*bench.XSKDataPlane); ok {
+				x.Config.Queues = qlist
 				if coalescing {
 					if rxUsecs < 0 || rxUsecs > coalesce.MaxUsecs || rxFrames < 0 {
 						return usagef("--rx-usecs 0-%d and --rx-frames ≥ 0", coalesce.MaxUsecs)
@@ -94,8 +102,8 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 				if err := x.Check(); err != nil {
 					return fmt.Errorf("bench server: %w", err)
 				}
-			} else if coalescing {
-				return usagef("--rx-usecs, --rx-frames and --adaptive batch AF_XDP queues: they need the xsk backend")
+			} else if coalescing || qlist != nil {
+				return usagef("--queues, --rx-usecs, --rx-frames and --adaptive are about AF_XDP queues: they need the xsk backend")
 			}
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
@@ -142,6 +150,7 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 	c.Flags().BoolVarP(&oneOff, "one-off", "1", false, "exit after one test")
 	c.Flags().StringVar(&backend, "backend", "auto", "data plane: "+strings.Join(benchBackends, ", "))
 	c.Flags().StringVarP(&iface, "interface", "i", "", "interface whose queues the xsk backend binds (the control connection stays with the kernel)")
+	c.Flags().StringVar(&qflag, "queues", "all", "RX queues the xsk backend binds: all, or a list such as 0,2-3 (traffic RSS steers to other queues stays with the kernel)")
 	c.Flags().IntVar(&rxUsecs, "rx-usecs", 0, "software RX coalescing per queue: hand a batch over at most this many µs after its first frame (like ethtool -C rx-usecs)")
 	c.Flags().IntVar(&rxFrames, "rx-frames", 0, "software RX coalescing: hand a batch over once it holds this many frames (0: the batch size)")
 	c.Flags().BoolVar(&adaptive, "adaptive", false, "adaptive RX coalescing: pick rx-usecs/rx-frames from the measured rate (bounded by --rx-usecs, default 64)")
@@ -164,9 +173,11 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 		rssQs    int
 		rssTable string
 		rssAddrs bool
+		only4    bool
+		only6    bool
 	)
 	c := &cobra.Command{
-		Use:   "client -c SERVER [--port 5201] [-P FLOWS] [-t SECONDS] [-l LENGTH] [-b RATE] [-R] [--rss-queues N | --rss-table LIST] [--rss-key HEX]",
+		Use:   "client -c SERVER [--port 5201] [-P FLOWS] [-t SECONDS] [-l LENGTH] [-b RATE] [-R] [-4|-6] [--rss-queues N | --rss-table LIST] [--rss-key HEX]",
 		Short: "Run a UDP test against an iperf3 server (or xdpio bench server)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -174,9 +185,30 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if only4 && only6 {
+				return usagef("-4 and -6: give one")
+			}
 			addr, err := netip.ParseAddr(server)
 			if err != nil {
-				return usagef("-c %q: want an IPv4 or IPv6 address: %v", server, err)
+				// A name: resolve it, in the family -4/-6 ask for.
+				network := "ip"
+				if only4 {
+					network = "ip4"
+				} else if only6 {
+					network = "ip6"
+				}
+				var addrs []netip.Addr
+				if err := g.inNetns(func() (err error) {
+					addrs, err = net.DefaultResolver.LookupNetIP(cmd.Context(), network, server)
+					return err
+				}); err != nil || len(addrs) == 0 {
+					return fmt.Errorf("bench client: -c %s: %v", server, err)
+				}
+				addr = addrs[0]
+			}
+			addr = addr.Unmap()
+			if (only4 && !addr.Is4()) || (only6 && !addr.Is6()) {
+				return usagef("-c %v is not of the family -4/-6 asks for", addr)
 			}
 			if port < 1 || port > 65535 {
 				return usagef("--port %d: must be 1-65535", port)
@@ -261,6 +293,8 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 	c.Flags().BoolVar(&counters, "udp-counters-32bit", false, "iperf3's 32-bit sequence numbers instead of 64-bit")
 	c.Flags().StringVar(&backend, "backend", "auto", "data plane: "+strings.Join(benchBackends, ", "))
 	c.Flags().StringVarP(&iface, "interface", "i", "", "interface the xsk backend sends and receives on")
+	c.Flags().BoolVarP(&only4, "version4", "4", false, "IPv4 only (resolve -c NAME to an IPv4 address)")
+	c.Flags().BoolVarP(&only6, "version6", "6", false, "IPv6 only (resolve -c NAME to an IPv6 address)")
 	c.Flags().IntVar(&rssQs, "rss-queues", 0, "place the streams on the server NIC's RSS queues: its table spreads equally over this many (as the kernel's default table)")
 	c.Flags().StringVar(&rssTable, "rss-table", "", "place the streams by the server NIC's indirection table, entries as `xdpio rss show` lists them (q0,q1,…)")
 	c.Flags().StringVar(&rssKey, "rss-key", "", "the server NIC's RSS hash key in hex (default: Microsoft's published key; Linux NICs usually have a random one, see `xdpio rss show DEV` on the server)")

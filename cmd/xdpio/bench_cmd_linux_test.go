@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -533,4 +534,77 @@ func waitListening(ctx context.Context, t *testing.T, h *netnstest.Host, port in
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("nothing listens on TCP port %d in %s after 15 s", port, h.NS)
+}
+
+// TestBenchServerQueues: `bench server --queues 1` binds queue 1 only;
+// streams the client places on queue 1 (--rss-table 1) all arrive there,
+// and the report lists that one queue.
+func TestBenchServerQueues(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var srvOut syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- runWith(ctx, &globals{stdout: &srvOut, stderr: &srvOut}, []string{"bench", "server", "--backend", "xsk", "-i", pair.B.Link, "--netns", pair.B.NS,
+			"--port", "15251", "-1", "--json", "--queues", "1"})
+	}()
+	var out bytes.Buffer
+	waitListening(ctx, t, pair.B, 15251)
+	if err := runWith(ctx, &globals{stdout: &out, stderr: &out}, []string{"bench", "client", "--backend", "xsk", "-i", pair.A.Link, "--netns", pair.A.NS,
+		"-c", pair.B.IPv4.String(), "--port", "15251", "-P", "2", "-b", "2M", "-l", "200", "-t", "1", "--rss-table", "1", "--json"}); err != nil {
+		t.Fatalf("client: %v\n%s", err, out.String())
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("server: %v\n%s", err, srvOut.String())
+	}
+	var srep bench.Report
+	if err := json.Unmarshal([]byte(srvOut.String()), &srep); err != nil {
+		t.Fatalf("server --json: %v\n%s", err, srvOut.String())
+	}
+	got := srep.End.SumReceived.Packets
+	if q := srep.End.RXQueues; len(q) != 1 || q[0].Queue != 1 || got == 0 || q[0].Packets < uint64(got) {
+		t.Fatalf("rx_queues %+v for %d datagrams received: want queue 1 alone with all of them", q, got)
+	}
+}
+
+// TestBenchClientResolvesNames: -c takes a name, resolved in the family
+// -4 or -6 asks for (localhost: 127.0.0.1 or ::1, from /etc/hosts); a
+// name without an address of that family is one clear error.
+func TestBenchClientResolvesNames(t *testing.T) {
+	netnstest.RequireTool(t, "iperf3")
+	pair := netnstest.New(t, netnstest.Config{})
+	cases := []struct{ flag, addr string }{{"-4", "127.0.0.1"}}
+	if a, err := net.DefaultResolver.LookupNetIP(context.Background(), "ip6", "localhost"); err == nil && len(a) > 0 && a[0] == netip.IPv6Loopback() {
+		cases = append(cases, struct{ flag, addr string }{"-6", "::1"})
+	} else {
+		// This machine's /etc/hosts names no IPv6 localhost.
+		var out bytes.Buffer
+		err := runWith(context.Background(), &globals{stdout: &out, stderr: &out}, []string{"bench", "client", "-c", "localhost", "-6", "-t", "1"})
+		var ue *usageError
+		if err == nil || errors.As(err, &ue) || !strings.Contains(err.Error(), "localhost") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("-6 localhost without an IPv6 entry: %v, want one operation error naming it", err)
+		}
+	}
+	for _, tc := range cases {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		srv := pair.A.Command(ctx, "iperf3", "-s", "-1", "-B", tc.addr, "-p", "15261")
+		if err := srv.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitListening(ctx, t, pair.A, 15261)
+		var out bytes.Buffer
+		err := runWith(ctx, &globals{stdout: &out, stderr: &out}, []string{"bench", "client", "--netns", pair.A.NS, "-c", "localhost", tc.flag,
+			"--port", "15261", "-t", "1", "-b", "1M", "--json"})
+		srv.Process.Kill()
+		srv.Wait()
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", tc.flag, err, out.String())
+		}
+		var rep bench.Report
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil || rep.Start.ConnectingTo == nil || rep.Start.ConnectingTo.Host != tc.addr {
+			t.Errorf("%s: connected to %+v (%v), want %s", tc.flag, rep.Start.ConnectingTo, err, tc.addr)
+		}
+	}
 }

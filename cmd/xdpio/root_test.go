@@ -34,6 +34,10 @@ func TestUsageErrorsAreTold(t *testing.T) {
 		{[]string{"bench", "client", "-c", "198.18.0.2", "--rss-queues", "2", "--rss-key", "zz"}, true},
 		{[]string{"bench", "server", "--backend", "socket", "--rx-usecs", "50"}, true},
 		{[]string{"bench", "server", "--backend", "socket", "--adaptive"}, true},
+		{[]string{"bench", "server", "--backend", "socket", "--queues", "0"}, true},
+		{[]string{"bench", "client", "-c", "198.18.0.2", "-6"}, true},
+		{[]string{"bench", "client", "-c", "198.18.0.2", "-4", "-6"}, true},
+		{[]string{"bench", "server", "--backend", "xsk", "-i", "x", "--queues", "0-"}, true},
 	} {
 		var out bytes.Buffer
 		err := runWith(context.Background(), &globals{stdout: &out, stderr: &out}, tc.args)
