@@ -18,10 +18,14 @@ import (
 
 func init() { subcommands = append(subcommands, newBenchCmd) }
 
-// Backends the bench commands accept so far: AF_XDP through xdpio (xsk)
-// and kernel sockets. asavie/xdp joins later. "auto" is xsk when an
-// interface is given with -i, kernel sockets otherwise.
-var benchBackends = []string{"auto", "xsk", "socket"}
+// Backends the bench commands accept: AF_XDP through xdpio (xsk), kernel
+// sockets, and AF_XDP through github.com/asavie/xdp v0.3.3 (the Go peer).
+// "auto" is xsk when an interface is given with -i, kernel sockets
+// otherwise.
+var benchBackends = []string{"auto", "xsk", "socket", "asavie"}
+
+// checker is a data plane that can try its interface before a test.
+type checker interface{ Check() error }
 
 // dataPlane returns the data plane a bench command asked for.
 func (g *globals) dataPlane(backend, iface string, onClose func([]bench.QueueCount)) (bench.DataPlane, string, error) {
@@ -38,6 +42,11 @@ func (g *globals) dataPlane(backend, iface string, onClose func([]bench.QueueCou
 		return &bench.XSKDataPlane{Iface: iface, Do: g.inNetns, OnClose: onClose}, "xsk", nil
 	case "socket":
 		return &bench.SocketDataPlane{Do: g.inNetns}, "socket", nil
+	case "asavie":
+		if iface == "" {
+			return nil, "", usagef("--backend asavie needs -i IFACE")
+		}
+		return &bench.AsavieDataPlane{Iface: iface, Do: g.inNetns, OnClose: onClose}, "asavie", nil
 	}
 	return nil, "", usagef("--backend %q: want %s", backend, strings.Join(benchBackends, ", "))
 }
@@ -91,6 +100,9 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 					return usagef("--queues %q: want all or a list such as 0,2-3 (%v)", qflag, err)
 				}
 			}
+			if _, ok := dp.(*bench.XSKDataPlane); !ok && (coalescing || qlist != nil) {
+				return usagef("--queues, --rx-usecs, --rx-frames and --adaptive are about xdpio's AF_XDP queues: they need the xsk backend")
+			}
 			if x, ok := dp.(*bench.XSKDataPlane); ok {
 				x.Config.Queues = qlist
 				if coalescing {
@@ -99,11 +111,11 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 					}
 					x.Coalesce = &coalesce.Params{RxUsecs: rxUsecs, RxFrames: rxFrames, Adaptive: adaptive}
 				}
+			}
+			if x, ok := dp.(checker); ok {
 				if err := x.Check(); err != nil {
 					return fmt.Errorf("bench server: %w", err)
 				}
-			} else if coalescing || qlist != nil {
-				return usagef("--queues, --rx-usecs, --rx-frames and --adaptive are about AF_XDP queues: they need the xsk backend")
 			}
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
@@ -223,7 +235,7 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return usagef("-b %q: %v", rate, err)
 			}
-			if x, ok := dp.(*bench.XSKDataPlane); ok {
+			if x, ok := dp.(checker); ok {
 				if err := x.Check(); err != nil {
 					return fmt.Errorf("bench client: %w", err)
 				}
@@ -236,6 +248,8 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 			case *bench.SocketDataPlane:
 				d.Placer = placer
 			case *bench.XSKDataPlane:
+				d.Placer = placer
+			case *bench.AsavieDataPlane:
 				d.Placer = placer
 			default:
 				if placer != nil {

@@ -286,8 +286,8 @@ func TestBenchDemo(t *testing.T) {
 			counts[se.Name.Local]++
 		}
 	}
-	if counts["svg"] != 1 || counts["polyline"] != 2 || counts["rect"] < 3 {
-		t.Errorf("SVG elements %v: want one svg, two polylines, a frame and a bar per queue", counts)
+	if counts["svg"] != 1 || counts["polyline"] != 3 || counts["rect"] < 2+2*2 {
+		t.Errorf("SVG elements %v: want one svg, three polylines, a frame and a bar per queue of each AF_XDP backend", counts)
 	}
 	var res struct {
 		Results []demoRow `json:"results"`
@@ -295,8 +295,8 @@ func TestBenchDemo(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
 		t.Fatalf("demo --json: %v\n%s", err, out.String())
 	}
-	if len(res.Results) != 2 || res.Results[0].Backend != "xsk" || res.Results[1].Backend != "socket" {
-		t.Fatalf("demo results %+v, want xsk and socket", res.Results)
+	if len(res.Results) != 3 || res.Results[0].Backend != "xsk" || res.Results[1].Backend != "asavie" || res.Results[2].Backend != "socket" {
+		t.Fatalf("demo results %+v, want xsk, asavie and socket", res.Results)
 	}
 	for _, r := range res.Results {
 		// iperf3's rule: datagrams still in flight when the test ends are
@@ -606,5 +606,41 @@ func TestBenchClientResolvesNames(t *testing.T) {
 		if err := json.Unmarshal(out.Bytes(), &rep); err != nil || rep.Start.ConnectingTo == nil || rep.Start.ConnectingTo.Host != tc.addr {
 			t.Errorf("%s: connected to %+v (%v), want %s", tc.flag, rep.Start.ConnectingTo, err, tc.addr)
 		}
+	}
+}
+
+// TestBenchAsavieBackend: --backend asavie at both ends (asavie/xdp
+// v0.3.3, the Go peer) runs a test with every datagram received, placed
+// streams spread over both queues, and per-queue counts in the server's
+// report.
+func TestBenchAsavieBackend(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var srvOut syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- runWith(ctx, &globals{stdout: &srvOut, stderr: &srvOut}, []string{"bench", "server", "--backend", "asavie", "-i", pair.B.Link, "--netns", pair.B.NS,
+			"--port", "15271", "-1", "--json"})
+	}()
+	var out bytes.Buffer
+	waitListening(ctx, t, pair.B, 15271)
+	if err := runWith(ctx, &globals{stdout: &out, stderr: &out}, []string{"bench", "client", "--backend", "asavie", "-i", pair.A.Link, "--netns", pair.A.NS,
+		"-c", pair.B.IPv4.String(), "--port", "15271", "-P", "2", "-b", "2M", "-l", "200", "-t", "1", "--rss-queues", "2", "--json"}); err != nil {
+		t.Fatalf("client: %v\n%s", err, out.String())
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("server: %v\n%s", err, srvOut.String())
+	}
+	var srep bench.Report
+	if err := json.Unmarshal([]byte(srvOut.String()), &srep); err != nil {
+		t.Fatalf("server --json: %v\n%s", err, srvOut.String())
+	}
+	sent, got := srep.End.SumSent.Packets, srep.End.SumReceived.Packets
+	if sent == 0 || got != sent || srep.End.SumReceived.LostPackets != 0 {
+		t.Fatalf("sent %d, received %d, lost %d", sent, got, srep.End.SumReceived.LostPackets)
+	}
+	if q := srep.End.RXQueues; len(q) != 2 || q[0].Packets == 0 || q[1].Packets == 0 {
+		t.Errorf("rx_queues %+v: want both queues to have received", q)
 	}
 }

@@ -214,13 +214,15 @@ func demoSVG(rows []demoRow, queues, length int) []byte {
 
 // demoBackends are the data planes the demo compares, in order; the last
 // one is the baseline of the ratios.
-var demoBackends = []string{"xsk", "socket"}
+var demoBackends = []string{"xsk", "asavie", "socket"}
 
 // demoPlane returns backend's data plane on host h.
 func demoPlane(backend string, h *netnstest.Host, onClose func([]bench.QueueCount)) bench.DataPlane {
 	switch backend {
 	case "xsk":
 		return &bench.XSKDataPlane{Iface: h.Link, Do: h.Do, OnClose: onClose}
+	case "asavie":
+		return &bench.AsavieDataPlane{Iface: h.Link, Do: h.Do, OnClose: onClose}
 	}
 	return &bench.SocketDataPlane{Do: h.Do}
 }
