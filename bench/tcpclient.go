@@ -231,7 +231,7 @@ func (c *Client) runTCP(ctx context.Context) (rep *Report, err error) {
 				run.end = time.Now()
 				rep.Intervals = ir.finish()
 				rep.End = endFromOne(run.results(), true, nil)
-				c.reportTCP(newTCPReport(sstats, TCPReceiverStats{}))
+				c.reportTCP(rep, newTCPReport(sstats, TCPReceiverStats{}))
 				return rep, fmt.Errorf("client: %w", ctx.Err())
 			}
 			timer.Stop()
@@ -281,7 +281,7 @@ func (c *Client) runTCP(ctx context.Context) (rep *Report, err error) {
 				ooo[s.ID] = s.OutOfOrder + s.Late
 			}
 			rep.End = buildEnd(localRes, remoteRes, true, ooo)
-			c.reportTCP(newTCPReport(sstats, rstats))
+			c.reportTCP(rep, newTCPReport(sstats, rstats))
 		case DisplayResults:
 			if err := WriteState(conn, IperfDone); err != nil {
 				return rep, fmt.Errorf("client: %w", err)
@@ -299,7 +299,9 @@ func (c *Client) runTCP(ctx context.Context) (rep *Report, err error) {
 	}
 }
 
-func (c *Client) reportTCP(r *TCPReport) {
+// reportTCP hands a TCP-mode test's figures to OnTCPReport. (Once Report
+// has a field for them, this is the place to set it on rep.)
+func (c *Client) reportTCP(rep *Report, r *TCPReport) {
 	if c.OnTCPReport != nil {
 		c.OnTCPReport(r)
 	}

@@ -140,7 +140,7 @@ func (s *Server) serveTCP(ctx context.Context, c net.Conn, rep *Report, p Params
 	}
 	if endErr != nil {
 		rep.End = endFromOne(localRes, false, ooo)
-		s.reportTCP(newTCPReport(TCPSenderStats{TSO: tp.TSO, MSS: ann.MSS}, rstats))
+		s.reportTCP(rep, newTCPReport(TCPSenderStats{TSO: tp.TSO, MSS: ann.MSS}, rstats))
 		return rep, endErr
 	}
 
@@ -157,7 +157,7 @@ func (s *Server) serveTCP(ctx context.Context, c net.Conn, rep *Report, p Params
 		return rep, fmt.Errorf("server: sender figures: %w", err)
 	}
 	rep.End = buildEnd(remoteRes, localRes, false, ooo)
-	s.reportTCP(newTCPReport(sstats, rstats))
+	s.reportTCP(rep, newTCPReport(sstats, rstats))
 	if p.GetServerOutput != 0 {
 		if b, err := json.Marshal(rep); err == nil {
 			localRes.ServerOutputJSON = b
@@ -182,7 +182,9 @@ func (s *Server) serveTCP(ctx context.Context, c net.Conn, rep *Report, p Params
 	return rep, nil
 }
 
-func (s *Server) reportTCP(r *TCPReport) {
+// reportTCP hands a TCP-mode test's figures to OnTCPReport. (Once Report
+// has a field for them, this is the place to set it on rep.)
+func (s *Server) reportTCP(rep *Report, r *TCPReport) {
 	if s.OnTCPReport != nil {
 		s.OnTCPReport(r)
 	}
