@@ -71,7 +71,7 @@ const (
 	ctlTIDs     = 80
 	ctlErr      = 144
 	ctlErrLen   = 96
-	ctlCounters = 256 // one uint64 per queue, 64 bytes apart
+	ctlCounters = 256 // per queue, 64 bytes apart: packets, then polls (uint64)
 	ctlTemplate = 2048
 	ctlSize     = 4096
 	ctlQueues   = 16
@@ -250,6 +250,15 @@ func (c *cPeer) packets() uint64 {
 		n += atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.mem[ctlCounters+64*q])))
 	}
 	return n
+}
+
+// stats reports the peer's blocking waits, for -v.
+func (c *cPeer) stats() map[string]uint64 {
+	var polls uint64
+	for q := 0; q < c.n; q++ {
+		polls += atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.mem[ctlCounters+64*q+8])))
+	}
+	return map[string]uint64{"polls": polls}
 }
 
 func (c *cPeer) count() (uint64, error) {

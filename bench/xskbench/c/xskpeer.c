@@ -55,7 +55,8 @@ struct ctl {
 	uint8_t _pad[256 - 16 - 8 * MAX_QUEUES - 96];
 	struct {
 		uint64_t packets;
-		uint8_t _pad[56];
+		uint64_t polls; // blocking waits (rxdrop) or waits for frames (txonly)
+		uint8_t _pad[48];
 	} ctr[MAX_QUEUES]; // at offset 256, one cache line each
 };
 #define TEMPLATE_OFF 2048
@@ -242,13 +243,14 @@ static void close_xsk(struct xsk *x)
 	memset(x, 0, sizeof *x);
 }
 
-static void wait_fd(int fd, short ev)
+static void wait_fd(int fd, short ev, uint64_t *polls)
 {
 	struct pollfd p = {.fd = fd, .events = ev};
 	poll(&p, 1, IDLE_MS);
+	__atomic_store_n(polls, *polls + 1, __ATOMIC_RELAXED);
 }
 
-static void rxdrop(struct xsk *x, uint64_t *ctr)
+static void rxdrop(struct xsk *x, uint64_t *ctr, uint64_t *polls)
 {
 	uint64_t total = 0;
 	struct xdp_desc *rx = x->rx.desc;
@@ -268,7 +270,7 @@ static void rxdrop(struct xsk *x, uint64_t *ctr)
 			}
 			if (need_wakeup(&x->fill))
 				recvfrom(x->fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
-			wait_fd(x->fd, POLLIN);
+			wait_fd(x->fd, POLLIN, polls);
 			continue;
 		}
 		// Give the frames back through the fill ring, topped up from the
@@ -296,7 +298,7 @@ static void rxdrop(struct xsk *x, uint64_t *ctr)
 	}
 }
 
-static void txonly(struct xsk *x, uint64_t *ctr)
+static void txonly(struct xsk *x, uint64_t *ctr, uint64_t *polls)
 {
 	uint64_t total = 0;
 	struct xdp_desc *tx = x->tx.desc;
@@ -320,7 +322,7 @@ static void txonly(struct xsk *x, uint64_t *ctr)
 		if (n == 0) {
 			if (need_wakeup(&x->tx))
 				sendto(x->fd, NULL, 0, MSG_DONTWAIT, NULL, 0);
-			wait_fd(x->fd, POLLOUT);
+			wait_fd(x->fd, POLLOUT, polls);
 			continue;
 		}
 		uint32_t idx = x->tx.cached_prod;
@@ -348,9 +350,9 @@ static void *worker(void *arg)
 	int q = (int)(intptr_t)arg;
 	__atomic_store_n(&ctl->tids[q], (int32_t)syscall(SYS_gettid), __ATOMIC_RELAXED);
 	if (mode_tx)
-		txonly(&xsks[q], &ctl->ctr[q].packets);
+		txonly(&xsks[q], &ctl->ctr[q].packets, &ctl->ctr[q].polls);
 	else
-		rxdrop(&xsks[q], &ctl->ctr[q].packets);
+		rxdrop(&xsks[q], &ctl->ctr[q].packets, &ctl->ctr[q].polls);
 	return NULL;
 }
 
