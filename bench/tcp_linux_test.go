@@ -475,3 +475,31 @@ func TestTCPModeDataPortInUse(t *testing.T) {
 		t.Errorf("B: XDP %+v, %v", l.Xdp, err)
 	}
 }
+
+// The sender finds the next hop's MAC in the neighbour table and, when
+// the kernel has no entry, makes it resolve one (ARP, neighbour
+// discovery). Oracle: the kernel's table before and after.
+func TestTCPSenderResolvesNeighbour(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{})
+	for _, dst := range []netip.Addr{pair.B.IPv4, pair.B.IPv6} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if out, err := pair.A.Command(ctx, "ip", "neigh", "del", dst.String(), "dev", pair.A.Link).CombinedOutput(); err != nil {
+			t.Fatalf("ip neigh del: %v %s", err, out)
+		}
+		out, _ := pair.A.Command(ctx, "ip", "neigh", "show", dst.String(), "dev", pair.A.Link).Output()
+		cancel()
+		if strings.Contains(string(out), pair.B.MAC.String()) {
+			t.Fatalf("%v still in the table: %s", dst, out)
+		}
+		dp := &XSKDataPlane{Iface: pair.A.Link, Do: pair.A.Do}
+		snd, err := openTCPSender(dp, tcpSenderConfig{server: netip.AddrPortFrom(dst, 5999), streams: 1, mss: 1400, wlen: 1400})
+		if err != nil {
+			t.Fatalf("%v: %v", dst, err)
+		}
+		f := snd.(*xskTCPSender).flows[0]
+		if got := net.HardwareAddr(f.hdr[:6]); got.String() != pair.B.MAC.String() {
+			t.Errorf("%v: destination MAC %v, want %v", dst, got, pair.B.MAC)
+		}
+		snd.Close()
+	}
+}
