@@ -503,3 +503,54 @@ func TestTCPSenderResolvesNeighbour(t *testing.T) {
 		snd.Close()
 	}
 }
+
+// Cancelling the client mid-test sends CLIENT_TERMINATE: the client
+// returns what its sender measured, the server ends with
+// ErrClientTerminated, and neither end leaves an XDP program attached.
+func TestTCPModeCancel(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	ctrl := netip.AddrPortFrom(pair.B.IPv4, 5201)
+	reps, tcps := startTCPServer(t, pair, ctrl)
+	c := tcpClient(pair, ctrl, true)
+	c.Duration = 10 * time.Second
+	var r *TCPReport
+	c.OnTCPReport = func(x *TCPReport) { r = x }
+	ctx, cancel := context.WithCancel(context.Background())
+	n := 0
+	c.OnInterval = func(Interval) {
+		if n++; n == 2 {
+			cancel()
+		}
+	}
+	start := time.Now()
+	rep, err := c.Run(ctx)
+	if !errors.Is(err, context.Canceled) || rep.Error == "" {
+		t.Errorf("Run: %v, want context.Canceled", err)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Errorf("Run took %v after a cancel at 0.5 s", el)
+	}
+	if r == nil || r.Sum.SentBytes == 0 || len(rep.Intervals) < 2 {
+		t.Errorf("partial report: %+v, %d intervals", r, len(rep.Intervals))
+	}
+	select {
+	case s := <-reps:
+		if !errors.Is(s.err, ErrClientTerminated) {
+			t.Errorf("server: %v, want ErrClientTerminated", s.err)
+		}
+		if x := <-tcps; x.Sum.ReceivedBytes == 0 {
+			t.Errorf("server's partial report counted nothing: %+v", x.Sum)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("server did not end")
+	}
+	for _, h := range []*netnstest.Host{pair.A, pair.B} {
+		l, err := h.Attrs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x := l.Xdp; x != nil && x.Attached {
+			t.Errorf("%s: XDP program %d still attached", h.NS, x.ProgId)
+		}
+	}
+}
