@@ -257,14 +257,24 @@ func (c *xskConn) QueueReaders() []QueueReader {
 // xskQueueReader reads one queue's socket in place. While it holds frames
 // it holds c.life for reading, so Close waits until they are given back.
 type xskQueueReader struct {
-	c    *xskConn
-	r    *rxState
-	held bool
+	c      *xskConn
+	r      *rxState
+	held   bool
+	unlock func() // undoes coalesce.LockThread
 }
 
 func (q *xskQueueReader) Queue() int { return q.r.s.Queue() }
 
 func (q *xskQueueReader) Done() {
+	q.giveBack()
+	if q.unlock != nil {
+		q.unlock()
+		q.unlock = nil
+	}
+}
+
+// giveBack ends the caller's hold on the frames of the last ReadView.
+func (q *xskQueueReader) giveBack() {
 	if q.held {
 		q.held = false
 		q.c.life.RUnlock()
@@ -272,8 +282,15 @@ func (q *xskQueueReader) Done() {
 }
 
 func (q *xskQueueReader) ReadView(msgs []Message, timeout time.Duration) (int, error) {
-	q.Done()
+	q.giveBack()
 	c, r := q.c, q.r
+	if r.rcv != nil && q.unlock == nil {
+		// The Receiver's timed sleeps want their own thread with a tight
+		// timer slack (coalesce.LockThread).
+		if unlock, err := coalesce.LockThread(); err == nil {
+			q.unlock = unlock
+		}
+	}
 	var deadline time.Time
 	for {
 		c.life.RLock()

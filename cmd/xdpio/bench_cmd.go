@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/xdpio/xdpio/bench"
 	"github.com/xdpio/xdpio/coalesce"
 	"github.com/xdpio/xdpio/rss"
+	"github.com/xdpio/xdpio/xsk"
 )
 
 func init() { subcommands = append(subcommands, newBenchCmd) }
@@ -110,6 +112,15 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 						return usagef("--rx-usecs 0-%d and --rx-frames ≥ 0", coalesce.MaxUsecs)
 					}
 					x.Coalesce = &coalesce.Params{RxUsecs: rxUsecs, RxFrames: rxFrames, Adaptive: adaptive}
+					// A coalescing receiver keeps its P while it sleeps a
+					// window; the rest of the program needs one more.
+					n := len(qlist)
+					if n == 0 {
+						if err := g.inNetns(func() (err error) { n, err = xsk.Queues(iface); return err }); err != nil {
+							return fmt.Errorf("bench server: %w", err)
+						}
+					}
+					runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), n+1))
 				}
 			}
 			if x, ok := dp.(checker); ok {

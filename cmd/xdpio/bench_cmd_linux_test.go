@@ -332,63 +332,6 @@ func TestBenchDemo(t *testing.T) {
 	}
 }
 
-// TestBenchClientPlacement: `bench client --rss-queues 2 -P 4` gives two
-// streams to each queue; on veth (no RSS, the peer receives on the
-// queue a frame was sent from) the AF_XDP server's per-queue counts show
-// that spread.
-func TestBenchClientPlacement(t *testing.T) {
-	pair := netnstest.New(t, netnstest.Config{Queues: 2})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var srvOut syncBuffer
-	done := make(chan error, 1)
-	go func() {
-		done <- runWith(ctx, &globals{stdout: &srvOut, stderr: &srvOut}, []string{"bench", "server", "--backend", "xsk", "-i", pair.B.Link, "--netns", pair.B.NS, "--port", "15209", "-1", "--json"})
-	}()
-	var out bytes.Buffer
-	waitListening(ctx, t, pair.B, 15209)
-	err := runWith(ctx, &globals{stdout: &out, stderr: &out}, []string{"bench", "client", "--backend", "xsk", "-i", pair.A.Link, "--netns", pair.A.NS,
-		"-c", pair.B.IPv4.String(), "--port", "15209", "-P", "4", "-b", "2M", "-l", "200", "-t", "1", "--rss-queues", "2", "--json"})
-	if err != nil {
-		t.Fatalf("client: %v\n%s", err, out.String())
-	}
-	if err := <-done; err != nil {
-		t.Fatalf("server: %v\n%s", err, srvOut.String())
-	}
-	var rep bench.Report
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-		t.Fatalf("client --json: %v\n%s", err, out.String())
-	}
-	perQueue := map[uint32]int{}
-	for _, p := range rep.Start.Placement {
-		perQueue[p.Queue]++
-	}
-	if len(rep.Start.Placement) != 4 || perQueue[0] != 2 || perQueue[1] != 2 {
-		t.Fatalf("placement %+v: want two streams on each of queues 0 and 1", rep.Start.Placement)
-	}
-	// The server's --json report carries its per-queue counts.
-	var srep bench.Report
-	if err := json.Unmarshal([]byte(srvOut.String()), &srep); err != nil {
-		t.Fatalf("server --json: %v\n%s", err, srvOut.String())
-	}
-	counts := map[int]uint64{}
-	for _, q := range srep.End.RXQueues {
-		counts[q.Queue] = q.Packets
-	}
-	if len(srep.End.RXQueues) != 2 {
-		t.Fatalf("server report rx_queues %+v: want 2 queues", srep.End.RXQueues)
-	}
-	total := int64(counts[0] + counts[1])
-	if got := rep.End.SumReceived.Packets; total < got || got == 0 {
-		t.Fatalf("server queues %v hold less than the %d datagrams received\n%s", counts, got, srvOut.String())
-	}
-	for q := 0; q < 2; q++ {
-		if int64(counts[q]) < total*4/10 {
-			t.Errorf("queue %d got %d of %d datagrams: the placed streams did not spread (%v)", q, counts[q], total, counts)
-		}
-	}
-}
-
 // TestBenchErrors: what a user gets wrong or cannot have gives one line
 // naming it and an operation error (exit 1), with nothing left attached:
 // an unknown interface, a control port in use, a server nobody answers
@@ -469,57 +412,6 @@ func TestHelperBenchUnprivileged(t *testing.T) {
 	}
 }
 
-// TestBenchServerCoalescing: `bench server --rx-usecs 200` batches each
-// queue: every datagram still arrives, batches hold more than one frame,
-// and the server's --json report carries each queue's coalescing
-// counters with the delay frames waited.
-func TestBenchServerCoalescing(t *testing.T) {
-	pair := netnstest.New(t, netnstest.Config{Queues: 2})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var srvOut syncBuffer
-	done := make(chan error, 1)
-	go func() {
-		done <- runWith(ctx, &globals{stdout: &srvOut, stderr: &srvOut}, []string{"bench", "server", "--backend", "xsk", "-i", pair.B.Link, "--netns", pair.B.NS,
-			"--port", "15241", "-1", "--json", "--rx-usecs", "200"})
-	}()
-	var out bytes.Buffer
-	waitListening(ctx, t, pair.B, 15241)
-	// 2 streams of 10k datagrams/s (100 bytes at 8 Mbit/s).
-	err := runWith(ctx, &globals{stdout: &out, stderr: &out}, []string{"bench", "client", "--backend", "socket", "--netns", pair.A.NS,
-		"-c", pair.B.IPv4.String(), "--port", "15241", "-P", "2", "-b", "8M", "-l", "100", "-t", "1", "--json"})
-	if err != nil {
-		t.Fatalf("client: %v\n%s", err, out.String())
-	}
-	if err := <-done; err != nil {
-		t.Fatalf("server: %v\n%s", err, srvOut.String())
-	}
-	var srep bench.Report
-	if err := json.Unmarshal([]byte(srvOut.String()), &srep); err != nil {
-		t.Fatalf("server --json: %v\n%s", err, srvOut.String())
-	}
-	sent, got := srep.End.SumSent.Packets, srep.End.SumReceived.Packets
-	if sent == 0 || srep.End.SumReceived.LostPackets != 0 || got != sent {
-		t.Fatalf("sent %d, received %d, lost %d", sent, got, srep.End.SumReceived.LostPackets)
-	}
-	var batches, frames uint64
-	for _, q := range srep.End.RXQueues {
-		c := q.Coalesce
-		if c == nil {
-			t.Fatalf("queue %d: no coalescing counters in %+v", q.Queue, q)
-		}
-		batches += c.Batches
-		frames += c.Frames
-		if c.Frames > 0 && (c.Delay.Count == 0 || c.Delay.Max == 0) {
-			t.Errorf("queue %d: %d frames but no delay recorded: %+v", q.Queue, c.Frames, c.Delay)
-		}
-	}
-	// The frames the receivers handed over include the 3 setup datagrams.
-	if frames < uint64(got) || batches == 0 || batches*3/2 > frames {
-		t.Errorf("%d frames in %d batches for %d datagrams: want every datagram, more than 1.5 frames per batch", frames, batches, got)
-	}
-}
-
 // waitListening waits until something listens on TCP port in h's
 // namespace (as ss sees it), so a client connects once, to a server that
 // is up, and any failure it meets is a real one.
@@ -534,38 +426,6 @@ func waitListening(ctx context.Context, t *testing.T, h *netnstest.Host, port in
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("nothing listens on TCP port %d in %s after 15 s", port, h.NS)
-}
-
-// TestBenchServerQueues: `bench server --queues 1` binds queue 1 only;
-// streams the client places on queue 1 (--rss-table 1) all arrive there,
-// and the report lists that one queue.
-func TestBenchServerQueues(t *testing.T) {
-	pair := netnstest.New(t, netnstest.Config{Queues: 2})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var srvOut syncBuffer
-	done := make(chan error, 1)
-	go func() {
-		done <- runWith(ctx, &globals{stdout: &srvOut, stderr: &srvOut}, []string{"bench", "server", "--backend", "xsk", "-i", pair.B.Link, "--netns", pair.B.NS,
-			"--port", "15251", "-1", "--json", "--queues", "1"})
-	}()
-	var out bytes.Buffer
-	waitListening(ctx, t, pair.B, 15251)
-	if err := runWith(ctx, &globals{stdout: &out, stderr: &out}, []string{"bench", "client", "--backend", "xsk", "-i", pair.A.Link, "--netns", pair.A.NS,
-		"-c", pair.B.IPv4.String(), "--port", "15251", "-P", "2", "-b", "2M", "-l", "200", "-t", "1", "--rss-table", "1", "--json"}); err != nil {
-		t.Fatalf("client: %v\n%s", err, out.String())
-	}
-	if err := <-done; err != nil {
-		t.Fatalf("server: %v\n%s", err, srvOut.String())
-	}
-	var srep bench.Report
-	if err := json.Unmarshal([]byte(srvOut.String()), &srep); err != nil {
-		t.Fatalf("server --json: %v\n%s", err, srvOut.String())
-	}
-	got := srep.End.SumReceived.Packets
-	if q := srep.End.RXQueues; len(q) != 1 || q[0].Queue != 1 || got == 0 || q[0].Packets < uint64(got) {
-		t.Fatalf("rx_queues %+v for %d datagrams received: want queue 1 alone with all of them", q, got)
-	}
 }
 
 // TestBenchClientResolvesNames: -c takes a name, resolved in the family
@@ -609,38 +469,132 @@ func TestBenchClientResolvesNames(t *testing.T) {
 	}
 }
 
+// serveOnce runs `xdpio bench server ... -1 --json` in namespace B on port
+// and one `xdpio bench client ... --json` from A against it, and returns
+// both reports.
+func serveOnce(t *testing.T, pair *netnstest.Pair, port int, serverArgs, clientArgs []string) (srv, cli bench.Report) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ps := strconv.Itoa(port)
+	var srvOut syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		args := append([]string{"bench", "server", "--netns", pair.B.NS, "--port", ps, "-1", "--json"}, serverArgs...)
+		done <- runWith(ctx, &globals{stdout: &srvOut, stderr: &srvOut}, args)
+	}()
+	waitListening(ctx, t, pair.B, port)
+	var out bytes.Buffer
+	args := append([]string{"bench", "client", "--netns", pair.A.NS, "-c", pair.B.IPv4.String(), "--port", ps, "-t", "1", "--json"}, clientArgs...)
+	if err := runWith(ctx, &globals{stdout: &out, stderr: &out}, args); err != nil {
+		t.Fatalf("client: %v\n%s", err, out.String())
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("server: %v\n%s", err, srvOut.String())
+	}
+	if err := json.Unmarshal([]byte(srvOut.String()), &srv); err != nil {
+		t.Fatalf("server --json: %v\n%s", err, srvOut.String())
+	}
+	if err := json.Unmarshal(out.Bytes(), &cli); err != nil {
+		t.Fatalf("client --json: %v\n%s", err, out.String())
+	}
+	return srv, cli
+}
+
+// allReceived fails the test unless the server received every datagram
+// the client sent.
+func allReceived(t *testing.T, srv bench.Report) {
+	t.Helper()
+	sent, got := srv.End.SumSent.Packets, srv.End.SumReceived.Packets
+	if sent == 0 || got != sent || srv.End.SumReceived.LostPackets != 0 {
+		t.Fatalf("sent %d, received %d, lost %d", sent, got, srv.End.SumReceived.LostPackets)
+	}
+}
+
+// TestBenchClientPlacement: `bench client --rss-queues 2 -P 4` gives two
+// streams to each queue; on veth (no RSS, the peer receives on the
+// queue a frame was sent from) the AF_XDP server's per-queue counts, in
+// its --json report, show that spread.
+func TestBenchClientPlacement(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	srv, cli := serveOnce(t, pair, 15209, []string{"--backend", "xsk", "-i", pair.B.Link},
+		[]string{"--backend", "xsk", "-i", pair.A.Link, "-P", "4", "-b", "2M", "-l", "200", "--rss-queues", "2"})
+	perQueue := map[uint32]int{}
+	for _, p := range cli.Start.Placement {
+		perQueue[p.Queue]++
+	}
+	if len(cli.Start.Placement) != 4 || perQueue[0] != 2 || perQueue[1] != 2 {
+		t.Fatalf("placement %+v: want two streams on each of queues 0 and 1", cli.Start.Placement)
+	}
+	if len(srv.End.RXQueues) != 2 {
+		t.Fatalf("server report rx_queues %+v: want 2 queues", srv.End.RXQueues)
+	}
+	var total uint64
+	for _, q := range srv.End.RXQueues {
+		total += q.Packets
+	}
+	if got := srv.End.SumReceived.Packets; total < uint64(got) || got == 0 {
+		t.Fatalf("server queues %+v hold less than the %d datagrams received", srv.End.RXQueues, got)
+	}
+	for _, q := range srv.End.RXQueues {
+		if q.Packets < total*4/10 {
+			t.Errorf("queue %d got %d of %d datagrams: the placed streams did not spread (%+v)", q.Queue, q.Packets, total, srv.End.RXQueues)
+		}
+	}
+}
+
+// TestBenchServerCoalescing: `bench server --rx-usecs 200` batches each
+// queue: every datagram still arrives, batches hold more than one frame,
+// and the server's --json report carries each queue's coalescing
+// counters with the delay frames waited.
+func TestBenchServerCoalescing(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	// 2 streams of 10k datagrams/s (100 bytes at 8 Mbit/s).
+	srv, _ := serveOnce(t, pair, 15241, []string{"--backend", "xsk", "-i", pair.B.Link, "--rx-usecs", "200"},
+		[]string{"--backend", "socket", "-P", "2", "-b", "8M", "-l", "100"})
+	allReceived(t, srv)
+	var batches, frames uint64
+	for _, q := range srv.End.RXQueues {
+		c := q.Coalesce
+		if c == nil {
+			t.Fatalf("queue %d: no coalescing counters in %+v", q.Queue, q)
+		}
+		batches += c.Batches
+		frames += c.Frames
+		if c.Frames > 0 && (c.Delay.Count == 0 || c.Delay.Max == 0) {
+			t.Errorf("queue %d: %d frames but no delay recorded: %+v", q.Queue, c.Frames, c.Delay)
+		}
+	}
+	// The frames the receivers handed over include the 3 setup datagrams.
+	if got := srv.End.SumReceived.Packets; frames < uint64(got) || batches == 0 || batches*3/2 > frames {
+		t.Errorf("%d frames in %d batches for %d datagrams: want every datagram, more than 1.5 frames per batch", frames, batches, got)
+	}
+}
+
+// TestBenchServerQueues: `bench server --queues 1` binds queue 1 only;
+// streams the client places on queue 1 (--rss-table 1) all arrive there,
+// and the report lists that one queue.
+func TestBenchServerQueues(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	srv, _ := serveOnce(t, pair, 15251, []string{"--backend", "xsk", "-i", pair.B.Link, "--queues", "1"},
+		[]string{"--backend", "xsk", "-i", pair.A.Link, "-P", "2", "-b", "2M", "-l", "200", "--rss-table", "1"})
+	allReceived(t, srv)
+	got := srv.End.SumReceived.Packets
+	if q := srv.End.RXQueues; len(q) != 1 || q[0].Queue != 1 || q[0].Packets < uint64(got) {
+		t.Fatalf("rx_queues %+v for %d datagrams received: want queue 1 alone with all of them", q, got)
+	}
+}
+
 // TestBenchAsavieBackend: --backend asavie at both ends (asavie/xdp
 // v0.3.3, the Go peer) runs a test with every datagram received, placed
 // streams spread over both queues, and per-queue counts in the server's
 // report.
 func TestBenchAsavieBackend(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{Queues: 2})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var srvOut syncBuffer
-	done := make(chan error, 1)
-	go func() {
-		done <- runWith(ctx, &globals{stdout: &srvOut, stderr: &srvOut}, []string{"bench", "server", "--backend", "asavie", "-i", pair.B.Link, "--netns", pair.B.NS,
-			"--port", "15271", "-1", "--json"})
-	}()
-	var out bytes.Buffer
-	waitListening(ctx, t, pair.B, 15271)
-	if err := runWith(ctx, &globals{stdout: &out, stderr: &out}, []string{"bench", "client", "--backend", "asavie", "-i", pair.A.Link, "--netns", pair.A.NS,
-		"-c", pair.B.IPv4.String(), "--port", "15271", "-P", "2", "-b", "2M", "-l", "200", "-t", "1", "--rss-queues", "2", "--json"}); err != nil {
-		t.Fatalf("client: %v\n%s", err, out.String())
-	}
-	if err := <-done; err != nil {
-		t.Fatalf("server: %v\n%s", err, srvOut.String())
-	}
-	var srep bench.Report
-	if err := json.Unmarshal([]byte(srvOut.String()), &srep); err != nil {
-		t.Fatalf("server --json: %v\n%s", err, srvOut.String())
-	}
-	sent, got := srep.End.SumSent.Packets, srep.End.SumReceived.Packets
-	if sent == 0 || got != sent || srep.End.SumReceived.LostPackets != 0 {
-		t.Fatalf("sent %d, received %d, lost %d", sent, got, srep.End.SumReceived.LostPackets)
-	}
-	if q := srep.End.RXQueues; len(q) != 2 || q[0].Packets == 0 || q[1].Packets == 0 {
+	srv, _ := serveOnce(t, pair, 15271, []string{"--backend", "asavie", "-i", pair.B.Link},
+		[]string{"--backend", "asavie", "-i", pair.A.Link, "-P", "2", "-b", "2M", "-l", "200", "--rss-queues", "2"})
+	allReceived(t, srv)
+	if q := srv.End.RXQueues; len(q) != 2 || q[0].Packets == 0 || q[1].Packets == 0 {
 		t.Errorf("rx_queues %+v: want both queues to have received", q)
 	}
 }
