@@ -50,8 +50,8 @@ import (
 //
 // asavie/xdp v0.3.3 leaves its rings mapped when a socket is closed;
 // Close releases them with package internal/asaviefix. It also leaks the
-// rings of a socket whose bind fails (the socket is not bound, so no
-// queue is held; the memory stays until the process exits).
+// rings (and the UMEM's pinned pages) of a socket whose bind fails, which
+// asaviefix.NewSocket cleans up.
 type AsavieDataPlane struct {
 	// Iface is the interface to bind to.
 	Iface string
@@ -276,16 +276,20 @@ func (d *AsavieDataPlane) openAsavie(ifi *net.Interface, filter []xsk.Rule) (_ *
 	return set, nil
 }
 
-// openAsavieSocket is asavie.NewSocket, retried for a second while bind
-// says EBUSY: the kernel releases the previous socket on the queue (of
-// another backend that ran just before) from a work queue. asavie formats
-// its errors with %v, so the errno is only in the text: a refused
-// privilege becomes xsk.ErrPermission, a queue that stays busy
-// xsk.ErrBusy, here and nowhere else.
+// openAsavieSocket is asavie.NewSocket (through asaviefix, which cleans up
+// after a failed call), retried for up to 3 s while bind says EBUSY: the
+// kernel releases the previous socket on the queue (of another backend,
+// or of Check, just before) from a work queue, which a loaded machine
+// runs late. Each attempt maps, populates and registers a whole UMEM, so
+// the waits double from 20 ms. asavie formats its errors with %v, so the
+// errno is only in the text: a refused privilege becomes
+// xsk.ErrPermission, a queue that stays busy xsk.ErrBusy, here and
+// nowhere else.
 func openAsavieSocket(ifindex, queue int, opts *asavie.SocketOptions) (*asavie.Socket, error) {
-	deadline := time.Now().Add(time.Second)
+	deadline := time.Now().Add(3 * time.Second)
+	wait := 20 * time.Millisecond
 	for {
-		s, err := asavie.NewSocket(ifindex, queue, opts)
+		s, err := asaviefix.NewSocket(ifindex, queue, opts)
 		if err == nil {
 			return s, nil
 		}
@@ -297,7 +301,8 @@ func openAsavieSocket(ifindex, queue int, opts *asavie.SocketOptions) (*asavie.S
 			if time.Now().After(deadline) {
 				return nil, fmt.Errorf("another AF_XDP socket holds the queue: %w: %w", xsk.ErrBusy, err)
 			}
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(min(wait, time.Until(deadline)+time.Millisecond))
+			wait = min(2*wait, 500*time.Millisecond)
 		default:
 			return nil, err
 		}

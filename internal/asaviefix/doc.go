@@ -16,6 +16,11 @@
 //	...
 //	defer asaviefix.Close(s)
 //
+// asavie.NewSocket has the same leak when it fails after mapping the rings
+// (a bind that meets EBUSY while the kernel still releases the queue's
+// previous socket, most often), and then the UMEM's pages stay pinned too:
+// NewSocket is asavie.NewSocket that unmaps what a failed call left behind.
+//
 // After Close no method of the socket may be called: the ring indices it
 // would read are unmapped (asavie's own Close leaves them dangling too,
 // but still mapped).
