@@ -227,18 +227,12 @@ func (r *dataRun) recvLoop(g *group) error {
 	for i := range msgs {
 		msgs[i].Buf = make([]byte, size)
 	}
-	var drainStart time.Time
+	var dr drain
 	for {
 		stopping := r.stopping.Load()
-		d := 50 * time.Millisecond
-		if stopping {
-			if drainStart.IsZero() {
-				drainStart = time.Now()
-			}
-			d = 20 * time.Millisecond
-			if time.Since(drainStart) > 500*time.Millisecond {
-				return nil
-			}
+		d, over := dr.next(stopping)
+		if over {
+			return nil
 		}
 		g.conn.SetReadDeadline(time.Now().Add(d))
 		n, err := g.conn.ReadBatch(msgs)
@@ -258,23 +252,33 @@ func (r *dataRun) recvLoop(g *group) error {
 	}
 }
 
+// drain paces a receive loop: reads wait 50ms while the test runs; once
+// it stops, 20ms at a time for what is still queued, for at most 500ms.
+type drain struct{ start time.Time }
+
+// next returns how long the next read may wait, or over when draining
+// is done.
+func (d *drain) next(stopping bool) (wait time.Duration, over bool) {
+	if !stopping {
+		return 50 * time.Millisecond, false
+	}
+	if d.start.IsZero() {
+		d.start = time.Now()
+	}
+	return 20 * time.Millisecond, time.Since(d.start) > 500*time.Millisecond
+}
+
 // queueLoop is recvLoop for one receive queue of a MultiQueueConn: the
 // datagrams are counted where they lie in the receive ring.
 func (r *dataRun) queueLoop(g *group, q QueueReader) error {
 	defer q.Done()
 	msgs := make([]Message, batchSize)
-	var drainStart time.Time
+	var dr drain
 	for {
 		stopping := r.stopping.Load()
-		d := 50 * time.Millisecond
-		if stopping {
-			if drainStart.IsZero() {
-				drainStart = time.Now()
-			}
-			d = 20 * time.Millisecond
-			if time.Since(drainStart) > 500*time.Millisecond {
-				return nil
-			}
+		d, over := dr.next(stopping)
+		if over {
+			return nil
 		}
 		n, err := q.ReadView(msgs, d)
 		r.account(g, msgs[:n], time.Now())
