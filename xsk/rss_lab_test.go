@@ -5,6 +5,9 @@ package xsk_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +15,7 @@ import (
 	"github.com/xdpio/xdpio/rss"
 	"github.com/xdpio/xdpio/test/lab/labctl"
 	"github.com/xdpio/xdpio/xsk"
+	"golang.org/x/sys/unix"
 )
 
 type labRx struct {
@@ -229,13 +233,17 @@ func labFlowKey(t *testing.T, dev string, f labctl.Flow, ports map[string]bool) 
 
 // TestLabXSKNetdevsimGeneric binds a socket to every queue of the netdevsim
 // port with the XDP program in generic (skb) mode, the mode netdevsim's
-// AF_XDP works in.
+// AF_XDP works in, links a second netdevsim port to it (netdevsim forwards
+// what one port sends to its peer's RX queues), sends UDP frames from the
+// peer, and requires every frame in the sockets, intact.
 func TestLabXSKNetdevsimGeneric(t *testing.T) {
 	name := labctl.Netdevsim(t)
+	peer := labNetdevsimPeer(t, name)
 	d, err := xsk.Open(name, xsk.Config{
-		UMEM:    xsk.UMEMConfig{NumFrames: 256},
-		Program: xsk.ProgramConfig{Attach: xsk.AttachGeneric},
-		Socket:  xsk.SocketConfig{Bind: xsk.BindCopy, RxRingSize: 256, FillRingSize: 256, TxRingSize: 64, CompletionRingSize: 64},
+		UMEM: xsk.UMEMConfig{NumFrames: 1024},
+		Program: xsk.ProgramConfig{Attach: xsk.AttachGeneric, Filter: []xsk.Rule{
+			{Protocol: labctl.ProtoUDP, DstPortMin: 9000, DstPortMax: 9999}}},
+		Socket: xsk.SocketConfig{Bind: xsk.BindCopy, RxRingSize: 512, FillRingSize: 512, TxRingSize: 64, CompletionRingSize: 64},
 	})
 	if err != nil {
 		t.Fatalf("xsk.Open %s (generic): %v", name, err)
@@ -248,11 +256,101 @@ func TestLabXSKNetdevsimGeneric(t *testing.T) {
 	if len(d.Sockets()) != n || n < 1 {
 		t.Fatalf("%d sockets for %d queues", len(d.Sockets()), n)
 	}
-	for _, s := range d.Sockets() {
-		if _, err := s.Stats(); err != nil {
-			t.Errorf("queue %d: Stats: %v", s.Queue(), err)
+	stop := make(chan struct{})
+	wait := labReceive(t, d, stop)
+
+	rng := rand.New(rand.NewPCG(9, 9))
+	flows := labctl.Flows(rng, 64, labctl.ProtoUDP, false, 9000)
+	src, _ := net.InterfaceByName(peer)
+	dst, _ := net.InterfaceByName(name)
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	sa := &unix.SockaddrLinklayer{Ifindex: src.Index, Halen: 6}
+	copy(sa.Addr[:], dst.HardwareAddr)
+	for i, f := range flows {
+		b, err := labctl.Frame(f, src.HardwareAddr, dst.HardwareAddr, uint32(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Sendto(fd, b, 0, sa); err != nil {
+			t.Fatalf("send on %s: %v", peer, err)
 		}
 	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var total uint64
+		for _, s := range d.Sockets() {
+			st, _ := s.Stats()
+			total += st.RxFrames
+		}
+		if total >= uint64(len(flows)) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	close(stop)
+	got := wait()
+	want := map[labctl.Flow]bool{}
+	for _, f := range flows {
+		want[f] = true
+	}
+	perQueue := make([]int, n)
+	for _, r := range got {
+		if !want[r.flow] {
+			t.Errorf("queue %d: unexpected or repeated flow %v", r.queue, r.flow)
+		}
+		delete(want, r.flow)
+		perQueue[r.queue]++
+	}
+	t.Logf("%d frames sent from %s, received per queue of %s: %v", len(flows), peer, name, perQueue)
+	for f := range want {
+		t.Errorf("flow %v: frame not received", f)
+	}
+}
+
+// labNetdevsimPeer creates a second netdevsim device with one port, links
+// it to dev (/sys/bus/netdevsim/link_device, Linux 6.10+), brings it up and
+// returns its name; all undone when t ends.
+func labNetdevsimPeer(t *testing.T, dev string) string {
+	t.Helper()
+	labctl.WriteFile(t, "/sys/bus/netdevsim/new_device", "2 1 4")
+	t.Cleanup(func() { os.WriteFile("/sys/bus/netdevsim/del_device", []byte("2"), 0o600) })
+	var peer string
+	for i := 0; i < 50 && peer == ""; i++ {
+		if es, _ := os.ReadDir("/sys/bus/netdevsim/devices/netdevsim2/net"); len(es) > 0 {
+			peer = es[0].Name()
+		} else {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if peer == "" {
+		t.Fatal("second netdevsim device has no netdev")
+	}
+	if out, err := exec.Command("ip", "link", "set", peer, "up").CombinedOutput(); err != nil {
+		t.Fatalf("ip link set %s up: %v: %s", peer, err, out)
+	}
+	a, _ := net.InterfaceByName(dev)
+	b, _ := net.InterfaceByName(peer)
+	ns, err := os.Open("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	fd := ns.Fd()
+	labctl.WriteFile(t, "/sys/bus/netdevsim/link_device", fmt.Sprintf("%d:%d %d:%d", fd, a.Index, fd, b.Index))
+	t.Cleanup(func() {
+		ns, err := os.Open("/proc/self/ns/net")
+		if err != nil {
+			return
+		}
+		defer ns.Close()
+		os.WriteFile("/sys/bus/netdevsim/unlink_device", []byte(fmt.Sprintf("%d:%d", ns.Fd(), a.Index)), 0o600)
+	})
+	return peer
 }
 
 type labSeen struct {
