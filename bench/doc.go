@@ -19,12 +19,33 @@
 //
 // Server answers iperf3 clients (and Client); Client drives an iperf3
 // server (or Server). Both move datagrams through a DataPlane:
-// SocketDataPlane uses kernel UDP sockets with recvmmsg/sendmmsg batches;
-// an AF_XDP data plane implements the same PacketConn interface. The
-// receiving end computes loss, reordering and jitter as iperf3 does
+//
+//   - SocketDataPlane: kernel UDP sockets, recvmmsg/sendmmsg batches.
+//   - XSKDataPlane: AF_XDP through package xsk, one socket per RX queue
+//     behind an XDP filter that takes only the test's UDP port (the
+//     control connection stays with the kernel). A server reads each
+//     queue in its own goroutine, in place (MultiQueueConn, QueueReader),
+//     optionally batched by package coalesce; frames it sends are built
+//     in UMEM with checksums from package offload, to the next hop the
+//     kernel's route and neighbour table give (resolved when missing).
+//   - AsavieDataPlane: the same over github.com/asavie/xdp v0.3.3, the Go
+//     peer, for side-by-side runs.
+//
+// A Placer (from the server NIC's RSS key and table, package rss) gives
+// each client stream a source port that lands it on a chosen RX queue.
+// Each end measures CPU like iperf3 (process time over wall time, both
+// ends in the report) and like mpstat -P ALL (per core, with the data
+// threads' own time: HostCPU), and an AF_XDP server reports what each RX
+// queue took (ReportEnd.RXQueues).
+//
+// The receiving end computes loss, reordering and jitter as iperf3 does
 // (RecvStats), and both ends produce a Report close to iperf3's -J output
 // with per-interval figures, printable as text with Report.WriteText.
 //
-// Not yet: TCP mode, bidirectional tests, omitted seconds (-O), byte or
-// block counts instead of a time, CPU accounting.
+// Besides iperf3's UDP test, Mode TCP runs xdpio's one-way TCP-framed
+// stream over AF_XDP at both ends, with or without software TSO (see
+// TCPParamsKey); it needs xdpio at both ends.
+//
+// Not supported: iperf3's kernel-TCP test, bidirectional tests, omitted
+// seconds (-O), byte or block counts instead of a time.
 package bench
