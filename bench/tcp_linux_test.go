@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/xdpio/xdpio/internal/netnstest"
+	"github.com/xdpio/xdpio/rss"
 )
 
 // startTCPServer runs our Server with the AF_XDP data plane in B.
@@ -552,5 +553,59 @@ func TestTCPModeCancel(t *testing.T) {
 		if x := l.Xdp; x != nil && x.Attached {
 			t.Errorf("%s: XDP program %d still attached", h.NS, x.ProgId)
 		}
+	}
+}
+
+// With a Placer, TCP mode's flows leave from the source ports it chose,
+// which the server NIC's table (modelled: 4 queues) spreads evenly.
+// Oracle: the rss package's prediction for the ports the server saw.
+func TestTCPModePlacer(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	table, err := rss.Equal(4, 128)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pred, err := rss.NewPredictor(rss.PredictorOptions{Indirection: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrl := netip.AddrPortFrom(pair.B.IPv4, 5201)
+	reps, _ := startTCPServer(t, pair, ctrl)
+	c := tcpClient(pair, ctrl, true)
+	pl := &Placer{Predictor: pred}
+	c.DataPlane.(*XSKDataPlane).Placer = pl
+	c.Streams, c.Bitrate = 8, 10e6
+	var r *TCPReport
+	c.OnTCPReport = func(x *TCPReport) { r = x }
+	rep, err := c.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srep := <-reps
+	if srep.err != nil {
+		t.Fatal(srep.err)
+	}
+	placed := pl.Placements()
+	if len(placed) != 8 || len(srep.rep.Start.Connected) != 8 {
+		t.Fatalf("%d placements, %d streams at the server", len(placed), len(srep.rep.Start.Connected))
+	}
+	perQueue := map[uint32]int{}
+	for i, cn := range srep.rep.Start.Connected {
+		if uint16(cn.RemotePort) != placed[i].Port || rep.Start.Connected[i].LocalPort != cn.RemotePort {
+			t.Errorf("stream %d: server saw port %d, client %d, placed %d", i, cn.RemotePort, rep.Start.Connected[i].LocalPort, placed[i].Port)
+		}
+		q, err := pred.Queue(rss.FlowKey{Src: pair.A.IPv4, Dst: pair.B.IPv4, SrcPort: uint16(cn.RemotePort), DstPort: uint16(cn.LocalPort), Proto: 6, Ports: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		perQueue[q]++
+	}
+	for q := uint32(0); q < 4; q++ {
+		if perQueue[q] != 2 {
+			t.Errorf("queue %d gets %d flows, want 2 (%v)", q, perQueue[q], perQueue)
+		}
+	}
+	if r.Sum.ReceivedBytes != r.Sum.SentBytes || r.Sum.SentBytes == 0 {
+		t.Errorf("sent %d, received in order %d", r.Sum.SentBytes, r.Sum.ReceivedBytes)
 	}
 }

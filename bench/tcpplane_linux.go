@@ -90,7 +90,9 @@ func localTCPMSS(dp DataPlane, dst netip.Addr) (int, error) {
 
 // xskTCPSender sends TCP mode's flows: one AF_XDP socket per queue used,
 // with no XDP program (nothing comes back), each owned by one goroutine
-// that sends for the flows placed on its queue.
+// that sends for the flows placed on its queue. With XSKDataPlane.Placer
+// set, the flows' source ports are the ones it chooses, so that the
+// server NIC's RSS spreads them over its queues.
 type xskTCPSender struct {
 	cfg   tcpSenderConfig
 	dev   *xsk.Device
@@ -214,6 +216,16 @@ func openTCPSender(dp DataPlane, cfg tcpSenderConfig) (tcpSender, error) {
 	base := uint16(tcpPortLow + rand.IntN((tcpPortHigh-tcpPortLow)/128)*128)
 	for i := 0; i < cfg.streams; i++ {
 		sp := netip.AddrPortFrom(src, base+uint16(i))
+		if d.Placer != nil {
+			// Source ports that the server NIC's RSS hash spreads over its
+			// queues (the hash does not depend on the protocol).
+			port, _, err := d.Placer.port(src, cfg.server, tcpPortLow, tcpPortHigh)
+			if err != nil {
+				s.dev.Close()
+				return nil, fmt.Errorf("tcp sender: %w", err)
+			}
+			sp = netip.AddrPortFrom(src, port)
+		}
 		isn := rand.Uint32()
 		f, err := newTCPTxFlow(srcMAC, dstMAC, sp, cfg.server, isn, cfg.mss)
 		if err != nil {
