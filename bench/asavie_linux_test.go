@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -704,9 +705,22 @@ func TestHelperAsavieCheck(t *testing.T) {
 	}
 }
 
-// recvRate keeps BenchmarkReceive's packets/s per frame size and backend,
-// for the ratios of the later backends to the earlier ones.
-var recvRate = map[string]float64{}
+// recvRate keeps BenchmarkReceive's packets/s per frame size and backend
+// (every run, with -count), for the ratios of the later backends to the
+// median of the earlier ones.
+var recvRate = map[string][]float64{}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
 
 // BenchmarkReceive compares the receive paths of the three data planes
 // in one binary: kernel UDP sockets (recvmmsg, copying, as the server
@@ -716,8 +730,9 @@ var recvRate = map[string]float64{}
 // port from A faster than any receiver keeps up. One op is one datagram
 // taken from the backend and its first payload byte read; pkts/s is what
 // the receiver sustained, delivered the share of the offered frames it
-// got, x-socket and x-xsk the ratios to the earlier backends of the same
-// run.
+// got, x-socket and x-xsk the ratios to the median of the earlier
+// backends' runs in the same binary (go test runs each sub-benchmark
+// -count times before the next).
 //
 //	go test -run '^$' -bench BenchmarkReceive -benchtime 2s ./bench
 func BenchmarkReceive(b *testing.B) {
@@ -812,11 +827,12 @@ func BenchmarkReceive(b *testing.B) {
 				b.ReportMetric(pps, "pkts/s")
 				b.ReportMetric(float64(b.N)/float64(sent1-sent0), "delivered")
 				for _, ref := range []string{"socket", "xsk"} {
-					if r := recvRate[fmt.Sprint(size, ref)]; r > 0 && ref != be.name {
+					if r := median(recvRate[fmt.Sprint(size, ref)]); r > 0 && ref != be.name {
 						b.ReportMetric(pps/r, "x-"+ref)
 					}
 				}
-				recvRate[fmt.Sprint(size, be.name)] = pps
+				key := fmt.Sprint(size, be.name)
+				recvRate[key] = append(recvRate[key], pps)
 				_ = sum
 			})
 		}
