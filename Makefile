@@ -8,7 +8,7 @@ RACE_PKGS := ./xsk/... ./internal/... ./rss/... ./coalesce/... ./examples/...
 # which reads one datagram at a time from a 208 KiB buffer; the race
 # detector slows the paced sender into bursts that overflow it.
 
-.PHONY: all deps build vet test test-race bench demo fmt
+.PHONY: all deps build vet test test-race bench demo lab fmt
 
 all: build
 
@@ -48,6 +48,12 @@ demo: deps
 
 bench: deps
 	$(GO) run ./bench/xskbench
+
+# lab boots a Debian kernel under qemu with netdevsim and a virtio-net RSS NIC
+# and runs the lab-tagged tests inside it (test/lab/README.md). Root; installs
+# what it needs with apt and caches its kernel build in /var/cache/xdpio-lab.
+lab:
+	test/lab/run
 
 fmt:
 	gofmt -l -w .
