@@ -131,6 +131,9 @@ func TestTCPMode(t *testing.T) {
 			if c := rep.End.CPU; c.HostTotal <= 0 || c.RemoteTotal <= 0 || rep.End.HostCPU == nil || rep.End.HostCPU.DataThreadSeconds <= 0 {
 				t.Errorf("%s: CPU figures %+v, host %+v", name, c, rep.End.HostCPU)
 			}
+			if b, sb := rep.Start.TestStart.Blksize, sr.rep.Start.TestStart.Blksize; b != sb || b%crep.Sender.MSS != 0 || b < 60000 {
+				t.Errorf("%s: write size %d at the client, %d at the server, MSS %d", name, b, sb, crep.Sender.MSS)
+			}
 			if rep.Start.TestStart.Protocol != "TCP" || len(rep.Start.Connected) != 2 || rep.Start.Connected[0].RemotePort != 5202 || ivs < 3 {
 				t.Errorf("%s: start %+v, %d intervals", name, rep.Start, ivs)
 			}

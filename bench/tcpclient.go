@@ -92,6 +92,12 @@ func (c *Client) runTCP(ctx context.Context) (rep *Report, err error) {
 	if err != nil {
 		return rep, fmt.Errorf("client: %w", err)
 	}
+	v6 := c.Server.Addr().Unmap().Is6()
+	if c.Length == 0 {
+		// The server's report shows it; recomputed below if the server's
+		// MSS is smaller.
+		p.Len = maxWrite(v6, mss)
+	}
 	dial := c.Dial
 	if dial == nil {
 		dial = (&net.Dialer{}).DialContext
@@ -175,8 +181,8 @@ func (c *Client) runTCP(ctx context.Context) (rep *Report, err error) {
 			conn.SetDeadline(time.Now().Add(setup))
 			useMSS := min(mss, acc.MSS)
 			wlen := p.Len
-			if wlen == 0 {
-				wlen = maxWrite(c.Server.Addr().Unmap().Is6(), useMSS)
+			if c.Length == 0 {
+				wlen = maxWrite(v6, useMSS)
 			}
 			snd, err = openTCPSender(c.DataPlane, tcpSenderConfig{server: netAddrPort(c.Server.Addr(), acc.DataPort), streams: p.Parallel,
 				mss: useMSS, tso: c.TSO, wlen: wlen, rate: p.Bandwidth, corrupt: c.tcpCorrupt})
