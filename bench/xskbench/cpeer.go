@@ -252,13 +252,25 @@ func (c *cPeer) packets() uint64 {
 	return n
 }
 
-// stats reports the peer's blocking waits, for -v.
+// stats reports the peer's blocking waits, and for the in-process peer
+// the kernel's XDP_STATISTICS of its sockets, for -v.
 func (c *cPeer) stats() map[string]uint64 {
-	var polls uint64
+	m := map[string]uint64{}
 	for q := 0; q < c.n; q++ {
-		polls += atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.mem[ctlCounters+64*q+8])))
+		m["polls"] += atomic.LoadUint64((*uint64)(unsafe.Pointer(&c.mem[ctlCounters+64*q+8])))
+		if !c.inproc || !c.started {
+			continue
+		}
+		fd := int(int32(atomic.LoadUint32(c.u32(ctlFDs + 4*q))))
+		var st unix.XDPStatistics
+		l := uint32(unsafe.Sizeof(st))
+		if _, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_XDP, unix.XDP_STATISTICS, uintptr(unsafe.Pointer(&st)), uintptr(unsafe.Pointer(&l)), 0); e == 0 {
+			m["rx_dropped"] += st.Rx_dropped
+			m["rx_ring_full"] += st.Rx_ring_full
+			m["fill_ring_empty"] += st.Rx_fill_ring_empty_descs
+		}
 	}
-	return map[string]uint64{"polls": polls}
+	return m
 }
 
 func (c *cPeer) count() (uint64, error) {
