@@ -208,6 +208,16 @@ func (a *asavieSock) send(n int, frameSize uint64, build func(i int, frame []byt
 			}
 			descs[i].Len = uint32(l)
 		}
+		// Transmit kicks once; in copy mode a kick sends at most the
+		// kernel's TX budget (32 frames). Kick on while the kernel takes
+		// frames, so that the batch leaves now: with one kick per batch
+		// (xsk.Socket.Transmit's behaviour without TxBudget) the rest
+		// waits for the next send, which a paced sender makes late and
+		// the last batch of a test makes too late for the peer (it
+		// arrives after iperf3 closed its socket), and a sender at full
+		// speed fills the TX ring and backs off. This is the largest
+		// single difference between this backend and XSKDataPlane at
+		// full speed.
 		done := a.s.Transmit(descs)
 		a.kick()
 		sent += done
