@@ -78,6 +78,10 @@
 //     (Socket.NAPIID tells, after the first packet); veth's do not, and there
 //     the library makes no busy-poll syscalls at all.
 //
+// Batching policies that hold a batch open for a few microseconds (package
+// coalesce) sleep with Socket.SleepShort: a timer wait that keeps the
+// goroutine's P and that Close interrupts; longer waits go through Sleep.
+//
 // A receiving goroutine that locks its OS thread (as benchmarks and
 // pinned workers do) spends its waits in system calls; when there are
 // fewer Ps (GOMAXPROCS) than such goroutines plus the rest of the program,
