@@ -215,9 +215,7 @@ func (a *asavieSock) send(n int, frameSize uint64, build func(i int, frame []byt
 		// waits for the next send, which a paced sender makes late and
 		// the last batch of a test makes too late for the peer (it
 		// arrives after iperf3 closed its socket), and a sender at full
-		// speed fills the TX ring and backs off. This is the largest
-		// single difference between this backend and XSKDataPlane at
-		// full speed.
+		// speed fills the TX ring and backs off.
 		done := a.s.Transmit(descs)
 		a.kick()
 		sent += done
