@@ -146,10 +146,12 @@ func Contexts(dev Device) ([]TableState, error) {
 }
 
 // SetTable changes what cfg sets in dev's RSS configuration (RSS_SET,
-// like `ethtool -X`). It reads the configuration first: drivers without
-// RSS, kernels without RSS_SET (before Linux 6.17) and a key on a device
-// that reports none give an error matching ErrNotSupported; a key whose
-// length differs from the device's is refused before sending.
+// like `ethtool -X`; before Linux 6.17, which added RSS_SET, the
+// ETHTOOL_SRSSH ioctl ethtool -X uses, which cannot set FlowHash). It
+// reads the configuration first: drivers without RSS, FlowHash without
+// RSS_SET and a key on a device that reports none give an error matching
+// ErrNotSupported; a key whose length differs from the device's is
+// refused before sending.
 func SetTable(dev Device, cfg TableConfig) error {
 	return withClient(func(c *ethtool.Client) error {
 		// Read first: a device without RSS answers RSS_GET with

@@ -782,3 +782,17 @@ func TestFlowHashEth0(t *testing.T) {
 	}
 	t.Logf("eth0 flow hash: tcp4 %s, udp4 %s", r.FlowHash[FlowTCP4], r.FlowHash[FlowUDP4])
 }
+
+// TestRSSIoctlOnVeth: the SRSSH fallback (kernels before RSS_SET) asks the
+// driver for its sizes first; veth has no RSS, and the answer is
+// ErrNotSupported with the kernel's EOPNOTSUPP, the device unchanged.
+// (The lab runs the fallback's success path on a 6.12 kernel.)
+func TestRSSIoctlOnVeth(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	err := pair.A.Do(func() error {
+		return setRSSIoctl(Device{Name: pair.A.Link}, RSSConfig{Indir: []uint32{0, 1, 0, 1}})
+	})
+	if !errors.Is(err, ErrNotSupported) || !errors.Is(err, unix.EOPNOTSUPP) || !strings.Contains(err.Error(), "GRSSH") {
+		t.Errorf("SRSSH fallback on veth: %v, want ErrNotSupported from GRSSH", err)
+	}
+}

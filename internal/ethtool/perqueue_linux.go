@@ -4,7 +4,6 @@ package ethtool
 
 import (
 	"fmt"
-	"net"
 	"runtime"
 	"unsafe"
 
@@ -126,14 +125,6 @@ func (c *Client) SetQueueCoalesce(dev Device, queues []int, cfg Coalesce) error 
 	return err
 }
 
-// ifreqData is struct ifreq with ifr_data: a pointer to the ethtool
-// command buffer.
-type ifreqData struct {
-	name [unix.IFNAMSIZ]byte
-	data unsafe.Pointer
-	_    [16]byte // the rest of the ifreq union
-}
-
 // perQueue runs one ETHTOOL_PERQUEUE ioctl with sub-command sub over
 // queues, sending data (legacyWords per queue) and returning what the
 // kernel left in the buffer.
@@ -150,17 +141,6 @@ func perQueue(dev Device, sub uint32, queues []int, data []uint32) ([]uint32, er
 			return nil, &Error{Op: op, Device: dev, Err: fmt.Errorf("queues %v: want strictly ascending queue numbers below %d", queues, MaxQueueCoalesce)}
 		}
 	}
-	name := dev.Name
-	if name == "" {
-		ifi, err := net.InterfaceByIndex(dev.Index)
-		if err != nil {
-			return nil, &Error{Op: op, Device: dev, Err: err}
-		}
-		name = ifi.Name
-	}
-	if len(name) >= unix.IFNAMSIZ {
-		return nil, &Error{Op: op, Device: dev, Err: fmt.Errorf("interface name %q too long", name)}
-	}
 	buf := make([]uint32, 2+maskWords+legacyWords*len(queues))
 	buf[0] = unix.ETHTOOL_PERQUEUE
 	buf[1] = sub
@@ -176,23 +156,18 @@ func perQueue(dev Device, sub uint32, queues []int, data []uint32) ([]uint32, er
 			body[q*legacyWords] = sub // each struct's own cmd
 		}
 	}
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, &Error{Op: op, Device: dev, Err: fmt.Errorf("socket: %w", err)}
-	}
-	defer unix.Close(fd)
-	var ifr ifreqData
-	copy(ifr.name[:], name)
-	ifr.data = unsafe.Pointer(&buf[0])
-	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr)))
+	err := ethtoolIoctl(dev, op, unsafe.Pointer(&buf[0]))
 	runtime.KeepAlive(buf)
-	if errno != 0 {
+	if errno, ok := err.(unix.Errno); ok {
 		e := &Error{Op: op, Device: dev, Err: errno}
 		if errno == unix.EOPNOTSUPP {
 			e.NotSupported = true
 			e.Missing = "per-queue coalescing (ETHTOOL_PERQUEUE) by the driver of " + dev.String()
 		}
 		return nil, e
+	}
+	if err != nil {
+		return nil, err
 	}
 	return append([]uint32(nil), body...), nil
 }

@@ -55,11 +55,16 @@ func (c *Client) RSSHashFuncs() ([]string, error) {
 
 // SetRSS changes what cfg sets in RSS context cfg.Context (RSS_SET,
 // `ethtool -X`); the kernel keeps the rest. Kernels before RSS_SET existed
-// give an error matching ErrNotSupported.
+// (Linux 6.17) get the ETHTOOL_SRSSH ioctl instead, which sets all but
+// the hashed fields (FlowHash: an error matching ErrNotSupported).
 func (c *Client) SetRSS(dev Device, cfg RSSConfig) error {
 	if len(cfg.Indir) > maxIndir {
 		return &Error{Op: "RSS_SET", Device: dev, Attr: "ETHTOOL_A_RSS_INDIR",
 			Err: fmt.Errorf("indirection table of %d entries is too large", len(cfg.Indir))}
+	}
+	if !c.Supports(msgRSSSet) {
+		// Before Linux 6.17: the ioctl ethtool -X uses.
+		return setRSSIoctl(dev, cfg)
 	}
 	_, err := c.do(request{cmd: msgRSSSet, dev: dev, encode: encodeRSSSet(cfg)})
 	return err
