@@ -16,6 +16,9 @@ type Report struct {
 	End       ReportEnd   `json:"end"`
 	// Error is set when the test failed; the rest holds what was measured.
 	Error string `json:"error,omitempty"`
+	// TCP holds both ends' figures of a TCP-mode test (ModeTCP; not in
+	// iperf3's report).
+	TCP *TCPReport `json:"tcp,omitempty"`
 }
 
 // ReportStart describes the test as it began.

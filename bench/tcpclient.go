@@ -305,9 +305,12 @@ func (c *Client) runTCP(ctx context.Context) (rep *Report, err error) {
 	}
 }
 
-// reportTCP hands a TCP-mode test's figures to OnTCPReport. (Once Report
-// has a field for them, this is the place to set it on rep.)
+// reportTCP puts a TCP-mode test's figures in rep and hands them to
+// OnTCPReport.
 func (c *Client) reportTCP(rep *Report, r *TCPReport) {
+	if rep != nil {
+		rep.TCP = r
+	}
 	if c.OnTCPReport != nil {
 		c.OnTCPReport(r)
 	}

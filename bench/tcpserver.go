@@ -182,9 +182,12 @@ func (s *Server) serveTCP(ctx context.Context, c net.Conn, rep *Report, p Params
 	return rep, nil
 }
 
-// reportTCP hands a TCP-mode test's figures to OnTCPReport. (Once Report
-// has a field for them, this is the place to set it on rep.)
+// reportTCP puts a TCP-mode test's figures in rep and hands them to
+// OnTCPReport.
 func (s *Server) reportTCP(rep *Report, r *TCPReport) {
+	if rep != nil {
+		rep.TCP = r
+	}
 	if s.OnTCPReport != nil {
 		s.OnTCPReport(r)
 	}

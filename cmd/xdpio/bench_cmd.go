@@ -56,7 +56,7 @@ func (g *globals) dataPlane(backend, iface string, onClose func([]bench.QueueCou
 func newBenchCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "bench",
-		Short: "iperf3-compatible UDP benchmark: server and client that talk to real iperf3",
+		Short: "iperf3-compatible UDP benchmark over AF_XDP or kernel sockets (server and client talk to real iperf3), plus TCP mode with software TSO",
 		Args:  cobra.NoArgs,
 	}
 	c.AddCommand(newBenchServerCmd(g), newBenchClientCmd(g), newBenchDemoCmd(g))
@@ -74,9 +74,10 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 		rxFrames int
 		adaptive bool
 		qflag    string
+		tcpPort  int
 	)
 	c := &cobra.Command{
-		Use:   "server [-i IFACE] [--port 5201] [--bind ADDR] [-1] [--backend xsk|socket] [--queues LIST|all] [--rx-usecs N --rx-frames N | --adaptive]",
+		Use:   "server [-i IFACE] [--port 5201] [--bind ADDR] [-1] [--backend xsk|socket|asavie] [--queues LIST|all] [--rx-usecs N --rx-frames N | --adaptive] [--tcp-port N]",
 		Short: "Serve iperf3 clients (UDP tests) until Ctrl-C, or for one test with -1",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -138,8 +139,12 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 				return fmt.Errorf("bench server: %w", err)
 			}
 			var lastErr error
+			if tcpPort < 0 || tcpPort > 65535 || tcpPort == port {
+				return usagef("--tcp-port %d: must be 1-65535 and not the control port (0: control port + 1)", tcpPort)
+			}
 			s := &bench.Server{
-				DataPlane: dp,
+				DataPlane:   dp,
+				TCPDataPort: uint16(tcpPort),
 				OnReport: func(r *bench.Report, err error) {
 					lastErr = err
 					qmu.Lock()
@@ -157,6 +162,7 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(g.stdout, "Server listening on %s (UDP tests, %s backend)\n", ln.Addr(), backend)
 				fmt.Fprint(g.stdout, bench.IntervalHeader)
 				s.OnInterval = func(iv bench.Interval) { bench.WriteInterval(g.stdout, iv) }
+				s.OnTCPReport = func(r *bench.TCPReport) { r.WriteText(g.stdout) }
 			}
 			err = s.Serve(ctx, ln)
 			if err != nil && ctx.Err() == nil {
@@ -173,6 +179,7 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 	c.Flags().BoolVarP(&oneOff, "one-off", "1", false, "exit after one test")
 	c.Flags().StringVar(&backend, "backend", "auto", "data plane: "+strings.Join(benchBackends, ", "))
 	c.Flags().StringVarP(&iface, "interface", "i", "", "interface whose queues the xsk backend binds (the control connection stays with the kernel)")
+	c.Flags().IntVar(&tcpPort, "tcp-port", 0, "data port of TCP-mode tests (--mode tcp clients; 0: the control port + 1)")
 	c.Flags().StringVar(&qflag, "queues", "all", "RX queues the xsk backend binds: all, or a list such as 0,2-3 (traffic RSS steers to other queues stays with the kernel)")
 	c.Flags().IntVar(&rxUsecs, "rx-usecs", 0, "software RX coalescing per queue: hand a batch over at most this many µs after its first frame (like ethtool -C rx-usecs)")
 	c.Flags().IntVar(&rxFrames, "rx-frames", 0, "software RX coalescing: hand a batch over once it holds this many frames (0: the batch size)")
@@ -198,10 +205,12 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 		rssAddrs bool
 		only4    bool
 		only6    bool
+		mode     string
+		tso      string
 	)
 	c := &cobra.Command{
-		Use:   "client -c SERVER [--port 5201] [-P FLOWS] [-t SECONDS] [-l LENGTH] [-b RATE] [-R] [-4|-6] [--rss-queues N | --rss-table LIST] [--rss-key HEX]",
-		Short: "Run a UDP test against an iperf3 server (or xdpio bench server)",
+		Use:   "client -c SERVER [--port 5201] [-P FLOWS] [-t SECONDS] [-l LENGTH] [-b RATE] [-R] [-4|-6] [--mode udp|tcp] [--tso on|off] [--rss-queues N | --rss-table LIST] [--rss-key HEX]",
+		Short: "Run a UDP test against an iperf3 server (or xdpio bench server), or a TCP-mode test over AF_XDP against xdpio bench server",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dp, backend, err := g.dataPlane(backend, iface, g.printQueues(iface))
@@ -242,6 +251,31 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 			if seconds < 1 || seconds > 86400 {
 				return usagef("-t %d: must be 1-86400 seconds", seconds)
 			}
+			m, err := bench.ParseMode(mode)
+			if err != nil {
+				return usagef("--mode: %v", err)
+			}
+			if tso != "on" && tso != "off" {
+				return usagef("--tso %q: want on or off", tso)
+			}
+			if m == bench.ModeTCP {
+				if _, ok := dp.(*bench.XSKDataPlane); !ok {
+					return usagef("--mode tcp sends TCP-framed segments through AF_XDP: it needs --backend xsk and -i IFACE")
+				}
+				if reverse {
+					return usagef("--mode tcp is one-way, client to server: no -R")
+				}
+				// A write is a 64 KB super-packet unless -l says otherwise,
+				// and the rate unlimited unless -b does.
+				if !cmd.Flags().Changed("length") {
+					length = 0
+				}
+				if !cmd.Flags().Changed("bitrate") {
+					rate = "0"
+				}
+			} else if cmd.Flags().Changed("tso") {
+				return usagef("--tso is about --mode tcp")
+			}
 			bps, err := parseRate(rate)
 			if err != nil {
 				return usagef("-b %q: %v", rate, err)
@@ -276,6 +310,8 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 				Bitrate:    bps,
 				Reverse:    reverse,
 				Counters32: counters,
+				Mode:       m,
+				TSO:        tso == "on",
 				Dial: func(ctx context.Context, network, address string) (c net.Conn, err error) {
 					err = g.inNetns(func() (err error) {
 						c, err = (&net.Dialer{}).DialContext(ctx, network, address)
@@ -288,6 +324,9 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(g.stdout, "Connecting to %v, %d UDP stream(s) of %s for %d s (%s backend)\n", cl.Server, streams, bench.FormatBitrate(float64(bps)), seconds, backend)
 				fmt.Fprint(g.stdout, bench.IntervalHeader)
 				cl.OnInterval = func(iv bench.Interval) { bench.WriteInterval(g.stdout, iv) }
+			}
+			if !g.json {
+				cl.OnTCPReport = func(r *bench.TCPReport) { r.WriteText(g.stdout) }
 			}
 			r, err := cl.Run(cmd.Context())
 			if r != nil && placer != nil {
@@ -318,6 +357,8 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 	c.Flags().BoolVar(&counters, "udp-counters-32bit", false, "iperf3's 32-bit sequence numbers instead of 64-bit")
 	c.Flags().StringVar(&backend, "backend", "auto", "data plane: "+strings.Join(benchBackends, ", "))
 	c.Flags().StringVarP(&iface, "interface", "i", "", "interface the xsk backend sends and receives on")
+	c.Flags().StringVar(&mode, "mode", "udp", "udp: iperf3's UDP test; tcp: xdpio's one-way TCP-framed stream over AF_XDP at both ends (xdpio server, --backend xsk)")
+	c.Flags().StringVar(&tso, "tso", "on", "with --mode tcp: on cuts 64 KB writes into segments in software (TSO), off builds each segment on its own")
 	c.Flags().BoolVarP(&only4, "version4", "4", false, "IPv4 only (resolve -c NAME to an IPv4 address)")
 	c.Flags().BoolVarP(&only6, "version6", "6", false, "IPv6 only (resolve -c NAME to an IPv6 address)")
 	c.Flags().IntVar(&rssQs, "rss-queues", 0, "place the streams on the server NIC's RSS queues: its table spreads equally over this many (as the kernel's default table)")

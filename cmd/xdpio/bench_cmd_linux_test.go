@@ -598,3 +598,31 @@ func TestBenchAsavieBackend(t *testing.T) {
 		t.Errorf("rx_queues %+v: want both queues to have received", q)
 	}
 }
+
+// TestBenchTCPMode: `bench client --mode tcp` against `bench server`,
+// both on AF_XDP, with software TSO on and off: the server takes every
+// byte in order with valid checksums, and both ends' --json reports carry
+// the TCP figures.
+func TestBenchTCPMode(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	for i, tso := range []string{"on", "off"} {
+		port := 15281 + 2*i
+		srv, cli := serveOnce(t, pair, port, []string{"--backend", "xsk", "-i", pair.B.Link},
+			[]string{"--backend", "xsk", "-i", pair.A.Link, "--mode", "tcp", "--tso", tso, "-P", "2", "-b", "100M"})
+		for _, r := range []bench.Report{srv, cli} {
+			if r.TCP == nil {
+				t.Fatalf("tso %s: a report without TCP figures: %+v", tso, r)
+			}
+		}
+		s := cli.TCP.Sum
+		if s.SentBytes == 0 || s.ReceivedBytes != s.SentBytes || s.BadChecksum != 0 || s.GapBytes != 0 {
+			t.Errorf("tso %s: sent %d bytes, received %d in order (gaps %d, bad checksums %d)", tso, s.SentBytes, s.ReceivedBytes, s.GapBytes, s.BadChecksum)
+		}
+		if cli.TCP.Sender.TSO != (tso == "on") {
+			t.Errorf("tso %s: the sender reports TSO %v", tso, cli.TCP.Sender.TSO)
+		}
+		if srv.TCP.Sum.ReceivedBytes != s.ReceivedBytes {
+			t.Errorf("tso %s: server says %d bytes in order, client was told %d", tso, srv.TCP.Sum.ReceivedBytes, s.ReceivedBytes)
+		}
+	}
+}

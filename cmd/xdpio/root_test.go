@@ -37,6 +37,11 @@ func TestUsageErrorsAreTold(t *testing.T) {
 		{[]string{"bench", "server", "--backend", "socket", "--queues", "0"}, true},
 		{[]string{"bench", "client", "-c", "198.18.0.2", "-6"}, true},
 		{[]string{"bench", "client", "-c", "198.18.0.2", "-4", "-6"}, true},
+		{[]string{"bench", "client", "-c", "198.18.0.2", "--mode", "sctp"}, true},
+		{[]string{"bench", "client", "-c", "198.18.0.2", "--mode", "tcp"}, true},
+		{[]string{"bench", "client", "-c", "198.18.0.2", "--tso", "off"}, true},
+		{[]string{"bench", "client", "-c", "198.18.0.2", "--mode", "tcp", "--tso", "maybe"}, true},
+		{[]string{"bench", "server", "--tcp-port", "5201"}, true},
 		{[]string{"bench", "server", "--backend", "xsk", "-i", "x", "--queues", "0-"}, true},
 	} {
 		var out bytes.Buffer
