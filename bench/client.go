@@ -136,26 +136,13 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 	if dp == nil {
 		dp = &SocketDataPlane{}
 	}
-	dial := c.Dial
-	if dial == nil {
-		dial = (&net.Dialer{}).DialContext
-	}
-	setup := orDefault(c.SetupTimeout, 10*time.Second)
-	dctx, dcancel := context.WithTimeout(ctx, setup)
-	conn, err := dial(dctx, "tcp", c.Server.String())
-	dcancel()
+	conn, stopClose, err := c.connect(ctx)
 	if err != nil {
-		return rep, fmt.Errorf("client: connect to %v: %w", c.Server, err)
+		return rep, err
 	}
 	defer conn.Close()
-	if tc, ok := conn.(*net.TCPConn); ok {
-		tc.SetNoDelay(true)
-	}
-	stopClose := context.AfterFunc(ctx, func() {
-		WriteState(conn, ClientTerminate)
-		conn.Close()
-	})
 	defer stopClose()
+	setup := orDefault(c.SetupTimeout, 10*time.Second)
 
 	cookie := NewCookie()
 	now := time.Now()
@@ -305,6 +292,30 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 			return rep, fmt.Errorf("client: unexpected %v: %w", st, ErrProtocol)
 		}
 	}
+}
+
+// connect opens the control connection (within SetupTimeout) and arranges
+// that ctx ending sends CLIENT_TERMINATE and closes it; the returned stop
+// undoes that arrangement.
+func (c *Client) connect(ctx context.Context) (net.Conn, func() bool, error) {
+	dial := c.Dial
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	dctx, dcancel := context.WithTimeout(ctx, orDefault(c.SetupTimeout, 10*time.Second))
+	conn, err := dial(dctx, "tcp", c.Server.String())
+	dcancel()
+	if err != nil {
+		return nil, nil, fmt.Errorf("client: connect to %v: %w", c.Server, err)
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	stop := context.AfterFunc(ctx, func() {
+		WriteState(conn, ClientTerminate)
+		conn.Close()
+	})
+	return conn, stop, nil
 }
 
 // dialStream opens one stream's endpoint and does the setup exchange: the

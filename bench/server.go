@@ -239,27 +239,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) (rep *Report, err er
 	if p.Time == 0 || p.Num != 0 || p.Blockcount != 0 {
 		limit = time.Hour
 	}
-	timer := time.NewTimer(limit)
-	defer timer.Stop()
-	var endErr error
-	select {
-	case m := <-ctl:
-		switch {
-		case m.err != nil:
-			endErr = fmt.Errorf("server: control connection: %w", m.err)
-		case m.st == TestEnd:
-		case m.st == ClientTerminate:
-			endErr = fmt.Errorf("server: %w", ErrClientTerminated)
-		default:
-			endErr = fmt.Errorf("server: unexpected %v while running: %w", m.st, ErrProtocol)
-		}
-	case <-timer.C:
-		endErr = fmt.Errorf("server: no TEST_END %v after the test's %d s", limit, p.Time)
-		c.Close()
-	case <-ctx.Done():
-		WriteState(c, ServerTerminate)
-		endErr = fmt.Errorf("server: %w", ctx.Err())
-	}
+	endErr := awaitTestEnd(ctx, c, ctl, limit, p.Time)
 	derr := run.stop()
 	rep.Intervals = ir.finish()
 	localRes := run.results()
@@ -307,6 +287,33 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) (rep *Report, err er
 		return rep, fmt.Errorf("server: got %v, want IPERF_DONE: %w", st, ErrProtocol)
 	}
 	return rep, nil
+}
+
+// awaitTestEnd waits while a test runs for the client's TEST_END on the
+// control connection c (its states arrive on ctl), for at most limit, and
+// returns why the test ended early, or nil.
+func awaitTestEnd(ctx context.Context, c net.Conn, ctl <-chan stateOrErr, limit time.Duration, secs int) error {
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	select {
+	case m := <-ctl:
+		switch {
+		case m.err != nil:
+			return fmt.Errorf("server: control connection: %w", m.err)
+		case m.st == TestEnd:
+			return nil
+		case m.st == ClientTerminate:
+			return fmt.Errorf("server: %w", ErrClientTerminated)
+		default:
+			return fmt.Errorf("server: unexpected %v while running: %w", m.st, ErrProtocol)
+		}
+	case <-timer.C:
+		c.Close()
+		return fmt.Errorf("server: no TEST_END %v after the test's %d s", limit, secs)
+	case <-ctx.Done():
+		WriteState(c, ServerTerminate)
+		return fmt.Errorf("server: %w", ctx.Err())
+	}
 }
 
 // endFromOne summarises a test that ended without the results exchange.

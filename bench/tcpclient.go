@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"time"
@@ -98,26 +97,13 @@ func (c *Client) runTCP(ctx context.Context) (rep *Report, err error) {
 		// MSS is smaller.
 		p.Len = maxWrite(v6, mss)
 	}
-	dial := c.Dial
-	if dial == nil {
-		dial = (&net.Dialer{}).DialContext
-	}
-	setup := orDefault(c.SetupTimeout, 10*time.Second)
-	dctx, dcancel := context.WithTimeout(ctx, setup)
-	conn, err := dial(dctx, "tcp", c.Server.String())
-	dcancel()
+	conn, stopClose, err := c.connect(ctx)
 	if err != nil {
-		return rep, fmt.Errorf("client: connect to %v: %w", c.Server, err)
+		return rep, err
 	}
 	defer conn.Close()
-	if tc, ok := conn.(*net.TCPConn); ok {
-		tc.SetNoDelay(true)
-	}
-	stopClose := context.AfterFunc(ctx, func() {
-		WriteState(conn, ClientTerminate)
-		conn.Close()
-	})
 	defer stopClose()
+	setup := orDefault(c.SetupTimeout, 10*time.Second)
 
 	cookie := NewCookie()
 	now := time.Now()

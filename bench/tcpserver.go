@@ -108,27 +108,7 @@ func (s *Server) serveTCP(ctx context.Context, c net.Conn, rep *Report, p Params
 	rcv.Start(run.start)
 	ir.begin()
 
-	timer := time.NewTimer(time.Duration(p.Time)*time.Second + orDefault(s.Slack, 10*time.Second))
-	defer timer.Stop()
-	var endErr error
-	select {
-	case m := <-ctl:
-		switch {
-		case m.err != nil:
-			endErr = fmt.Errorf("server: control connection: %w", m.err)
-		case m.st == TestEnd:
-		case m.st == ClientTerminate:
-			endErr = fmt.Errorf("server: %w", ErrClientTerminated)
-		default:
-			endErr = fmt.Errorf("server: unexpected %v while running: %w", m.st, ErrProtocol)
-		}
-	case <-timer.C:
-		endErr = fmt.Errorf("server: no TEST_END %d s after the test's %d s", int(orDefault(s.Slack, 10*time.Second).Seconds()), p.Time)
-		c.Close()
-	case <-ctx.Done():
-		WriteState(c, ServerTerminate)
-		endErr = fmt.Errorf("server: %w", ctx.Err())
-	}
+	endErr := awaitTestEnd(ctx, c, ctl, time.Duration(p.Time)*time.Second+orDefault(s.Slack, 10*time.Second), p.Time)
 	rstats := rcv.Stop()
 	run.cpu.thread(rstats.CPU.Total())
 	run.end = time.Now()
