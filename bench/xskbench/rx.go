@@ -18,6 +18,7 @@ import (
 	asavie "github.com/asavie/xdp"
 	"golang.org/x/sys/unix"
 
+	"github.com/xdpio/xdpio/internal/asaviefix"
 	"github.com/xdpio/xdpio/internal/netnstest"
 	"github.com/xdpio/xdpio/internal/trafficgen"
 	"github.com/xdpio/xdpio/xsk"
@@ -478,13 +479,14 @@ func (r *socketRx) stop() error {
 	return err
 }
 
-// newAsavieSocket is asavie.NewSocket, retried for a second while bind
+// newAsavieSocket is asavie.NewSocket (through asaviefix, which unmaps
+// what a failed bind leaks), retried for a second while bind
 // says EBUSY: the kernel releases the previous backend's socket on the
 // queue asynchronously (xdpio's own bind retries the same way).
 func newAsavieSocket(ifindex, queue int, opts *asavie.SocketOptions) (*asavie.Socket, error) {
 	deadline := time.Now().Add(time.Second)
 	for {
-		s, err := asavie.NewSocket(ifindex, queue, opts)
+		s, err := asaviefix.NewSocket(ifindex, queue, opts)
 		// asavie/xdp formats errors with %v: match the text.
 		if err == nil || !strings.Contains(err.Error(), "busy") || time.Now().After(deadline) {
 			return s, err
