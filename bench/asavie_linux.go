@@ -5,7 +5,6 @@ package bench
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
@@ -691,15 +690,10 @@ func (c *asavieConn) Close() error {
 // asavieShared is the sockets a client's streams share, as xskShared is
 // for XSKDataPlane: a block of source ports, each stream one of them.
 type asavieShared struct {
+	portBlock
 	mu      sync.Mutex
 	set     *asavieSet
 	fds     []unix.PollFd
-	mac     net.HardwareAddr
-	ifindex int
-	src4    netip.Addr
-	src6    netip.Addr
-	base    uint16
-	next    int
 	conns   map[uint16]*asavieClientConn
 	stray   uint64
 	refs    int
@@ -735,66 +729,30 @@ func (d *AsavieDataPlane) Dial(remote netip.AddrPort) (PacketConn, error) {
 
 // dial adds a stream to sh, whose lock the caller holds.
 func (d *AsavieDataPlane) dial(sh *asavieShared, remote netip.AddrPort) (PacketConn, error) {
-	if sh.next >= clientPorts {
-		return nil, fmt.Errorf("asavie dial %v: all %d client ports in use: %w", remote, clientPorts, ErrUnsupported)
+	local, txq, mac, err := sh.stream(remote, len(sh.set.socks), d.Placer, func(p uint16) bool { return sh.conns[p] != nil }, d.run)
+	if err != nil {
+		return nil, err
 	}
-	src := sh.src4
-	if remote.Addr().Unmap().Is6() {
-		src = sh.src6
-	}
-	if !src.IsValid() {
-		return nil, fmt.Errorf("asavie dial %v: %s has no address of that family", remote, d.Iface)
-	}
-	// The server's next hop, from the kernel's route and neighbour
-	// tables, resolved by the kernel when it has no entry yet.
-	var dstMAC net.HardwareAddr
-	if err := d.run(func() (err error) {
-		_, dstMAC, err = nextHopMAC(sh.ifindex, remote.Addr(), resolveTimeout)
-		return err
-	}); err != nil {
-		return nil, fmt.Errorf("asavie dial %v: %w", remote, err)
-	}
-	port, txq := sh.base+uint16(sh.next), sh.next%len(sh.set.socks)
-	if d.Placer != nil {
-		// Send through the placed queue's socket too: where a device has
-		// no RSS (veth), the peer receives on the queue the frame was
-		// sent from.
-		p, q, err := d.Placer.port(src, remote, sh.base, sh.base+clientPorts-1)
-		if err != nil {
-			return nil, fmt.Errorf("asavie dial %v: %w", remote, err)
-		}
-		if sh.conns[p] != nil {
-			return nil, fmt.Errorf("asavie dial %v: placed port %d is in use", remote, p)
-		}
-		port, txq = p, int(q)%len(sh.set.socks)
-	}
-	c := &asavieClientConn{d: d, sh: sh, local: netip.AddrPortFrom(src, port), dstMAC: dstMAC,
+	c := &asavieClientConn{d: d, sh: sh, local: local, dstMAC: mac,
 		remote: netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port()), txq: txq}
-	sh.next++
 	sh.refs++
-	sh.conns[port] = c
+	sh.conns[local.Port()] = c
 	return c, nil
 }
 
 func (d *AsavieDataPlane) openShared() (*asavieShared, error) {
-	sh := &asavieShared{conns: map[uint16]*asavieClientConn{}, onClose: d.OnClose}
-	// The block of ports XSKDataPlane's client uses, picked at random.
-	sh.base = uint16(clientPortLow + rand.IntN((clientPortHigh-clientPortLow)/clientPorts)*clientPorts)
-	filter := []xsk.Rule{{Protocol: unix.IPPROTO_UDP, DstPortMin: sh.base, DstPortMax: sh.base + clientPorts - 1}}
+	// The same port block scheme and filter as XSKDataPlane's client.
+	sh := &asavieShared{portBlock: newPortBlock("asavie", d.Iface), conns: map[uint16]*asavieClientConn{}, onClose: d.OnClose}
 	err := d.run(func() error {
 		ifi, err := interfaceByName(d.Iface)
 		if err != nil {
 			return err
 		}
-		sh.mac = ifi.HardwareAddr
-		if sh.src4, sh.src6, err = ifaceSources(ifi); err != nil {
+		if err := sh.learn(ifi); err != nil {
 			return err
 		}
-		if sh.set, err = d.openAsavie(ifi, filter); err != nil {
-			return err
-		}
-		sh.ifindex = ifi.Index
-		return nil
+		sh.set, err = d.openAsavie(ifi, sh.filter())
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -803,30 +761,6 @@ func (d *AsavieDataPlane) openShared() (*asavieShared, error) {
 		sh.fds = append(sh.fds, unix.PollFd{Fd: int32(a.fd)})
 	}
 	return sh, nil
-}
-
-// ifaceSources returns the interface's first IPv4 address and first
-// global IPv6 address (invalid when it has none).
-func ifaceSources(ifi *net.Interface) (v4, v6 netip.Addr, err error) {
-	addrs, err := ifi.Addrs()
-	if err != nil {
-		return v4, v6, err
-	}
-	for _, a := range addrs {
-		n, ok := a.(*net.IPNet)
-		if !ok {
-			continue
-		}
-		ip, _ := netip.AddrFromSlice(n.IP)
-		ip = ip.Unmap()
-		switch {
-		case ip.Is4() && !v4.IsValid():
-			v4 = ip
-		case ip.Is6() && !ip.IsLinkLocalUnicast() && !v6.IsValid():
-			v6 = ip
-		}
-	}
-	return v4, v6, nil
 }
 
 // asavieClientConn is one client stream: a source port on the shared

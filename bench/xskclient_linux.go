@@ -5,7 +5,6 @@ package bench
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
@@ -30,21 +29,16 @@ const (
 // xskShared is the sockets a client's streams share. Its mutex serialises
 // them: several streams' goroutines use one set of sockets.
 type xskShared struct {
-	mu      sync.Mutex
-	dev     *xsk.Device
-	socks   []*xsk.Socket
-	rxb     []*xsk.Batch
-	txb     []*xsk.Batch
-	mac     net.HardwareAddr
-	ifindex int
-	src4    netip.Addr
-	src6    netip.Addr
-	base    uint16
-	next    int
-	conns   map[uint16]*xskClientConn
-	stray   uint64 // datagrams to a port no stream has
-	refs    int
-	closed  bool
+	portBlock
+	mu     sync.Mutex
+	dev    *xsk.Device
+	socks  []*xsk.Socket
+	rxb    []*xsk.Batch
+	txb    []*xsk.Batch
+	conns  map[uint16]*xskClientConn
+	stray  uint64 // datagrams to a port no stream has
+	refs   int
+	closed bool
 }
 
 // Dial gives a client stream its own source port on the shared sockets,
@@ -74,80 +68,30 @@ func (d *XSKDataPlane) Dial(remote netip.AddrPort) (PacketConn, error) {
 
 // dial adds a stream to sh, whose lock the caller holds.
 func (d *XSKDataPlane) dial(sh *xskShared, remote netip.AddrPort) (PacketConn, error) {
-	if sh.next >= clientPorts {
-		return nil, fmt.Errorf("xsk dial %v: all %d client ports in use: %w", remote, clientPorts, ErrUnsupported)
+	local, txq, mac, err := sh.stream(remote, len(sh.socks), d.Placer, func(p uint16) bool { return sh.conns[p] != nil }, d.run)
+	if err != nil {
+		return nil, err
 	}
-	src := sh.src4
-	if remote.Addr().Unmap().Is6() {
-		src = sh.src6
-	}
-	if !src.IsValid() {
-		return nil, fmt.Errorf("xsk dial %v: %s has no address of that family", remote, d.Iface)
-	}
-	// The server's next hop: read from the kernel's tables, resolved
-	// through the kernel when it has no entry yet.
-	var dstMAC net.HardwareAddr
-	if err := d.run(func() (err error) {
-		_, dstMAC, err = nextHopMAC(sh.ifindex, remote.Addr(), resolveTimeout)
-		return err
-	}); err != nil {
-		return nil, fmt.Errorf("xsk dial %v: %w", remote, err)
-	}
-	port, txq := sh.base+uint16(sh.next), sh.next%len(sh.socks)
-	if d.Placer != nil {
-		// Send through the placed queue's socket too: where a device has
-		// no RSS (veth), the peer receives on the queue the frame was
-		// sent from.
-		p, q, err := d.Placer.port(src, remote, sh.base, sh.base+clientPorts-1)
-		if err != nil {
-			return nil, fmt.Errorf("xsk dial %v: %w", remote, err)
-		}
-		if sh.conns[p] != nil {
-			return nil, fmt.Errorf("xsk dial %v: placed port %d is in use", remote, p)
-		}
-		port, txq = p, int(q)%len(sh.socks)
-	}
-	c := &xskClientConn{d: d, sh: sh, local: netip.AddrPortFrom(src, port), remote: netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port()), txq: txq, dstMAC: dstMAC}
-	sh.next++
+	c := &xskClientConn{d: d, sh: sh, local: local, remote: netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port()), txq: txq, dstMAC: mac}
 	sh.refs++
-	sh.conns[port] = c
+	sh.conns[local.Port()] = c
 	return c, nil
 }
 
 func (d *XSKDataPlane) openShared() (*xskShared, error) {
-	sh := &xskShared{conns: map[uint16]*xskClientConn{}}
-	sh.base = uint16(clientPortLow + rand.IntN((clientPortHigh-clientPortLow)/clientPorts)*clientPorts)
+	sh := &xskShared{portBlock: newPortBlock("xsk", d.Iface), conns: map[uint16]*xskClientConn{}}
 	cfg := d.Config
-	cfg.Program.Filter = []xsk.Rule{{Protocol: unix.IPPROTO_UDP, DstPortMin: sh.base, DstPortMax: sh.base + clientPorts - 1}}
+	cfg.Program.Filter = sh.filter()
 	err := d.run(func() error {
-		ifi, err := net.InterfaceByName(d.Iface)
+		ifi, err := interfaceByName(d.Iface)
 		if err != nil {
 			return err
 		}
-		sh.mac = ifi.HardwareAddr
-		addrs, err := ifi.Addrs()
-		if err != nil {
+		if err := sh.learn(ifi); err != nil {
 			return err
 		}
-		for _, a := range addrs {
-			n, ok := a.(*net.IPNet)
-			if !ok {
-				continue
-			}
-			ip, _ := netip.AddrFromSlice(n.IP)
-			ip = ip.Unmap()
-			switch {
-			case ip.Is4() && !sh.src4.IsValid():
-				sh.src4 = ip
-			case ip.Is6() && !ip.IsLinkLocalUnicast() && !sh.src6.IsValid():
-				sh.src6 = ip
-			}
-		}
-		if sh.dev, err = xsk.Open(d.Iface, cfg); err != nil {
-			return err
-		}
-		sh.ifindex = ifi.Index
-		return nil
+		sh.dev, err = xsk.Open(d.Iface, cfg)
+		return err
 	})
 	if err != nil {
 		return nil, err
