@@ -25,8 +25,7 @@ const MaxShortSleep = time.Millisecond
 // back when the wait ends, which costs the process more CPU than the wait
 // itself. Waits longer than MaxShortSleep go through Sleep, so a long wait
 // never holds a P. A signal (the runtime's preemption, every 10ms of
-// running) may end the wait early without an error; the caller's clock
-// tells.
+// running) does not end the wait early: the rest is slept.
 //
 // The goroutine should be locked to its thread (runtime.LockOSThread), as
 // an owner of a socket that sleeps in short steps usually is.
@@ -41,12 +40,19 @@ func (s *Socket) SleepShort(d time.Duration) error {
 	}
 	fds := [1]unix.PollFd{{Fd: int32(s.eventFD), Events: unix.POLLIN}}
 	ts := unix.NsecToTimespec(int64(max(d, 0)))
-	_, _, e := syscall.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), 1, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
-	if s.closed.Load() {
-		return ErrClosed
+	for {
+		// On a signal (the runtime preempts goroutines with one) the
+		// kernel writes the time left back into ts: sleep the rest.
+		_, _, e := syscall.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), 1, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+		if s.closed.Load() {
+			return ErrClosed
+		}
+		switch {
+		case e == unix.EINTR && (ts.Sec > 0 || ts.Nsec > 0):
+			continue
+		case e != 0 && e != unix.EINTR:
+			return fmt.Errorf("sleep: %w", e)
+		}
+		return nil
 	}
-	if e != 0 && e != unix.EINTR {
-		return fmt.Errorf("sleep: %w", e)
-	}
-	return nil
 }
