@@ -80,7 +80,7 @@ func (d *XSKDataPlane) dial(sh *xskShared, remote netip.AddrPort) (PacketConn, e
 
 func (d *XSKDataPlane) openShared() (*xskShared, error) {
 	sh := &xskShared{portBlock: newPortBlock("xsk", d.Iface), conns: map[uint16]*xskClientConn{}}
-	cfg := d.Config
+	cfg := d.txConfig()
 	cfg.Program.Filter = sh.filter()
 	err := d.run(func() error {
 		ifi, err := interfaceByName(d.Iface)
@@ -263,5 +263,21 @@ func (c *xskClientConn) Close() error {
 	if c.d.client == sh {
 		c.d.client = nil
 	}
+	drainTX(sh.socks)
 	return sh.dev.Close()
+}
+
+// drainTX lets the kernel send what is still on the sockets' TX rings
+// (copy mode sends a budget of frames per kick) before they close, for at
+// most 100ms: the last datagrams of a test are not dropped with the
+// socket.
+func drainTX(socks []*xsk.Socket) {
+	deadline := time.Now().Add(100 * time.Millisecond)
+	for _, s := range socks {
+		for s.TxPending() > 0 && time.Now().Before(deadline) {
+			if s.Complete() == 0 {
+				s.Wait(time.Millisecond, true)
+			}
+		}
+	}
 }

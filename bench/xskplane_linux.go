@@ -67,6 +67,16 @@ func (d *XSKDataPlane) run(fn func() error) error {
 	return fn()
 }
 
+// txConfig is Config with a TX budget (frames one kick sends in copy
+// mode) of at least the engine's batch, so one kick sends a whole batch.
+func (d *XSKDataPlane) txConfig() xsk.Config {
+	cfg := d.Config
+	if cfg.Socket.TxBudget == 0 {
+		cfg.Socket.TxBudget = batchSize
+	}
+	return cfg
+}
+
 // Check opens the AF_XDP sockets of Iface once and closes them again, so a
 // missing interface, privilege or kernel feature is reported when a
 // server starts rather than when its first test arrives. Between the two,
@@ -89,7 +99,7 @@ func (d *XSKDataPlane) Check() error {
 
 // Listen opens sockets on every queue of Iface for UDP to local's port.
 func (d *XSKDataPlane) Listen(local netip.AddrPort) (PacketConn, error) {
-	cfg := d.Config
+	cfg := d.txConfig()
 	cfg.Program.Filter = []xsk.Rule{xsk.UDPPort(local.Port())}
 	c := &xskConn{local: local, onClose: d.OnClose}
 	err := d.run(func() error {
@@ -559,6 +569,7 @@ func (c *xskConn) Close() error {
 	}
 	c.life.Lock()
 	defer c.life.Unlock()
+	drainTX([]*xsk.Socket{c.tx})
 	if c.onClose != nil {
 		var qs []QueueCount
 		for _, r := range c.rx {
