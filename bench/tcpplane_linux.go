@@ -112,63 +112,33 @@ type xskTCPSender struct {
 	end      time.Time
 }
 
-// nextHop finds, in the calling thread's namespace, the source address,
-// the interface check and the MAC of the next hop towards dst,
-// resolving the neighbour when the kernel has no entry yet.
+// nextHop finds, in the calling thread's namespace, the source address
+// towards dst (the route's preferred source, else the interface's address
+// of dst's family) and the MAC of the next hop (nextHopMAC: the route must
+// leave through ifi; a missing neighbour is resolved by the kernel).
 func nextHop(ifi *net.Interface, dst netip.Addr) (src netip.Addr, mac net.HardwareAddr, err error) {
-	routes, err := netlink.RouteGet(dst.AsSlice())
-	if err != nil || len(routes) == 0 {
-		return src, nil, fmt.Errorf("no route to %v: %w", dst, err)
+	if _, mac, err = nextHopMAC(ifi.Index, dst, resolveTimeout); err != nil {
+		return src, nil, err
 	}
-	r := routes[0]
-	if r.LinkIndex != ifi.Index {
-		return src, nil, fmt.Errorf("%v is routed through interface index %d, not %s (%d)", dst, r.LinkIndex, ifi.Name, ifi.Index)
+	if routes, err := netlink.RouteGet(dst.AsSlice()); err == nil && len(routes) > 0 {
+		if s, ok := netip.AddrFromSlice(routes[0].Src); ok && s.IsValid() {
+			src = s.Unmap()
+		}
 	}
-	hop := dst
-	if gw, ok := netip.AddrFromSlice(r.Gw); ok && gw.IsValid() && !gw.IsUnspecified() {
-		hop = gw.Unmap()
-	}
-	if s, ok := netip.AddrFromSlice(r.Src); ok && s.IsValid() {
-		src = s.Unmap()
-	} else {
-		addrs, err := ifi.Addrs()
+	if !src.IsValid() {
+		v4, v6, err := ifaceSources(ifi)
 		if err != nil {
 			return src, nil, err
 		}
-		for _, a := range addrs {
-			n, ok := a.(*net.IPNet)
-			if !ok {
-				continue
-			}
-			ip, _ := netip.AddrFromSlice(n.IP)
-			ip = ip.Unmap()
-			if ip.Is4() == dst.Is4() && !ip.IsLinkLocalUnicast() {
-				src = ip
-				break
-			}
+		src = v6
+		if dst.Unmap().Is4() {
+			src = v4
 		}
 	}
 	if !src.IsValid() {
 		return src, nil, fmt.Errorf("%s has no address of %v's family", ifi.Name, dst)
 	}
-	for try := 0; try < 20; try++ {
-		neigh, nerr := neighbours(ifi.Index)
-		if m, ok := neigh[hop]; ok {
-			return src, m, nil
-		}
-		if try == 0 {
-			// Make the kernel resolve it: any datagram towards it does.
-			if c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(hop, 9))); err == nil {
-				c.Write([]byte{0})
-				c.Close()
-			}
-		}
-		if nerr != nil {
-			err = nerr
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return src, nil, fmt.Errorf("no neighbour entry for %v on %s after asking the kernel to resolve it: %v", hop, ifi.Name, err)
+	return src, mac, nil
 }
 
 // openTCPSender opens the sockets and builds the flows' headers.
