@@ -76,6 +76,7 @@ type ServerError struct {
 	Errno int32 // errno, 0 if none
 }
 
+// Error gives the iperf3 error code the server sent, its meaning, and the errno.
 func (e *ServerError) Error() string {
 	return fmt.Sprintf("iperf3 server error: code %d (%s), errno %d", e.Code, ieText(e.Code), e.Errno)
 }

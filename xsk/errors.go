@@ -35,6 +35,7 @@ type OpError struct {
 	Err     error
 }
 
+// Error names the operation, the interface and queue, and the cause.
 func (e *OpError) Error() string {
 	where := e.Ifname
 	if where == "" {

@@ -15,6 +15,7 @@ const (
 	AttachGeneric
 )
 
+// String returns the mode's name as the CLI and the docs spell it.
 func (m AttachMode) String() string {
 	switch m {
 	case AttachAuto:

@@ -19,6 +19,7 @@ const (
 	BindZeroCopy
 )
 
+// String returns the mode's name as the CLI and the docs spell it.
 func (m BindMode) String() string {
 	switch m {
 	case BindAuto:
