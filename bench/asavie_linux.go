@@ -773,8 +773,7 @@ type asavieClientConn struct {
 	remote   netip.AddrPort
 	txq      int
 	dstMAC   net.HardwareAddr // the next hop's
-	inbox    []datagram
-	dropped  uint64
+	in       inbox
 	deadline time.Time
 	closed   bool
 }
@@ -807,11 +806,7 @@ func (sh *asavieShared) pump() {
 				sh.stray++
 				continue
 			}
-			if len(c.inbox) >= inboxLimit {
-				c.dropped++
-				continue
-			}
-			c.inbox = append(c.inbox, datagram{from: src, b: append([]byte(nil), payload...)})
+			c.in.push(src, payload)
 		}
 		a.mu.Unlock()
 	}
@@ -825,16 +820,10 @@ func (c *asavieClientConn) ReadBatch(msgs []Message) (int, error) {
 			sh.mu.Unlock()
 			return 0, net.ErrClosed
 		}
-		if len(c.inbox) == 0 {
+		if c.in.len() == 0 {
 			sh.pump()
 		}
-		n := 0
-		for n < len(msgs) && n < len(c.inbox) {
-			msgs[n].N = copy(msgs[n].Buf, c.inbox[n].b)
-			msgs[n].Addr = c.inbox[n].from
-			n++
-		}
-		c.inbox = c.inbox[:copy(c.inbox, c.inbox[n:])]
+		n := c.in.pop(msgs)
 		deadline := c.deadline
 		fds := append([]unix.PollFd(nil), sh.fds...)
 		sh.mu.Unlock()

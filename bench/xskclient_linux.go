@@ -104,11 +104,6 @@ func (d *XSKDataPlane) openShared() (*xskShared, error) {
 	return sh, nil
 }
 
-type datagram struct {
-	from netip.AddrPort
-	b    []byte
-}
-
 // xskClientConn is one stream: a source port on the shared sockets, sending
 // through the socket of queue txq (on veth, the peer's RX queue), receiving
 // what is routed to its port.
@@ -119,8 +114,7 @@ type xskClientConn struct {
 	remote   netip.AddrPort
 	txq      int
 	dstMAC   net.HardwareAddr // the next hop's
-	inbox    []datagram
-	dropped  uint64
+	in       inbox
 	deadline time.Time
 	closed   bool
 }
@@ -153,11 +147,7 @@ func (sh *xskShared) pump() {
 				sh.stray++
 				continue
 			}
-			if len(c.inbox) >= inboxLimit {
-				c.dropped++
-				continue
-			}
-			c.inbox = append(c.inbox, datagram{from: src, b: append([]byte(nil), payload...)})
+			c.in.push(src, payload)
 		}
 		s.Release(b)
 	}
@@ -171,16 +161,10 @@ func (c *xskClientConn) ReadBatch(msgs []Message) (int, error) {
 			sh.mu.Unlock()
 			return 0, net.ErrClosed
 		}
-		if len(c.inbox) == 0 {
+		if c.in.len() == 0 {
 			sh.pump()
 		}
-		n := 0
-		for n < len(msgs) && n < len(c.inbox) {
-			msgs[n].N = copy(msgs[n].Buf, c.inbox[n].b)
-			msgs[n].Addr = c.inbox[n].from
-			n++
-		}
-		c.inbox = c.inbox[:copy(c.inbox, c.inbox[n:])]
+		n := c.in.pop(msgs)
 		deadline := c.deadline
 		fds := make([]unix.PollFd, len(sh.socks))
 		for i, s := range sh.socks {
