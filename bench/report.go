@@ -106,7 +106,8 @@ type ReportEnd struct {
 	// (not in iperf3's report).
 	HostCPU *HostCPU `json:"host_cpu,omitempty"`
 	// RXQueues is what each RX queue's AF_XDP socket at this end took
-	// during the test: the RSS spread (AF_XDP data planes only; not in
+	// during the test: the RSS spread at a server, what a client's
+	// sockets received (-R) at a client (AF_XDP data planes only; not in
 	// iperf3's report).
 	RXQueues []QueueCount `json:"rx_queues,omitempty"`
 }

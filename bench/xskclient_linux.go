@@ -248,6 +248,15 @@ func (c *xskClientConn) Close() error {
 		c.d.client = nil
 	}
 	drainTX(sh.socks)
+	if c.d.OnClose != nil {
+		var qs []QueueCount
+		for _, s := range sh.socks {
+			if qc, ok := queueCount(s); ok {
+				qs = append(qs, qc)
+			}
+		}
+		c.d.OnClose(qs)
+	}
 	return sh.dev.Close()
 }
 

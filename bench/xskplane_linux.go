@@ -41,9 +41,9 @@ type XSKDataPlane struct {
 	// Config is the base socket configuration; Open's filter is set by
 	// Listen.
 	Config xsk.Config
-	// OnClose, if set, is called when a test's endpoint closes with what
-	// each RX queue's socket received (all frames the filter took, in
-	// queue order): the RSS spread of the test.
+	// OnClose, if set, is called when a server's endpoint or a client's
+	// shared sockets close, with what each RX queue's socket received (all
+	// frames the filter took, in queue order): the RSS spread of the test.
 	OnClose func([]QueueCount)
 	// Coalesce, if set, batches each RX queue of a server (Listen) in
 	// software, the way NIC interrupt coalescing does (rx-usecs,
@@ -573,11 +573,10 @@ func (c *xskConn) Close() error {
 	if c.onClose != nil {
 		var qs []QueueCount
 		for _, r := range c.rx {
-			st, err := r.s.Stats()
-			if err != nil {
+			qc, ok := queueCount(r.s)
+			if !ok {
 				continue
 			}
-			qc := QueueCount{Queue: r.s.Queue(), Packets: st.RxFrames, Bytes: st.RxBytes, Dropped: st.RxDropped + st.RxRingFull}
 			if r.rcv != nil {
 				cs := r.rcv.Stats()
 				qc.Coalesce = &cs
@@ -587,4 +586,14 @@ func (c *xskConn) Close() error {
 		c.onClose(qs)
 	}
 	return c.dev.Close()
+}
+
+// queueCount is what s's RX queue took: the frames and bytes it received,
+// and what the kernel could not deliver to it.
+func queueCount(s *xsk.Socket) (QueueCount, bool) {
+	st, err := s.Stats()
+	if err != nil {
+		return QueueCount{}, false
+	}
+	return QueueCount{Queue: s.Queue(), Packets: st.RxFrames, Bytes: st.RxBytes, Dropped: st.RxDropped + st.RxRingFull}, true
 }

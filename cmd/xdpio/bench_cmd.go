@@ -213,7 +213,15 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 		Short: "Run a UDP test against an iperf3 server (or xdpio bench server), or a TCP-mode test over AF_XDP against xdpio bench server",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dp, backend, err := g.dataPlane(backend, iface, g.printQueues(iface))
+			var qmu sync.Mutex
+			var queues []bench.QueueCount
+			printQ := g.printQueues(iface)
+			dp, backend, err := g.dataPlane(backend, iface, func(qs []bench.QueueCount) {
+				qmu.Lock()
+				queues = qs
+				qmu.Unlock()
+				printQ(qs)
+			})
 			if err != nil {
 				return err
 			}
@@ -329,6 +337,11 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 				cl.OnTCPReport = func(r *bench.TCPReport) { r.WriteText(g.stdout) }
 			}
 			r, err := cl.Run(cmd.Context())
+			if r != nil {
+				qmu.Lock()
+				r.End.RXQueues = queues
+				qmu.Unlock()
+			}
 			if r != nil && placer != nil {
 				r.Start.Placement = placer.Placements()
 				if !g.json {

@@ -626,3 +626,20 @@ func TestBenchTCPMode(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchClientReverseQueues: with -R the AF_XDP client receives, and
+// its --json report says what each of its RX queues took, which accounts
+// for every datagram it received.
+func TestBenchClientReverseQueues(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	_, cli := serveOnce(t, pair, 15291, []string{"--backend", "xsk", "-i", pair.B.Link},
+		[]string{"--backend", "xsk", "-i", pair.A.Link, "-R", "-P", "2", "-b", "2M", "-l", "200"})
+	got := cli.End.SumReceived.Packets
+	var total uint64
+	for _, q := range cli.End.RXQueues {
+		total += q.Packets
+	}
+	if len(cli.End.RXQueues) != 2 || got == 0 || total < uint64(got) {
+		t.Errorf("client rx_queues %+v for %d datagrams received: want both queues listed, accounting for all", cli.End.RXQueues, got)
+	}
+}
