@@ -406,18 +406,6 @@ func (set *asavieSet) close() error {
 	return errors.Join(errs...)
 }
 
-// pollIn waits up to d for any of fds to become readable.
-func pollIn(fds []unix.PollFd, d time.Duration) error {
-	for i := range fds {
-		fds[i].Events, fds[i].Revents = unix.POLLIN, 0
-	}
-	ts := unix.NsecToTimespec(int64(d))
-	if _, err := unix.Ppoll(fds, &ts, nil); err != nil && !errors.Is(err, unix.EINTR) {
-		return err
-	}
-	return nil
-}
-
 // interfaceByName is net.InterfaceByName with xsk.ErrNoDevice.
 func interfaceByName(name string) (*net.Interface, error) {
 	ifi, err := net.InterfaceByName(name)
@@ -547,13 +535,9 @@ func (c *asavieConn) ReadBatch(msgs []Message) (int, error) {
 		c.mu.Lock()
 		deadline := c.deadline
 		c.mu.Unlock()
-		wait := 20 * time.Millisecond
-		if !deadline.IsZero() {
-			left := time.Until(deadline)
-			if left <= 0 {
-				return 0, os.ErrDeadlineExceeded
-			}
-			wait = min(wait, left)
+		wait, err := readWait(deadline, 20*time.Millisecond)
+		if err != nil {
+			return 0, err
 		}
 		if err := pollIn(c.fds, wait); err != nil {
 			if c.closed.Load() {
@@ -734,7 +718,8 @@ func (d *AsavieDataPlane) dial(sh *asavieShared, remote netip.AddrPort) (PacketC
 		return nil, err
 	}
 	c := &asavieClientConn{d: d, sh: sh, local: local, dstMAC: mac,
-		remote: netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port()), txq: txq}
+		remote: netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port()), txq: txq,
+		fds: append([]unix.PollFd(nil), sh.fds...)}
 	sh.refs++
 	sh.conns[local.Port()] = c
 	return c, nil
@@ -774,6 +759,7 @@ type asavieClientConn struct {
 	txq      int
 	dstMAC   net.HardwareAddr // the next hop's
 	in       inbox
+	fds      []unix.PollFd // the shared sockets', polled by this stream's reader
 	deadline time.Time
 	closed   bool
 }
@@ -825,20 +811,15 @@ func (c *asavieClientConn) ReadBatch(msgs []Message) (int, error) {
 		}
 		n := c.in.pop(msgs)
 		deadline := c.deadline
-		fds := append([]unix.PollFd(nil), sh.fds...)
 		sh.mu.Unlock()
 		if n > 0 {
 			return n, nil
 		}
-		wait := 5 * time.Millisecond // other streams' readers may take our frames
-		if !deadline.IsZero() {
-			left := time.Until(deadline)
-			if left <= 0 {
-				return 0, os.ErrDeadlineExceeded
-			}
-			wait = min(wait, left)
+		wait, err := readWait(deadline, 5*time.Millisecond) // other streams' readers may take our frames
+		if err != nil {
+			return 0, err
 		}
-		if err := pollIn(fds, wait); err != nil {
+		if err := pollIn(c.fds, wait); err != nil {
 			return 0, fmt.Errorf("asavie read: poll: %w", err)
 		}
 	}

@@ -569,37 +569,11 @@ func TestIperf3IPv6AgainstAsavieServer(t *testing.T) {
 // (the kernel's link dump).
 func TestAsavieResolvesMissingNeighbours(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{})
-	for _, h := range []*netnstest.Host{pair.A, pair.B} {
-		peer := pair.Peer(h)
-		if err := h.Do(func() error {
-			return netlink.NeighDel(&netlink.Neigh{LinkIndex: h.Ifindex, IP: peer.IPv4.AsSlice()})
-		}); err != nil {
-			t.Fatalf("delete neighbour entry: %v", err)
-		}
-	}
-	listen := func(h *netnstest.Host, ap netip.AddrPort) *net.UDPConn {
-		t.Helper()
-		var c *net.UDPConn
-		if err := h.Do(func() (err error) {
-			c, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(ap))
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-	expect := func(c *net.UDPConn, want string) {
-		t.Helper()
-		buf := make([]byte, 64)
-		c.SetReadDeadline(time.Now().Add(3 * time.Second))
-		if n, err := c.Read(buf); err != nil || string(buf[:n]) != want {
-			t.Fatalf("kernel socket read %q, %v; want %q", buf[:n], err, want)
-		}
-	}
+	forgetNeighbours(t, pair.A, pair.B.IPv4)
+	forgetNeighbours(t, pair.B, pair.A.IPv4)
 
 	server := netip.AddrPortFrom(pair.B.IPv4, 5501)
-	rx := listen(pair.B, server)
+	rx := listenUDPIn(t, pair.B, server)
 	dp := &AsavieDataPlane{Iface: pair.A.Link, Do: pair.A.Do}
 	c, err := dp.Dial(server)
 	if err != nil {
@@ -608,7 +582,7 @@ func TestAsavieResolvesMissingNeighbours(t *testing.T) {
 	if n, err := c.WriteBatch([]Message{{Buf: []byte("hello"), N: 5}}); n != 1 {
 		t.Fatalf("write: %d, %v", n, err)
 	}
-	expect(rx, "hello")
+	expectRead(t, rx, "hello")
 	c.Close()
 
 	pc, err := (&AsavieDataPlane{Iface: pair.B.Link, Do: pair.B.Do}).Listen(netip.AddrPortFrom(pair.B.IPv4, 5502))
@@ -617,11 +591,11 @@ func TestAsavieResolvesMissingNeighbours(t *testing.T) {
 	}
 	defer pc.Close()
 	client := netip.AddrPortFrom(pair.A.IPv4, 5503)
-	rx = listen(pair.A, client)
+	rx = listenUDPIn(t, pair.A, client)
 	if n, err := pc.WriteBatch([]Message{{Buf: []byte("reply"), N: 5, Addr: client}}); n != 1 {
 		t.Fatalf("server write: %d, %v", n, err)
 	}
-	expect(rx, "reply")
+	expectRead(t, rx, "reply")
 
 	// Nothing routes TEST-NET-3 (no default route in the namespace).
 	if c, err := dp.Dial(netip.AddrPortFrom(netip.MustParseAddr("203.0.113.1"), 5201)); err == nil {

@@ -21,8 +21,8 @@ func TestProcStatTotalsAreCoreSums(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st.cores) != runtime.NumCPU() && len(st.cores) < 1 {
-		t.Fatalf("%d cores parsed", len(st.cores))
+	if len(st.cores) == 0 {
+		t.Fatal("no per-core lines parsed")
 	}
 	var sum cpuTicks
 	for _, c := range st.cores {

@@ -19,46 +19,11 @@ import (
 // error that says which.
 func TestXSKResolvesMissingNeighbours(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{})
-	forget := func(h *netnstest.Host, peer *netnstest.Host) {
-		t.Helper()
-		if err := h.Do(func() error {
-			for _, ip := range []netip.Addr{peer.IPv4, peer.IPv6} {
-				if err := netlink.NeighDel(&netlink.Neigh{LinkIndex: h.Ifindex, IP: ip.AsSlice()}); err != nil {
-					return err
-				}
-			}
-			return nil
-		}); err != nil {
-			t.Fatalf("delete neighbour entries: %v", err)
-		}
-	}
-	listen := func(h *netnstest.Host, ap netip.AddrPort) *net.UDPConn {
-		t.Helper()
-		var c *net.UDPConn
-		if err := h.Do(func() (err error) {
-			c, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(ap))
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-	expect := func(c *net.UDPConn, want string) {
-		t.Helper()
-		buf := make([]byte, 64)
-		c.SetReadDeadline(time.Now().Add(3 * time.Second))
-		n, err := c.Read(buf)
-		if err != nil || string(buf[:n]) != want {
-			t.Fatalf("kernel socket read %q, %v; want %q", buf[:n], err, want)
-		}
-	}
-
 	// Client: A has no entry for B.
-	forget(pair.A, pair.B)
+	forgetNeighbours(t, pair.A, pair.B.IPv4, pair.B.IPv6)
 	for _, dst := range []netip.Addr{pair.B.IPv4, pair.B.IPv6} {
 		server := netip.AddrPortFrom(dst, 5501)
-		rx := listen(pair.B, server)
+		rx := listenUDPIn(t, pair.B, server)
 		dp := &XSKDataPlane{Iface: pair.A.Link, Do: pair.A.Do}
 		c, err := dp.Dial(server)
 		if err != nil {
@@ -67,12 +32,12 @@ func TestXSKResolvesMissingNeighbours(t *testing.T) {
 		if n, err := c.WriteBatch([]Message{{Buf: []byte("hello"), N: 5}}); n != 1 {
 			t.Fatalf("write: %d, %v", n, err)
 		}
-		expect(rx, "hello")
+		expectRead(t, rx, "hello")
 		c.Close()
 	}
 
 	// Server: B has no entry for A; it answers A's kernel socket.
-	forget(pair.B, pair.A)
+	forgetNeighbours(t, pair.B, pair.A.IPv4, pair.A.IPv6)
 	local := netip.AddrPortFrom(pair.B.IPv4, 5502)
 	pc, err := (&XSKDataPlane{Iface: pair.B.Link, Do: pair.B.Do}).Listen(local)
 	if err != nil {
@@ -80,11 +45,11 @@ func TestXSKResolvesMissingNeighbours(t *testing.T) {
 	}
 	defer pc.Close()
 	client := netip.AddrPortFrom(pair.A.IPv4, 5503)
-	rx := listen(pair.A, client)
+	rx := listenUDPIn(t, pair.A, client)
 	if n, err := pc.WriteBatch([]Message{{Buf: []byte("reply"), N: 5, Addr: client}}); n != 1 {
 		t.Fatalf("server write: %d, %v", n, err)
 	}
-	expect(rx, "reply")
+	expectRead(t, rx, "reply")
 
 	// Nobody answers for .99; nothing routes 203.0.113.1 (TEST-NET-3; no
 	// default route in the namespace).
@@ -119,5 +84,45 @@ func TestXSKResolvesMissingNeighbours(t *testing.T) {
 		return nil
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// forgetNeighbours deletes h's neighbour entries for addrs.
+func forgetNeighbours(t *testing.T, h *netnstest.Host, addrs ...netip.Addr) {
+	t.Helper()
+	if err := h.Do(func() error {
+		for _, ip := range addrs {
+			if err := netlink.NeighDel(&netlink.Neigh{LinkIndex: h.Ifindex, IP: ip.AsSlice()}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("delete neighbour entries: %v", err)
+	}
+}
+
+// listenUDPIn opens a kernel UDP socket on ap in h's namespace, closed at
+// the end of the test.
+func listenUDPIn(t *testing.T, h *netnstest.Host, ap netip.AddrPort) *net.UDPConn {
+	t.Helper()
+	var c *net.UDPConn
+	if err := h.Do(func() (err error) {
+		c, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(ap))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// expectRead fails the test unless c receives want within 3 s.
+func expectRead(t *testing.T, c *net.UDPConn, want string) {
+	t.Helper()
+	buf := make([]byte, 64)
+	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if n, err := c.Read(buf); err != nil || string(buf[:n]) != want {
+		t.Fatalf("kernel socket read %q, %v; want %q", buf[:n], err, want)
 	}
 }

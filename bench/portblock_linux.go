@@ -3,10 +3,13 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -161,4 +164,30 @@ func (ib *inbox) pop(msgs []Message) int {
 		ib.q, ib.head = ib.q[:0], 0
 	}
 	return n
+}
+
+// pollIn waits up to d for any of fds to become readable.
+func pollIn(fds []unix.PollFd, d time.Duration) error {
+	for i := range fds {
+		fds[i].Events, fds[i].Revents = unix.POLLIN, 0
+	}
+	ts := unix.NsecToTimespec(int64(d))
+	if _, err := unix.Ppoll(fds, &ts, nil); err != nil && !errors.Is(err, unix.EINTR) {
+		return err
+	}
+	return nil
+}
+
+// readWait is how long a ReadBatch may wait in poll before it looks again:
+// at most most, and no later than deadline (zero: none). A deadline that
+// has passed gives os.ErrDeadlineExceeded.
+func readWait(deadline time.Time, most time.Duration) (time.Duration, error) {
+	if deadline.IsZero() {
+		return most, nil
+	}
+	left := time.Until(deadline)
+	if left <= 0 {
+		return 0, os.ErrDeadlineExceeded
+	}
+	return min(most, left), nil
 }

@@ -3,11 +3,9 @@
 package bench
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"sync"
 	"time"
 
@@ -73,6 +71,9 @@ func (d *XSKDataPlane) dial(sh *xskShared, remote netip.AddrPort) (PacketConn, e
 		return nil, err
 	}
 	c := &xskClientConn{d: d, sh: sh, local: local, remote: netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port()), txq: txq, dstMAC: mac}
+	for _, s := range sh.socks {
+		c.fds = append(c.fds, unix.PollFd{Fd: int32(s.FD())})
+	}
 	sh.refs++
 	sh.conns[local.Port()] = c
 	return c, nil
@@ -115,6 +116,7 @@ type xskClientConn struct {
 	txq      int
 	dstMAC   net.HardwareAddr // the next hop's
 	in       inbox
+	fds      []unix.PollFd // the shared sockets', polled by this stream's reader
 	deadline time.Time
 	closed   bool
 }
@@ -166,24 +168,15 @@ func (c *xskClientConn) ReadBatch(msgs []Message) (int, error) {
 		}
 		n := c.in.pop(msgs)
 		deadline := c.deadline
-		fds := make([]unix.PollFd, len(sh.socks))
-		for i, s := range sh.socks {
-			fds[i] = unix.PollFd{Fd: int32(s.FD()), Events: unix.POLLIN}
-		}
 		sh.mu.Unlock()
 		if n > 0 {
 			return n, nil
 		}
-		wait := 5 * time.Millisecond // other streams' readers may take our frames
-		if !deadline.IsZero() {
-			left := time.Until(deadline)
-			if left <= 0 {
-				return 0, os.ErrDeadlineExceeded
-			}
-			wait = min(wait, left)
+		wait, err := readWait(deadline, 5*time.Millisecond) // other streams' readers may take our frames
+		if err != nil {
+			return 0, err
 		}
-		ts := unix.NsecToTimespec(int64(wait))
-		if _, err := unix.Ppoll(fds, &ts, nil); err != nil && !errors.Is(err, unix.EINTR) {
+		if err := pollIn(c.fds, wait); err != nil {
 			return 0, fmt.Errorf("xsk read: poll: %w", err)
 		}
 	}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -121,6 +120,7 @@ func (d *XSKDataPlane) Listen(local netip.AddrPort) (PacketConn, error) {
 		return nil, fmt.Errorf("xsk listen %s %v: %w", d.Iface, local, err)
 	}
 	for _, s := range c.dev.Sockets() {
+		c.fds = append(c.fds, unix.PollFd{Fd: int32(s.FD())})
 		r := rxState{s: s, b: s.NewBatch(64)}
 		if d.Coalesce != nil {
 			if r.rcv, err = coalesce.NewReceiver(s, *d.Coalesce, coalesce.Options{IdleWait: 20 * time.Millisecond}); err != nil {
@@ -155,6 +155,7 @@ type xskConn struct {
 	neigh    map[netip.Addr]net.HardwareAddr
 	neighErr error
 	rx       []rxState
+	fds      []unix.PollFd // the sockets', for ReadBatch (one caller at a time)
 	turn     int
 	tx       *xsk.Socket
 	txb      *xsk.Batch
@@ -232,20 +233,11 @@ func (c *xskConn) ReadBatch(msgs []Message) (int, error) {
 		c.mu.Lock()
 		deadline := c.deadline
 		c.mu.Unlock()
-		wait := 20 * time.Millisecond
-		if !deadline.IsZero() {
-			left := time.Until(deadline)
-			if left <= 0 {
-				return 0, os.ErrDeadlineExceeded
-			}
-			wait = min(wait, left)
+		wait, err := readWait(deadline, 20*time.Millisecond)
+		if err != nil {
+			return 0, err
 		}
-		fds := make([]unix.PollFd, len(c.rx))
-		for i, r := range c.rx {
-			fds[i] = unix.PollFd{Fd: int32(r.s.FD()), Events: unix.POLLIN}
-		}
-		ts := unix.NsecToTimespec(int64(wait))
-		if _, err := unix.Ppoll(fds, &ts, nil); err != nil && !errors.Is(err, unix.EINTR) {
+		if err := pollIn(c.fds, wait); err != nil {
 			if c.closed.Load() {
 				return 0, net.ErrClosed
 			}

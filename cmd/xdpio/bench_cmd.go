@@ -81,15 +81,8 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 		Short: "Serve iperf3 clients (UDP tests) until Ctrl-C, or for one test with -1",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var qmu sync.Mutex
-			var queues []bench.QueueCount
-			printQ := g.printQueues(iface)
-			dp, backend, err := g.dataPlane(backend, iface, func(qs []bench.QueueCount) {
-				qmu.Lock()
-				queues = qs
-				qmu.Unlock()
-				printQ(qs)
-			})
+			queues := &queueLog{print: g.printQueues(iface)}
+			dp, backend, err := g.dataPlane(backend, iface, queues.record)
 			if err != nil {
 				return err
 			}
@@ -147,11 +140,9 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 				TCPDataPort: uint16(tcpPort),
 				OnReport: func(r *bench.Report, err error) {
 					lastErr = err
-					qmu.Lock()
 					if r != nil {
-						r.End.RXQueues, queues = queues, nil
+						r.End.RXQueues = queues.take()
 					}
-					qmu.Unlock()
 					printBenchReport(g, r, err)
 					if oneOff {
 						cancel()
@@ -213,15 +204,8 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 		Short: "Run a UDP test against an iperf3 server (or xdpio bench server), or a TCP-mode test over AF_XDP against xdpio bench server",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var qmu sync.Mutex
-			var queues []bench.QueueCount
-			printQ := g.printQueues(iface)
-			dp, backend, err := g.dataPlane(backend, iface, func(qs []bench.QueueCount) {
-				qmu.Lock()
-				queues = qs
-				qmu.Unlock()
-				printQ(qs)
-			})
+			queues := &queueLog{print: g.printQueues(iface)}
+			dp, backend, err := g.dataPlane(backend, iface, queues.record)
 			if err != nil {
 				return err
 			}
@@ -338,9 +322,7 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 			}
 			r, err := cl.Run(cmd.Context())
 			if r != nil {
-				qmu.Lock()
-				r.End.RXQueues = queues
-				qmu.Unlock()
+				r.End.RXQueues = queues.take()
 			}
 			if r != nil && placer != nil {
 				r.Start.Placement = placer.Placements()
@@ -429,6 +411,31 @@ func streamLabel(i int) string {
 		return "1"
 	}
 	return strconv.Itoa(i + 2)
+}
+
+// queueLog keeps the per-queue counts a data plane reports when a test's
+// sockets close (possibly from another goroutine), for the report, and
+// prints them.
+type queueLog struct {
+	mu    sync.Mutex
+	qs    []bench.QueueCount
+	print func([]bench.QueueCount)
+}
+
+func (l *queueLog) record(qs []bench.QueueCount) {
+	l.mu.Lock()
+	l.qs = qs
+	l.mu.Unlock()
+	l.print(qs)
+}
+
+// take returns the counts recorded since the last take.
+func (l *queueLog) take() []bench.QueueCount {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	qs := l.qs
+	l.qs = nil
+	return qs
 }
 
 // printQueues returns the callback that prints an AF_XDP test's per-queue
