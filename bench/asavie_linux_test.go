@@ -222,10 +222,19 @@ func TestIperf3ClientAgainstAsavieServer(t *testing.T) {
 				// B's veth must have sent every frame asavie's TX ring
 				// took; what A's veth dropped (a full backlog on a loaded
 				// machine) is the kernel's, and counted.
-				dIn, dBufErr := udpInDatagrams(t, pair.A)-inA, udpRcvbufErrors(t, pair.A)-bufErrA
-				txB2, rxA2 := linkStats(t, pair.B), linkStats(t, pair.A)
-				dTx := int64(txB2.TxPackets - txB.TxPackets)
-				dDrop := int64(rxA2.RxDropped-rxA.RxDropped) + int64(txB2.TxDropped-txB.TxDropped)
+				// The last frames may still be on their way through A's
+				// backlog when the report arrives: read until the counts
+				// add up or stop moving (1 s at most).
+				var dIn, dBufErr, dTx, dDrop int64
+				for settle := time.Now().Add(time.Second); ; time.Sleep(20 * time.Millisecond) {
+					dIn, dBufErr = udpInDatagrams(t, pair.A)-inA, udpRcvbufErrors(t, pair.A)-bufErrA
+					txB2, rxA2 := linkStats(t, pair.B), linkStats(t, pair.A)
+					dTx = int64(txB2.TxPackets - txB.TxPackets)
+					dDrop = int64(rxA2.RxDropped-rxA.RxDropped) + int64(txB2.TxDropped-txB.TxDropped)
+					if dIn+dBufErr+dDrop >= sent.Packets+n || time.Now().After(settle) {
+						break
+					}
+				}
 				t.Logf("server's veth: sent %d frames; client's veth dropped %d; client's kernel: UDP in %d, receive buffer full %d", dTx, dDrop, dIn, dBufErr)
 				if dTx < sent.Packets+n {
 					t.Errorf("B's veth sent %d frames, want at least the %d datagrams our server sent through asavie + %d setup replies", dTx, sent.Packets, n)
