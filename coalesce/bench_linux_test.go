@@ -128,6 +128,8 @@ type rxRun struct {
 	schedLat  []uint64      // Go scheduler latency histogram over the run (bucket counts)
 	thrCPU    time.Duration // RUSAGE_THREAD of the receiving threads
 	delays    []int64       // sender timestamp to delivery, ns
+	late      []lateFrame   // frames delayed beyond the run's bound
+	bound     time.Duration // rx-usecs + 100µs
 	stats     []coalesce.RxStats
 	runs      []string // per round: CPU per packet and achieved rate
 
@@ -176,7 +178,7 @@ func (x *rxRun) sum() (batches, frames, wakeups uint64, profiles string) {
 // namespace A sends rate datagrams per second for dur.
 func (r *rig) runRx(name string, p coalesce.Params, rate float64, dur time.Duration) *rxRun {
 	t := r.t
-	x := &rxRun{name: name, rate: rate}
+	x := &rxRun{name: name, rate: rate, bound: time.Duration(p.RxUsecs)*time.Microsecond + 100*time.Microsecond}
 	xd0, ld0, sw0 := r.xskDrops(), r.linkDrops(), r.syscalls()
 	expect := int(rate * dur.Seconds())
 	seen := make([]uint64, expect/64+64)
@@ -214,6 +216,7 @@ func (r *rig) runRx(name string, p coalesce.Params, rate float64, dur time.Durat
 				return
 			}
 			delays := make([]int64, 0, expect)
+			var late []lateFrame
 			c0 := threadCPU()
 			ready <- struct{}{}
 			for {
@@ -239,6 +242,9 @@ func (r *rig) runRx(name string, p coalesce.Params, rate float64, dur time.Durat
 					}
 					n++
 					delays = append(delays, now-ts)
+					if now-ts > int64(x.bound) {
+						late = append(late, lateFrame{queue: i, at: now, delay: now - ts})
+					}
 					if w := seq / 64; w < uint64(len(seen)) {
 						if atomic.OrUint64(&seen[w], 1<<(seq%64))&(1<<(seq%64)) != 0 {
 							dups.Add(1)
@@ -252,6 +258,7 @@ func (r *rig) runRx(name string, p coalesce.Params, rate float64, dur time.Durat
 			mu.Lock()
 			x.thrCPU += c
 			x.delays = append(x.delays, delays...)
+			x.late = append(x.late, late...)
 			x.stats[i] = rcv.Stats()
 			mu.Unlock()
 		}()
@@ -261,7 +268,7 @@ func (r *rig) runRx(name string, p coalesce.Params, rate float64, dur time.Durat
 	}
 	boostProcess(benchNice)
 	cfg, _ := json.Marshal(senderConfig{Dst: r.pair.B.IPv4.String(), Port: benchPort, Rate: rate, Duration: dur, Flows: 8, Size: 64,
-		Bursty: os.Getenv("XDPIO_COALESCE_BURSTY") != "", Nice: envInt("XDPIO_COALESCE_SENDER_NICE", benchNice)})
+		Bursty: os.Getenv("XDPIO_COALESCE_BURSTY") != "", Nice: envInt("XDPIO_COALESCE_SENDER_NICE", senderNice)})
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -303,6 +310,38 @@ func (r *rig) runRx(name string, p coalesce.Params, rate float64, dur time.Durat
 	return x
 }
 
+// lateFrame is a frame delivered later than a run's bound.
+type lateFrame struct {
+	queue int
+	at    int64 // delivery, mono()
+	delay int64 // ns since the sender's stamp
+}
+
+// episodes groups the late frames into stalls: late frames of one queue
+// delivered within a millisecond of each other belong to one episode (a
+// receiver, or the kernel path before it, held up once). It returns the
+// number of episodes, the frames in the largest, and the worst delay.
+func (x *rxRun) episodes() (n, largest int, worst time.Duration) {
+	ls := slices.Clone(x.late)
+	slices.SortFunc(ls, func(a, b lateFrame) int {
+		if a.queue != b.queue {
+			return a.queue - b.queue
+		}
+		return int(a.at - b.at)
+	})
+	size := 0
+	for i, l := range ls {
+		if i == 0 || l.queue != ls[i-1].queue || l.at-ls[i-1].at > int64(time.Millisecond) {
+			n++
+			size = 0
+		}
+		size++
+		largest = max(largest, size)
+		worst = max(worst, time.Duration(l.delay))
+	}
+	return n, largest, worst
+}
+
 // merge adds run y to x (nil x: y) and sorts the delays.
 func (x *rxRun) merge(y *rxRun) *rxRun {
 	if x == nil {
@@ -322,6 +361,7 @@ func (x *rxRun) merge(y *rxRun) *rxRun {
 	}
 	x.thrCPU += y.thrCPU
 	x.delays = append(x.delays, y.delays...)
+	x.late = append(x.late, y.late...)
 	slices.Sort(x.delays)
 	x.stats = append(x.stats, y.stats...)
 	x.runs = append(x.runs, y.runs...)
@@ -593,6 +633,15 @@ func TestCoalesceBenchmark(t *testing.T) {
 		fmt.Fprintf(&sb, "%-12s %9.0f %9d %9d %8d %9.1f %10v %6.2f %v\n", x.name, float64(x.sent)/x.elapsed.Seconds(), x.sent, x.counted, x.kicks,
 			float64(x.sent)/float64(max(x.kicks, 1)), x.cpu/time.Duration(max(x.sent, 1)),
 			float64(x.cpu/time.Duration(max(x.sent, 1)))/float64(tx[0].cpu/time.Duration(max(tx[0].sent, 1))), x.p99)
+	}
+	fmt.Fprintf(&sb, "delay tail (sender stamp to delivery): p90 p95 p99 p99.9; frames over the bound (rx-usecs + 100µs) in stall episodes (late frames of a queue within 1ms of each other): frames, episodes, largest, worst\n")
+	for _, row := range rx {
+		for _, x := range row {
+			n, largest, worst := x.episodes()
+			fmt.Fprintf(&sb, "  %.0fk %-17s %v %v %v %v; over %v: %d (%.2f%%) in %d episodes, largest %d frames, worst %v\n", x.rate/1e3, x.name,
+				x.quantile(0.9).Round(time.Microsecond), x.quantile(0.95).Round(time.Microsecond), x.quantile(0.99).Round(time.Microsecond), x.quantile(0.999).Round(time.Microsecond),
+				x.bound, len(x.late), 100*float64(len(x.late))/float64(max(len(x.delays), 1)), n, largest, worst.Round(time.Microsecond))
+		}
 	}
 	fmt.Fprintf(&sb, "delay as the receivers saw it (last look at an empty ring to delivery), worst socket: p50, p99\n")
 	for _, row := range rx {

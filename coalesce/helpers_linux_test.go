@@ -73,6 +73,13 @@ func processCPU() time.Duration {
 // CPU, and what is measured is the coalescing rather than the queueing.
 const benchNice = -10
 
+// senderNice is the sending process's nice value. The sender paces each
+// datagram by yielding in a loop, so it keeps a CPU busy the whole run; at
+// benchNice it starved the kernel's own threads on the 2-CPU test machine,
+// and 2 of 3 runs then had receivers held up for 100ms at once (the stall
+// lines of the report). At 0 it still reaches 300k/s.
+const senderNice = 0
+
 // boost gives the calling thread (locked to its goroutine) benchNice, or
 // with XDPIO_COALESCE_RT set the real-time policy SCHED_FIFO (priority 1),
 // which runs it before any other work of the machine as soon as it wakes.
