@@ -34,6 +34,16 @@
 // it has receiving goroutines), and the receiver reads the clock once per
 // look at the ring (without a vDSO clock, each read is a syscall).
 //
+// A GroupReceiver is a Receiver for the sockets of several queues owned by
+// one goroutine: one policy, one timer and one kernel wait (xsk.Poller)
+// for all of them. Where every queue has a CPU to itself, a goroutine per
+// queue is the usual shape; with fewer CPUs than busy threads, one thread
+// that wakes once per window for all the queues costs less and waits less
+// for a CPU. In this package's benchmark (2 CPUs, a sender pacing on one,
+// a 2-queue receiver) it took rx-usecs 50 from 0.45–0.56 to 0.35–0.39 of
+// the CPU per packet of batching off, and cut the frames later than
+// rx-usecs + 100µs by about half.
+//
 // A Transmitter batches the other way: frames submitted one by one wait
 // until TxFrames are pending or TxUsecs passed since the oldest, then go
 // to the TX ring together with one kick (made only when the kernel asks,

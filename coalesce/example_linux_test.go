@@ -46,6 +46,39 @@ func ExampleReceiver() {
 	time.Sleep(time.Minute)
 }
 
+// One goroutine receives every queue of a device in batches: on a machine
+// with fewer CPUs than queues, one wake-up per window serves them all.
+func ExampleGroupReceiver() {
+	dev, err := xsk.Open("eth0", xsk.Config{Program: xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(9000)}}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer dev.Close()
+	unlock, err := coalesce.LockThread()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer unlock()
+	g, err := coalesce.NewGroupReceiver(dev.Sockets(), coalesce.Params{RxUsecs: 50}, coalesce.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for {
+		batches, err := g.Next(ctx)
+		if err != nil {
+			return // ctx done or a socket closed
+		}
+		for q, b := range batches { // one per socket, in queue order
+			for i := 0; i < b.Len(); i++ {
+				_, _ = q, b.Frame(i) // handle the packet
+			}
+		}
+		g.Release()
+	}
+}
+
 // Frames submitted one by one leave in batches: one kick per 50µs.
 func ExampleTransmitter() {
 	dev, err := xsk.Open("eth0", xsk.Config{NoProgram: true})

@@ -28,8 +28,10 @@ type Params struct {
 	RxUsecs int
 	// RxFrames hands a batch over as soon as it holds this many frames,
 	// before RxUsecs passed. A batch may hold more: whatever the RX ring
-	// held when it was read, up to BatchSize. 0 or anything above
-	// BatchSize means BatchSize; 1 delivers as soon as possible.
+	// held when it was read, up to BatchSize (per socket, for a
+	// GroupReceiver, which counts the frames of all its sockets together).
+	// 0 or anything above BatchSize means BatchSize; 1 delivers as soon as
+	// possible.
 	RxFrames int
 	// Adaptive lets the receiver pick rx-usecs/rx-frames from a profile
 	// table by the measured packet rate and cost (adaptive-rx), within the

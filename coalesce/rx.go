@@ -107,11 +107,18 @@ func (r *Receiver) Params() Params { return r.p }
 // goroutine.
 func (r *Receiver) Stats() RxStats { return r.core.stats() }
 
-// socketClock is the system clock whose Sleep is the socket's: a
+// sleeper is what a receiver sleeps through: a socket, or a Poller of
+// several.
+type sleeper interface {
+	SleepShort(d time.Duration) error
+	Sleep(d time.Duration) error
+}
+
+// socketClock is the system clock whose Sleep is the sockets': a
 // nanosecond timer that Close ends.
 type socketClock struct {
 	Clock
-	s *xsk.Socket
+	s sleeper
 }
 
 // holders counts the goroutines of the process that sleep holding their P

@@ -78,6 +78,11 @@
 //     (Socket.NAPIID tells, after the first packet); veth's do not, and there
 //     the library makes no busy-poll syscalls at all.
 //
+// One goroutine may own the sockets of several queues and wait on all of
+// them at once with a Poller (package coalesce's GroupReceiver does): on a
+// machine with fewer CPUs than queues that costs fewer wake-ups than a
+// goroutine per queue.
+//
 // Batching policies that hold a batch open for a few microseconds (package
 // coalesce) sleep with Socket.SleepShort: a timer wait that keeps the
 // goroutine's P and that Close interrupts; longer waits go through Sleep.

@@ -1,0 +1,55 @@
+package xsk
+
+import "golang.org/x/sys/unix"
+
+// A Poller waits on several sockets at once, so that one goroutine can
+// own the sockets of several queues: on a machine with fewer CPUs than
+// queues, one thread that wakes once for all of them costs less, and waits
+// less for a CPU, than a thread per queue that each wake on their own.
+//
+// Like the sockets it watches, a Poller belongs to the goroutine that owns
+// them. Closing any of its sockets (from any goroutine) ends a wait or
+// sleep in progress with ErrClosed.
+type Poller struct {
+	socks []*Socket
+	fds   []unix.PollFd // each socket's fd, then each socket's Close event
+}
+
+// NewPoller returns a Poller for socks.
+func NewPoller(socks ...*Socket) *Poller {
+	p := &Poller{socks: append([]*Socket(nil), socks...)}
+	p.fds = make([]unix.PollFd, 2*len(socks))
+	return p
+}
+
+// Sockets returns the sockets the Poller waits on, in the order given.
+func (p *Poller) Sockets() []*Socket { return p.socks }
+
+// enter marks a call in progress on every socket (Close waits for it to
+// end), or returns false, with none marked, when one of them is closed.
+func (p *Poller) enter() bool {
+	for i, s := range p.socks {
+		if !s.enter() {
+			for _, t := range p.socks[:i] {
+				t.leave()
+			}
+			return false
+		}
+	}
+	return true
+}
+
+func (p *Poller) leave() {
+	for _, s := range p.socks {
+		s.leave()
+	}
+}
+
+func (p *Poller) closed() bool {
+	for _, s := range p.socks {
+		if s.closed.Load() {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,14 @@
+//go:build !linux
+
+package xsk
+
+import "time"
+
+// WaitRX returns ErrNotSupported.
+func (p *Poller) WaitRX(timeout time.Duration) (bool, error) { return false, errOS }
+
+// SleepShort returns ErrNotSupported.
+func (p *Poller) SleepShort(d time.Duration) error { return errOS }
+
+// Sleep returns ErrNotSupported.
+func (p *Poller) Sleep(d time.Duration) error { return errOS }
