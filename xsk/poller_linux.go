@@ -14,17 +14,47 @@ import (
 // WaitRX blocks until the RX ring of at least one socket has descriptors,
 // the timeout passes, or one of the sockets is closed (ErrClosed). A
 // negative timeout waits without limit. It reports whether a ring is
-// ready. Each socket counts the wait in Stats.Polls. Unlike Socket.Wait it
-// never naps (SocketConfig.RxNap): a caller that waits on several sockets
-// keeps its own policy.
+// ready. Like Socket.Wait it first naps while packets flow when the
+// sockets have SocketConfig.RxNap (the longest of theirs), and blocks in
+// poll on all of them only when every ring is still empty after the nap.
+// Each socket counts the wait in Stats.Polls (and a nap in Stats.Naps).
 func (p *Poller) WaitRX(timeout time.Duration) (bool, error) {
 	if !p.enter() {
 		return false, ErrClosed
 	}
 	defer p.leave()
+	if p.ready() {
+		return true, nil
+	}
+	var nap time.Duration
+	flowing := false
 	for _, s := range p.socks {
-		if s.rx != nil && s.rx.consAvail(1) > 0 {
+		if s.rx != nil {
+			nap = max(nap, s.cfg.RxNap)
+			flowing = flowing || s.rxFlowing
+		}
+	}
+	if nap > 0 && flowing && timeout != 0 {
+		d := nap
+		if timeout > 0 && timeout < d {
+			d = timeout
+		}
+		for _, s := range p.socks {
+			s.ctr.naps.Add(1)
+		}
+		if err := p.sleepEntered(d, true); err != nil {
+			return false, err
+		}
+		if p.ready() {
 			return true, nil
+		}
+		for _, s := range p.socks {
+			s.rxFlowing = false
+		}
+		if timeout > 0 {
+			if timeout -= d; timeout == 0 {
+				return false, nil
+			}
 		}
 	}
 	n := len(p.socks)
@@ -82,6 +112,12 @@ func (p *Poller) sleep(d time.Duration, raw bool) error {
 		return ErrClosed
 	}
 	defer p.leave()
+	return p.sleepEntered(d, raw)
+}
+
+// sleepEntered is sleep for a caller that already marked the call in
+// progress on every socket.
+func (p *Poller) sleepEntered(d time.Duration, raw bool) error {
 	fds := p.fds[len(p.socks):]
 	for i, s := range p.socks {
 		fds[i] = unix.PollFd{Fd: int32(s.eventFD), Events: unix.POLLIN}

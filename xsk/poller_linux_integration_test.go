@@ -104,3 +104,47 @@ func TestPollerSleepClose(t *testing.T) {
 		t.Fatal("Sleep still running 1s after Close")
 	}
 }
+
+// With RxNap, a Poller naps on a timer while packets flow, like
+// Socket.Wait, and every datagram still arrives.
+func TestPollerRxNap(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	d := openOn(t, pair.B, xsk.Config{
+		Socket:  xsk.SocketConfig{RxNap: 200 * time.Microsecond},
+		Program: xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(testPort)}},
+	})
+	socks := d.Sockets()
+	p := xsk.NewPoller(socks...)
+	sendUDP(t, pair.A, netip.AddrPortFrom(pair.B.IPv4, testPort), 16, 200, 64, 0)
+	got := 0
+	for deadline := time.Now().Add(2 * time.Second); got < 200 && time.Now().Before(deadline); {
+		for _, s := range socks {
+			b := s.NewBatch(64)
+			got += s.Receive(b)
+			s.Release(b)
+		}
+		if got < 200 {
+			if _, err := p.WaitRX(10 * time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got != 200 {
+		t.Fatalf("received %d of 200 datagrams", got)
+	}
+	// The rings are empty and packets were flowing: the wait naps first.
+	if ready, err := p.WaitRX(20 * time.Millisecond); err != nil || ready {
+		t.Fatalf("WaitRX on drained rings = %v, %v; want false, nil", ready, err)
+	}
+	var naps uint64
+	for _, s := range socks {
+		st, err := s.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		naps += st.Naps
+	}
+	if naps == 0 {
+		t.Error("no socket counted a nap: WaitRX ignored RxNap")
+	}
+}

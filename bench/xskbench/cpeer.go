@@ -84,6 +84,7 @@ type cPeer struct {
 	bin    string // the program, for a child process
 	inproc bool   // run in this process through cgo instead
 	nap    bool   // rxdrop with xdpio's RxNap policy (Options.Nap)
+	group  bool   // rxdrop: one thread for every socket
 	tx     bool
 	rx     *trafficgen.Counter // txonly: the counter at the peer
 	prog   *xsk.Program
@@ -140,7 +141,7 @@ func (c *cPeer) start(h *netnstest.Host, o *Options) (err error) {
 	}
 	args := []string{mode, strconv.Itoa(h.Ifindex), strconv.Itoa(o.Queues), strconv.Itoa(o.RingSize),
 		strconv.Itoa(o.NumFrames), strconv.Itoa(o.FrameSize), strconv.Itoa(o.Batch), strconv.Itoa(o.TxBatch), strconv.Itoa(o.TxBudget),
-		strconv.FormatInt(c.napFor(o).Nanoseconds(), 10)}
+		strconv.FormatInt(c.napFor(o).Nanoseconds(), 10), strconv.Itoa(btoi(c.group))}
 	// ip netns exec switches namespace and execs the peer in place, so
 	// the child's PID is the peer's.
 	c.cmd = h.Command(context.Background(), c.bin, args...)
@@ -217,7 +218,7 @@ func (c *cPeer) startInProcess(h *netnstest.Host, o *Options) (err error) {
 				return err
 			}
 		}
-		return cPeerStart(c.mem, c.tx, h.Ifindex, o, c.napFor(o))
+		return cPeerStart(c.mem, c.tx, h.Ifindex, o, c.napFor(o), c.group)
 	})
 	if err != nil {
 		return fmt.Errorf("c peer: %w", err)
@@ -233,6 +234,13 @@ func (c *cPeer) startInProcess(h *netnstest.Host, o *Options) (err error) {
 		}
 	}
 	return nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // napFor is the RX nap the peer uses: Options.Nap for c-nap, else none.

@@ -11,7 +11,7 @@ import (
 // child process (built with the system's compiler, if there is one).
 const cPeerInProcess = false
 
-func cPeerStart(page []byte, tx bool, ifindex int, o *Options, nap time.Duration) error {
+func cPeerStart(page []byte, tx bool, ifindex int, o *Options, nap time.Duration, group bool) error {
 	return errors.New("built without cgo")
 }
 

@@ -102,7 +102,20 @@ const (
 	// tuned loop with the same nap policy written into the loop.
 	beXDPIONap  = "xdpio-nap"
 	beAsavieNap = "asavie-nap"
-	beSocket    = "socket"
+	// The -group backends receive every queue in one thread that waits on
+	// all the sockets at once (xdpio: xsk.Poller; asavie/xdp and C: poll
+	// on all their descriptors, written into the loop), instead of a
+	// thread per queue; -group-nap adds the nap policy.
+	beXDPIOGroup    = "xdpio-group"
+	beXDPIOGroupNap = "xdpio-group-nap"
+	// beXDPIOCoalesce is the library's way to do what xdpio-group-nap does
+	// by hand: one coalesce.GroupReceiver for every queue, rx-usecs -nap.
+	beXDPIOCoalesce  = "xdpio-coalesce"
+	beAsavieGroup    = "asavie-group"
+	beAsavieGroupNap = "asavie-group-nap"
+	beCGroup         = "c-group"
+	beCGroupNap      = "c-group-nap"
+	beSocket         = "socket"
 	// beC is the C peer (c/xskpeer.c): inside this process through cgo
 	// when the binary has cgo, else as a child process built with the
 	// system's compiler when there is one. beCProc is always the child
@@ -115,7 +128,7 @@ const (
 )
 
 var (
-	rxBackends = []string{beGen, beXDPIO, beXDPIONap, beXDPIOBusy, beAsavie, beAsavieDoc, beAsavieNap, beSocket, beC, beCNap, beCProc}
+	rxBackends = []string{beGen, beXDPIO, beXDPIONap, beXDPIOGroup, beXDPIOGroupNap, beXDPIOBusy, beAsavie, beAsavieDoc, beAsavieNap, beAsavieGroup, beAsavieGroupNap, beSocket, beC, beCNap, beCGroup, beCGroupNap, beCProc}
 	txBackends = []string{beXDPIO, beAsavie, beC, beCProc}
 	// onRequest are backends measured only when -backends names them.
 	onRequest = []string{beCProc}
@@ -247,7 +260,7 @@ func measure(ctx context.Context, pair *netnstest.Pair, o Options, log io.Writer
 		return nil, fmt.Errorf("ethtool -K %s gro on: %w: %s", pair.B.Link, err, out)
 	}
 	skipped := map[string]string{}
-	needProc := o.wants(modeRx, beCProc) || o.wants(modeTx, beCProc) || (!cPeerInProcess && (o.wants(modeRx, beC) || o.wants(modeTx, beC) || o.wants(modeRx, beCNap)))
+	needProc := o.wants(modeRx, beCProc) || o.wants(modeTx, beCProc) || (!cPeerInProcess && (o.wants(modeRx, beC) || o.wants(modeTx, beC) || o.wants(modeRx, beCNap) || o.wants(modeRx, beCGroup) || o.wants(modeRx, beCGroupNap)))
 	if needProc {
 		dir, err := os.MkdirTemp("", "xskbench-c")
 		if err != nil {
@@ -259,6 +272,8 @@ func measure(ctx context.Context, pair *netnstest.Pair, o Options, log io.Writer
 			if !cPeerInProcess {
 				skipped[beC] = err.Error()
 				skipped[beCNap] = err.Error()
+				skipped[beCGroup] = err.Error()
+				skipped[beCGroupNap] = err.Error()
 			}
 			fmt.Fprintf(log, "xskbench: skipping the C peer as a process: %v\n", err)
 		}
@@ -386,6 +401,14 @@ func measure(ctx context.Context, pair *netnstest.Pair, o Options, log io.Writer
 				ratio("xdpio-nap/socket", beXDPIONap, beSocket, 2)
 				ratio("xdpio-nap/xdpio", beXDPIONap, beXDPIO, 0)
 				ratio("xdpio-nap/c-nap", beXDPIONap, beCNap, 0)
+				ratio("xdpio-group/asavie", beXDPIOGroup, beAsavie, 1.5)
+				ratio("xdpio-group/asavie-group", beXDPIOGroup, beAsavieGroup, 0)
+				ratio("xdpio-group/c-group", beXDPIOGroup, beCGroup, 0)
+				ratio("xdpio-group-nap/asavie", beXDPIOGroupNap, beAsavie, 1.5)
+				ratio("xdpio-group-nap/asavie-doc", beXDPIOGroupNap, beAsavieDoc, 1.5)
+				ratio("xdpio-group-nap/asavie-group-nap", beXDPIOGroupNap, beAsavieGroupNap, 0)
+				ratio("xdpio-group-nap/c-group-nap", beXDPIOGroupNap, beCGroupNap, 0)
+				ratio("xdpio-group-nap/c", beXDPIOGroupNap, beC, 0)
 				ratio("xdpio-busypoll/asavie", beXDPIOBusy, beAsavie, 1.5)
 				ratio("xdpio-busypoll/xdpio", beXDPIOBusy, beXDPIO, 0)
 				ratio("xdpio/asavie-doc", beXDPIO, beAsavieDoc, 1.5)
@@ -434,6 +457,14 @@ func newRx(be string, o *Options) receiver {
 		return &cPeer{bin: o.cBin, inproc: cPeerInProcess}
 	case beCNap:
 		return &cPeer{bin: o.cBin, inproc: cPeerInProcess, nap: true}
+	case beCGroup:
+		return &cPeer{bin: o.cBin, inproc: cPeerInProcess, group: true}
+	case beCGroupNap:
+		return &cPeer{bin: o.cBin, inproc: cPeerInProcess, group: true, nap: true}
+	case beAsavieGroup:
+		return &asavieRx{group: true}
+	case beAsavieGroupNap:
+		return &asavieRx{group: true, nap: true}
 	case beCProc:
 		return &cPeer{bin: o.cBin}
 	case beGen:
@@ -444,6 +475,10 @@ func newRx(be string, o *Options) receiver {
 		return &xdpioRx{busyPoll: true}
 	case beXDPIONap:
 		return &xdpioRx{nap: true}
+	case beXDPIOGroup:
+		return &xdpioRx{group: true}
+	case beXDPIOGroupNap:
+		return &xdpioRx{group: true, nap: true}
 	case beAsavieNap:
 		return &asavieRx{nap: true}
 	case beAsavie:

@@ -150,7 +150,10 @@ type xdpioRx struct {
 	busyPoll bool
 	// nap sets SocketConfig.RxNap to Options.Nap: while packets flow, Wait
 	// sleeps on a timer instead of on the socket.
-	nap     bool
+	nap bool
+	// group receives every queue in one goroutine (xsk.Poller), with
+	// RxNap when nap is set.
+	group   bool
 	h       *netnstest.Host
 	napiSet bool
 }
@@ -181,6 +184,10 @@ func (r *xdpioRx) start(h *netnstest.Host, o *Options) error {
 		return fmt.Errorf("xdpio: %w", err)
 	}
 	socks := r.dev.Sockets()
+	if r.group {
+		r.l.run(1, func(_ int, ctr *atomic.Uint64) error { return groupDrop(&r.l, socks, o.Batch, ctr) })
+		return nil
+	}
 	r.l.run(len(socks), func(i int, ctr *atomic.Uint64) error {
 		s := socks[i]
 		b := s.NewBatch(o.Batch)
@@ -206,6 +213,35 @@ func (r *xdpioRx) start(h *netnstest.Host, o *Options) error {
 		}
 		return nil
 	})
+	return nil
+}
+
+// groupDrop is rxdrop of every socket in one goroutine: it drains each
+// ring in turn and, when all were empty, waits on all the sockets at once
+// (xsk.Poller, which naps first with SocketConfig.RxNap while packets
+// flow).
+func groupDrop(l *loops, socks []*xsk.Socket, batch int, ctr *atomic.Uint64) error {
+	p := xsk.NewPoller(socks...)
+	bs := make([]*xsk.Batch, len(socks))
+	for i, s := range socks {
+		bs[i] = s.NewBatch(batch)
+	}
+	for !l.quit.Load() {
+		n := 0
+		for i, s := range socks {
+			if k := s.Receive(bs[i]); k > 0 {
+				n += k
+				s.Release(bs[i])
+			}
+		}
+		if n > 0 {
+			ctr.Add(uint64(n))
+			continue
+		}
+		if _, err := p.WaitRX(idle); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -277,6 +313,9 @@ type asavieRx struct {
 	// while packets flow, an empty RX ring means a timer sleep of
 	// Options.Nap, and poll only when the ring is still empty after it.
 	nap bool
+	// group receives every queue in one goroutine, which polls all the
+	// sockets' descriptors at once when every ring was empty.
+	group bool
 }
 
 func asavieOptions(o *Options) *asavie.SocketOptions {
@@ -314,6 +353,42 @@ func (r *asavieRx) start(h *netnstest.Host, o *Options) error {
 	})
 	if err != nil {
 		return fmt.Errorf("asavie/xdp: %w", err)
+	}
+	if r.group {
+		r.l.run(1, func(_ int, ctr *atomic.Uint64) (err error) {
+			defer recoverInto(&err)
+			fds := make([]unix.PollFd, len(r.socks))
+			for i, s := range r.socks {
+				fds[i] = unix.PollFd{Fd: int32(s.FD()), Events: unix.POLLIN}
+			}
+			flowing := false
+			for !r.l.quit.Load() {
+				got := 0
+				for _, s := range r.socks {
+					if free := s.NumFreeFillSlots(); free > 0 {
+						s.Fill(s.GetDescs(free))
+					}
+					if n := s.NumReceived(); n > 0 {
+						got += len(s.Receive(min(n, o.Batch)))
+					}
+				}
+				if got > 0 {
+					ctr.Add(uint64(got))
+					flowing = true
+					continue
+				}
+				if r.nap && flowing {
+					nap(o.Nap)
+					flowing = false
+					continue
+				}
+				if _, err := unix.Poll(fds, int(idle/time.Millisecond)); err != nil && err != unix.EINTR {
+					return err
+				}
+			}
+			return nil
+		})
+		return nil
 	}
 	r.l.run(len(r.socks), func(i int, ctr *atomic.Uint64) (err error) {
 		defer recoverInto(&err)

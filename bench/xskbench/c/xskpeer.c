@@ -7,7 +7,9 @@
 //
 // xskbench compiles and runs it; it is not meant to be run by hand:
 //
-//	xskpeer rxdrop|txonly IFINDEX QUEUES RING FRAMES FRAME_SIZE BATCH TX_BATCH TX_BUDGET NAP_NS
+//	xskpeer rxdrop|txonly IFINDEX QUEUES RING FRAMES FRAME_SIZE BATCH TX_BATCH TX_BUDGET NAP_NS GROUP
+//
+// With GROUP 1, rxdrop runs every socket in one thread that polls them all.
 //
 // File descriptor 3 is a shared control page (struct ctl below) that
 // xskbench created: xskpeer reports its socket descriptors, thread IDs and
@@ -81,13 +83,14 @@ struct xsk {
 	uint32_t nfree;
 };
 
-int xskpeer_start(void *ctl_page, int tx, int ifx, int queues, int ring, int frames, int fsize, int rx_batch, int txb, int budget, long long nap);
+int xskpeer_start(void *ctl_page, int tx, int ifx, int queues, int ring, int frames, int fsize, int rx_batch, int txb, int budget, long long nap, int grp);
 void xskpeer_stop(void);
 
 static struct ctl *ctl;
 static int mode_tx;
 static int ifindex, nqueues, ring_size, nframes, frame_size, batch, tx_batch, tx_budget;
 static long long nap_ns; // rxdrop: xdpio's RxNap policy when positive
+static int group;	 // rxdrop: one thread for every socket
 
 // fail records what failed in the control page and returns -1.
 static int fail(const char *what)
@@ -250,14 +253,42 @@ static void wait_fd(int fd, short ev, uint64_t *polls)
 	__atomic_store_n(polls, *polls + 1, __ATOMIC_RELAXED);
 }
 
+// rx_once takes what x's RX ring holds (up to batch) and gives the frames
+// back through the fill ring, topped up from the free stack with whatever
+// room is left (what does not fit waits on the stack). It returns how many
+// it took.
+static uint32_t rx_once(struct xsk *x)
+{
+	struct xdp_desc *rx = x->rx.desc;
+	uint64_t *fill = x->fill.desc;
+	uint32_t n = cons_peek(&x->rx, batch);
+	if (n == 0)
+		return 0;
+	uint32_t room = prod_free(&x->fill, n);
+	uint32_t idx = x->fill.cached_prod, k = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t a = rx[(x->rx.cached_cons + i) & x->rx.mask].addr;
+		a -= a % frame_size;
+		if (k < room)
+			fill[(idx + k++) & x->fill.mask] = a;
+		else
+			x->stack[x->nfree++] = a;
+	}
+	while (k < room && x->nfree > 0)
+		fill[(idx + k++) & x->fill.mask] = x->stack[--x->nfree];
+	x->fill.cached_prod = idx + k;
+	prod_submit(&x->fill);
+	x->rx.cached_cons += n;
+	cons_release(&x->rx);
+	return n;
+}
+
 static void rxdrop(struct xsk *x, uint64_t *ctr, uint64_t *polls)
 {
 	uint64_t total = 0;
-	struct xdp_desc *rx = x->rx.desc;
-	uint64_t *fill = x->fill.desc;
 	int flowing = 0;
 	while (!__atomic_load_n(&ctl->quit, __ATOMIC_RELAXED)) {
-		uint32_t n = cons_peek(&x->rx, batch);
+		uint32_t n = rx_once(x);
 		if (n == 0) {
 			// xdpio's RxNap: while packets flow, sleep on a timer
 			// instead of on the socket; poll once a nap found nothing.
@@ -273,28 +304,47 @@ static void rxdrop(struct xsk *x, uint64_t *ctr, uint64_t *polls)
 			wait_fd(x->fd, POLLIN, polls);
 			continue;
 		}
-		// Give the frames back through the fill ring, topped up from the
-		// free stack with whatever room is left (what does not fit waits
-		// on the stack).
-		uint32_t room = prod_free(&x->fill, n);
-		uint32_t idx = x->fill.cached_prod, k = 0;
-		for (uint32_t i = 0; i < n; i++) {
-			uint64_t a = rx[(x->rx.cached_cons + i) & x->rx.mask].addr;
-			a -= a % frame_size;
-			if (k < room)
-				fill[(idx + k++) & x->fill.mask] = a;
-			else
-				x->stack[x->nfree++] = a;
-		}
-		while (k < room && x->nfree > 0)
-			fill[(idx + k++) & x->fill.mask] = x->stack[--x->nfree];
-		x->fill.cached_prod = idx + k;
-		prod_submit(&x->fill);
-		x->rx.cached_cons += n;
-		cons_release(&x->rx);
 		flowing = 1;
 		total += n;
 		__atomic_store_n(ctr, total, __ATOMIC_RELAXED);
+	}
+}
+
+// rxdrop_all is rxdrop of every socket in one thread (group mode): it
+// drains each ring in turn and, when all were empty, naps (with nap_ns,
+// while packets flow) or polls all the sockets at once.
+static void rxdrop_all(struct xsk *xs, int n)
+{
+	uint64_t totals[MAX_QUEUES] = {0};
+	struct pollfd pfd[MAX_QUEUES];
+	int flowing = 0;
+	for (int q = 0; q < n; q++)
+		pfd[q] = (struct pollfd){.fd = xs[q].fd, .events = POLLIN};
+	while (!__atomic_load_n(&ctl->quit, __ATOMIC_RELAXED)) {
+		uint32_t got = 0;
+		for (int q = 0; q < n; q++) {
+			uint32_t k = rx_once(&xs[q]);
+			if (k) {
+				totals[q] += k;
+				__atomic_store_n(&ctl->ctr[q].packets, totals[q], __ATOMIC_RELAXED);
+				got += k;
+			}
+		}
+		if (got) {
+			flowing = 1;
+			continue;
+		}
+		if (nap_ns > 0 && flowing) {
+			struct timespec ts = {.tv_sec = nap_ns / 1000000000, .tv_nsec = nap_ns % 1000000000};
+			nanosleep(&ts, NULL);
+			flowing = 0;
+			continue;
+		}
+		for (int q = 0; q < n; q++)
+			if (need_wakeup(&xs[q].fill))
+				recvfrom(xs[q].fd, NULL, 0, MSG_DONTWAIT, NULL, NULL);
+		poll(pfd, n, IDLE_MS);
+		__atomic_store_n(&ctl->ctr[0].polls, ctl->ctr[0].polls + 1, __ATOMIC_RELAXED);
 	}
 }
 
@@ -351,6 +401,8 @@ static void *worker(void *arg)
 	__atomic_store_n(&ctl->tids[q], (int32_t)syscall(SYS_gettid), __ATOMIC_RELAXED);
 	if (mode_tx)
 		txonly(&xsks[q], &ctl->ctr[q].packets, &ctl->ctr[q].polls);
+	else if (group)
+		rxdrop_all(xsks, nqueues);
 	else
 		rxdrop(&xsks[q], &ctl->ctr[q].packets, &ctl->ctr[q].polls);
 	return NULL;
@@ -361,9 +413,10 @@ static void *worker(void *arg)
 // queue and marks the page ready; xskpeer_stop ends the threads and frees
 // everything. On failure it returns -1 with the reason in the page. The
 // same code runs as a program (below) or inside xskbench through cgo.
-int xskpeer_start(void *ctl_page, int tx, int ifx, int queues, int ring, int frames, int fsize, int rx_batch, int txb, int budget, long long nap)
+int xskpeer_start(void *ctl_page, int tx, int ifx, int queues, int ring, int frames, int fsize, int rx_batch, int txb, int budget, long long nap, int grp)
 {
 	nap_ns = nap;
+	group = grp && !tx;
 	ctl = ctl_page;
 	mode_tx = tx;
 	ifindex = ifx;
@@ -386,7 +439,7 @@ int xskpeer_start(void *ctl_page, int tx, int ifx, int queues, int ring, int fra
 		ctl->fds[q] = xsks[q].fd;
 	}
 	ctl->nqueues = nqueues;
-	for (nthreads = 0; nthreads < nqueues; nthreads++) {
+	for (nthreads = 0; nthreads < (group ? 1 : nqueues); nthreads++) {
 		int e = pthread_create(&threads[nthreads], NULL, worker, (void *)(intptr_t)nthreads);
 		if (e != 0) {
 			errno = e;
@@ -412,8 +465,8 @@ void xskpeer_stop(void)
 #ifndef XSKPEER_LIB
 int main(int argc, char **argv)
 {
-	if (argc != 11) {
-		fprintf(stderr, "usage: xskpeer rxdrop|txonly IFINDEX QUEUES RING FRAMES FRAME_SIZE BATCH TX_BATCH TX_BUDGET NAP_NS\n");
+	if (argc != 12) {
+		fprintf(stderr, "usage: xskpeer rxdrop|txonly IFINDEX QUEUES RING FRAMES FRAME_SIZE BATCH TX_BATCH TX_BUDGET NAP_NS GROUP\n");
 		return 2;
 	}
 	mode_tx = strcmp(argv[1], "txonly") == 0;
@@ -426,12 +479,13 @@ int main(int argc, char **argv)
 	tx_batch = atoi(argv[8]);
 	tx_budget = atoi(argv[9]);
 	nap_ns = atoll(argv[10]);
+	group = atoi(argv[11]);
 	void *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, CTL_FD, 0);
 	if (page == MAP_FAILED) {
 		perror("xskpeer: mmap control page (fd 3)");
 		return 1;
 	}
-	if (xskpeer_start(page, mode_tx, ifindex, nqueues, ring_size, nframes, frame_size, batch, tx_batch, tx_budget, nap_ns) < 0) {
+	if (xskpeer_start(page, mode_tx, ifindex, nqueues, ring_size, nframes, frame_size, batch, tx_batch, tx_budget, nap_ns, group) < 0) {
 		fprintf(stderr, "xskpeer: %s\n", ctl->err);
 		return 1;
 	}
