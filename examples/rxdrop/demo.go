@@ -14,7 +14,7 @@ import (
 // runDemo builds a veth pair with the given number of queues in two fresh
 // namespaces, runs rxdrop on one end and an XDP live-frames generator
 // (64-byte UDP, many flows) on the other, then removes everything.
-func runDemo(f *exutil.Flags, queues int) error {
+func runDemo(f *exutil.Flags, queues int, oneThread bool) error {
 	if f.Duration <= 0 {
 		f.Duration = 5 * time.Second
 	}
@@ -67,7 +67,7 @@ func runDemo(f *exutil.Flags, queues int) error {
 	}()
 	var sum summary
 	err = pair.B.Do(func() (err error) {
-		sum, err = rxdropStarted(rxCtx, pair.B.Link, cfg, f.Batch, func() { close(started) })
+		sum, err = rxdropStarted(rxCtx, pair.B.Link, cfg, f.Batch, oneThread, func() { close(started) })
 		return err
 	})
 	interrupted := ctx.Err() != nil
