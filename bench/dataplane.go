@@ -73,7 +73,8 @@ type MultiQueueConn interface {
 // QueueReader reads the datagrams of one receive queue in place. It is
 // used by one goroutine.
 type QueueReader interface {
-	// Queue is the receive queue's number.
+	// Queue is the receive queue's number, or -1 for a reader of every
+	// queue.
 	Queue() int
 	// ReadView fills msgs with up to len(msgs) datagrams, blocking up to
 	// timeout until one arrives (0 datagrams and a nil error when it

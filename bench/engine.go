@@ -286,6 +286,9 @@ func (r *dataRun) queueLoop(g *group, q QueueReader) error {
 			if stopping {
 				return nil
 			}
+			if q.Queue() < 0 {
+				return fmt.Errorf("rx queues: %w", err)
+			}
 			return fmt.Errorf("rx queue %d: %w", q.Queue(), err)
 		}
 		if n == 0 && stopping {

@@ -50,6 +50,12 @@ type XSKDataPlane struct {
 	// queue's count to OnClose. Nil hands frames over as soon as they are
 	// there.
 	Coalesce *coalesce.Params
+	// OneReader has a server read every RX queue in one goroutine, which
+	// waits on all the sockets at once (xsk.Poller; with Coalesce, one
+	// coalesce.GroupReceiver for all the queues, whose counters come with
+	// the first queue's count) instead of one goroutine per queue. On a
+	// machine with fewer CPUs than queues that costs fewer wake-ups.
+	OneReader bool
 	// Placer, if set, chooses each dialled stream's source port (within
 	// the client's block of 256) so it lands on a chosen RX queue of the
 	// server's NIC.
@@ -100,7 +106,7 @@ func (d *XSKDataPlane) Check() error {
 func (d *XSKDataPlane) Listen(local netip.AddrPort) (PacketConn, error) {
 	cfg := d.txConfig()
 	cfg.Program.Filter = []xsk.Rule{xsk.UDPPort(local.Port())}
-	c := &xskConn{local: local, onClose: d.OnClose}
+	c := &xskConn{local: local, onClose: d.OnClose, oneReader: d.OneReader}
 	err := d.run(func() error {
 		ifi, err := net.InterfaceByName(d.Iface)
 		if err != nil {
@@ -122,13 +128,22 @@ func (d *XSKDataPlane) Listen(local netip.AddrPort) (PacketConn, error) {
 	for _, s := range c.dev.Sockets() {
 		c.fds = append(c.fds, unix.PollFd{Fd: int32(s.FD())})
 		r := rxState{s: s, b: s.NewBatch(64)}
-		if d.Coalesce != nil {
+		if d.Coalesce != nil && !d.OneReader {
 			if r.rcv, err = coalesce.NewReceiver(s, *d.Coalesce, coalesce.Options{IdleWait: 20 * time.Millisecond}); err != nil {
 				c.dev.Close()
 				return nil, fmt.Errorf("xsk listen %s %v: %w", d.Iface, local, err)
 			}
 		}
 		c.rx = append(c.rx, r)
+	}
+	if d.OneReader {
+		c.poller = xsk.NewPoller(c.dev.Sockets()...)
+		if d.Coalesce != nil {
+			if c.grp, err = coalesce.NewGroupReceiver(c.dev.Sockets(), *d.Coalesce, coalesce.Options{IdleWait: 20 * time.Millisecond}); err != nil {
+				c.dev.Close()
+				return nil, fmt.Errorf("xsk listen %s %v: %w", d.Iface, local, err)
+			}
+		}
 	}
 	c.tx = c.dev.Sockets()[0]
 	c.txb = c.tx.NewBatch(64)
@@ -156,6 +171,11 @@ type xskConn struct {
 	neighErr error
 	rx       []rxState
 	fds      []unix.PollFd // the sockets', for ReadBatch (one caller at a time)
+	// With OneReader, one reader for every queue waits on poller, or
+	// takes its batches from grp when coalescing.
+	oneReader bool
+	poller    *xsk.Poller
+	grp       *coalesce.GroupReceiver
 	turn     int
 	tx       *xsk.Socket
 	txb      *xsk.Batch
@@ -249,6 +269,9 @@ func (c *xskConn) ReadBatch(msgs []Message) (int, error) {
 // QueueReaders returns a reader per RX queue's socket: the engine reads
 // the queues in parallel and counts datagrams in the UMEM frames.
 func (c *xskConn) QueueReaders() []QueueReader {
+	if c.oneReader {
+		return []QueueReader{&xskGroupReader{c: c}}
+	}
 	qs := make([]QueueReader, len(c.rx))
 	for i := range c.rx {
 		qs[i] = &xskQueueReader{c: c, r: &c.rx[i]}
@@ -344,17 +367,138 @@ func (q *xskQueueReader) ReadView(msgs []Message, timeout time.Duration) (int, e
 // take fills msgs with the UDP datagrams to our port among b's frames
 // from *next on, advancing *next.
 func (q *xskQueueReader) take(b *xsk.Batch, next *int, msgs []Message) int {
+	return q.c.take(b, next, msgs)
+}
+
+func (c *xskConn) take(b *xsk.Batch, next *int, msgs []Message) int {
 	n := 0
 	for ; *next < b.Len() && n < len(msgs); *next++ {
 		src, dport, payload, ok := parseUDP(b.Frame(*next))
-		if !ok || dport != q.c.local.Port() {
-			q.c.notUDP.Add(1)
+		if !ok || dport != c.local.Port() {
+			c.notUDP.Add(1)
 			continue
 		}
 		msgs[n] = Message{Buf: payload, N: len(payload), Addr: src}
 		n++
 	}
 	return n
+}
+
+// xskGroupReader reads every queue's socket in place, in one goroutine
+// (XSKDataPlane.OneReader). Like xskQueueReader it holds c.life for
+// reading while it holds frames.
+type xskGroupReader struct {
+	c      *xskConn
+	held   bool
+	turn   int
+	cbs    []*xsk.Batch // the group receiver's batch being handed out
+	ci     int          // its batch being handed out
+	cnext  int          // frames of cbs[ci] already handed out
+	unlock func()
+}
+
+// Queue is -1: the reader reads every queue.
+func (q *xskGroupReader) Queue() int { return -1 }
+
+func (q *xskGroupReader) Done() {
+	q.giveBack()
+	if q.unlock != nil {
+		q.unlock()
+		q.unlock = nil
+	}
+}
+
+func (q *xskGroupReader) giveBack() {
+	if q.held {
+		q.held = false
+		q.c.life.RUnlock()
+	}
+}
+
+func (q *xskGroupReader) ReadView(msgs []Message, timeout time.Duration) (int, error) {
+	q.giveBack()
+	c := q.c
+	if c.grp != nil && q.unlock == nil {
+		if unlock, err := coalesce.LockThread(); err == nil {
+			q.unlock = unlock
+		}
+	}
+	var deadline time.Time
+	for {
+		c.life.RLock()
+		if c.closed.Load() {
+			c.life.RUnlock()
+			return 0, net.ErrClosed
+		}
+		// Frames ReadBatch took during stream setup go first; without
+		// coalescing, each queue's batch is refilled from its ring.
+		n := 0
+		for i := 0; i < len(c.rx) && n < len(msgs); i++ {
+			r := &c.rx[(q.turn+i)%len(c.rx)]
+			if r.next == r.b.Len() && (c.grp == nil || r.b.Len() > 0) {
+				r.s.Release(r.b)
+				r.next = 0
+				if c.grp == nil {
+					r.s.Receive(r.b)
+				}
+			}
+			n += c.take(r.b, &r.next, msgs[n:])
+		}
+		q.turn++
+		for c.grp != nil && n < len(msgs) && q.ci < len(q.cbs) {
+			n += c.take(q.cbs[q.ci], &q.cnext, msgs[n:])
+			if q.cnext == q.cbs[q.ci].Len() {
+				q.ci, q.cnext = q.ci+1, 0
+			}
+		}
+		if n > 0 {
+			q.held = true
+			return n, nil
+		}
+		c.life.RUnlock()
+		if deadline.IsZero() {
+			deadline = time.Now().Add(timeout)
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return 0, nil
+		}
+		var err error
+		if c.grp != nil {
+			err = q.nextCoalesced(left)
+		} else {
+			_, err = c.poller.WaitRX(left)
+		}
+		if err != nil {
+			if c.closed.Load() || errors.Is(err, xsk.ErrClosed) {
+				return 0, net.ErrClosed
+			}
+			return 0, fmt.Errorf("xsk read: %w", err)
+		}
+	}
+}
+
+// nextCoalesced gives the group receiver's finished batch back and waits
+// up to timeout for its next one, holding c.life for reading meanwhile.
+func (q *xskGroupReader) nextCoalesced(timeout time.Duration) error {
+	c := q.c
+	c.life.RLock()
+	defer c.life.RUnlock()
+	if c.closed.Load() {
+		return net.ErrClosed
+	}
+	if q.cbs != nil {
+		c.grp.Release()
+		q.cbs, q.ci, q.cnext = nil, 0, 0
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	bs, err := c.grp.Next(ctx)
+	if err != nil && errors.Is(err, context.DeadlineExceeded) {
+		return nil
+	}
+	q.cbs = bs
+	return err
 }
 
 // takeCoalesced hands out the rest of the coalesced batch.
@@ -571,6 +715,10 @@ func (c *xskConn) Close() error {
 			}
 			if r.rcv != nil {
 				cs := r.rcv.Stats()
+				qc.Coalesce = &cs
+			}
+			if c.grp != nil && len(qs) == 0 {
+				cs := c.grp.Stats()
 				qc.Coalesce = &cs
 			}
 			qs = append(qs, qc)

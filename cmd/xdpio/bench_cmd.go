@@ -75,9 +75,10 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 		adaptive bool
 		qflag    string
 		tcpPort  int
+		oneRead  bool
 	)
 	c := &cobra.Command{
-		Use:   "server [-i IFACE] [--port 5201] [--bind ADDR] [-1] [--backend xsk|socket|asavie] [--queues LIST|all] [--rx-usecs N --rx-frames N | --adaptive] [--tcp-port N]",
+		Use:   "server [-i IFACE] [--port 5201] [--bind ADDR] [-1] [--backend xsk|socket|asavie] [--queues LIST|all] [--rx-usecs N --rx-frames N | --adaptive] [--one-reader] [--tcp-port N]",
 		Short: "Serve iperf3 clients (UDP tests) until Ctrl-C, or for one test with -1",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -96,11 +97,12 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 					return usagef("--queues %q: want all or a list such as 0,2-3 (%v)", qflag, err)
 				}
 			}
-			if _, ok := dp.(*bench.XSKDataPlane); !ok && (coalescing || qlist != nil) {
-				return usagef("--queues, --rx-usecs, --rx-frames and --adaptive are about xdpio's AF_XDP queues: they need the xsk backend")
+			if _, ok := dp.(*bench.XSKDataPlane); !ok && (coalescing || qlist != nil || oneRead) {
+				return usagef("--queues, --rx-usecs, --rx-frames, --adaptive and --one-reader are about xdpio's AF_XDP queues: they need the xsk backend")
 			}
 			if x, ok := dp.(*bench.XSKDataPlane); ok {
 				x.Config.Queues = qlist
+				x.OneReader = oneRead
 				if coalescing {
 					if rxUsecs < 0 || rxUsecs > coalesce.MaxUsecs || rxFrames < 0 {
 						return usagef("--rx-usecs 0-%d and --rx-frames ≥ 0", coalesce.MaxUsecs)
@@ -109,7 +111,9 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 					// A coalescing receiver keeps its P while it sleeps a
 					// window; the rest of the program needs one more.
 					n := len(qlist)
-					if n == 0 {
+					if oneRead {
+						n = 1
+					} else if n == 0 {
 						if err := g.inNetns(func() (err error) { n, err = xsk.Queues(iface); return err }); err != nil {
 							return fmt.Errorf("bench server: %w", err)
 						}
@@ -175,6 +179,7 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 	c.Flags().IntVar(&rxUsecs, "rx-usecs", 0, "software RX coalescing per queue: hand a batch over at most this many µs after its first frame (like ethtool -C rx-usecs)")
 	c.Flags().IntVar(&rxFrames, "rx-frames", 0, "software RX coalescing: hand a batch over once it holds this many frames (0: the batch size)")
 	c.Flags().BoolVar(&adaptive, "adaptive", false, "adaptive RX coalescing: pick rx-usecs/rx-frames from the measured rate (bounded by --rx-usecs, default 64)")
+	c.Flags().BoolVar(&oneRead, "one-reader", false, "read every RX queue in one goroutine (with --rx-usecs: one coalescing policy for all), not one per queue: fewer wake-ups on a machine with fewer CPUs than queues")
 	return c
 }
 

@@ -571,6 +571,36 @@ func TestBenchServerCoalescing(t *testing.T) {
 	}
 }
 
+// TestBenchServerOneReader: `bench server --one-reader` reads both queues
+// in one goroutine: streams placed on both queues all arrive, each queue's
+// count is reported, and with --rx-usecs one coalescing policy batches
+// the frames of both (its counters come with the first queue).
+func TestBenchServerOneReader(t *testing.T) {
+	for i, extra := range [][]string{nil, {"--rx-usecs", "200"}} {
+		t.Run(strings.Join(append([]string{"one-reader"}, extra...), " "), func(t *testing.T) {
+			pair := netnstest.New(t, netnstest.Config{Queues: 2})
+			srv, _ := serveOnce(t, pair, 15281+10*i, append([]string{"--backend", "xsk", "-i", pair.B.Link, "--one-reader"}, extra...),
+				[]string{"--backend", "xsk", "-i", pair.A.Link, "-P", "2", "-b", "8M", "-l", "100", "--rss-queues", "2"})
+			allReceived(t, srv)
+			qs := srv.End.RXQueues
+			if len(qs) != 2 || qs[0].Packets == 0 || qs[1].Packets == 0 {
+				t.Fatalf("rx_queues %+v: want both queues to have received", qs)
+			}
+			if extra == nil {
+				return
+			}
+			c := qs[0].Coalesce
+			if c == nil || qs[1].Coalesce != nil {
+				t.Fatalf("rx_queues %+v: want the group's coalescing counters with the first queue only", qs)
+			}
+			got := srv.End.SumReceived.Packets
+			if c.Frames < uint64(got) || c.Batches == 0 || c.Batches*3/2 > c.Frames {
+				t.Errorf("%d frames in %d batches for %d datagrams: want every datagram, more than 1.5 frames per batch", c.Frames, c.Batches, got)
+			}
+		})
+	}
+}
+
 // TestBenchServerQueues: `bench server --queues 1` binds queue 1 only;
 // streams the client places on queue 1 (--rss-table 1) all arrive there,
 // and the report lists that one queue.
