@@ -176,9 +176,9 @@ type xskConn struct {
 	oneReader bool
 	poller    *xsk.Poller
 	grp       *coalesce.GroupReceiver
-	turn     int
-	tx       *xsk.Socket
-	txb      *xsk.Batch
+	turn      int
+	tx        *xsk.Socket
+	txb       *xsk.Batch
 
 	mu       sync.Mutex
 	deadline time.Time
