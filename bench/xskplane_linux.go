@@ -546,8 +546,8 @@ func (c *xskConn) parse(f []byte, m *Message) bool {
 }
 
 // parseUDP reads an Ethernet/IPv4-or-IPv6/UDP frame (IPv6 without
-// extension headers, as iperf3 sends): the source, the destination port
-// and the payload, which aliases f.
+// extension headers, as iperf3 sends; no IP fragments): the source, the
+// destination port and the payload, which aliases f.
 func parseUDP(f []byte) (src netip.AddrPort, dport uint16, payload []byte, ok bool) {
 	if len(f) < 14 {
 		return
@@ -557,7 +557,9 @@ func parseUDP(f []byte) (src netip.AddrPort, dport uint16, payload []byte, ok bo
 	switch binary.BigEndian.Uint16(f[12:]) {
 	case unix.ETH_P_IP:
 		ip := f[14:]
-		if len(ip) < 20 || ip[9] != unix.IPPROTO_UDP {
+		// A fragment is not a datagram: even the first one carries only
+		// part of the payload the UDP header describes.
+		if len(ip) < 20 || ip[0]>>4 != 4 || ip[9] != unix.IPPROTO_UDP || binary.BigEndian.Uint16(ip[6:])&0x3fff != 0 {
 			return
 		}
 		ihl := int(ip[0]&0xf) * 4
@@ -569,7 +571,7 @@ func parseUDP(f []byte) (src netip.AddrPort, dport uint16, payload []byte, ok bo
 		l4 = ip[ihl:tot]
 	case unix.ETH_P_IPV6:
 		ip := f[14:]
-		if len(ip) < 40 || ip[6] != unix.IPPROTO_UDP {
+		if len(ip) < 40 || ip[0]>>4 != 6 || ip[6] != unix.IPPROTO_UDP {
 			return
 		}
 		pl := int(binary.BigEndian.Uint16(ip[4:]))
