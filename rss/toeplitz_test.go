@@ -522,3 +522,28 @@ func FuzzParseKey(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseNames: the CLI's names for an input transformation and an
+// indirection index rule parse to a value or an error, never a panic, and
+// a value's own name parses back to it.
+func FuzzParseNames(f *testing.F) {
+	for _, s := range []string{"", "none", "xor", "Symmetric-Or-Xor", "mod", "scale", "low-bits", "bogus"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if sym, err := ParseSymmetric(s); err == nil {
+			if again, err := ParseSymmetric(sym.String()); err != nil || again != sym {
+				t.Fatalf("ParseSymmetric(%q) = %v, whose name reads back as %v, %v", s, sym, again, err)
+			}
+		} else if !errors.Is(err, ErrSymmetricInvalid) {
+			t.Fatalf("ParseSymmetric(%q): %v, want ErrSymmetricInvalid", s, err)
+		}
+		if r, err := ParseIndexRule(s); err == nil {
+			if again, err := ParseIndexRule(r.String()); err != nil || again != r {
+				t.Fatalf("ParseIndexRule(%q) = %v, whose name reads back as %v, %v", s, r, again, err)
+			}
+		} else if !errors.Is(err, ErrIndirection) {
+			t.Fatalf("ParseIndexRule(%q): %v, want ErrIndirection", s, err)
+		}
+	})
+}

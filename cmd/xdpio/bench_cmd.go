@@ -493,7 +493,8 @@ func parseRate(s string) (uint64, error) {
 		mult, s = 1e9, s[:len(s)-1]
 	}
 	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || v < 0 || v*mult > 1e12 {
+	// Written so that NaN fails too.
+	if err != nil || !(v >= 0 && v*mult <= 1e12) {
 		return 0, fmt.Errorf("want a rate such as 100M (0 for unlimited, at most 1000G)")
 	}
 	if v == 0 {

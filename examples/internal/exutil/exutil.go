@@ -61,7 +61,12 @@ func (f *Flags) Config() (xsk.Config, error) {
 	return cfg, nil
 }
 
-// ParseQueues parses "all" (nil), "3", "0,2" or "0-3".
+// MaxQueue is the highest queue number ParseQueues accepts (Linux gives
+// a device at most 4096 queues).
+const MaxQueue = 4095
+
+// ParseQueues parses "all" (nil), "3", "0,2" or "0-3" into queue numbers
+// 0..MaxQueue, in the order given.
 func ParseQueues(s string) ([]int, error) {
 	if s == "" || s == "all" {
 		return nil, nil
@@ -70,14 +75,17 @@ func ParseQueues(s string) ([]int, error) {
 	for _, part := range strings.Split(s, ",") {
 		lo, hi, isRange := strings.Cut(part, "-")
 		a, err := strconv.Atoi(strings.TrimSpace(lo))
-		if err != nil || a < 0 {
-			return nil, fmt.Errorf("bad queue %q in %q", part, s)
+		if err != nil || a < 0 || a > MaxQueue {
+			return nil, fmt.Errorf("bad queue %q in %q: want 0..%d", part, s, MaxQueue)
 		}
 		b := a
 		if isRange {
-			if b, err = strconv.Atoi(strings.TrimSpace(hi)); err != nil || b < a {
-				return nil, fmt.Errorf("bad queue range %q in %q", part, s)
+			if b, err = strconv.Atoi(strings.TrimSpace(hi)); err != nil || b < a || b > MaxQueue {
+				return nil, fmt.Errorf("bad queue range %q in %q: want low-high within 0..%d", part, s, MaxQueue)
 			}
+		}
+		if len(out)+b-a+1 > MaxQueue+1 {
+			return nil, fmt.Errorf("queues %q: more than %d", s, MaxQueue+1)
 		}
 		for q := a; q <= b; q++ {
 			out = append(out, q)

@@ -2,6 +2,9 @@ package labctl
 
 import (
 	"errors"
+	"fmt"
+	"maps"
+	"strings"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -133,6 +136,34 @@ func TestParseStats(t *testing.T) {
 	if _, err := ParseStats([]byte("NIC statistics:\n  x: notanumber\n")); err == nil {
 		t.Error("ParseStats accepted a non-number")
 	}
+}
+
+// FuzzParseStats: any `ethtool -S` output is a map or an error, never a
+// panic; a map written back out in ethtool's format parses to itself.
+func FuzzParseStats(f *testing.F) {
+	f.Add([]byte("NIC statistics:\n     rx0_drops: 3\n     rx_queue_1_packets: 42\n"))
+	f.Add([]byte("x: 18446744073709551615\n"))
+	f.Add([]byte("x: 18446744073709551616\n"))
+	f.Add([]byte(":\n: 1\n a : 2 \n"))
+	f.Add([]byte("no colon\n\n"))
+	f.Fuzz(func(t *testing.T, out []byte) {
+		m, err := ParseStats(out)
+		if err != nil {
+			return
+		}
+		var b []byte
+		b = append(b, "NIC statistics:\n"...)
+		for k, v := range m {
+			if strings.ContainsAny(k, ":\n\r") {
+				return // a name ethtool never prints
+			}
+			b = fmt.Appendf(b, "     %s: %d\n", k, v)
+		}
+		again, err := ParseStats(b)
+		if err != nil || !maps.Equal(again, m) {
+			t.Fatalf("ParseStats = %v, which reads back as %v, %v", m, again, err)
+		}
+	})
 }
 
 // FuzzParseFlow: no panic on any input, and a parsed flow re-encodes to a
