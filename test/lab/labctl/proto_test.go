@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"strings"
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/gopacket/gopacket"
