@@ -233,3 +233,31 @@ func lookupFamilyRaw(c *Client) (genetlink.Family, []byte, error) {
 	}
 	return genetlink.Family{}, msgs[0].Data, nil
 }
+
+// FuzzDecodeNotification: a monitor notification of any kind with any
+// payload decodes to a Notification or an error, never a panic, and a
+// notification accepted with a payload has whole attribute framing.
+func FuzzDecodeNotification(f *testing.F) {
+	hdr := seedAttrs(func(ae *netlink.AttributeEncoder) {
+		ae.Nested(headerAttr, func(b *netlink.AttributeEncoder) error {
+			b.Uint32(unix.ETHTOOL_A_HEADER_DEV_INDEX, 2)
+			b.String(unix.ETHTOOL_A_HEADER_DEV_NAME, "veth0")
+			return nil
+		})
+		ae.Uint32(unix.ETHTOOL_A_CHANNELS_COMBINED_COUNT, 4)
+	})
+	for _, cmd := range []uint8{msgChannelsNtf, msgRingsNtf, msgCoalesceNtf, msgFeaturesNtf, msgRSSNtf, msgRSSCreateNtf, msgRSSDeleteNtf, 0, 255} {
+		f.Add(cmd, hdr)
+		f.Add(cmd, hdr[:len(hdr)/2])
+	}
+	names := []string{"a", "b", "c"}
+	f.Fuzz(func(t *testing.T, cmd uint8, b []byte) {
+		n, err := decodeNotification(genetlink.Message{Header: genetlink.Header{Command: cmd}, Data: b}, names)
+		if err == nil && n.Kind != "other" && len(b) > 0 && !framingValid(b) {
+			t.Fatalf("notification %d (%s) accepted broken framing: %x", cmd, n.Kind, b)
+		}
+		if err == nil && n.Cmd != cmd {
+			t.Fatalf("notification %d decoded as command %d", cmd, n.Cmd)
+		}
+	})
+}
