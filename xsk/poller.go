@@ -13,12 +13,23 @@ import "golang.org/x/sys/unix"
 type Poller struct {
 	socks []*Socket
 	fds   []unix.PollFd // each socket's fd, then each socket's Close event
+	err   error         // no sockets, or a nil one: every call returns it
 }
 
-// NewPoller returns a Poller for socks.
+// NewPoller returns a Poller for socks. Without sockets, or with a nil
+// one, every wait and sleep of the Poller returns an error matching
+// ErrInvalidConfig.
 func NewPoller(socks ...*Socket) *Poller {
 	p := &Poller{socks: append([]*Socket(nil), socks...)}
 	p.fds = make([]unix.PollFd, 2*len(socks))
+	if len(socks) == 0 {
+		p.err = invalid("poller sockets", 0, "want at least one")
+	}
+	for i, s := range socks {
+		if s == nil {
+			p.err = invalid("poller socket", i, "is nil")
+		}
+	}
 	return p
 }
 
@@ -27,6 +38,7 @@ func (p *Poller) Sockets() []*Socket { return p.socks }
 
 // enter marks a call in progress on every socket (Close waits for it to
 // end), or returns false, with none marked, when one of them is closed.
+// The caller has checked p.err.
 func (p *Poller) enter() bool {
 	for i, s := range p.socks {
 		if !s.enter() {

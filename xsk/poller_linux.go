@@ -19,6 +19,9 @@ import (
 // poll on all of them only when every ring is still empty after the nap.
 // Each socket counts the wait in Stats.Polls (and a nap in Stats.Naps).
 func (p *Poller) WaitRX(timeout time.Duration) (bool, error) {
+	if p.err != nil {
+		return false, p.err
+	}
 	if !p.enter() {
 		return false, ErrClosed
 	}
@@ -108,6 +111,9 @@ func (p *Poller) SleepShort(d time.Duration) error {
 func (p *Poller) Sleep(d time.Duration) error { return p.sleep(d, false) }
 
 func (p *Poller) sleep(d time.Duration, raw bool) error {
+	if p.err != nil {
+		return p.err
+	}
 	if !p.enter() {
 		return ErrClosed
 	}

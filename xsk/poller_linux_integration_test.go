@@ -148,3 +148,19 @@ func TestPollerRxNap(t *testing.T) {
 		t.Error("no socket counted a nap: WaitRX ignored RxNap")
 	}
 }
+
+// A Poller without sockets, or with a nil one, says so instead of waiting
+// for ever or panicking.
+func TestPollerInvalid(t *testing.T) {
+	for _, p := range []*xsk.Poller{xsk.NewPoller(), xsk.NewPoller(nil)} {
+		if _, err := p.WaitRX(-1); !errors.Is(err, xsk.ErrInvalidConfig) {
+			t.Errorf("WaitRX: %v, want ErrInvalidConfig", err)
+		}
+		if err := p.Sleep(time.Hour); !errors.Is(err, xsk.ErrInvalidConfig) {
+			t.Errorf("Sleep: %v, want ErrInvalidConfig", err)
+		}
+		if err := p.SleepShort(time.Millisecond); !errors.Is(err, xsk.ErrInvalidConfig) {
+			t.Errorf("SleepShort: %v, want ErrInvalidConfig", err)
+		}
+	}
+}
