@@ -130,6 +130,14 @@ func (c *rxCore) next(ctx context.Context) (int, error) {
 		if c.woke {
 			// Frames that ended a kernel wait arrived about now.
 			c.woke = false
+			if n > 0 && c.usecs > 0 && now-c.lastCheck < c.usecs {
+				// They came within one window of the wait: sleeping a
+				// window would have caught them too. Without this, a
+				// receiver whose sleeps once stopped paying, and whose
+				// batches then all end at rx-frames (never reaching
+				// due's creep back), would wait in the kernel for ever.
+				c.hit += (1 - c.hit) / 4
+			}
 			c.lastCheck = now
 		}
 		if n > 0 {
@@ -172,9 +180,11 @@ func (c *rxCore) next(ctx context.Context) (int, error) {
 			// frame (the way a NIC's coalescing timer re-arms under load).
 			// A frame arriving meanwhile waits less than rx-usecs.
 			// If rx-frames should be there sooner, sleep only that long.
+			// A sleep shorter than the timer's lateness costs the same
+			// wake-up and ends no sooner: ask for at least that.
 			d := c.usecs
 			if est := time.Duration(float64(c.frames) / c.rate); est < d {
-				d = max(est, minSleep)
+				d = max(est, minSleep, min(c.late, c.usecs))
 			}
 			c.blind, c.speculated = true, true
 			c.sleep(now, d)
@@ -235,7 +245,14 @@ func (c *rxCore) due(ctx context.Context, now time.Duration) rxReason {
 			// waiting would cost a wake-up and add delay for nothing.
 			return rxEarly
 		}
-		if est := time.Duration(float64(c.frames-c.pending) / c.rate); est < d {
+		est := time.Duration(float64(c.frames-c.pending) / c.rate)
+		if est < c.late {
+			// rx-frames will be there before any sleep could end: a
+			// sleep would only cost a wake-up. Hand over what is here;
+			// the next look takes the rest.
+			return rxEarly
+		}
+		if est < d {
 			d = max(est, minSleep)
 		}
 	}

@@ -36,7 +36,8 @@
 // written by hand on asavie/xdp (asavie-group, asavie-group-nap: poll on
 // all its sockets' descriptors) and in C (c-group, c-group-nap). On a
 // machine with fewer CPUs than queues, they show what the shape of the
-// receiver is worth apart from the library.
+// receiver is worth apart from the library. xdpio-coalesce is one
+// coalesce.GroupReceiver for every queue with rx-usecs -nap.
 //
 // On veth the kernel's receive work (XDP, the copy into the UMEM, the
 // stack for kernel sockets) runs in the sender's context, so the two
@@ -112,7 +113,7 @@ func run(ctx context.Context, args []string) (err error) {
 	fs.IntVar(&o.Flows, "flows", 64, "UDP flows (source ports), a power of two")
 	port := fs.Uint("port", 7777, "UDP destination port")
 	modes := fs.String("modes", "", "comma-separated modes to run: rxdrop, txonly (default both)")
-	backends := fs.String("backends", "", "comma-separated backends: generator, xdpio, xdpio-nap, xdpio-group, xdpio-group-nap, xdpio-busypoll, asavie, asavie-doc, asavie-nap, asavie-group, asavie-group-nap, socket, c, c-nap, c-group, c-group-nap, c-proc (default all; c needs a C compiler and kernel headers)")
+	backends := fs.String("backends", "", "comma-separated backends: generator, xdpio, xdpio-nap, xdpio-group, xdpio-group-nap, xdpio-coalesce, xdpio-busypoll, asavie, asavie-doc, asavie-nap, asavie-group, asavie-group-nap, socket, c, c-nap, c-group, c-group-nap, c-proc (default all; c needs a C compiler and kernel headers)")
 	fs.BoolVar(&o.Verbose, "v", false, "log veth and socket counters of every rxdrop measurement")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")

@@ -128,7 +128,7 @@ const (
 )
 
 var (
-	rxBackends = []string{beGen, beXDPIO, beXDPIONap, beXDPIOGroup, beXDPIOGroupNap, beXDPIOBusy, beAsavie, beAsavieDoc, beAsavieNap, beAsavieGroup, beAsavieGroupNap, beSocket, beC, beCNap, beCGroup, beCGroupNap, beCProc}
+	rxBackends = []string{beGen, beXDPIO, beXDPIONap, beXDPIOGroup, beXDPIOGroupNap, beXDPIOCoalesce, beXDPIOBusy, beAsavie, beAsavieDoc, beAsavieNap, beAsavieGroup, beAsavieGroupNap, beSocket, beC, beCNap, beCGroup, beCGroupNap, beCProc}
 	txBackends = []string{beXDPIO, beAsavie, beC, beCProc}
 	// onRequest are backends measured only when -backends names them.
 	onRequest = []string{beCProc}
@@ -409,6 +409,7 @@ func measure(ctx context.Context, pair *netnstest.Pair, o Options, log io.Writer
 				ratio("xdpio-group-nap/asavie-group-nap", beXDPIOGroupNap, beAsavieGroupNap, 0)
 				ratio("xdpio-group-nap/c-group-nap", beXDPIOGroupNap, beCGroupNap, 0)
 				ratio("xdpio-group-nap/c", beXDPIOGroupNap, beC, 0)
+				ratio("xdpio-coalesce/asavie", beXDPIOCoalesce, beAsavie, 0)
 				ratio("xdpio-busypoll/asavie", beXDPIOBusy, beAsavie, 1.5)
 				ratio("xdpio-busypoll/xdpio", beXDPIOBusy, beXDPIO, 0)
 				ratio("xdpio/asavie-doc", beXDPIO, beAsavieDoc, 1.5)
@@ -479,6 +480,8 @@ func newRx(be string, o *Options) receiver {
 		return &xdpioRx{group: true}
 	case beXDPIOGroupNap:
 		return &xdpioRx{group: true, nap: true}
+	case beXDPIOCoalesce:
+		return &xdpioRx{group: true, coalesce: true}
 	case beAsavieNap:
 		return &asavieRx{nap: true}
 	case beAsavie:

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/xdpio/xdpio/coalesce"
 	"os"
 	"runtime"
 	"strconv"
@@ -153,9 +154,12 @@ type xdpioRx struct {
 	nap bool
 	// group receives every queue in one goroutine (xsk.Poller), with
 	// RxNap when nap is set.
-	group   bool
-	h       *netnstest.Host
-	napiSet bool
+	group bool
+	// coalesce receives every queue in one goroutine through one
+	// coalesce.GroupReceiver, rx-usecs Options.Nap.
+	coalesce bool
+	h        *netnstest.Host
+	napiSet  bool
 }
 
 func (r *xdpioRx) start(h *netnstest.Host, o *Options) error {
@@ -185,6 +189,10 @@ func (r *xdpioRx) start(h *netnstest.Host, o *Options) error {
 	}
 	socks := r.dev.Sockets()
 	if r.group {
+		if r.coalesce {
+			r.l.run(1, func(_ int, ctr *atomic.Uint64) error { return coalesceDrop(&r.l, socks, o, ctr) })
+			return nil
+		}
 		r.l.run(1, func(_ int, ctr *atomic.Uint64) error { return groupDrop(&r.l, socks, o.Batch, ctr) })
 		return nil
 	}
@@ -214,6 +222,44 @@ func (r *xdpioRx) start(h *netnstest.Host, o *Options) error {
 		return nil
 	})
 	return nil
+}
+
+// coalesceDrop is rxdrop of every socket through one
+// coalesce.GroupReceiver with rx-usecs o.Nap: the library's batching
+// policy doing what groupDrop does by hand.
+func coalesceDrop(l *loops, socks []*xsk.Socket, o *Options, ctr *atomic.Uint64) error {
+	unlock, err := coalesce.LockThread()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	g, err := coalesce.NewGroupReceiver(socks, coalesce.Params{RxUsecs: int(o.Nap / time.Microsecond), BatchSize: o.Batch}, coalesce.Options{IdleWait: idle})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for !l.quit.Load() {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
+	for {
+		bs, err := g.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		n := 0
+		for _, b := range bs {
+			n += b.Len()
+		}
+		g.Release()
+		ctr.Add(uint64(n))
+	}
 }
 
 // groupDrop is rxdrop of every socket in one goroutine: it drains each
