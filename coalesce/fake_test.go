@@ -19,6 +19,7 @@ type fakeRing struct {
 	late     time.Duration      // every sleep ends this much late
 
 	sleeps, waits, reads int
+	short                int // sleeps asked for less than 10µs
 }
 
 func (f *fakeRing) Now() time.Duration { f.reads++; return f.now }
@@ -28,6 +29,9 @@ func (f *fakeRing) Sleep(d time.Duration) {
 		panic("sleep of non-positive duration")
 	}
 	f.sleeps++
+	if d < 10*time.Microsecond {
+		f.short++
+	}
 	f.now += d + f.late
 }
 

@@ -303,3 +303,21 @@ func TestRxSteadyWithGaps(t *testing.T) {
 		t.Errorf("max delay %v exceeds rx-usecs", d)
 	}
 }
+
+// 10M frames/s, rx-frames 64, sleeps ending 40µs late: 64 frames are
+// there long before any sleep could end, so the receiver hands batches
+// over without sleeping for the few µs rx-frames would take, and sleeps
+// no shorter than the lateness when the ring runs dry (each wake-up
+// costs the same, however short the sleep asked for).
+func TestRxHighRateNoMicroSleeps(t *testing.T) {
+	arr := every(0, 100*time.Nanosecond, 50000)
+	_, c, f := runFakeLate(t, Params{RxUsecs: 30, RxFrames: 64, BatchSize: 64}, arr, 40*us)
+	st := c.stats()
+	t.Logf("%d batches, %.1f frames per batch, %d sleeps (%d under 10µs), %d waits", st.Batches, float64(st.Frames)/float64(st.Batches), f.sleeps, f.short, f.waits)
+	if f.short > 3 {
+		t.Errorf("%d of %d sleeps asked for less than 10µs: want none once the lateness is known", f.short, f.sleeps)
+	}
+	if pb := float64(st.Frames) / float64(st.Batches); pb < 60 {
+		t.Errorf("%.1f frames per batch: want full batches of 64", pb)
+	}
+}
