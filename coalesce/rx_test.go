@@ -321,3 +321,31 @@ func TestRxHighRateNoMicroSleeps(t *testing.T) {
 		t.Errorf("%.1f frames per batch: want full batches of 64", pb)
 	}
 }
+
+// Bursts 500µs apart first teach the receiver that its sleeps miss; then
+// bursts of exactly rx-frames every 30µs, so that every batch ends at
+// rx-frames on the look that opens it. Kernel waits that the next burst
+// answers within a window count as evidence that a sleep would catch
+// frames too: the receiver goes back to sleeping windows instead of
+// waiting in the kernel for every batch.
+func TestRxRecoversSleeping(t *testing.T) {
+	var arr []time.Duration
+	for b := 0; b < 200; b++ {
+		for i := 0; i < 20; i++ {
+			arr = append(arr, time.Duration(b)*500*us)
+		}
+	}
+	for b := 0; b < 1000; b++ {
+		for i := 0; i < 16; i++ {
+			arr = append(arr, 100*time.Millisecond+time.Duration(b)*30*us)
+		}
+	}
+	_, c, f := runFake(t, Params{RxUsecs: 50, RxFrames: 16}, arr)
+	st := c.stats()
+	t.Logf("%d batches, %d polls, %d sleeps", st.Batches, st.Polls, f.sleeps)
+	// About 200 polls for the sparse bursts; the 1000 dense ones should
+	// not each need one.
+	if st.Polls > 400 {
+		t.Errorf("%d kernel waits for 200 sparse and 1000 dense bursts: the receiver did not go back to sleeping", st.Polls)
+	}
+}
