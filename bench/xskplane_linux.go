@@ -270,50 +270,58 @@ func (c *xskConn) ReadBatch(msgs []Message) (int, error) {
 // the queues in parallel and counts datagrams in the UMEM frames.
 func (c *xskConn) QueueReaders() []QueueReader {
 	if c.oneReader {
-		return []QueueReader{&xskGroupReader{c: c}}
+		return []QueueReader{&xskGroupReader{viewReader: viewReader{c: c}}}
 	}
 	qs := make([]QueueReader, len(c.rx))
 	for i := range c.rx {
-		qs[i] = &xskQueueReader{c: c, r: &c.rx[i]}
+		qs[i] = &xskQueueReader{viewReader: viewReader{c: c}, r: &c.rx[i]}
 	}
 	return qs
 }
 
-// xskQueueReader reads one queue's socket in place. While it holds frames
-// it holds c.life for reading, so Close waits until they are given back.
-type xskQueueReader struct {
+// viewReader is what the queue readers share: the hold on c.life while
+// the caller has frames, the thread lock a coalescing policy wants, and
+// the ReadView loop.
+type viewReader struct {
 	c      *xskConn
-	r      *rxState
 	held   bool
 	unlock func() // undoes coalesce.LockThread
 }
 
-func (q *xskQueueReader) Queue() int { return q.r.s.Queue() }
+// viewSource is a reader's own part of ReadView: take datagrams (under
+// c.life) and wait for more (outside it).
+type viewSource interface {
+	takeView(msgs []Message) int
+	waitView(left time.Duration) error
+}
 
-func (q *xskQueueReader) Done() {
-	q.giveBack()
-	if q.unlock != nil {
-		q.unlock()
-		q.unlock = nil
+func (v *viewReader) Done() {
+	v.giveBack()
+	if v.unlock != nil {
+		v.unlock()
+		v.unlock = nil
 	}
 }
 
 // giveBack ends the caller's hold on the frames of the last ReadView.
-func (q *xskQueueReader) giveBack() {
-	if q.held {
-		q.held = false
-		q.c.life.RUnlock()
+func (v *viewReader) giveBack() {
+	if v.held {
+		v.held = false
+		v.c.life.RUnlock()
 	}
 }
 
-func (q *xskQueueReader) ReadView(msgs []Message, timeout time.Duration) (int, error) {
-	q.giveBack()
-	c, r := q.c, q.r
-	if r.rcv != nil && q.unlock == nil {
-		// The Receiver's timed sleeps want their own thread with a tight
-		// timer slack (coalesce.LockThread).
+// readView is ReadView for src: it takes datagrams while holding c.life
+// for reading (kept while the caller has them) and waits, up to timeout,
+// until some come or the conn closes. lockThread wires the goroutine to
+// its thread with a tight timer slack first, which a coalescing policy's
+// timed sleeps want. queue names the queue in errors (-1: all).
+func (v *viewReader) readView(src viewSource, msgs []Message, timeout time.Duration, lockThread bool, queue int) (int, error) {
+	v.giveBack()
+	c := v.c
+	if lockThread && v.unlock == nil {
 		if unlock, err := coalesce.LockThread(); err == nil {
-			q.unlock = unlock
+			v.unlock = unlock
 		}
 	}
 	var deadline time.Time
@@ -323,19 +331,8 @@ func (q *xskQueueReader) ReadView(msgs []Message, timeout time.Duration) (int, e
 			c.life.RUnlock()
 			return 0, net.ErrClosed
 		}
-		var n int
-		if r.rcv != nil && r.next == r.b.Len() {
-			n = q.takeCoalesced(msgs)
-		} else {
-			if r.next == r.b.Len() {
-				r.s.Release(r.b)
-				r.next = 0
-				r.s.Receive(r.b)
-			}
-			n = q.take(r.b, &r.next, msgs)
-		}
-		if n > 0 {
-			q.held = true
+		if n := src.takeView(msgs); n > 0 {
+			v.held = true
 			return n, nil
 		}
 		c.life.RUnlock()
@@ -346,30 +343,54 @@ func (q *xskQueueReader) ReadView(msgs []Message, timeout time.Duration) (int, e
 		if left <= 0 {
 			return 0, nil
 		}
-		if r.rcv != nil && r.next == r.b.Len() {
-			if err := q.nextCoalesced(left); err != nil {
-				if c.closed.Load() || errors.Is(err, xsk.ErrClosed) {
-					return 0, net.ErrClosed
-				}
-				return 0, fmt.Errorf("xsk read queue %d: %w", r.s.Queue(), err)
-			}
-			continue
-		}
-		if _, err := r.s.Wait(left, false); err != nil {
+		if err := src.waitView(left); err != nil {
 			if c.closed.Load() || errors.Is(err, xsk.ErrClosed) {
 				return 0, net.ErrClosed
 			}
-			return 0, fmt.Errorf("xsk read queue %d: %w", r.s.Queue(), err)
+			if queue < 0 {
+				return 0, fmt.Errorf("xsk read: %w", err)
+			}
+			return 0, fmt.Errorf("xsk read queue %d: %w", queue, err)
 		}
 	}
 }
 
-// take fills msgs with the UDP datagrams to our port among b's frames
-// from *next on, advancing *next.
-func (q *xskQueueReader) take(b *xsk.Batch, next *int, msgs []Message) int {
-	return q.c.take(b, next, msgs)
+// xskQueueReader reads one queue's socket in place. While it holds frames
+// it holds c.life for reading, so Close waits until they are given back.
+type xskQueueReader struct {
+	viewReader
+	r *rxState
 }
 
+func (q *xskQueueReader) Queue() int { return q.r.s.Queue() }
+
+func (q *xskQueueReader) ReadView(msgs []Message, timeout time.Duration) (int, error) {
+	return q.readView(q, msgs, timeout, q.r.rcv != nil, q.r.s.Queue())
+}
+
+func (q *xskQueueReader) takeView(msgs []Message) int {
+	r := q.r
+	if r.rcv != nil && r.next == r.b.Len() {
+		return q.takeCoalesced(msgs)
+	}
+	if r.next == r.b.Len() {
+		r.s.Release(r.b)
+		r.next = 0
+		r.s.Receive(r.b)
+	}
+	return q.c.take(r.b, &r.next, msgs)
+}
+
+func (q *xskQueueReader) waitView(left time.Duration) error {
+	if q.r.rcv != nil && q.r.next == q.r.b.Len() {
+		return q.nextCoalesced(left)
+	}
+	_, err := q.r.s.Wait(left, false)
+	return err
+}
+
+// take fills msgs with the UDP datagrams to our port among b's frames
+// from *next on, advancing *next.
 func (c *xskConn) take(b *xsk.Batch, next *int, msgs []Message) int {
 	n := 0
 	for ; *next < b.Len() && n < len(msgs); *next++ {
@@ -388,94 +409,53 @@ func (c *xskConn) take(b *xsk.Batch, next *int, msgs []Message) int {
 // (XSKDataPlane.OneReader). Like xskQueueReader it holds c.life for
 // reading while it holds frames.
 type xskGroupReader struct {
-	c      *xskConn
-	held   bool
-	turn   int
-	cbs    []*xsk.Batch // the group receiver's batch being handed out
-	ci     int          // its batch being handed out
-	cnext  int          // frames of cbs[ci] already handed out
-	unlock func()
+	viewReader
+	turn  int
+	cbs   []*xsk.Batch // the group receiver's batches being handed out
+	ci    int          // the one being handed out
+	cnext int          // its frames already handed out
 }
 
 // Queue is -1: the reader reads every queue.
 func (q *xskGroupReader) Queue() int { return -1 }
 
-func (q *xskGroupReader) Done() {
-	q.giveBack()
-	if q.unlock != nil {
-		q.unlock()
-		q.unlock = nil
-	}
-}
-
-func (q *xskGroupReader) giveBack() {
-	if q.held {
-		q.held = false
-		q.c.life.RUnlock()
-	}
-}
-
 func (q *xskGroupReader) ReadView(msgs []Message, timeout time.Duration) (int, error) {
-	q.giveBack()
+	return q.readView(q, msgs, timeout, q.c.grp != nil, -1)
+}
+
+// takeView hands out the frames ReadBatch took during stream setup first;
+// without coalescing, each queue's batch is refilled from its ring in
+// turn, and with it the group receiver's batches follow.
+func (q *xskGroupReader) takeView(msgs []Message) int {
 	c := q.c
-	if c.grp != nil && q.unlock == nil {
-		if unlock, err := coalesce.LockThread(); err == nil {
-			q.unlock = unlock
+	n := 0
+	for i := 0; i < len(c.rx) && n < len(msgs); i++ {
+		r := &c.rx[(q.turn+i)%len(c.rx)]
+		if r.next == r.b.Len() && (c.grp == nil || r.b.Len() > 0) {
+			r.s.Release(r.b)
+			r.next = 0
+			if c.grp == nil {
+				r.s.Receive(r.b)
+			}
+		}
+		n += c.take(r.b, &r.next, msgs[n:])
+	}
+	q.turn++
+	for c.grp != nil && n < len(msgs) && q.ci < len(q.cbs) {
+		n += c.take(q.cbs[q.ci], &q.cnext, msgs[n:])
+		if q.cnext == q.cbs[q.ci].Len() {
+			q.ci, q.cnext = q.ci+1, 0
 		}
 	}
-	var deadline time.Time
-	for {
-		c.life.RLock()
-		if c.closed.Load() {
-			c.life.RUnlock()
-			return 0, net.ErrClosed
-		}
-		// Frames ReadBatch took during stream setup go first; without
-		// coalescing, each queue's batch is refilled from its ring.
-		n := 0
-		for i := 0; i < len(c.rx) && n < len(msgs); i++ {
-			r := &c.rx[(q.turn+i)%len(c.rx)]
-			if r.next == r.b.Len() && (c.grp == nil || r.b.Len() > 0) {
-				r.s.Release(r.b)
-				r.next = 0
-				if c.grp == nil {
-					r.s.Receive(r.b)
-				}
-			}
-			n += c.take(r.b, &r.next, msgs[n:])
-		}
-		q.turn++
-		for c.grp != nil && n < len(msgs) && q.ci < len(q.cbs) {
-			n += c.take(q.cbs[q.ci], &q.cnext, msgs[n:])
-			if q.cnext == q.cbs[q.ci].Len() {
-				q.ci, q.cnext = q.ci+1, 0
-			}
-		}
-		if n > 0 {
-			q.held = true
-			return n, nil
-		}
-		c.life.RUnlock()
-		if deadline.IsZero() {
-			deadline = time.Now().Add(timeout)
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return 0, nil
-		}
-		var err error
-		if c.grp != nil {
-			err = q.nextCoalesced(left)
-		} else {
-			_, err = c.poller.WaitRX(left)
-		}
-		if err != nil {
-			if c.closed.Load() || errors.Is(err, xsk.ErrClosed) {
-				return 0, net.ErrClosed
-			}
-			return 0, fmt.Errorf("xsk read: %w", err)
-		}
+	return n
+}
+
+func (q *xskGroupReader) waitView(left time.Duration) error {
+	if q.c.grp != nil {
+		return q.nextCoalesced(left)
 	}
+	_, err := q.c.poller.WaitRX(left)
+	return err
 }
 
 // nextCoalesced gives the group receiver's finished batch back and waits
@@ -507,7 +487,7 @@ func (q *xskQueueReader) takeCoalesced(msgs []Message) int {
 	if r.cb == nil {
 		return 0
 	}
-	return q.take(r.cb, &r.cnext, msgs)
+	return q.c.take(r.cb, &r.cnext, msgs)
 }
 
 // nextCoalesced gives the finished batch back and waits up to timeout for
