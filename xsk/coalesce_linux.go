@@ -3,10 +3,7 @@
 package xsk
 
 import (
-	"fmt"
-	"syscall"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -38,21 +35,6 @@ func (s *Socket) SleepShort(d time.Duration) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}
-	fds := [1]unix.PollFd{{Fd: int32(s.eventFD), Events: unix.POLLIN}}
-	ts := unix.NsecToTimespec(int64(max(d, 0)))
-	for {
-		// On a signal (the runtime preempts goroutines with one) the
-		// kernel writes the time left back into ts: sleep the rest.
-		_, _, e := syscall.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), 1, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
-		if s.closed.Load() {
-			return ErrClosed
-		}
-		switch {
-		case e == unix.EINTR && (ts.Sec > 0 || ts.Nsec > 0):
-			continue
-		case e != 0 && e != unix.EINTR:
-			return fmt.Errorf("sleep: %w", e)
-		}
-		return nil
-	}
+	one, ev := [1]*Socket{s}, [1]unix.PollFd{}
+	return sleepOn(one[:], ev[:], d, true)
 }

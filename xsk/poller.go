@@ -56,22 +56,3 @@ func (p *Poller) leave() {
 		s.leave()
 	}
 }
-
-// ready reports whether an RX ring has descriptors.
-func (p *Poller) ready() bool {
-	for _, s := range p.socks {
-		if s.rx != nil && s.rx.consAvail(1) > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-func (p *Poller) closed() bool {
-	for _, s := range p.socks {
-		if s.closed.Load() {
-			return true
-		}
-	}
-	return false
-}

@@ -4,9 +4,7 @@ package xsk
 
 import (
 	"fmt"
-	"syscall"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -26,40 +24,18 @@ func (p *Poller) WaitRX(timeout time.Duration) (bool, error) {
 		return false, ErrClosed
 	}
 	defer p.leave()
-	if p.ready() {
+	if anyRX(p.socks) {
 		return true, nil
 	}
-	var nap time.Duration
-	flowing := false
-	for _, s := range p.socks {
-		if s.rx != nil {
-			nap = max(nap, s.cfg.RxNap)
-			flowing = flowing || s.rxFlowing
-		}
+	// One goroutine for all the sockets keeps its P through the nap.
+	ready, left, err := napRX(p.socks, p.fds[len(p.socks):], timeout, true)
+	if err != nil || ready {
+		return ready, err
 	}
-	if nap > 0 && flowing && timeout != 0 {
-		d := nap
-		if timeout > 0 && timeout < d {
-			d = timeout
-		}
-		for _, s := range p.socks {
-			s.ctr.naps.Add(1)
-		}
-		if err := p.sleepEntered(d, true); err != nil {
-			return false, err
-		}
-		if p.ready() {
-			return true, nil
-		}
-		for _, s := range p.socks {
-			s.rxFlowing = false
-		}
-		if timeout > 0 {
-			if timeout -= d; timeout == 0 {
-				return false, nil
-			}
-		}
+	if left == 0 && timeout != 0 {
+		return false, nil
 	}
+	timeout = left
 	n := len(p.socks)
 	for i, s := range p.socks {
 		p.fds[i] = unix.PollFd{Fd: int32(s.fd), Events: unix.POLLIN}
@@ -79,7 +55,7 @@ func (p *Poller) WaitRX(timeout time.Duration) (bool, error) {
 		if err != nil {
 			return false, fmt.Errorf("poll: %w", err)
 		}
-		if p.closed() {
+		if anyClosed(p.socks) {
 			return false, ErrClosed
 		}
 		if k == 0 {
@@ -118,34 +94,5 @@ func (p *Poller) sleep(d time.Duration, raw bool) error {
 		return ErrClosed
 	}
 	defer p.leave()
-	return p.sleepEntered(d, raw)
-}
-
-// sleepEntered is sleep for a caller that already marked the call in
-// progress on every socket.
-func (p *Poller) sleepEntered(d time.Duration, raw bool) error {
-	fds := p.fds[len(p.socks):]
-	for i, s := range p.socks {
-		fds[i] = unix.PollFd{Fd: int32(s.eventFD), Events: unix.POLLIN}
-	}
-	ts := unix.NsecToTimespec(int64(max(d, 0)))
-	for {
-		// On a signal the kernel writes the time left back into ts.
-		var e syscall.Errno
-		if raw {
-			_, _, e = syscall.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), uintptr(len(fds)), uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
-		} else {
-			_, _, e = syscall.Syscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), uintptr(len(fds)), uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
-		}
-		if p.closed() {
-			return ErrClosed
-		}
-		switch {
-		case e == unix.EINTR && (ts.Sec > 0 || ts.Nsec > 0):
-			continue
-		case e != 0 && e != unix.EINTR:
-			return fmt.Errorf("sleep: %w", e)
-		}
-		return nil
-	}
+	return sleepOn(p.socks, p.fds[len(p.socks):], d, raw)
 }

@@ -298,24 +298,19 @@ func (s *Socket) Wait(timeout time.Duration, tx bool) (bool, error) {
 	if s.rx != nil && s.rx.consAvail(1) > 0 {
 		return true, nil
 	}
-	if s.cfg.RxNap > 0 && s.rx != nil && !tx && s.rxFlowing && timeout != 0 {
-		d := s.cfg.RxNap
-		if timeout > 0 && timeout < d {
-			d = timeout
+	if !tx && timeout != 0 {
+		// A goroutine per queue naps the way the Go scheduler sees, so
+		// that napping receivers never hold every P (a Poller's single
+		// goroutine keeps its one).
+		one, ev := [1]*Socket{s}, [1]unix.PollFd{}
+		ready, left, err := napRX(one[:], ev[:], timeout, false)
+		if err != nil || ready {
+			return ready, err
 		}
-		s.ctr.naps.Add(1)
-		if err := s.sleep(d); err != nil {
-			return false, err
+		if left == 0 {
+			return false, nil
 		}
-		if s.rx.consAvail(1) > 0 {
-			return true, nil
-		}
-		s.rxFlowing = false
-		if timeout > 0 {
-			if timeout -= d; timeout == 0 {
-				return false, nil
-			}
-		}
+		timeout = left
 	}
 	var ev int16
 	if s.rx != nil {
@@ -371,21 +366,8 @@ func (s *Socket) Sleep(d time.Duration) error {
 // The thread sleeps in the kernel on the Close event only, not on the
 // socket, so the driver's flushes to the socket find nobody to wake.
 func (s *Socket) sleep(d time.Duration) error {
-	fds := []unix.PollFd{{Fd: int32(s.eventFD), Events: unix.POLLIN}}
-	ts := unix.NsecToTimespec(int64(max(d, 0)))
-	for {
-		_, err := unix.Ppoll(fds, &ts, nil)
-		if err == unix.EINTR {
-			continue
-		}
-		if s.closed.Load() {
-			return ErrClosed
-		}
-		if err != nil {
-			return fmt.Errorf("sleep: %w", err)
-		}
-		return nil
-	}
+	one, ev := [1]*Socket{s}, [1]unix.PollFd{}
+	return sleepOn(one[:], ev[:], d, false)
 }
 
 // Close unbinds the socket (the kernel drops it from any XSKMAP), unmaps
