@@ -481,7 +481,7 @@ func newRx(be string, o *Options) receiver {
 	case beXDPIOGroupNap:
 		return &xdpioRx{group: true, nap: true}
 	case beXDPIOCoalesce:
-		return &xdpioRx{group: true, coalesce: true}
+		return &xdpioRx{coalesce: true}
 	case beAsavieNap:
 		return &asavieRx{nap: true}
 	case beAsavie:

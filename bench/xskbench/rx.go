@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/xdpio/xdpio/coalesce"
 	"os"
 	"runtime"
 	"strconv"
@@ -19,6 +18,7 @@ import (
 	asavie "github.com/asavie/xdp"
 	"golang.org/x/sys/unix"
 
+	"github.com/xdpio/xdpio/coalesce"
 	"github.com/xdpio/xdpio/internal/asaviefix"
 	"github.com/xdpio/xdpio/internal/netnstest"
 	"github.com/xdpio/xdpio/internal/trafficgen"
@@ -55,14 +55,18 @@ func sum(cs []padded) uint64 {
 // apart from the generator's and the kernel's.
 type loops struct {
 	quit atomic.Bool
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	err  error
-	ctr  []padded
-	tids []atomic.Int64
+	// ctx ends when quit is set, for loops that wait with a context.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	err    error
+	ctr    []padded
+	tids   []atomic.Int64
 }
 
 func (l *loops) run(n int, body func(i int, ctr *atomic.Uint64) error) {
+	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.ctr = make([]padded, n)
 	l.tids = make([]atomic.Int64, n)
 	for i := 0; i < n; i++ {
@@ -83,6 +87,9 @@ func (l *loops) run(n int, body func(i int, ctr *atomic.Uint64) error) {
 
 func (l *loops) halt() error {
 	l.quit.Store(true)
+	if l.cancel != nil {
+		l.cancel()
+	}
 	l.wg.Wait()
 	return l.err
 }
@@ -156,7 +163,7 @@ type xdpioRx struct {
 	// RxNap when nap is set.
 	group bool
 	// coalesce receives every queue in one goroutine through one
-	// coalesce.GroupReceiver, rx-usecs Options.Nap.
+	// coalesce.GroupReceiver, rx-usecs Options.Nap (group is then moot).
 	coalesce bool
 	h        *netnstest.Host
 	napiSet  bool
@@ -188,11 +195,11 @@ func (r *xdpioRx) start(h *netnstest.Host, o *Options) error {
 		return fmt.Errorf("xdpio: %w", err)
 	}
 	socks := r.dev.Sockets()
+	if r.coalesce {
+		r.l.run(1, func(_ int, ctr *atomic.Uint64) error { return coalesceDrop(&r.l, socks, o, ctr) })
+		return nil
+	}
 	if r.group {
-		if r.coalesce {
-			r.l.run(1, func(_ int, ctr *atomic.Uint64) error { return coalesceDrop(&r.l, socks, o, ctr) })
-			return nil
-		}
 		r.l.run(1, func(_ int, ctr *atomic.Uint64) error { return groupDrop(&r.l, socks, o.Batch, ctr) })
 		return nil
 	}
@@ -237,18 +244,10 @@ func coalesceDrop(l *loops, socks []*xsk.Socket, o *Options, ctr *atomic.Uint64)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		for !l.quit.Load() {
-			time.Sleep(time.Millisecond)
-		}
-		cancel()
-	}()
 	for {
-		bs, err := g.Next(ctx)
+		bs, err := g.Next(l.ctx)
 		if err != nil {
-			if ctx.Err() != nil {
+			if l.ctx.Err() != nil {
 				return nil
 			}
 			return err
