@@ -106,7 +106,7 @@ func (d *XSKDataPlane) Check() error {
 func (d *XSKDataPlane) Listen(local netip.AddrPort) (PacketConn, error) {
 	cfg := d.txConfig()
 	cfg.Program.Filter = []xsk.Rule{xsk.UDPPort(local.Port())}
-	c := &xskConn{local: local, onClose: d.OnClose, oneReader: d.OneReader}
+	c := &xskConn{local: local, onClose: d.OnClose}
 	err := d.run(func() error {
 		ifi, err := net.InterfaceByName(d.Iface)
 		if err != nil {
@@ -136,14 +136,14 @@ func (d *XSKDataPlane) Listen(local netip.AddrPort) (PacketConn, error) {
 		}
 		c.rx = append(c.rx, r)
 	}
-	if d.OneReader {
-		c.poller = xsk.NewPoller(c.dev.Sockets()...)
-		if d.Coalesce != nil {
-			if c.grp, err = coalesce.NewGroupReceiver(c.dev.Sockets(), *d.Coalesce, coalesce.Options{IdleWait: 20 * time.Millisecond}); err != nil {
-				c.dev.Close()
-				return nil, fmt.Errorf("xsk listen %s %v: %w", d.Iface, local, err)
-			}
+	switch {
+	case d.OneReader && d.Coalesce != nil:
+		if c.grp, err = coalesce.NewGroupReceiver(c.dev.Sockets(), *d.Coalesce, coalesce.Options{IdleWait: 20 * time.Millisecond}); err != nil {
+			c.dev.Close()
+			return nil, fmt.Errorf("xsk listen %s %v: %w", d.Iface, local, err)
 		}
+	case d.OneReader:
+		c.poller = xsk.NewPoller(c.dev.Sockets()...)
 	}
 	c.tx = c.dev.Sockets()[0]
 	c.txb = c.tx.NewBatch(64)
@@ -171,14 +171,13 @@ type xskConn struct {
 	neighErr error
 	rx       []rxState
 	fds      []unix.PollFd // the sockets', for ReadBatch (one caller at a time)
-	// With OneReader, one reader for every queue waits on poller, or
-	// takes its batches from grp when coalescing.
-	oneReader bool
-	poller    *xsk.Poller
-	grp       *coalesce.GroupReceiver
-	turn      int
-	tx        *xsk.Socket
-	txb       *xsk.Batch
+	// With OneReader, one reader for every queue takes its batches from
+	// grp when coalescing, else waits on poller.
+	poller *xsk.Poller
+	grp    *coalesce.GroupReceiver
+	turn   int
+	tx     *xsk.Socket
+	txb    *xsk.Batch
 
 	mu       sync.Mutex
 	deadline time.Time
@@ -269,7 +268,7 @@ func (c *xskConn) ReadBatch(msgs []Message) (int, error) {
 // QueueReaders returns a reader per RX queue's socket: the engine reads
 // the queues in parallel and counts datagrams in the UMEM frames.
 func (c *xskConn) QueueReaders() []QueueReader {
-	if c.oneReader {
+	if c.poller != nil || c.grp != nil {
 		return []QueueReader{&xskGroupReader{viewReader: viewReader{c: c}}}
 	}
 	qs := make([]QueueReader, len(c.rx))
