@@ -42,7 +42,9 @@ func TestPoller(t *testing.T) {
 			s.Release(b)
 		}
 		if got < 64 {
-			p.WaitRX(10 * time.Millisecond)
+			if _, err := p.WaitRX(10 * time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	if got != 64 {

@@ -85,7 +85,10 @@ func dropAll(ctx context.Context, socks []*xsk.Socket, batch int) {
 			}
 		}
 		if n == 0 {
-			p.WaitRX(100 * time.Millisecond)
+			if _, err := p.WaitRX(100 * time.Millisecond); err != nil {
+				fmt.Fprintln(os.Stderr, "rxdrop:", err)
+				return
+			}
 		}
 	}
 }
@@ -121,7 +124,10 @@ func rxdropStarted(ctx context.Context, iface string, cfg xsk.Config, batch int,
 			b := s.NewBatch(batch)
 			for ctx.Err() == nil {
 				if s.Receive(b) == 0 {
-					s.Wait(100*time.Millisecond, false)
+					if _, err := s.Wait(100*time.Millisecond, false); err != nil {
+						fmt.Fprintf(os.Stderr, "rxdrop: queue %d: %v\n", s.Queue(), err)
+						return
+					}
 					continue
 				}
 				s.Release(b)
