@@ -26,10 +26,9 @@ import (
 // may be read from any goroutine; closing any of the sockets ends a Next
 // with xsk.ErrClosed.
 type GroupReceiver struct {
-	socks []*xsk.Socket
-	bs    []*xsk.Batch
-	p     Params
-	core  *rxCore
+	groupRx // the sockets and their batches
+	p       Params
+	core    *rxCore
 }
 
 type groupRx struct {
@@ -85,11 +84,11 @@ func NewGroupReceiver(socks []*xsk.Socket, p Params, o Options) (*GroupReceiver,
 		o.Clock = socketClock{Clock: SystemClock(), s: poller}
 	}
 	o.setDefaults()
-	g := &GroupReceiver{socks: poller.Sockets(), p: p}
+	g := &GroupReceiver{groupRx: groupRx{socks: poller.Sockets(), poller: poller}, p: p}
 	for _, s := range g.socks {
 		g.bs = append(g.bs, s.NewBatch(p.BatchSize))
 	}
-	g.core = newRxCore(p, o, &groupRx{socks: g.socks, bs: g.bs, poller: poller})
+	g.core = newRxCore(p, o, &g.groupRx)
 	return g, nil
 }
 
