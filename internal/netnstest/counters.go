@@ -1,6 +1,7 @@
 package netnstest
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -59,4 +60,34 @@ func ReadCounters() (map[string]int64, error) {
 		}
 	}
 	return m, nil
+}
+
+// XDPXmitErrors sums veth's tx_queue_N_xdp_xmit_errors of h's link, as
+// `ethtool -S` shows them: frames sent with XDP_TX or XDP_REDIRECT that the
+// peer's ring had no room for (its NAPI was held off, as on a loaded
+// machine). A frame the generator counted as sent but the peer never saw
+// is counted here.
+func (h *Host) XDPXmitErrors(ctx context.Context) (uint64, error) {
+	out, err := h.Command(ctx, "ethtool", "-S", h.Link).Output()
+	if err != nil {
+		return 0, fmt.Errorf("ethtool -S %s: %w", h.Link, err)
+	}
+	var n uint64
+	found := false
+	for _, line := range strings.Split(string(out), "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(k, "tx_queue_") || !strings.HasSuffix(k, "_xdp_xmit_errors") {
+			continue
+		}
+		x, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("ethtool -S %s: %q: %w", h.Link, line, err)
+		}
+		n += x
+		found = true
+	}
+	if !found {
+		return 0, fmt.Errorf("ethtool -S %s has no tx_queue_N_xdp_xmit_errors", h.Link)
+	}
+	return n, nil
 }

@@ -5,8 +5,6 @@ package trafficgen_test
 import (
 	"context"
 	"encoding/binary"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -222,30 +220,12 @@ func udpCsumErrors(t *testing.T, h *netnstest.Host) int {
 	return int(v)
 }
 
-// xmitErrors sums veth's tx_queue_N_xdp_xmit_errors of h's link (`ethtool
-// -S`): XDP frames the peer's ring had no room for.
+// xmitErrors is h.XDPXmitErrors, failing t on error.
 func xmitErrors(t *testing.T, ctx context.Context, h *netnstest.Host) uint64 {
 	t.Helper()
-	out, err := h.Command(ctx, "ethtool", "-S", h.Link).Output()
+	n, err := h.XDPXmitErrors(ctx)
 	if err != nil {
-		t.Fatalf("ethtool -S %s: %v", h.Link, err)
-	}
-	var n uint64
-	found := false
-	for _, line := range strings.Split(string(out), "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || !strings.HasPrefix(k, "tx_queue_") || !strings.HasSuffix(k, "_xdp_xmit_errors") {
-			continue
-		}
-		x, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-		if err != nil {
-			t.Fatalf("ethtool -S %s: %q: %v", h.Link, line, err)
-		}
-		n += x
-		found = true
-	}
-	if !found {
-		t.Fatalf("ethtool -S %s has no tx_queue_N_xdp_xmit_errors", h.Link)
+		t.Fatal(err)
 	}
 	return n
 }
