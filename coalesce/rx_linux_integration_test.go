@@ -238,8 +238,8 @@ func TestTransmitterBatches(t *testing.T) {
 	}
 	submit()
 	st2, _ := s.Stats()
-	if tx.Pending() != 0 || st2.TxFrames-st0.TxFrames != 8 {
-		t.Fatalf("after the 8th: %d pending, %d on the ring", tx.Pending(), st2.TxFrames-st0.TxFrames)
+	if tx.Pending() != 0 || st2.TxSubmitted-st0.TxSubmitted != 8 {
+		t.Fatalf("after the 8th: %d pending, %d on the ring", tx.Pending(), st2.TxSubmitted-st0.TxSubmitted)
 	}
 	if k := st2.Kicks - st0.Kicks; k < 1 || k > 2 {
 		t.Errorf("%d kicks for one batch of 8", k)

@@ -8,8 +8,10 @@ type Config struct {
 	// Queues lists the queues to bind; nil means every RX queue.
 	Queues []int
 	// UMEM configures each socket's UMEM (or the one shared UMEM). With
-	// SharedUMEM and NumFrames left 0, the region gets 4096 frames per
-	// queue.
+	// NumFrames left 0, each queue gets 4096 frames (with SharedUMEM, the
+	// region 4096 per queue), or, when the process lacks CAP_IPC_LOCK and
+	// its RLIMIT_MEMLOCK is too small for that, the largest power of two
+	// that fits the limit (Stats.FramesOwned tells).
 	UMEM UMEMConfig
 	// SharedUMEM puts all sockets on one UMEM (XDP_SHARED_UMEM), so a
 	// frame received on one queue can be transmitted on another without a

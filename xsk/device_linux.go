@@ -5,6 +5,7 @@ package xsk
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"net"
 	"unsafe"
 
@@ -59,12 +60,19 @@ func Open(ifname string, cfg Config) (_ *Device, err error) {
 	if len(queues) == 0 {
 		return nil, invalid("queues", "[]", "no queue to bind")
 	}
+	if cfg.UMEM.NumFrames == 0 {
+		// Left to us: 4096 per queue, or what fits the memory the process
+		// may lock.
+		perQueue := defaultFramesPerQueue(cfg.UMEM.FrameSize, len(queues))
+		if cfg.SharedUMEM {
+			cfg.UMEM.NumFrames = perQueue * len(queues)
+		} else {
+			cfg.UMEM.NumFrames = perQueue
+		}
+	}
 	var shared *UMEM
 	if cfg.SharedUMEM {
 		uc := cfg.UMEM
-		if uc.NumFrames == 0 {
-			uc.NumFrames = 4096 * len(queues)
-		}
 		shared, err = NewUMEM(uc)
 		if err != nil {
 			return nil, err
@@ -106,6 +114,31 @@ func Open(ifname string, cfg Config) (_ *Device, err error) {
 		}
 	}
 	return d, nil
+}
+
+// defaultFramesPerQueue is how many frames Open gives each queue when the
+// caller leaves UMEMConfig.NumFrames 0: 4096, or, when the process lacks
+// CAP_IPC_LOCK and its RLIMIT_MEMLOCK (the kernel charges UMEMs to it) is
+// too small for queues UMEMs of that many frames, the largest power of two
+// that fits — but no fewer than 256: below that, the kernel's refusal,
+// which names the limit, is more useful than a socket that cannot buffer.
+func defaultFramesPerQueue(frameSize, queues int) int {
+	const want, least = 4096, 256
+	if frameSize == 0 {
+		frameSize = 4096
+	}
+	budget, limited := memlockBudget()
+	if !limited {
+		return want
+	}
+	per := budget / 4 * 3 / uint64(frameSize*queues) // room for the rest of the user's locked memory
+	if per >= want {
+		return want
+	}
+	if per < least {
+		return want
+	}
+	return 1 << (bits.Len64(per) - 1)
 }
 
 // Queues returns the interface's current number of RX queues: what

@@ -17,6 +17,10 @@ var (
 	// ErrNoDevice: no interface by that name or index in this network
 	// namespace.
 	ErrNoDevice = errors.New("no such network interface")
+	// ErrLinkDown: the interface is down (ENETDOWN). For a sender it is
+	// transient: frames stay on the TX ring and leave once the link is up
+	// and the kernel is woken again (Transmit, Flush, Kick).
+	ErrLinkDown = errors.New("link is down")
 	// ErrBusy: another XDP program is attached to the interface, or another
 	// socket is bound to the queue.
 	ErrBusy = errors.New("device or queue busy")

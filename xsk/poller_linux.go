@@ -12,10 +12,13 @@ import (
 // WaitRX blocks until the RX ring of at least one socket has descriptors,
 // the timeout passes, or one of the sockets is closed (ErrClosed). A
 // negative timeout waits without limit. It reports whether a ring is
-// ready. Like Socket.Wait it first naps while packets flow when the
-// sockets have SocketConfig.RxNap (the longest of theirs), and blocks in
-// poll on all of them only when every ring is still empty after the nap.
-// Each socket counts the wait in Stats.Polls (and a nap in Stats.Naps).
+// ready. Like Socket.Wait it first lends each fill ring what its pool
+// has, naps while packets flow when the sockets have SocketConfig.RxNap
+// (the longest of theirs), and blocks in poll on all of them only when
+// every ring is still empty after the nap. Once a socket's device is gone
+// it returns that socket's error (matching ErrNoDevice), within a quarter
+// second of it going. Each socket counts the wait in Stats.Polls (and a
+// nap in Stats.Naps).
 func (p *Poller) WaitRX(timeout time.Duration) (bool, error) {
 	if p.err != nil {
 		return false, p.err
@@ -24,6 +27,14 @@ func (p *Poller) WaitRX(timeout time.Duration) (bool, error) {
 		return false, ErrClosed
 	}
 	defer p.leave()
+	for _, s := range p.socks {
+		if err := s.goneErr(); err != nil {
+			return false, err
+		}
+		if s.feed() {
+			s.publishRX()
+		}
+	}
 	if anyRX(p.socks) {
 		return true, nil
 	}
@@ -33,7 +44,7 @@ func (p *Poller) WaitRX(timeout time.Duration) (bool, error) {
 		return ready, err
 	}
 	if left == 0 && timeout != 0 {
-		return false, nil
+		return false, p.probeGone()
 	}
 	timeout = left
 	n := len(p.socks)
@@ -42,32 +53,30 @@ func (p *Poller) WaitRX(timeout time.Duration) (bool, error) {
 		p.fds[n+i] = unix.PollFd{Fd: int32(s.eventFD), Events: unix.POLLIN}
 		s.ctr.polls.Add(1)
 	}
-	var ts *unix.Timespec
-	if timeout >= 0 {
-		t := unix.NsecToTimespec(int64(timeout))
-		ts = &t
-	}
-	for {
-		k, err := unix.Ppoll(p.fds, ts, nil)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return false, fmt.Errorf("poll: %w", err)
-		}
+	return pollSliced(p.fds, timeout, func(k int) (bool, error) {
 		if anyClosed(p.socks) {
-			return false, ErrClosed
+			return true, ErrClosed
 		}
 		if k == 0 {
-			return false, nil
+			return false, p.probeGone()
 		}
 		for i, s := range p.socks {
 			if p.fds[i].Revents&(unix.POLLERR|unix.POLLNVAL) != 0 {
-				return false, &OpError{Op: "poll", Ifindex: s.ifindex, Queue: s.queue, Err: fmt.Errorf("socket error (revents %#x)", p.fds[i].Revents)}
+				return true, &OpError{Op: "poll", Ifname: s.ifname, Ifindex: s.ifindex, Queue: s.queue, Err: fmt.Errorf("socket error (revents %#x)", p.fds[i].Revents)}
 			}
 		}
 		return true, nil
+	})
+}
+
+// probeGone returns the error of the first socket whose device is gone.
+func (p *Poller) probeGone() error {
+	for _, s := range p.socks {
+		if err := s.probeGone(); err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
 // SleepShort waits d without looking at the rings, like Socket.SleepShort

@@ -8,9 +8,12 @@ type framePool struct {
 	free []uint64
 }
 
-func (p *framePool) init(u *UMEM, frames []uint64) {
-	p.free = make([]uint64, len(frames), u.cfg.NumFrames)
+// newFramePool returns a pool holding frames, with room for every frame
+// of u.
+func newFramePool(u *UMEM, frames []uint64) *framePool {
+	p := &framePool{free: make([]uint64, len(frames), u.cfg.NumFrames)}
 	copy(p.free, frames)
+	return p
 }
 
 func (p *framePool) len() int { return len(p.free) }

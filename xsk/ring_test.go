@@ -70,8 +70,7 @@ func TestRingWrapsAroundUint32(t *testing.T) {
 
 func TestPoolLIFO(t *testing.T) {
 	u := &UMEM{cfg: UMEMConfig{NumFrames: 4}}
-	var p framePool
-	p.init(u, []uint64{0, 4096, 8192})
+	p := newFramePool(u, []uint64{0, 4096, 8192})
 	if p.len() != 3 {
 		t.Fatal(p.len())
 	}
@@ -88,7 +87,7 @@ func TestPoolLIFO(t *testing.T) {
 }
 
 func TestFrameBaseAndValidRX(t *testing.T) {
-	aligned := &UMEM{cfg: UMEMConfig{NumFrames: 4}, size: 4 * 4096, frameSize: 4096, frameMask: 4095}
+	aligned := &UMEM{cfg: UMEMConfig{NumFrames: 4}, size: 4 * 4096, frameSize: 4096, frameMask: 4095, frameShift: 12}
 	unaligned := &UMEM{cfg: UMEMConfig{NumFrames: 4, Unaligned: true}, size: 4 * 3000, frameSize: 3000}
 	for _, tc := range []struct {
 		u     *UMEM
@@ -108,6 +107,9 @@ func TestFrameBaseAndValidRX(t *testing.T) {
 	} {
 		if got := tc.u.frameBase(tc.addr); got != tc.base {
 			t.Errorf("frameBase(%d) = %d, want %d", tc.addr, got, tc.base)
+		}
+		if got, want := tc.u.frameIndex(tc.addr), tc.base/tc.u.frameSize; got != want {
+			t.Errorf("frameIndex(%d) = %d, want %d", tc.addr, got, want)
 		}
 		if got := tc.u.validRX(tc.addr, tc.len); got != tc.valid {
 			t.Errorf("validRX(%d, %d) = %v, want %v", tc.addr, tc.len, got, tc.valid)

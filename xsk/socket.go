@@ -16,6 +16,7 @@ type Socket struct {
 	eventFD  int // written by Close to wake a blocked poll
 	umem     *UMEM
 	ifindex  int
+	ifname   string // the device's name when the socket was made, for errors
 	queue    int
 	zeroCopy bool
 	cfg      SocketConfig
@@ -25,18 +26,36 @@ type Socket struct {
 	fill *addrRing
 	comp *addrRing
 
-	pool framePool
+	// rxPool feeds the fill ring and takes released frames; txPool gives
+	// Alloc its frames and takes completed and freed ones. They are one
+	// pool unless SocketConfig.TxFrames set TX frames apart (split), so
+	// that the RX side and the TX side can run on two goroutines.
+	rxPool, txPool *framePool
+	split          bool
+
+	// txLen records the length of every frame on the TX ring, by frame
+	// number, so completions count bytes actually sent.
+	txLen []uint32
 
 	// frame accounting: frames given to the kernel through the fill ring
-	// and not yet received; frames on the TX ring not yet completed; frames
-	// the application holds.
-	inFill, inTx, inApp int64
-	owned               int
-	txHeld              bool // Submit left frames on the TX ring for Flush
+	// and not yet received (RX side); frames on the TX ring not yet
+	// completed (TX side); frames the application holds, taken through
+	// the RX side (Receive) and the TX side (Alloc). Frames a Transmit
+	// takes from a received batch make appTX negative and appRX too high
+	// by as much: only the sum means anything.
+	inFill, inTx, appRX, appTX int64
+	owned                      int
+	txHeld                     bool // Submit left frames on the TX ring for Flush
 
 	// pub mirrors the frame accounting for readers on other goroutines
 	// (Stats): stored once per operation, plain moves on x86-64.
-	pub struct{ free, fill, tx, app atomic.Int64 }
+	pub struct{ freeRX, freeTX, fill, tx, appRX, appTX atomic.Int64 }
+
+	// gone is the error that ends the socket's life with its device
+	// (ErrNoDevice), once noticed; fatalProbe paces the look at SO_ERROR
+	// by a TX side that spins without waiting.
+	gone       atomic.Pointer[error]
+	fatalProbe uint32
 
 	ctr counters
 
@@ -44,10 +63,11 @@ type Socket struct {
 	// found none (owner goroutine only): Wait naps only while it is set.
 	rxFlowing bool
 
-	// napiID is the NAPI a busy poll drives, once the kernel recorded one
-	// (owner goroutine only); napiProbe counts calls between looks.
-	napiID    int
-	napiProbe uint32
+	// napiID is the NAPI a busy poll drives, once the kernel recorded one;
+	// napiProbe counts calls between looks. Both sides of a socket with
+	// a TX pool of its own may busy-poll, hence the atomics.
+	napiID    atomic.Int32
+	napiProbe atomic.Uint32
 
 	busy   atomic.Int32
 	closed atomic.Bool
@@ -55,8 +75,9 @@ type Socket struct {
 
 type counters struct {
 	rxFrames, rxBytes, txFrames, txBytes atomic.Uint64
+	txSubmitted, txSubmittedBytes        atomic.Uint64
 	kicks, kickErrors, polls, wakeups    atomic.Uint64
-	naps                                 atomic.Uint64
+	naps, linkDown                       atomic.Uint64
 	rxBadDescs, txRingFull               atomic.Uint64
 }
 
@@ -107,6 +128,10 @@ func (s *Socket) leave() { s.busy.Add(-1) }
 // returns only whole packets: a packet whose fragments do not all fit, or
 // have not all arrived, stays in the ring for the next call.
 //
+// Before it looks at the RX ring it lends the kernel what the fill ring
+// has room for from the socket's pool (see "Who feeds the fill ring" in
+// the package documentation).
+//
 // The frames belong to the application until Release, Transmit or Free.
 func (s *Socket) Receive(b *Batch) int {
 	if !s.enter() {
@@ -130,6 +155,9 @@ func (s *Socket) Release(b *Batch) {
 
 // Free returns the frames of b to this socket's pool without handing them
 // to the kernel, and empties b. Use it for TX frames that will not be sent.
+// (Received frames freed this way are lent to the kernel again by the
+// next Receive, unless SocketConfig.TxFrames keeps a TX pool apart: then
+// they join the TX pool.)
 func (s *Socket) Free(b *Batch) {
 	if !s.enter() {
 		b.descs = b.descs[:0]
@@ -162,9 +190,12 @@ func (s *Socket) Alloc(b *Batch, n int) int {
 // transmitted as they are (forwarding without a copy).
 //
 // A kick error that is transient (EAGAIN, EBUSY, ENOBUFS: the kernel is
-// still working through earlier frames) is absorbed; errors that need
-// attention (ENETDOWN, ENXIO, EINVAL) are returned, with the frames already
-// on the ring.
+// still working through earlier frames) is absorbed. A link that is down
+// returns an error matching ErrLinkDown at once, with the frames left on
+// the ring: they leave when the link is up again and a later Transmit,
+// Flush or Kick wakes the kernel, so a sender that retries (after a
+// pause) resumes by itself. A device that is gone returns an error
+// matching ErrNoDevice, now and on every later call.
 func (s *Socket) Transmit(b *Batch) (int, error) {
 	if !s.enter() {
 		return 0, ErrClosed
@@ -187,90 +218,121 @@ func (s *Socket) Submit(b *Batch) (int, error) {
 }
 
 // Flush wakes the kernel for frames waiting on the TX ring, if any wait
-// and the kernel asks for a wake-up.
+// and the kernel asks for a wake-up. Its errors are Transmit's.
 func (s *Socket) Flush() error {
 	if !s.enter() {
 		return ErrClosed
 	}
 	defer s.leave()
+	if err := s.goneErr(); err != nil {
+		return err
+	}
 	return s.flush()
 }
 
 // Kick wakes the kernel to process the TX ring now, whether or not it
-// asked for it.
+// asked for it. Its errors are Transmit's.
 func (s *Socket) Kick() error {
 	if !s.enter() {
 		return ErrClosed
 	}
 	defer s.leave()
+	if err := s.goneErr(); err != nil {
+		return err
+	}
 	return s.kickNow()
 }
 
 // Complete reclaims frames the kernel has finished sending from the
-// completion ring into the pool and returns how many. If frames still wait
-// on the TX ring and the kernel asks for a wake-up (copy mode sends only a
-// budget of frames per kick), it kicks again, so a caller that just loops
-// on Complete drains the ring. Frames put there with Submit are left
-// alone until Flush.
+// completion ring into the pool and returns how many; Stats counts them
+// as sent (TxFrames) only now. If frames still wait on the TX ring and
+// the kernel asks for a wake-up (copy mode sends only a budget of frames
+// per kick), it kicks again, so a caller that just loops on Complete
+// drains the ring. Frames put there with Submit are left alone until
+// Flush. Without SocketConfig.TxFrames, the reclaimed frames are lent to
+// the fill ring as far as it has room, so a forwarder's frames go round.
 func (s *Socket) Complete() int {
 	if !s.enter() {
 		return 0
 	}
 	defer s.leave()
-	return s.complete()
+	n := s.complete()
+	if n > 0 && !s.split && s.rx != nil && s.feed() {
+		s.publishRX()
+	}
+	return n
 }
 
-// publish makes the frame accounting visible to Stats on other goroutines.
-func (s *Socket) publish() {
-	s.pub.free.Store(int64(s.pool.len()))
+// publishRX makes the RX side's frame accounting visible to Stats on
+// other goroutines; publishTX the TX side's. Without a TX pool of its own
+// the socket's one pool is published as the RX side's.
+func (s *Socket) publishRX() {
+	s.pub.freeRX.Store(int64(s.rxPool.len()))
 	s.pub.fill.Store(s.inFill)
-	s.pub.tx.Store(s.inTx)
-	s.pub.app.Store(s.inApp)
+	s.pub.appRX.Store(s.appRX)
 }
 
-// refill moves frames from the pool into the fill ring, as many as fit.
-func (s *Socket) refill() {
-	if s.fill == nil {
-		return
+func (s *Socket) publishTX() {
+	if s.split {
+		s.pub.freeTX.Store(int64(s.txPool.len()))
+	} else {
+		s.pub.freeRX.Store(int64(s.txPool.len()))
 	}
-	n := uint32(s.pool.len())
-	if n == 0 {
-		return
-	}
-	free := s.fill.prodFree(n)
-	if free < n {
-		n = free
-	}
-	if n == 0 {
-		return
+	s.pub.tx.Store(s.inTx)
+	s.pub.appTX.Store(s.appTX)
+}
+
+// feed lends the kernel frames from the RX pool, as many as the fill ring
+// has room for, and reports whether it lent any. The kernel's consumer
+// index is read only when the cached view has less room than the pool has
+// frames. The caller publishes.
+func (s *Socket) feed() bool {
+	p := s.rxPool
+	n := uint32(p.len())
+	if n == 0 || s.rx == nil {
+		return false
 	}
 	r := s.fill
+	n = min(n, r.prodFree(n))
+	if n == 0 {
+		return false
+	}
 	idx := r.cachedProd
 	for i := uint32(0); i < n; i++ {
-		r.ring[(idx+i)&r.mask] = s.pool.get()
+		r.ring[(idx+i)&r.mask] = p.get()
 	}
 	r.cachedProd = idx + n
 	r.prodSubmit()
 	s.inFill += int64(n)
-	s.publish()
+	return true
 }
 
 func (s *Socket) receive(b *Batch) int {
 	if s.rx == nil {
 		return 0
 	}
+	fed := s.feed()
 	room := uint32(cap(b.descs) - len(b.descs))
 	if room == 0 {
+		if fed {
+			s.publishRX()
+		}
 		return 0
 	}
 	r := s.rx
 	n := r.consAvail(room)
 	if n == 0 {
 		if !s.wakeRX() {
+			if fed {
+				s.publishRX()
+			}
 			return 0
 		}
 		// A busy poll just ran the driver: take what it delivered.
 		if n = r.consAvail(room); n == 0 {
+			if fed {
+				s.publishRX()
+			}
 			return 0
 		}
 	}
@@ -284,6 +346,9 @@ func (s *Socket) receive(b *Batch) int {
 			n--
 		}
 		if n == 0 {
+			if fed {
+				s.publishRX()
+			}
 			return 0
 		}
 	}
@@ -310,8 +375,8 @@ func (s *Socket) receive(b *Batch) int {
 	r.consRelease()
 	s.rxFlowing = true
 	s.inFill -= int64(got)
-	s.inApp += int64(got)
-	s.publish()
+	s.appRX += int64(got)
+	s.publishRX()
 	s.ctr.rxFrames.Add(uint64(got))
 	s.ctr.rxBytes.Add(bytes)
 	return got
@@ -325,13 +390,15 @@ func (s *Socket) release(b *Batch) {
 	if b.umem != s.umem {
 		panic("xsk: Release of a batch from another UMEM")
 	}
-	s.inApp -= int64(n)
-	if s.fill == nil {
+	s.appRX -= int64(n)
+	u := s.umem
+	if s.rx == nil {
+		// No RX ring: nothing is lent to the kernel.
 		for _, d := range b.descs {
-			s.pool.put(s.umem.frameBase(d.Addr))
+			s.rxPool.put(u.frameBase(d.Addr))
 		}
 		b.descs = b.descs[:0]
-		s.publish()
+		s.publishRX()
 		return
 	}
 	// The kernel's consumer index is read only when the cached view has no
@@ -340,33 +407,33 @@ func (s *Socket) release(b *Batch) {
 	free := r.prodFree(uint32(n))
 	k := min(uint32(n), free)
 	idx := r.cachedProd
-	u := s.umem
 	for i := uint32(0); i < k; i++ {
 		r.ring[(idx+i)&r.mask] = u.frameBase(b.descs[i].Addr)
 	}
 	// Top the ring up from the pool with what room is left, in the same
 	// submission.
-	extra := min(free-k, uint32(s.pool.len()))
+	p := s.rxPool
+	extra := min(free-k, uint32(p.len()))
 	for i := uint32(0); i < extra; i++ {
-		r.ring[(idx+k+i)&r.mask] = s.pool.get()
+		r.ring[(idx+k+i)&r.mask] = p.get()
 	}
 	r.cachedProd = idx + k + extra
 	r.prodSubmit()
 	s.inFill += int64(k + extra)
 	for _, d := range b.descs[k:] {
-		s.pool.put(u.frameBase(d.Addr))
+		p.put(u.frameBase(d.Addr))
 	}
 	b.descs = b.descs[:0]
-	s.publish()
+	s.publishRX()
 }
 
 func (s *Socket) free(b *Batch) {
-	s.inApp -= int64(len(b.descs))
+	s.appTX -= int64(len(b.descs))
 	for _, d := range b.descs {
-		s.pool.put(s.umem.frameBase(d.Addr))
+		s.txPool.put(s.umem.frameBase(d.Addr))
 	}
 	b.descs = b.descs[:0]
-	s.publish()
+	s.publishTX()
 }
 
 func (s *Socket) alloc(b *Batch, n int) int {
@@ -374,13 +441,14 @@ func (s *Socket) alloc(b *Batch, n int) int {
 	if s.tx != nil {
 		s.complete()
 	}
-	n = min(n, s.pool.len())
+	p := s.txPool
+	n = min(n, p.len())
 	off := s.umem.txOffset
 	for i := 0; i < n; i++ {
-		b.descs = append(b.descs, Desc{Addr: s.pool.get() + off})
+		b.descs = append(b.descs, Desc{Addr: p.get() + off})
 	}
-	s.inApp += int64(n)
-	s.publish()
+	s.appTX += int64(n)
+	s.publishTX()
 	return n
 }
 
@@ -398,6 +466,9 @@ func (s *Socket) submit(b *Batch) (int, error) {
 	}
 	if b.umem != s.umem {
 		return 0, fmt.Errorf("transmit: batch belongs to another UMEM: %w", ErrInvalidConfig)
+	}
+	if err := s.goneErr(); err != nil {
+		return 0, err
 	}
 	want := uint32(len(b.descs))
 	if want == 0 {
@@ -419,22 +490,26 @@ func (s *Socket) submit(b *Batch) (int, error) {
 		return 0, nil
 	}
 	idx := r.cachedProd
+	u := s.umem
 	var bytes uint64
 	for i := uint32(0); i < n; i++ {
 		d := b.descs[i]
 		r.ring[(idx+i)&r.mask] = d
+		if f := u.frameIndex(d.Addr); f < uint64(len(s.txLen)) {
+			s.txLen[f] = d.Len
+		}
 		bytes += uint64(d.Len)
 	}
 	r.cachedProd = idx + n
 	r.prodSubmit()
 	rest := copy(b.descs, b.descs[n:])
 	b.descs = b.descs[:rest]
-	s.inApp -= int64(n)
+	s.appTX -= int64(n)
 	s.inTx += int64(n)
-	s.publish()
+	s.publishTX()
 	s.txHeld = true
-	s.ctr.txFrames.Add(uint64(n))
-	s.ctr.txBytes.Add(bytes)
+	s.ctr.txSubmitted.Add(uint64(n))
+	s.ctr.txSubmittedBytes.Add(bytes)
 	return int(n), nil
 }
 
@@ -464,6 +539,12 @@ func (s *Socket) kickIfNeeded() error {
 	return nil
 }
 
+// fatalProbeEvery paces how often a TX side whose frames make no progress
+// asks the kernel whether the device is gone.
+const fatalProbeEvery = 4096
+
+// complete reclaims the completion ring into the TX pool and counts the
+// frames (and their bytes) as sent.
 func (s *Socket) complete() int {
 	r := s.comp
 	n := r.consAvail(r.size)
@@ -471,10 +552,19 @@ func (s *Socket) complete() int {
 		s.kickIfNeeded()
 	}
 	if n == 0 {
+		if s.inTx > 0 {
+			// A sender that spins on Complete without ever waiting must
+			// still learn that the device went away.
+			if s.fatalProbe++; s.fatalProbe%fatalProbeEvery == 0 {
+				s.probeGone()
+			}
+		}
 		return 0
 	}
 	idx := r.cachedCons
 	u := s.umem
+	p := s.txPool
+	var bytes uint64
 	for i := uint32(0); i < n; i++ {
 		addr := r.ring[(idx+i)&r.mask]
 		if u.cfg.Unaligned {
@@ -484,17 +574,48 @@ func (s *Socket) complete() int {
 			s.ctr.rxBadDescs.Add(1)
 			continue
 		}
-		s.pool.put(u.frameBase(addr))
+		if f := u.frameIndex(addr); f < uint64(len(s.txLen)) {
+			bytes += uint64(s.txLen[f])
+		}
+		p.put(u.frameBase(addr))
 	}
 	r.cachedCons = idx + n
 	r.consRelease()
 	s.inTx -= int64(n)
-	s.publish()
+	s.publishTX()
+	s.ctr.txFrames.Add(uint64(n))
+	s.ctr.txBytes.Add(bytes)
 	return int(n)
+}
+
+// goneErr returns the error that ended the socket with its device, once
+// noticed, or nil.
+func (s *Socket) goneErr() error {
+	if p := s.gone.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// setGone records that the kernel unbound the socket because its device
+// went away (cause is the errno that told), and returns the error every
+// later call reports.
+func (s *Socket) setGone(cause error) error {
+	var err error = &OpError{Op: "socket on", Ifname: s.ifname, Ifindex: s.ifindex, Queue: s.queue,
+		Err: fmt.Errorf("the device is gone (deleted, or its network namespace removed): %w: %w", ErrNoDevice, cause)}
+	s.gone.CompareAndSwap(nil, &err)
+	return *s.gone.Load()
 }
 
 // Closed reports whether Close was called.
 func (s *Socket) Closed() bool { return s.closed.Load() }
+
+// Err returns the error that ended the socket's use without Close: one
+// matching ErrNoDevice once the library noticed that the kernel unbound
+// the socket because its device went away. Wait, Poller.WaitRX and the TX
+// calls return it; Receive, which reports only a count, finds nothing
+// more. Err may be called from any goroutine.
+func (s *Socket) Err() error { return s.goneErr() }
 
 // TxPending returns how many transmitted frames have not come back through
 // the completion ring yet.

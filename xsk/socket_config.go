@@ -52,6 +52,19 @@ type SocketConfig struct {
 	// full, so a receiver that was descheduled for a moment loses nothing.
 	// Sockets sharing a UMEM set their share (Open does).
 	Frames int
+	// TxFrames, when positive, sets this many of the socket's frames apart
+	// in a pool of their own for Alloc. Then the RX side (Receive,
+	// Release, Wait for RX) and the TX side (Alloc, Transmit, Submit,
+	// Flush, Kick, Complete, Free, Wait for TX) share no state, and may
+	// each be driven by a goroutine of its own: one receiving goroutine
+	// and one sending one per queue, or a sender behind a lock. The fill
+	// ring is never fed from the TX pool, so an RX flood cannot starve the
+	// sender of frames. Frames come back to the pool of the side that
+	// returns them (Complete and Free: TX; Release: RX), so a forwarder
+	// that transmits received frames moves them to the TX pool for good:
+	// forward on sockets without TxFrames. Needs both rings. Default 0: one
+	// pool, one goroutine for everything.
+	TxFrames int
 	// Bind chooses copy, zero-copy or auto.
 	Bind BindMode
 	// DisableNeedWakeup turns XDP_USE_NEED_WAKEUP off: the library then
@@ -145,6 +158,9 @@ func (c *SocketConfig) validate() error {
 	}
 	if c.Frames < 0 {
 		return invalid("frames", c.Frames, "must not be negative")
+	}
+	if c.TxFrames < 0 {
+		return invalid("TX frames", c.TxFrames, "must not be negative")
 	}
 	if c.RxNap < 0 {
 		return invalid("RX nap", c.RxNap, "must not be negative")

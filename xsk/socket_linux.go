@@ -5,6 +5,7 @@ package xsk
 import (
 	"errors"
 	"fmt"
+	"net"
 	"time"
 	"unsafe"
 
@@ -31,6 +32,9 @@ func NewSocket(u *UMEM, ifindex, queue int, cfg SocketConfig) (_ *Socket, err er
 		return nil, err
 	}
 	s := &Socket{fd: fd, eventFD: -1, umem: u, ifindex: ifindex, queue: queue, cfg: cfg}
+	if ifi, err := net.InterfaceByIndex(ifindex); err == nil {
+		s.ifname = ifi.Name
+	}
 	defer func() {
 		if err != nil {
 			s.teardown()
@@ -106,16 +110,30 @@ func NewSocket(u *UMEM, ifindex, queue int, cfg SocketConfig) (_ *Socket, err er
 	if frames == 0 {
 		frames = u.cfg.NumFrames // takeFrames caps it at what is left
 	}
-	s.pool.init(u, u.takeFrames(frames))
-	s.owned = s.pool.len()
-	s.publish()
-	if s.pool.len() == 0 {
+	if cfg.TxFrames > 0 && (cfg.NoRX || cfg.NoTX) {
+		return nil, invalid("TX frames", cfg.TxFrames, "a TX pool of its own needs both an RX and a TX ring")
+	}
+	all := u.takeFrames(frames)
+	s.txLen = make([]uint32, u.cfg.NumFrames)
+	s.owned = len(all)
+	if s.owned == 0 {
 		return nil, invalid("frames", cfg.Frames, fmt.Sprintf("the UMEM (%d frames) has none left for this socket", u.cfg.NumFrames))
 	}
-	// Fill before bind so the first packet finds a buffer.
-	if !cfg.NoRX {
-		s.refill()
+	s.rxPool = newFramePool(u, all)
+	s.txPool = s.rxPool
+	if cfg.TxFrames > 0 {
+		if cfg.TxFrames >= len(all) {
+			return nil, invalid("TX frames", cfg.TxFrames, fmt.Sprintf("must leave RX some of the socket's %d frames", len(all)))
+		}
+		k := len(all) - cfg.TxFrames
+		s.rxPool = newFramePool(u, all[:k])
+		s.txPool = newFramePool(u, all[k:])
+		s.split = true
 	}
+	// Fill before bind so the first packet finds a buffer.
+	s.feed()
+	s.publishRX()
+	s.publishTX()
 
 	sa := &unix.SockaddrXDP{Ifindex: uint32(ifindex), QueueID: uint32(queue)}
 	if shared {
@@ -210,7 +228,12 @@ func (s *Socket) wakeRX() bool {
 	busy := s.busyPolling()
 	if busy || (s.fill != nil && !s.cfg.DisableNeedWakeup && s.fill.needWakeup()) {
 		s.ctr.wakeups.Add(1)
-		unix.Syscall6(unix.SYS_RECVFROM, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+		_, _, e := unix.Syscall6(unix.SYS_RECVFROM, uintptr(s.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+		if e == unix.ENXIO {
+			// The kernel unbound the socket: its device is gone.
+			s.setGone(e)
+			return false
+		}
 	}
 	return busy
 }
@@ -226,17 +249,16 @@ func (s *Socket) busyPolling() bool {
 	if s.cfg.BusyPoll.Timeout <= 0 {
 		return false
 	}
-	if s.napiID != 0 {
+	if s.napiID.Load() != 0 {
 		return true
 	}
-	s.napiProbe++
-	if s.napiProbe%napiProbeEvery != 1 {
+	if s.napiProbe.Add(1)%napiProbeEvery != 1 {
 		return false
 	}
 	if id, err := getsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_INCOMING_NAPI_ID); err == nil && id != 0 {
-		s.napiID = id
+		s.napiID.Store(int32(id))
 	}
-	return s.napiID != 0
+	return s.napiID.Load() != 0
 }
 
 // napiProbeEvery is how often a busy-polling socket without a NAPI ID yet
@@ -276,24 +298,55 @@ func (s *Socket) kick() error {
 		}
 		return nil
 	case unix.ENETDOWN:
-		return &OpError{Op: "transmit on", Ifindex: s.ifindex, Queue: s.queue, Err: fmt.Errorf("interface is down: %w", e)}
+		// Transient: the frames stay on the ring for the next kick.
+		s.ctr.linkDown.Add(1)
+		return &OpError{Op: "transmit on", Ifname: s.ifname, Ifindex: s.ifindex, Queue: s.queue, Err: fmt.Errorf("%w (frames wait on the TX ring until it is up): %w", ErrLinkDown, e)}
 	case unix.ENXIO:
-		return &OpError{Op: "transmit on", Ifindex: s.ifindex, Queue: s.queue, Err: fmt.Errorf("device gone: %w: %w", ErrNoDevice, e)}
+		return s.setGone(e)
 	}
-	return &OpError{Op: "transmit on", Ifindex: s.ifindex, Queue: s.queue, Err: e}
+	return &OpError{Op: "transmit on", Ifname: s.ifname, Ifindex: s.ifindex, Queue: s.queue, Err: e}
 }
+
+// probeGone asks the kernel whether it unbound the socket because the
+// device went away: it then sets the socket's error to ENETDOWN
+// (SO_ERROR, which reading clears; the library keeps it). It returns the
+// error the socket ended with, or nil.
+func (s *Socket) probeGone() error {
+	if err := s.goneErr(); err != nil {
+		return err
+	}
+	v, err := getsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_ERROR)
+	if err != nil || v == 0 {
+		return nil
+	}
+	return s.setGone(unix.Errno(v))
+}
+
+// goneCheckEvery bounds how long a wait without a limit blocks in poll
+// before it looks at whether the device is gone: the kernel's poll of an
+// unbound AF_XDP socket never reports anything, so a wait that only
+// polled would block for ever.
+const goneCheckEvery = 250 * time.Millisecond
 
 // Wait blocks until the RX ring has descriptors (or, with tx set, the TX
 // ring has room or completions arrived), the timeout passes, or Close is
 // called. A negative timeout waits without limit. It reports whether the
-// socket is ready; after Close it returns ErrClosed. With
+// socket is ready; after Close it returns ErrClosed, and once the device
+// is gone (deleted, or its namespace removed) an error matching
+// ErrNoDevice, within goneCheckEvery (a quarter second) of it going. With
 // SocketConfig.RxNap set and packets flowing, an RX wait first naps (see
-// RxNap).
+// RxNap). An RX wait first lends the fill ring what the pool has.
 func (s *Socket) Wait(timeout time.Duration, tx bool) (bool, error) {
 	s.busy.Add(1)
 	defer s.busy.Add(-1)
 	if s.closed.Load() {
 		return false, ErrClosed
+	}
+	if err := s.goneErr(); err != nil {
+		return false, err
+	}
+	if !tx && s.feed() {
+		s.publishRX()
 	}
 	if s.rx != nil && s.rx.consAvail(1) > 0 {
 		return true, nil
@@ -308,7 +361,7 @@ func (s *Socket) Wait(timeout time.Duration, tx bool) (bool, error) {
 			return ready, err
 		}
 		if left == 0 {
-			return false, nil
+			return false, s.probeGone()
 		}
 		timeout = left
 	}
@@ -323,30 +376,56 @@ func (s *Socket) Wait(timeout time.Duration, tx bool) (bool, error) {
 		ev |= unix.POLLOUT
 	}
 	fds := []unix.PollFd{{Fd: int32(s.fd), Events: ev}, {Fd: int32(s.eventFD), Events: unix.POLLIN}}
-	var ts *unix.Timespec
-	if timeout >= 0 {
-		t := unix.NsecToTimespec(int64(timeout))
-		ts = &t
-	}
 	s.ctr.polls.Add(1)
+	return pollSliced(fds, timeout, func(n int) (bool, error) {
+		if fds[1].Revents != 0 || s.closed.Load() {
+			return true, ErrClosed
+		}
+		if n == 0 {
+			return false, s.probeGone()
+		}
+		if fds[0].Revents&(unix.POLLERR|unix.POLLNVAL) != 0 {
+			return true, &OpError{Op: "poll", Ifname: s.ifname, Ifindex: s.ifindex, Queue: s.queue, Err: fmt.Errorf("socket error (revents %#x)", fds[0].Revents)}
+		}
+		return true, nil
+	})
+}
+
+// pollSliced polls fds for up to timeout (negative: no limit) in slices of
+// at most goneCheckEvery, and after each slice calls done with ppoll's
+// count (0: the slice passed with nothing). done reports whether the wait
+// is over and with what error; pollSliced then returns (n > 0 and no
+// error, that error). When the whole timeout passes it returns false and
+// done's error for the last empty slice.
+func pollSliced(fds []unix.PollFd, timeout time.Duration, done func(n int) (bool, error)) (bool, error) {
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+	}
 	for {
-		n, err := unix.Ppoll(fds, ts, nil)
+		slice := goneCheckEvery
+		if timeout >= 0 {
+			left := time.Until(deadline)
+			if timeout == 0 {
+				left = 0
+			}
+			slice = max(0, min(slice, left))
+		}
+		ts := unix.NsecToTimespec(int64(slice))
+		n, err := unix.Ppoll(fds, &ts, nil)
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
 			return false, fmt.Errorf("poll: %w", err)
 		}
-		if fds[1].Revents != 0 || s.closed.Load() {
-			return false, ErrClosed
+		over, err := done(n)
+		if over || err != nil {
+			return n > 0 && err == nil, err
 		}
-		if n == 0 {
+		if timeout >= 0 && (timeout == 0 || !time.Now().Before(deadline)) {
 			return false, nil
 		}
-		if fds[0].Revents&(unix.POLLERR|unix.POLLNVAL) != 0 {
-			return false, &OpError{Op: "poll", Ifindex: s.ifindex, Queue: s.queue, Err: fmt.Errorf("socket error (revents %#x)", fds[0].Revents)}
-		}
-		return true, nil
 	}
 }
 

@@ -14,17 +14,24 @@ type Stats struct {
 
 	// Library counters.
 	RxFrames, RxBytes uint64 // received through Receive
-	TxFrames, TxBytes uint64 // put on the TX ring through Transmit
-	Kicks             uint64 // TX wake-up syscalls
-	KickErrors        uint64 // kicks that met a transient EAGAIN/EBUSY/ENOBUFS
-	Polls             uint64 // blocking waits in poll
-	Naps              uint64 // RX waits that napped on a timer first (SocketConfig.RxNap)
-	Wakeups           uint64 // RX wake-up syscalls (need_wakeup, busy poll)
-	BadDescs          uint64 // descriptors from the kernel outside the UMEM, dropped
-	TxRingFull        uint64 // Transmit calls that found the TX ring full
+	// TxFrames and TxBytes count frames the kernel finished sending: they
+	// came back through the completion ring (Complete, Alloc). Frames on
+	// the ring and not completed yet are FramesTx.
+	TxFrames, TxBytes uint64
+	// TxSubmitted and TxSubmittedBytes count frames put on the TX ring
+	// (Transmit, Submit), sent or not.
+	TxSubmitted, TxSubmittedBytes uint64
+	Kicks                         uint64 // TX wake-up syscalls
+	KickErrors                    uint64 // kicks that met a transient EAGAIN/EBUSY/ENOBUFS
+	LinkDown                      uint64 // kicks refused because the link was down (ENETDOWN)
+	Polls                         uint64 // blocking waits in poll
+	Naps                          uint64 // RX waits that napped on a timer first (SocketConfig.RxNap)
+	Wakeups                       uint64 // RX wake-up syscalls (need_wakeup, busy poll)
+	BadDescs                      uint64 // descriptors from the kernel outside the UMEM, dropped
+	TxRingFull                    uint64 // Transmit calls that found the TX ring full
 
 	// Frame accounting: every frame of the socket is in exactly one place.
-	FramesFree   int // in the socket's pool
+	FramesFree   int // in the socket's pools (RX and TX)
 	FramesFill   int // given to the kernel for RX (fill ring, RX ring, in flight)
 	FramesTx     int // on the TX ring or awaiting completion
 	FramesApp    int // held by the application in batches

@@ -35,14 +35,15 @@ func (s *Socket) Stats() (Stats, error) {
 	c := &s.ctr
 	st.RxFrames, st.RxBytes = c.rxFrames.Load(), c.rxBytes.Load()
 	st.TxFrames, st.TxBytes = c.txFrames.Load(), c.txBytes.Load()
-	st.Kicks, st.KickErrors = c.kicks.Load(), c.kickErrors.Load()
+	st.TxSubmitted, st.TxSubmittedBytes = c.txSubmitted.Load(), c.txSubmittedBytes.Load()
+	st.Kicks, st.KickErrors, st.LinkDown = c.kicks.Load(), c.kickErrors.Load(), c.linkDown.Load()
 	st.Polls, st.Wakeups, st.Naps = c.polls.Load(), c.wakeups.Load(), c.naps.Load()
 	st.BadDescs, st.TxRingFull = c.rxBadDescs.Load(), c.txRingFull.Load()
 
-	st.FramesFree = int(s.pub.free.Load())
+	st.FramesFree = int(s.pub.freeRX.Load() + s.pub.freeTX.Load())
 	st.FramesFill = int(s.pub.fill.Load())
 	st.FramesTx = int(s.pub.tx.Load())
-	st.FramesApp = int(s.pub.app.Load())
+	st.FramesApp = int(s.pub.appRX.Load() + s.pub.appTX.Load())
 	st.FramesLost = int(st.BadDescs)
 	st.FramesOwned = s.owned
 	st.ZeroCopy = s.zeroCopy

@@ -89,12 +89,13 @@ func (c *UMEMConfig) validate() error {
 // A UMEM is safe for concurrent use by the sockets that share it: its only
 // mutable state is guarded, and the hot path does not touch it.
 type UMEM struct {
-	cfg       UMEMConfig
-	mem       []byte
-	size      uint64
-	frameSize uint64
-	frameMask uint64 // frameSize-1 in aligned mode, 0 in unaligned mode
-	txOffset  uint64 // where TX data starts inside a frame
+	cfg        UMEMConfig
+	mem        []byte
+	size       uint64
+	frameSize  uint64
+	frameMask  uint64 // frameSize-1 in aligned mode, 0 in unaligned mode
+	frameShift uint   // log2(frameSize) in aligned mode
+	txOffset   uint64 // where TX data starts inside a frame
 
 	mu       sync.Mutex
 	fd       int // the socket the region is registered on
@@ -131,6 +132,14 @@ func (u *UMEM) frameBase(addr uint64) uint64 {
 		return addr &^ u.frameMask
 	}
 	return addr - addr%u.frameSize
+}
+
+// frameIndex returns the number of the frame that holds addr.
+func (u *UMEM) frameIndex(addr uint64) uint64 {
+	if u.frameMask != 0 {
+		return addr >> u.frameShift
+	}
+	return addr / u.frameSize
 }
 
 // validRX reports whether a received descriptor (already decoded) lies

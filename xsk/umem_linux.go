@@ -5,6 +5,7 @@ package xsk
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -52,6 +53,7 @@ func NewUMEM(cfg UMEMConfig) (*UMEM, error) {
 	}
 	if !cfg.Unaligned {
 		u.frameMask = u.frameSize - 1
+		u.frameShift = uint(bits.TrailingZeros64(u.frameSize))
 	}
 	if cfg.TxMetadata {
 		reg.Flags |= unix.XDP_UMEM_TX_METADATA_LEN
@@ -79,11 +81,33 @@ func umemRegError(err error, cfg UMEMConfig) error {
 		return fmt.Errorf("register UMEM: %w (the kernel refused frame size %d with headroom %d, unaligned %v; aligned frames must be a power of two no larger than the page size): %w",
 			ErrInvalidConfig, cfg.FrameSize, cfg.Headroom, cfg.Unaligned, err)
 	case errors.Is(err, unix.ENOMEM), errors.Is(err, unix.ENOBUFS):
-		return fmt.Errorf("register UMEM of %d bytes: %w (raise RLIMIT_MEMLOCK, e.g. ulimit -l unlimited, or run with CAP_IPC_LOCK)", cfg.FrameSize*cfg.NumFrames, err)
+		limit := "unknown"
+		if b, limited := memlockBudget(); limited {
+			limit = fmt.Sprintf("%d KiB", b>>10)
+		}
+		return fmt.Errorf("register UMEM of %d frames × %d bytes: %w (without CAP_IPC_LOCK the kernel charges it to RLIMIT_MEMLOCK, %s here, with the user's other locked memory: raise it (ulimit -l), grant CAP_IPC_LOCK, or use fewer frames, UMEMConfig.NumFrames)",
+			cfg.NumFrames, cfg.FrameSize, err, limit)
 	case errors.Is(err, unix.EPERM):
 		return fmt.Errorf("register UMEM: %w: %w", ErrPermission, err)
 	}
 	return fmt.Errorf("register UMEM: %w", err)
+}
+
+// memlockBudget returns how many bytes of UMEM the kernel lets the
+// process register, and whether there is a limit at all: none with
+// CAP_IPC_LOCK or an infinite RLIMIT_MEMLOCK. The user's other locked
+// memory counts against the same limit, so the budget is an upper bound.
+func memlockBudget() (uint64, bool) {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if unix.Capget(&hdr, &data[0]) == nil && data[unix.CAP_IPC_LOCK/32].Effective&(1<<(unix.CAP_IPC_LOCK%32)) != 0 {
+		return 0, false
+	}
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim); err != nil || lim.Cur == unix.RLIM_INFINITY {
+		return 0, false
+	}
+	return lim.Cur, true
 }
 
 func socketError(err error) error {

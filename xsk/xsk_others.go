@@ -30,6 +30,7 @@ func NewSocket(u *UMEM, ifindex, queue int, cfg SocketConfig) (*Socket, error) {
 func (s *Socket) wakeRX() bool      { return false }
 func (s *Socket) busyPolling() bool { return false }
 func (s *Socket) kick() error       { return errOS }
+func (s *Socket) probeGone() error  { return nil }
 
 // NAPIID returns ErrNotSupported.
 func (s *Socket) NAPIID() (int, error) { return 0, errOS }
