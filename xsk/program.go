@@ -1,6 +1,9 @@
 package xsk
 
-import "strconv"
+import (
+	"net/netip"
+	"strconv"
+)
 
 // AttachMode chooses where the XDP program runs.
 type AttachMode int
@@ -37,12 +40,38 @@ type Rule struct {
 	// header (IPv6 extension headers are not walked), e.g. 17 for UDP.
 	Protocol uint8
 	// DstPortMin..DstPortMax is a destination port range for TCP, UDP,
-	// UDP-Lite and SCTP; both zero means any port. Non-first IPv4
-	// fragments carry no ports and never match a port range.
+	// UDP-Lite and SCTP; both zero means any port. IPv4 fragments, the
+	// first one included, carry no whole datagram and never match a port
+	// range: they reach the kernel, which reassembles them.
 	DstPortMin, DstPortMax uint16
+	// Dst, when valid, is a destination address prefix (IPv4 or IPv6; an
+	// IPv4-mapped IPv6 prefix counts as IPv4): only frames of that family
+	// to an address inside it match.
+	Dst netip.Prefix
+	// Untagged matches only frames without a VLAN tag: those the kernel
+	// would deliver on the interface itself rather than on a VLAN
+	// interface stacked on it.
+	Untagged bool
 }
 
 func (r Rule) ports() bool { return r.DstPortMin != 0 || r.DstPortMax != 0 }
+
+// dst returns the rule's destination prefix with an IPv4-mapped one
+// unmapped, and whether it has one.
+func (r Rule) dst() (netip.Prefix, bool) {
+	if !r.Dst.IsValid() {
+		return netip.Prefix{}, false
+	}
+	p := r.Dst.Masked()
+	if a := p.Addr(); a.Is4In6() {
+		bits := p.Bits() - 96
+		if bits < 0 {
+			bits = 0
+		}
+		p = netip.PrefixFrom(a.Unmap(), bits).Masked()
+	}
+	return p, true
+}
 
 // UDPPort returns a rule for UDP to one destination port, over IPv4 and
 // IPv6.

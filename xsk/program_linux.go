@@ -3,8 +3,10 @@
 package xsk
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strconv"
 
 	"github.com/cilium/ebpf"
@@ -193,6 +195,17 @@ func buildInstructions(mapFD int, rules []Rule, kfunc btf.TypeID) asm.Instructio
 					asm.JGT.Imm(asm.R9, int32(r.DstPortMax), next),
 				)
 			}
+			if r.Untagged {
+				// R2 moved past each VLAN tag: untagged means it is
+				// still where the packet starts.
+				in = append(in,
+					asm.LoadMem(asm.R4, asm.R6, ctxData, asm.Word),
+					asm.JNE.Reg(asm.R4, asm.R2, next),
+				)
+			}
+			if p, ok := r.dst(); ok {
+				in = append(in, dstInstructions(p, next)...)
+			}
 			in = append(in, asm.Ja.Label("redirect"))
 			in[first] = in[first].WithSymbol("rule_" + strconv.Itoa(i))
 		}
@@ -210,6 +223,44 @@ func buildInstructions(mapFD int, rules []Rule, kfunc btf.TypeID) asm.Instructio
 		asm.FnRedirectMap.Call(),
 		asm.Return(),
 	)
+	return in
+}
+
+// dstInstructions jump to next unless the frame's destination address lies
+// in p. The header bounds are checked again here: the verifier follows
+// every path to the rule, some of which never checked them.
+func dstInstructions(p netip.Prefix, next string) asm.Instructions {
+	const eth = 14
+	etherType, hdrLen, off := int32(0x0800), int16(20), int16(16)
+	if p.Addr().Is6() {
+		etherType, hdrLen, off = 0x86dd, 40, 24
+	}
+	in := asm.Instructions{
+		asm.JNE.Imm(asm.R7, etherType, next),
+		asm.Mov.Reg(asm.R4, asm.R2),
+		asm.Add.Imm(asm.R4, int32(eth+hdrLen)),
+		asm.JGT.Reg(asm.R4, asm.R3, next),
+	}
+	addr := p.Addr().AsSlice()
+	left := p.Bits()
+	// Compare word by word as the bytes lie in memory: a 32-bit load
+	// reads them in the host's order, so the constants are read the same
+	// way.
+	for w := 0; left > 0; w++ {
+		bits := min(left, 32)
+		left -= bits
+		mask := make([]byte, 4)
+		for i := 0; i < bits; i++ {
+			mask[i/8] |= 0x80 >> (i % 8)
+		}
+		m := binary.NativeEndian.Uint32(mask)
+		want := binary.NativeEndian.Uint32(addr[4*w:]) & m
+		in = append(in, asm.LoadMem(asm.R4, asm.R2, eth+off+int16(4*w), asm.Word))
+		if bits < 32 {
+			in = append(in, asm.And.Imm32(asm.R4, int32(m)))
+		}
+		in = append(in, asm.JNE.Imm32(asm.R4, int32(want), next))
+	}
 	return in
 }
 
@@ -256,8 +307,8 @@ func parseInstructions() asm.Instructions {
 		asm.LoadMem(asm.R8, asm.R2, eth+9, asm.Byte),
 		asm.LoadMem(asm.R4, asm.R2, eth+6, asm.Half),
 		asm.HostTo(asm.BE, asm.R4, asm.Half),
-		asm.And.Imm(asm.R4, 0x1fff),
-		asm.JNE.Imm(asm.R4, 0, "rule_0"), // non-first fragment: no ports
+		asm.And.Imm(asm.R4, 0x3fff),
+		asm.JNE.Imm(asm.R4, 0, "rule_0"), // a fragment (MF or offset): no ports
 		asm.LoadMem(asm.R4, asm.R2, eth, asm.Byte),
 		asm.And.Imm(asm.R4, 0x0f),
 		asm.LSh.Imm(asm.R4, 2),
