@@ -75,3 +75,12 @@ func Update16(check, old, new uint16) uint16 {
 func Update32(check uint16, old, new uint32) uint16 {
 	return Update16(Update16(check, uint16(old>>16), uint16(new>>16)), uint16(old), uint16(new))
 }
+
+// CopyChecksum copies src into dst like copy, and returns the number of
+// bytes copied and their checksum (Checksum of src[:n], initial 0): it sums
+// the bytes while it copies them, one pass instead of two, for a payload
+// written into a packet buffer anyway.
+func CopyChecksum(dst, src []byte) (int, uint16) {
+	n := min(len(dst), len(src))
+	return n, copySum(dst[:n], src[:n])
+}

@@ -233,6 +233,10 @@ func TestCopySum(t *testing.T) {
 	for i := range src {
 		src[i] = byte(rng.Uint32())
 	}
+	// Like copy, CopyChecksum stops at the shorter slice.
+	if n, c := CopyChecksum(make([]byte, 3), src[:10]); n != 3 || c != Checksum(src[:3], 0) {
+		t.Fatalf("CopyChecksum into 3 bytes = %d, %#04x; want 3, %#04x", n, c, Checksum(src[:3], 0))
+	}
 	dst := make([]byte, len(src))
 	lengths := []int{0, 1, 2, 3, 7, 8, 9, 31, 32, 33, 63, 64, 65, 1447, 1448, 1500, 9000, 65535}
 	for i := 0; i < 200; i++ {
@@ -243,6 +247,9 @@ func TestCopySum(t *testing.T) {
 			clear(dst)
 			s := src[off : off+n]
 			got := copySum(dst[off:], s)
+			if n2, pub := CopyChecksum(dst[off:], s); n2 != len(s) || pub != got {
+				t.Fatalf("CopyChecksum(len %d, off %d) = %d, %#04x; copySum %#04x", n, off, n2, pub, got)
+			}
 			if !bytes.Equal(dst[off:off+n], s) {
 				t.Fatalf("copySum(len %d, off %d) copied wrong bytes", n, off)
 			}
