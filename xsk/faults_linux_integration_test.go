@@ -95,7 +95,7 @@ func TestTxFramesSplitSides(t *testing.T) {
 		sent := 0
 		deadline := time.Now().Add(10 * time.Second)
 		for sent < txWant && time.Now().Before(deadline) {
-			n := s.Alloc(b, min(64, txWant-sent))
+			n := s.Alloc(b, min(16, txWant-sent))
 			for i := 0; i < n; i++ {
 				b.SetLen(i, copy(b.Buffer(i), frame))
 			}
@@ -109,7 +109,7 @@ func TestTxFramesSplitSides(t *testing.T) {
 			if k < n {
 				s.Wait(time.Millisecond, true)
 			}
-			time.Sleep(50 * time.Microsecond) // the kernel socket reads one at a time
+			time.Sleep(100 * time.Microsecond) // the peer's kernel socket is read one datagram at a time
 		}
 		for s.TxPending() > 0 && time.Now().Before(deadline) {
 			if s.Complete() == 0 {

@@ -611,11 +611,18 @@ func (s *Socket) setGone(cause error) error {
 func (s *Socket) Closed() bool { return s.closed.Load() }
 
 // Err returns the error that ended the socket's use without Close: one
-// matching ErrNoDevice once the library noticed that the kernel unbound
-// the socket because its device went away. Wait, Poller.WaitRX and the TX
-// calls return it; Receive, which reports only a count, finds nothing
-// more. Err may be called from any goroutine.
-func (s *Socket) Err() error { return s.goneErr() }
+// matching ErrNoDevice when the kernel unbound the socket because its
+// device went away. It asks the kernel (a getsockopt) unless the library
+// already knows. Wait, Poller.WaitRX and the TX calls return the same
+// error; Receive, which reports only a count, finds nothing more. Err may
+// be called from any goroutine; after Close it returns ErrClosed.
+func (s *Socket) Err() error {
+	if !s.enter() {
+		return ErrClosed
+	}
+	defer s.leave()
+	return s.probeGone()
+}
 
 // TxPending returns how many transmitted frames have not come back through
 // the completion ring yet.
