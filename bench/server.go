@@ -17,6 +17,15 @@ import (
 // the client_version parameter.
 const Version = "xdpio bench 0.1 (iperf3 3.12 compatible)"
 
+// DefaultCookieTimeout is how long the server waits, by default, for a
+// new control connection's cookie (Server.CookieTimeout).
+const DefaultCookieTimeout = 2 * time.Second
+
+// maxPendingCookies bounds how many control connections Serve waits on
+// for a cookie at once; it refuses more (ACCESS_DENIED) at once, so idle
+// connections cannot pile up goroutines.
+const maxPendingCookies = 16
+
 // DefaultBlksize is the UDP payload length used when the client names none
 // (iperf3's DEFAULT_UDP_BLKSIZE).
 const DefaultBlksize = 1460
@@ -36,9 +45,18 @@ type Server struct {
 	// OnReport, if set, is called by Serve after each test with its report
 	// and error.
 	OnReport func(*Report, error)
-	// SetupTimeout bounds each step before the test runs (cookie,
-	// parameters, stream setup) and after it; 0 means 10 s.
+	// SetupTimeout bounds each step before the test runs (parameters,
+	// stream setup) and after it; 0 means 10 s.
 	SetupTimeout time.Duration
+	// CookieTimeout bounds the wait for a new control connection's
+	// 37-byte cookie, the first thing a client sends; 0 means
+	// DefaultCookieTimeout (2 s). A real client (iperf3 or Client) sends
+	// it as soon as it is connected, so the wait can be short: a
+	// connection that stays silent (a port scan, a stalled peer) is closed
+	// when it expires. Serve reads the cookie before the connection takes
+	// the server for a test, so such a connection never holds off a real
+	// client; it gets no report.
+	CookieTimeout time.Duration
 	// Slack is how long past the announced test time the server waits for
 	// TEST_END before giving up; 0 means 10 s.
 	Slack time.Duration
@@ -70,13 +88,17 @@ func orDefault(d, def time.Duration) time.Duration {
 
 // Serve accepts control connections on ln until ctx is done or ln fails,
 // running one test at a time; a client that comes while a test runs is
-// sent ACCESS_DENIED, as iperf3 does. Serve closes ln when it returns.
+// sent ACCESS_DENIED, as iperf3 does. A connection takes the server for a
+// test only once its cookie is in (see CookieTimeout): until then others
+// are served, and one that sends no cookie in time is closed without a
+// report. Serve closes ln when it returns.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
 	defer ln.Close()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	pending := make(chan struct{}, maxPendingCookies)
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -85,15 +107,31 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			}
 			return fmt.Errorf("accept control connection: %w", err)
 		}
-		if !s.busy.CompareAndSwap(false, true) {
-			WriteState(c, AccessDenied)
-			c.Close()
+		if s.busy.Load() {
+			// Not a byte is read from it: that could hold up the test.
+			deny(c)
+			continue
+		}
+		select {
+		case pending <- struct{}{}:
+		default:
+			deny(c)
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rep, err := s.serveConn(ctx, c)
+			cookie, err := s.readCookie(ctx, c)
+			<-pending
+			if err != nil {
+				c.Close() // not a client: nothing to report
+				return
+			}
+			if !s.busy.CompareAndSwap(false, true) {
+				deny(c)
+				return
+			}
+			rep, err := s.serveConn(ctx, c, cookie)
 			s.busy.Store(false)
 			if s.OnReport != nil {
 				s.OnReport(rep, err)
@@ -102,8 +140,34 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 }
 
-// ServeConn runs one test on an accepted control connection and closes it.
-// It returns what was measured, also when the test failed.
+// deny sends ACCESS_DENIED on c and closes it.
+func deny(c net.Conn) {
+	c.SetWriteDeadline(time.Now().Add(time.Second))
+	WriteState(c, AccessDenied)
+	c.Close()
+}
+
+// readCookie reads the cookie a new control connection starts with,
+// within CookieTimeout, or until ctx ends (which closes c).
+func (s *Server) readCookie(ctx context.Context, c net.Conn) (Cookie, error) {
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	timeout := orDefault(s.CookieTimeout, DefaultCookieTimeout)
+	c.SetReadDeadline(time.Now().Add(timeout))
+	cookie, err := ReadCookie(c)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return cookie, fmt.Errorf("server: no cookie within %v: %w", timeout, err)
+	}
+	if err != nil {
+		return cookie, fmt.Errorf("server: %w", err)
+	}
+	return cookie, nil
+}
+
+// ServeConn runs one test on an accepted control connection and closes it:
+// it reads the cookie (within CookieTimeout) with the server taken, so a
+// silent connection holds it for that long. It returns what was measured,
+// also when the test failed.
 func (s *Server) ServeConn(ctx context.Context, c net.Conn) (*Report, error) {
 	if !s.busy.CompareAndSwap(false, true) {
 		WriteState(c, AccessDenied)
@@ -111,7 +175,12 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) (*Report, error) {
 		return nil, ErrAccessDenied
 	}
 	defer s.busy.Store(false)
-	return s.serveConn(ctx, c)
+	cookie, err := s.readCookie(ctx, c)
+	if err != nil {
+		c.Close()
+		return &Report{Error: err.Error()}, err
+	}
+	return s.serveConn(ctx, c, cookie)
 }
 
 func addrPort(a net.Addr) netip.AddrPort {
@@ -126,7 +195,8 @@ func addrPort(a net.Addr) netip.AddrPort {
 	return netip.AddrPort{}
 }
 
-func (s *Server) serveConn(ctx context.Context, c net.Conn) (rep *Report, err error) {
+// serveConn runs one test on c, whose cookie was read, and closes c.
+func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie Cookie) (rep *Report, err error) {
 	rep = &Report{}
 	defer func() {
 		if err != nil {
@@ -140,10 +210,6 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) (rep *Report, err er
 	setup := orDefault(s.SetupTimeout, 10*time.Second)
 
 	c.SetDeadline(time.Now().Add(setup))
-	cookie, err := ReadCookie(c)
-	if err != nil {
-		return rep, fmt.Errorf("server: %w", err)
-	}
 	now := time.Now()
 	remote, local := addrPort(c.RemoteAddr()), addrPort(c.LocalAddr())
 	rep.Start = ReportStart{Version: Version, Cookie: cookie.String(),

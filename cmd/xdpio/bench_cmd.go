@@ -76,9 +76,10 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 		qflag    string
 		tcpPort  int
 		oneRead  bool
+		cookieTO time.Duration
 	)
 	c := &cobra.Command{
-		Use:   "server [-i IFACE] [--port 5201] [--bind ADDR] [-1] [--backend xsk|socket|asavie] [--queues LIST|all] [--rx-usecs N --rx-frames N | --adaptive] [--one-reader] [--tcp-port N]",
+		Use:   "server [-i IFACE] [--port 5201] [--bind ADDR] [-1] [--backend xsk|socket|asavie] [--queues LIST|all] [--rx-usecs N --rx-frames N | --adaptive] [--one-reader] [--tcp-port N] [--cookie-timeout 2s]",
 		Short: "Serve iperf3 clients (UDP tests) until Ctrl-C, or for one test with -1",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -89,6 +90,9 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 			}
 			if port < 1 || port > 65535 {
 				return usagef("--port %d: must be 1-65535", port)
+			}
+			if cookieTO <= 0 {
+				return usagef("--cookie-timeout %v: must be positive (a client sends its cookie as soon as it is connected)", cookieTO)
 			}
 			coalescing := cmd.Flags().Changed("rx-usecs") || cmd.Flags().Changed("rx-frames") || adaptive
 			var qlist []int
@@ -140,8 +144,9 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 				return usagef("--tcp-port %d: must be 1-65535 and not the control port (0: control port + 1)", tcpPort)
 			}
 			s := &bench.Server{
-				DataPlane:   dp,
-				TCPDataPort: uint16(tcpPort),
+				DataPlane:     dp,
+				TCPDataPort:   uint16(tcpPort),
+				CookieTimeout: cookieTO,
 				OnReport: func(r *bench.Report, err error) {
 					lastErr = err
 					if r != nil {
@@ -179,6 +184,7 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 	c.Flags().IntVar(&rxUsecs, "rx-usecs", 0, "software RX coalescing per queue: hand a batch over at most this many µs after its first frame (like ethtool -C rx-usecs)")
 	c.Flags().IntVar(&rxFrames, "rx-frames", 0, "software RX coalescing: hand a batch over once it holds this many frames (0: the batch size)")
 	c.Flags().BoolVar(&adaptive, "adaptive", false, "adaptive RX coalescing: pick rx-usecs/rx-frames from the measured rate (bounded by --rx-usecs, default 64)")
+	c.Flags().DurationVar(&cookieTO, "cookie-timeout", bench.DefaultCookieTimeout, "how long a new control connection may take to send its cookie (iperf3 sends it at once) before it is closed; silent connections never hold off other clients")
 	c.Flags().BoolVar(&oneRead, "one-reader", false, "read every RX queue in one goroutine (with --rx-usecs: one coalescing policy for all), not one per queue: fewer wake-ups on a machine with fewer CPUs than queues")
 	return c
 }

@@ -42,6 +42,9 @@ func TestUsageErrorsAreTold(t *testing.T) {
 		{[]string{"bench", "client", "-c", "198.18.0.2", "--tso", "off"}, true},
 		{[]string{"bench", "client", "-c", "198.18.0.2", "--mode", "tcp", "--tso", "maybe"}, true},
 		{[]string{"bench", "server", "--tcp-port", "5201"}, true},
+		{[]string{"bench", "server", "--cookie-timeout", "0"}, true},
+		{[]string{"bench", "server", "--cookie-timeout", "-1s"}, true},
+		{[]string{"bench", "server", "--cookie-timeout", "2"}, true},
 		{[]string{"bench", "server", "--backend", "xsk", "-i", "x", "--queues", "0-"}, true},
 	} {
 		var out bytes.Buffer

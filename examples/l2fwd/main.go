@@ -4,10 +4,14 @@
 // queue once a second and the totals at the end.
 //
 //	l2fwd -i eth0 [-q 0-3] [-t 10s] [-port 9000]
+//
+// Every flag is checked before anything is opened: a value out of range,
+// or an argument that is not a flag, exits with status 2 and the usage.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -19,31 +23,66 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "l2fwd:", err)
-		os.Exit(1)
-	}
+	os.Exit(exutil.Exit(os.Stderr, "l2fwd", run(os.Args[1:])))
 }
 
-func run() error {
-	var f exutil.Flags
-	f.Register(flag.CommandLine)
-	port := flag.Int("port", 0, "only forward UDP to this port (others reach the kernel); 0 forwards everything")
-	flag.Parse()
-	if f.Iface == "" {
-		flag.Usage()
-		os.Exit(2)
+const synopsis = "l2fwd -i IFACE [-q 0-3] [-t 10s] [-port 9000] [flags]"
+
+// options are l2fwd's flags.
+type options struct {
+	exutil.Flags
+	port int // -port: 0..65535, 0 forwards every frame
+}
+
+// flagSet registers l2fwd's flags on a new flag set, with o's fields as
+// their values.
+func flagSet(o *options) *flag.FlagSet {
+	fs := exutil.NewFlagSet("l2fwd", synopsis)
+	o.Register(fs)
+	fs.IntVar(&o.port, "port", 0, "only forward UDP to this destination port, 1-65535 (other traffic reaches the kernel); 0 forwards everything")
+	return fs
+}
+
+// parseFlags parses and validates l2fwd's command line (without the
+// program name). Errors are *exutil.UsageError.
+func parseFlags(args []string) (options, error) {
+	var o options
+	err := o.Parse(flagSet(&o), args, func() error {
+		if o.port < 0 || o.port > 65535 {
+			return fmt.Errorf("-port %d: must be 1-65535, or 0 to forward everything", o.port)
+		}
+		if o.Iface == "" {
+			return fmt.Errorf("-i IFACE is required")
+		}
+		return nil
+	})
+	return o, err
+}
+
+// config is the xsk.Config the options ask for.
+func (o *options) config() (xsk.Config, error) {
+	cfg, err := o.Config()
+	if err != nil {
+		return cfg, err
 	}
-	cfg, err := f.Config()
+	if o.port != 0 {
+		cfg.Program.Filter = []xsk.Rule{xsk.UDPPort(uint16(o.port))}
+	}
+	return cfg, nil
+}
+
+func run(args []string) error {
+	o, err := parseFlags(args)
 	if err != nil {
 		return err
 	}
-	if *port != 0 {
-		cfg.Program.Filter = []xsk.Rule{xsk.UDPPort(uint16(*port))}
+	cfg, err := o.config()
+	if err != nil {
+		return err
 	}
-	ctx, cancel := exutil.Context(f.Duration)
+	ctx, cancel := exutil.Context(o.Duration)
 	defer cancel()
-	return l2fwd(ctx, f.Iface, cfg, f.Batch)
+	return l2fwd(ctx, o.Iface, cfg, o.Batch)
 }
 
 // SwapMAC exchanges the destination and source MAC addresses of frame.
@@ -57,51 +96,121 @@ func SwapMAC(frame []byte) {
 	copy(frame[6:12], tmp[:])
 }
 
+// summary is what a run forwarded, from the sockets' counters: every
+// frame the sockets took is forwarded, still pending, or was lost before
+// them (the kernel's counters).
+type summary struct {
+	Received      uint64 // taken from the RX rings
+	Forwarded     uint64 // sent: the kernel completed them
+	Pending       uint64 // on a TX ring, not completed when the sockets closed
+	KernelDropped uint64 // rx_dropped: fill ring empty, frame too large, ...
+	RingFull      uint64 // rx_ring_full: the forwarder was too slow
+}
+
+// l2fwd forwards until ctx ends.
 func l2fwd(ctx context.Context, iface string, cfg xsk.Config, batch int) error {
+	_, err := l2fwdStarted(ctx, iface, cfg, batch, func() {})
+	return err
+}
+
+// l2fwdStarted is l2fwd that calls started once the sockets are open (or
+// failed to) and returns the counts.
+func l2fwdStarted(ctx context.Context, iface string, cfg xsk.Config, batch int, started func()) (summary, error) {
+	var sum summary
 	dev, err := xsk.Open(iface, cfg)
+	started()
 	if err != nil {
-		return err
+		return sum, err
 	}
 	defer dev.Close()
 	socks := dev.Sockets()
 	fmt.Printf("l2fwd on %s: %d queues, program in %v mode, zero-copy %v\n", iface, len(socks), dev.Program().Mode(), socks[0].ZeroCopy())
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	var wg sync.WaitGroup
 	errs := make(chan error, len(socks))
 	for _, s := range socks {
 		wg.Add(1)
 		go func(s *xsk.Socket) {
 			defer wg.Done()
-			b := s.NewBatch(batch)
-			for ctx.Err() == nil {
-				s.Complete()
-				if s.Receive(b) == 0 {
-					if s.TxPending() == 0 {
-						s.Wait(100*time.Millisecond, false)
-					}
-					continue
-				}
-				for i := 0; i < b.Len(); i++ {
-					SwapMAC(b.Frame(i))
-				}
-				for b.Len() > 0 && ctx.Err() == nil {
-					if _, err := s.Transmit(b); err != nil {
-						errs <- err
-						return
-					}
-					if b.Len() > 0 {
-						s.Complete() // TX ring full: make room
-					}
-				}
+			if err := forward(ctx, s, batch); err != nil {
+				errs <- fmt.Errorf("queue %d: %w", s.Queue(), err)
+				stop() // one queue's device error ends the run
 			}
-			s.Free(b)
 		}(s)
 	}
 	exutil.Report(ctx, os.Stdout, socks, "forwarded", func(st xsk.Stats) uint64 { return st.TxFrames })
 	wg.Wait()
+	// The goroutines are done: give the frames still on the TX rings a
+	// moment to leave before the sockets close.
+	deadline := time.Now().Add(200 * time.Millisecond)
+	for _, s := range socks {
+		for s.TxPending() > 0 && time.Now().Before(deadline) && s.Err() == nil {
+			if s.Complete() == 0 {
+				s.Kick()
+				time.Sleep(time.Millisecond)
+			}
+		}
+		st, err := s.Stats()
+		if err != nil {
+			return sum, err
+		}
+		sum.Received += st.RxFrames
+		sum.Forwarded += st.TxFrames
+		sum.Pending += uint64(st.FramesTx)
+		sum.KernelDropped += st.RxDropped
+		sum.RingFull += st.RxRingFull
+	}
 	select {
 	case err := <-errs:
-		return err
+		return sum, err
 	default:
-		return nil
+		return sum, nil
 	}
+}
+
+// forward sends every frame s receives back out of s with the MAC
+// addresses swapped, until ctx ends or the device goes away. A link that
+// is down holds the frames on the TX ring, and forwarding resumes when it
+// is up.
+func forward(ctx context.Context, s *xsk.Socket, batch int) error {
+	b := s.NewBatch(batch)
+	defer s.Free(b)
+	down := false
+	for ctx.Err() == nil {
+		s.Complete()
+		if b.Len() == 0 {
+			if s.Receive(b) == 0 {
+				wait := 100 * time.Millisecond
+				if s.TxPending() > 0 {
+					wait = time.Millisecond // completions are due
+				}
+				if _, err := s.Wait(wait, false); err != nil {
+					return err
+				}
+				continue
+			}
+			for i := 0; i < b.Len(); i++ {
+				SwapMAC(b.Frame(i))
+			}
+		}
+		// What does not fit the TX ring stays in b for the next round,
+		// after Complete made room.
+		_, err := s.Transmit(b)
+		switch {
+		case errors.Is(err, xsk.ErrLinkDown):
+			if !down {
+				fmt.Fprintf(os.Stderr, "l2fwd: queue %d: %v; waiting for it to come up\n", s.Queue(), err)
+			}
+			down = true
+			if err := s.Sleep(100 * time.Millisecond); err != nil {
+				return err
+			}
+		case err != nil:
+			return err
+		default:
+			down = false
+		}
+	}
+	return nil
 }

@@ -5,6 +5,9 @@
 //
 //	rxdrop -i eth0 [-q 0-3] [-t 10s] [-port 9000]
 //	rxdrop -demo [-t 5s] [-demo-queues 2]   # on a veth pair it creates, with its own generator
+//
+// Every flag is checked before anything is opened: a value out of range,
+// or an argument that is not a flag, exits with status 2 and the usage.
 package main
 
 import (
@@ -20,37 +23,97 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "rxdrop:", err)
-		os.Exit(1)
-	}
+	os.Exit(exutil.Exit(os.Stderr, "rxdrop", run(os.Args[1:])))
 }
 
-func run() error {
-	var f exutil.Flags
-	f.Register(flag.CommandLine)
-	port := flag.Int("port", 0, "only take UDP to this port (others reach the kernel); 0 takes everything")
-	demo := flag.Bool("demo", false, "create a veth pair in two namespaces, send 64-byte UDP into it with an XDP generator, and receive it here")
-	demoQueues := flag.Int("demo-queues", 2, "queues of the demo veth pair")
-	oneThread := flag.Bool("one-thread", false, "receive every queue in one goroutine (xsk.Poller) instead of one per queue: fewer wake-ups when there are fewer CPUs than queues; with -nap, the fastest rxdrop on a small machine")
-	flag.Parse()
-	if *demo {
-		return runDemo(&f, *demoQueues, *oneThread)
+const synopsis = `rxdrop -i IFACE [-q 0-3] [-t 10s] [-port 9000] [flags]
+       rxdrop -demo [-t 5s] [-demo-queues 2] [flags]`
+
+// options are rxdrop's flags.
+type options struct {
+	exutil.Flags
+	port       int  // -port: 0..65535, 0 takes every frame
+	demo       bool // -demo
+	demoQueues int  // -demo-queues: 1..exutil.MaxQueue+1
+	oneThread  bool // -one-thread
+}
+
+// flagSet registers rxdrop's flags on a new flag set, with o's fields as
+// their values.
+func flagSet(o *options) *flag.FlagSet {
+	fs := exutil.NewFlagSet("rxdrop", synopsis)
+	o.Register(fs)
+	fs.IntVar(&o.port, "port", 0, "only take UDP to this destination port, 1-65535 (other traffic reaches the kernel); 0 takes everything")
+	fs.BoolVar(&o.demo, "demo", false, "create a veth pair in two namespaces, send 64-byte UDP (port 9) into it with an XDP generator, and receive it here (no -i, no -port)")
+	fs.IntVar(&o.demoQueues, "demo-queues", 2, fmt.Sprintf("queues of the demo veth pair, 1-%d", exutil.MaxQueue+1))
+	fs.BoolVar(&o.oneThread, "one-thread", false, "receive every queue in one goroutine (xsk.Poller) instead of one per queue: fewer wake-ups when there are fewer CPUs than queues; with -nap, the fastest rxdrop on a small machine")
+	return fs
+}
+
+// parseFlags parses and validates rxdrop's command line (without the
+// program name). Errors are *exutil.UsageError.
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs := flagSet(&o)
+	err := o.Parse(fs, args, func() error {
+		if o.port < 0 || o.port > 65535 {
+			return fmt.Errorf("-port %d: must be 1-65535, or 0 to take everything", o.port)
+		}
+		if o.demoQueues < 1 || o.demoQueues > exutil.MaxQueue+1 {
+			return fmt.Errorf("-demo-queues %d: must be 1-%d", o.demoQueues, exutil.MaxQueue+1)
+		}
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !o.demo {
+			if set["demo-queues"] {
+				return fmt.Errorf("-demo-queues %d: only with -demo", o.demoQueues)
+			}
+			if o.Iface == "" {
+				return fmt.Errorf("-i IFACE is required (or -demo)")
+			}
+			return nil
+		}
+		if set["i"] || set["port"] {
+			return fmt.Errorf("-demo makes its own veth pair and takes UDP port 9: no -i or -port")
+		}
+		qs, _ := exutil.ParseQueues(o.Queues)
+		for _, q := range qs {
+			if q >= o.demoQueues {
+				return fmt.Errorf("-q %s: the demo veth pair has queues 0-%d (-demo-queues %d)", o.Queues, o.demoQueues-1, o.demoQueues)
+			}
+		}
+		return nil
+	})
+	return o, err
+}
+
+// config is the xsk.Config the options ask for.
+func (o *options) config() (xsk.Config, error) {
+	cfg, err := o.Config()
+	if err != nil {
+		return cfg, err
 	}
-	if f.Iface == "" {
-		flag.Usage()
-		os.Exit(2)
+	if o.port != 0 {
+		cfg.Program.Filter = []xsk.Rule{xsk.UDPPort(uint16(o.port))}
 	}
-	cfg, err := f.Config()
+	return cfg, nil
+}
+
+func run(args []string) error {
+	o, err := parseFlags(args)
 	if err != nil {
 		return err
 	}
-	if *port != 0 {
-		cfg.Program.Filter = []xsk.Rule{xsk.UDPPort(uint16(*port))}
+	if o.demo {
+		return runDemo(&o.Flags, o.demoQueues, o.oneThread)
 	}
-	ctx, cancel := exutil.Context(f.Duration)
+	cfg, err := o.config()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := exutil.Context(o.Duration)
 	defer cancel()
-	return rxdrop(ctx, f.Iface, cfg, f.Batch, *oneThread)
+	return rxdrop(ctx, o.Iface, cfg, o.Batch, o.oneThread)
 }
 
 // summary is what a run received and what the kernel dropped on the way

@@ -3,6 +3,12 @@
 // prints packets/s per queue once a second and the totals at the end.
 //
 //	txonly -i eth0 -dst 198.18.0.1 -dst-mac 02:00:00:00:00:01 [-size 64] [-q 0-1] [-t 10s]
+//
+// Every flag is checked before anything is opened (-size against the
+// interface's MTU, -flows against its number of queues, once it is known):
+// a value out of range, or an argument that is not a flag, exits with
+// status 2 and the usage. It loads no XDP program and has no RX ring, so
+// the examples' -skb and -nap do not exist here.
 package main
 
 import (
@@ -13,6 +19,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 
 	"github.com/xdpio/xdpio/examples/internal/exutil"
@@ -21,47 +28,169 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "txonly:", err)
-		os.Exit(1)
-	}
+	os.Exit(exutil.Exit(os.Stderr, "txonly", run(os.Args[1:])))
 }
 
-func run() error {
-	var f exutil.Flags
-	f.Register(flag.CommandLine)
-	dstMAC := flag.String("dst-mac", "ff:ff:ff:ff:ff:ff", "destination MAC address")
-	dst := flag.String("dst", "", "destination IPv4 or IPv6 address (required)")
-	src := flag.String("src", "", "source address (default: the interface's first address of that family)")
-	port := flag.Int("port", 9000, "destination UDP port")
-	size := flag.Int("size", 64, "frame size in bytes, Ethernet header included (without FCS)")
-	flows := flag.Int("flows", 16, "distinct source ports per queue")
-	flag.Parse()
-	if f.Iface == "" || *dst == "" {
-		flag.Usage()
-		os.Exit(2)
+const synopsis = "txonly -i IFACE -dst ADDR [-dst-mac MAC] [-size 64] [-q 0-1] [-t 10s] [flags]"
+
+const (
+	// basePort is the first source port: queue q sends from the -flows
+	// ports basePort+q×flows on.
+	basePort = 10000
+	// portSpace is how many source ports there are from basePort up.
+	portSpace = 65536 - basePort
+	// frameRoom is the most a TX frame can hold: the UMEM's default frame
+	// size (xsk.UMEMConfig.FrameSize). TX data starts at the frame's start:
+	// TX has no headroom, and txonly asks for no TX metadata.
+	frameRoom = 4096
+)
+
+// options are txonly's flags.
+type options struct {
+	exutil.Flags
+	dstMAC net.HardwareAddr // -dst-mac: 6 bytes
+	dst    netip.Addr       // -dst: required
+	src    netip.Addr       // -src: of dst's family, or invalid for the interface's
+	port   int              // -port: 1..65535
+	size   int              // -size: see checkSize
+	flows  int              // -flows: see checkFlows
+
+	dstMACText, dstText, srcText string
+}
+
+// flagSet registers txonly's flags on a new flag set, with o's fields as
+// their values. -skb and -nap are left out: txonly loads no XDP program
+// and has no RX ring to wait on.
+func flagSet(o *options) *flag.FlagSet {
+	fs := exutil.NewFlagSet("txonly", synopsis)
+	o.Register(fs, "skb", "nap")
+	fs.StringVar(&o.dstMACText, "dst-mac", "ff:ff:ff:ff:ff:ff", "destination MAC address (6 bytes)")
+	fs.StringVar(&o.dstText, "dst", "", "destination IPv4 or IPv6 address (required)")
+	fs.StringVar(&o.srcText, "src", "", "source address, of the destination's family (default: the interface's first address of that family)")
+	fs.IntVar(&o.port, "port", 9000, "destination UDP port, 1-65535")
+	fs.IntVar(&o.size, "size", 64, fmt.Sprintf("frame size in bytes, Ethernet header included (without FCS): from %d (IPv4) or %d (IPv6) up to the interface's MTU + 14 and at most %d (a UMEM frame)", 14+20+8, 14+40+8, frameRoom))
+	fs.IntVar(&o.flows, "flows", 16, fmt.Sprintf("distinct source ports per queue: queue q sends from ports %d+q×flows on, so (highest queue + 1) × flows must be at most %d", basePort, portSpace))
+	return fs
+}
+
+// parseFlags parses and validates txonly's command line (without the
+// program name). What depends on the interface (its MTU, its number of
+// queues) is checked by run. Errors are *exutil.UsageError.
+func parseFlags(args []string) (options, error) {
+	var o options
+	err := o.Parse(flagSet(&o), args, func() error {
+		if o.Iface == "" {
+			return fmt.Errorf("-i IFACE is required")
+		}
+		if o.dstText == "" {
+			return fmt.Errorf("-dst ADDR is required")
+		}
+		var err error
+		if o.dst, err = parseAddr(o.dstText); err != nil {
+			return fmt.Errorf("-dst: %w", err)
+		}
+		if o.srcText != "" {
+			if o.src, err = parseAddr(o.srcText); err != nil {
+				return fmt.Errorf("-src: %w", err)
+			}
+			if o.src.Is4() != o.dst.Is4() {
+				return fmt.Errorf("-src %v and -dst %v: not of the same address family", o.src, o.dst)
+			}
+		}
+		if o.dstMAC, err = net.ParseMAC(o.dstMACText); err != nil {
+			return fmt.Errorf("-dst-mac: %w", err)
+		}
+		if len(o.dstMAC) != 6 {
+			return fmt.Errorf("-dst-mac %s: a %d-byte address, want a 6-byte Ethernet address", o.dstMACText, len(o.dstMAC))
+		}
+		if o.port < 1 || o.port > 65535 {
+			return fmt.Errorf("-port %d: must be 1-65535", o.port)
+		}
+		if err := checkSize(o.size, o.dst.Is6(), "", 0); err != nil {
+			return err
+		}
+		maxQueue := 0
+		if qs, _ := exutil.ParseQueues(o.Queues); qs != nil {
+			maxQueue = slices.Max(qs)
+		}
+		return checkFlows(o.flows, maxQueue)
+	})
+	return o, err
+}
+
+// parseAddr parses an IP address, IPv4-mapped IPv6 as IPv4, without zone
+// (a frame has no place for it).
+func parseAddr(s string) (netip.Addr, error) {
+	a, err := netip.ParseAddr(s)
+	return a.Unmap().WithZone(""), err
+}
+
+// checkSize checks -size for a frame of the family (IPv6 if v6): at least
+// the Ethernet, IP and UDP headers, at most a UMEM frame (frameRoom) and,
+// when mtu is positive, at most what the interface iface's MTU lets
+// through (mtu plus the 14-byte Ethernet header).
+func checkSize(size int, v6 bool, iface string, mtu int) error {
+	lo, family := 14+20+8, "IPv4"
+	if v6 {
+		lo, family = 14+40+8, "IPv6"
 	}
-	cfg, err := f.Config()
+	if mtu <= 0 {
+		if size < lo || size > frameRoom {
+			return fmt.Errorf("-size %d: must be %d-%d bytes: at least the Ethernet, %s and UDP headers, at most a UMEM frame (%d bytes)", size, lo, frameRoom, family, frameRoom)
+		}
+		return nil
+	}
+	if hi := min(frameRoom, mtu+14); size < lo || size > hi {
+		return fmt.Errorf("-size %d: must be %d-%d bytes on %s: at least the Ethernet, %s and UDP headers, at most what its MTU %d lets through (%d with the 14-byte Ethernet header) and what a UMEM frame holds (%d)",
+			size, lo, hi, iface, family, mtu, mtu+14, frameRoom)
+	}
+	return nil
+}
+
+// checkFlows checks -flows for queues numbered up to maxQueue: queue q
+// sends from source ports basePort+q×flows to basePort+(q+1)×flows-1,
+// which must not pass 65535 (the port would wrap around).
+func checkFlows(flows, maxQueue int) error {
+	limit := portSpace / (maxQueue + 1)
+	if flows < 1 || flows > limit {
+		return fmt.Errorf("-flows %d: must be 1-%d with queues up to %d: queue q sends from source ports %d+q×flows on, and (highest queue + 1) × flows must be at most %d",
+			flows, limit, maxQueue, basePort, portSpace)
+	}
+	return nil
+}
+
+func run(args []string) error {
+	o, err := parseFlags(args)
 	if err != nil {
 		return err
 	}
-	mac, err := net.ParseMAC(*dstMAC)
-	if err != nil {
-		return fmt.Errorf("-dst-mac: %w", err)
-	}
-	dstIP, err := netip.ParseAddr(*dst)
-	if err != nil {
-		return fmt.Errorf("-dst: %w", err)
-	}
-	ifi, err := net.InterfaceByName(f.Iface)
+	cfg, err := o.Config()
 	if err != nil {
 		return err
 	}
-	srcIP, err := sourceAddr(ifi, *src, dstIP.Is4())
+	ifi, err := net.InterfaceByName(o.Iface)
 	if err != nil {
-		return err
+		return fmt.Errorf("-i %s: %w", o.Iface, err)
 	}
-	frame, err := BuildUDP(ifi.HardwareAddr, mac, srcIP, dstIP, 10000, uint16(*port), *size)
+	if err := checkSize(o.size, o.dst.Is6(), ifi.Name, ifi.MTU); err != nil {
+		return o.Usage(err)
+	}
+	if cfg.Queues == nil {
+		n, err := xsk.Queues(o.Iface)
+		if err != nil {
+			return err
+		}
+		if err := checkFlows(o.flows, n-1); err != nil {
+			return o.Usage(fmt.Errorf("%w (-q all: %s has %d queues)", err, o.Iface, n))
+		}
+	}
+	srcIP := o.src
+	if !srcIP.IsValid() {
+		if srcIP, err = sourceAddr(ifi, o.dst.Is4()); err != nil {
+			return err
+		}
+	}
+	frame, err := BuildUDP(ifi.HardwareAddr, o.dstMAC, srcIP, o.dst, basePort, uint16(o.port), o.size)
 	if err != nil {
 		return err
 	}
@@ -69,15 +198,14 @@ func run() error {
 	cfg.Socket.TxBudget = 256
 	// Sending needs no XDP program: RX stays with the kernel.
 	cfg.NoProgram = true
-	ctx, cancel := exutil.Context(f.Duration)
+	ctx, cancel := exutil.Context(o.Duration)
 	defer cancel()
-	return txonly(ctx, f.Iface, cfg, frame, *flows, f.Batch)
+	return txonly(ctx, o.Iface, cfg, frame, o.flows, o.Batch)
 }
 
-func sourceAddr(ifi *net.Interface, flagValue string, v4 bool) (netip.Addr, error) {
-	if flagValue != "" {
-		return netip.ParseAddr(flagValue)
-	}
+// sourceAddr returns ifi's first address of the family (IPv4 if v4) that
+// is not link-local.
+func sourceAddr(ifi *net.Interface, v4 bool) (netip.Addr, error) {
 	addrs, err := ifi.Addrs()
 	if err != nil {
 		return netip.Addr{}, err

@@ -2,9 +2,13 @@ package exutil
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/xdpio/xdpio/xsk"
 )
 
 func TestParseQueues(t *testing.T) {
@@ -77,4 +81,121 @@ func equal(a, b []int) bool {
 		}
 	}
 	return true
+}
+
+// parse registers the common flags on a fresh flag set and parses args.
+func parse(args ...string) (Flags, error) {
+	var f Flags
+	fs := NewFlagSet("ex", "ex -i IFACE [flags]")
+	f.Register(fs)
+	return f, f.Parse(fs, args, nil)
+}
+
+func TestCheck(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // "" accepted
+	}{
+		{nil, ""},
+		{[]string{"-batch", "1", "-frames", "16", "-t", "0", "-nap", "0"}, ""},
+		{[]string{"-batch", "4096", "-frames", "1048576", "-q", "0-4095"}, ""},
+		{[]string{"-batch", "0"}, "-batch 0: must be 1-4096"},
+		{[]string{"-batch", "4097"}, "-batch 4097: must be 1-4096"},
+		{[]string{"-frames", "15"}, "-frames 15: must be 0 (the library's default, 4096) or 16-1048576"},
+		{[]string{"-frames", "1048577"}, "-frames 1048577"},
+		{[]string{"-t", "-1ns"}, "-t -1ns: must not be negative"},
+		{[]string{"-nap", "-1s"}, "-nap -1s: must not be negative"},
+		{[]string{"-q", "x"}, "-q: bad queue"},
+		{[]string{"x", "-t", "1s"}, `unexpected argument "x": every option is a -flag`},
+		{[]string{"-batch", "x"}, `invalid value "x" for flag -batch`},
+		{[]string{"-h"}, "help requested"},
+	} {
+		_, err := parse(tc.args...)
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%q: %v", tc.args, err)
+			}
+			continue
+		}
+		var ue *UsageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(ue.Usage, "usage: ex -i IFACE") {
+			t.Errorf("%q: %v, want a usage error saying %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// Config carries -frames and -nap into the xsk.Config.
+func TestConfig(t *testing.T) {
+	f, err := parse("-frames", "1024", "-nap", "30us", "-q", "1,3", "-copy", "-skb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := f.Config()
+	if err != nil || cfg.UMEM.NumFrames != 1024 || cfg.Socket.RxNap != 30*time.Microsecond || !equal(cfg.Queues, []int{1, 3}) ||
+		cfg.Socket.Bind != xsk.BindCopy || cfg.Program.Attach != xsk.AttachGeneric {
+		t.Fatalf("Config = %+v, %v", cfg, err)
+	}
+	f.Batch = 0 // set behind Parse's back
+	if _, err := f.Config(); err == nil || !strings.Contains(err.Error(), "-batch") {
+		t.Fatalf("Config with -batch 0: %v", err)
+	}
+}
+
+// Register leaves out the flags a program names, keeping their defaults.
+func TestRegisterOmit(t *testing.T) {
+	var f Flags
+	fs := NewFlagSet("ex", "ex")
+	f.Register(fs, "skb", "batch")
+	if fs.Lookup("skb") != nil || fs.Lookup("batch") != nil || fs.Lookup("nap") == nil {
+		t.Fatal("Register did not leave out -skb and -batch alone")
+	}
+	if err := f.Parse(fs, []string{"-skb"}, nil); err == nil || !strings.Contains(err.Error(), "-skb") {
+		t.Fatalf("-skb left out, yet: %v", err)
+	}
+	if f.Batch != DefaultBatch || f.Queues != "all" {
+		t.Fatalf("defaults of the left-out flags: %+v", f)
+	}
+}
+
+// Exit: status 0 for nil and -h, 2 with the usage for usage errors, 1 for
+// the rest.
+func TestExit(t *testing.T) {
+	_, help := parse("-h")
+	_, bad := parse("-batch", "0")
+	var f Flags
+	late := f.Usage(errors.New("-size 9000: too big")) // no flag set parsed: no usage text
+	for _, tc := range []struct {
+		err  error
+		code int
+		out  string
+	}{
+		{nil, 0, ""},
+		{help, 0, "usage: ex -i IFACE [flags]\n\nflags:\n"},
+		{bad, 2, "ex: -batch 0: must be 1-4096"},
+		{late, 2, "ex: -size 9000: too big\n"},
+		{fmt.Errorf("open: %w", errors.New("no such device")), 1, "ex: open: no such device\n"},
+	} {
+		var b strings.Builder
+		if code := Exit(&b, "ex", tc.err); code != tc.code || !strings.HasPrefix(b.String(), tc.out) {
+			t.Errorf("Exit(%v) = %d, printing %q; want %d, %q", tc.err, code, b.String(), tc.code, tc.out)
+		}
+	}
+	var b strings.Builder
+	if Exit(&b, "ex", bad); !strings.Contains(b.String(), "-frames int") {
+		t.Errorf("usage error printed without the flags: %q", b.String())
+	}
+}
+
+// Given reads back what a command line said, bare booleans as "true".
+func TestGiven(t *testing.T) {
+	var f Flags
+	fs := NewFlagSet("ex", "ex")
+	f.Register(fs)
+	given, rest, err := Given(fs, []string{"-batch", "0x10", "-copy", "-t=1s", "-batch", "8", "x", "-q", "1"})
+	if err != nil || given["batch"] != "8" || given["copy"] != "true" || given["t"] != "1s" || given["q"] != "" || len(rest) != 3 {
+		t.Fatalf("Given = %v, %q, %v", given, rest, err)
+	}
+	if n, err := GivenInt(map[string]string{"batch": "0x10"}, "batch", 64); n != 16 || err != nil {
+		t.Fatalf("GivenInt(0x10) = %d, %v", n, err)
+	}
 }
