@@ -133,7 +133,7 @@ func rxdrop(ctx context.Context, iface string, cfg xsk.Config, batch int, oneThr
 // dropAll drops what every socket receives, in one goroutine: it drains
 // each RX ring in turn and, when all were empty, waits on all the sockets
 // at once (naps first with SocketConfig.RxNap while packets flow).
-func dropAll(ctx context.Context, socks []*xsk.Socket, batch int) {
+func dropAll(ctx context.Context, socks []*xsk.Socket, batch int) error {
 	p := xsk.NewPoller(socks...)
 	bs := make([]*xsk.Batch, len(socks))
 	for i, s := range socks {
@@ -149,11 +149,11 @@ func dropAll(ctx context.Context, socks []*xsk.Socket, batch int) {
 		}
 		if n == 0 {
 			if _, err := p.WaitRX(100 * time.Millisecond); err != nil {
-				fmt.Fprintln(os.Stderr, "rxdrop:", err)
-				return
+				return err
 			}
 		}
 	}
+	return nil
 }
 
 // rxdropStarted is rxdrop that calls started once the sockets are open and
@@ -169,12 +169,22 @@ func rxdropStarted(ctx context.Context, iface string, cfg xsk.Config, batch int,
 	defer dev.Close()
 	socks := dev.Sockets()
 	fmt.Printf("rxdrop on %s: %d queues, program in %v mode, zero-copy %v\n", iface, len(socks), dev.Program().Mode(), socks[0].ZeroCopy())
+	// A queue whose device goes away ends the run with its error.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	errs := make(chan error, len(socks))
+	fail := func(err error) {
+		errs <- err
+		stop()
+	}
 	var wg sync.WaitGroup
 	if oneThread {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			dropAll(ctx, socks, batch)
+			if err := dropAll(ctx, socks, batch); err != nil {
+				fail(err)
+			}
 		}()
 	}
 	for _, s := range socks {
@@ -188,7 +198,7 @@ func rxdropStarted(ctx context.Context, iface string, cfg xsk.Config, batch int,
 			for ctx.Err() == nil {
 				if s.Receive(b) == 0 {
 					if _, err := s.Wait(100*time.Millisecond, false); err != nil {
-						fmt.Fprintf(os.Stderr, "rxdrop: queue %d: %v\n", s.Queue(), err)
+						fail(fmt.Errorf("queue %d: %w", s.Queue(), err))
 						return
 					}
 					continue
@@ -199,6 +209,11 @@ func rxdropStarted(ctx context.Context, iface string, cfg xsk.Config, batch int,
 	}
 	exutil.Report(ctx, os.Stdout, socks, "received", func(st xsk.Stats) uint64 { return st.RxFrames })
 	wg.Wait()
+	var runErr error
+	select {
+	case runErr = <-errs:
+	default:
+	}
 	for _, s := range socks {
 		st, err := s.Stats()
 		if err != nil {
@@ -211,5 +226,5 @@ func rxdropStarted(ctx context.Context, iface string, cfg xsk.Config, batch int,
 			fmt.Printf("queue %d kernel counters: rx_dropped %d (fill ring empty %d), rx_ring_full %d\n", s.Queue(), st.RxDropped, st.RxFillRingEmpty, st.RxRingFull)
 		}
 	}
-	return sum, nil
+	return sum, runErr
 }

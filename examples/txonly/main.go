@@ -14,6 +14,7 @@ package main
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -21,6 +22,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/xdpio/xdpio/examples/internal/exutil"
 	"github.com/xdpio/xdpio/offload"
@@ -283,6 +285,10 @@ func txonly(ctx context.Context, iface string, cfg xsk.Config, frame []byte, flo
 	if frame[12] == 0x86 {
 		l4 = 14 + 40
 	}
+	// A device that goes away ends the run with its error; a link that
+	// goes down holds the frames and the senders resume when it is up.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	var wg sync.WaitGroup
 	errs := make(chan error, len(socks))
 	for _, s := range socks {
@@ -303,24 +309,60 @@ func txonly(ctx context.Context, iface string, cfg xsk.Config, frame []byte, flo
 				tmpl[i] = t
 			}
 			b := s.NewBatch(batch)
+			defer s.Free(b)
 			n := 0
+			down := false
 			for ctx.Err() == nil {
 				got := s.Alloc(b, batch-b.Len())
 				for i := b.Len() - got; i < b.Len(); i++ {
 					b.SetLen(i, copy(b.Buffer(i), tmpl[n%flows]))
 					n++
 				}
-				if _, err := s.Transmit(b); err != nil {
-					errs <- err
+				_, err := s.Transmit(b)
+				switch {
+				case errors.Is(err, xsk.ErrLinkDown):
+					if !down {
+						fmt.Fprintf(os.Stderr, "txonly: queue %d: %v; resuming when it is up\n", s.Queue(), err)
+					}
+					down = true
+					if err := s.Sleep(100 * time.Millisecond); err != nil {
+						return
+					}
+					continue
+				case err != nil:
+					errs <- fmt.Errorf("queue %d: %w", s.Queue(), err)
+					stop()
 					return
+				}
+				if down {
+					fmt.Fprintf(os.Stderr, "txonly: queue %d: link up, sending again\n", s.Queue())
+					down = false
 				}
 				s.Complete()
 			}
-			s.Free(b)
 		}(s)
 	}
 	exutil.Report(ctx, os.Stdout, socks, "sent", func(st xsk.Stats) uint64 { return st.TxFrames })
 	wg.Wait()
+	// Frames still on the TX rings get a moment to leave; then what was
+	// put on a ring but never completed is reported apart from what was
+	// sent.
+	deadline := time.Now().Add(200 * time.Millisecond)
+	var submitted, sent, pending uint64
+	for _, s := range socks {
+		for s.TxPending() > 0 && time.Now().Before(deadline) && s.Err() == nil {
+			if s.Complete() == 0 {
+				s.Kick()
+				time.Sleep(time.Millisecond)
+			}
+		}
+		if st, err := s.Stats(); err == nil {
+			submitted += st.TxSubmitted
+			sent += st.TxFrames
+			pending += uint64(st.FramesTx)
+		}
+	}
+	fmt.Printf("submitted %d frames: %d sent (completed by the kernel), %d not completed\n", submitted, sent, pending)
 	select {
 	case err := <-errs:
 		return err
