@@ -116,6 +116,12 @@ func Open(ifname string, cfg Config) (_ *Device, err error) {
 	return d, nil
 }
 
+// DefaultFrames returns how many UMEM frames of the default size (4096
+// bytes) Open gives each of queues queues when UMEMConfig.NumFrames is 0:
+// 4096, or fewer to fit RLIMIT_MEMLOCK when the process lacks
+// CAP_IPC_LOCK.
+func DefaultFrames(queues int) int { return defaultFramesPerQueue(4096, max(queues, 1)) }
+
 // defaultFramesPerQueue is how many frames Open gives each queue when the
 // caller leaves UMEMConfig.NumFrames 0: 4096, or, when the process lacks
 // CAP_IPC_LOCK and its RLIMIT_MEMLOCK (the kernel charges UMEMs to it) is

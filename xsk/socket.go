@@ -167,6 +167,22 @@ func (s *Socket) Free(b *Batch) {
 	s.free(b)
 }
 
+// FreeTail returns the descriptors of b from index from on to this
+// socket's pool, as Free does, and keeps the first from in b: for frames
+// allocated for a packet that will not be sent after all.
+func (s *Socket) FreeTail(b *Batch, from int) {
+	if from < 0 || from >= len(b.descs) {
+		return
+	}
+	tail := Batch{descs: b.descs[from:], umem: b.umem}
+	b.descs = b.descs[:from]
+	if !s.enter() {
+		return
+	}
+	defer s.leave()
+	s.free(&tail)
+}
+
 // Alloc appends up to n free frames to b for transmission, reclaiming
 // completed TX frames first, and returns how many it added. Each new
 // descriptor has Len 0: write into b.Buffer(i) and set the length with

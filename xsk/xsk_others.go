@@ -79,3 +79,6 @@ func Queues(ifname string) (int, error) { return 0, errOS }
 
 // KernelFeatures returns ErrNotSupported.
 func KernelFeatures() (Features, error) { return Features{}, errOS }
+
+// DefaultFrames returns 4096: AF_XDP exists only on Linux.
+func DefaultFrames(queues int) int { return 4096 }
