@@ -1,0 +1,124 @@
+package xdpnet
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/xdpio/xdpio/xsk"
+)
+
+// TxChecksum chooses who computes the UDP checksum of sent datagrams.
+type TxChecksum int
+
+const (
+	// TxChecksumSoftware computes it in this package, summing the payload
+	// while it is copied into the frame (one pass). Works everywhere.
+	TxChecksumSoftware TxChecksum = iota
+	// TxChecksumOffload leaves it to the kernel or the NIC through AF_XDP
+	// TX metadata (Linux 6.8 for zero-copy drivers that offer it; copy
+	// mode asks the kernel to compute it in software, Linux 6.11). The
+	// IPv4 header checksum is still computed here.
+	TxChecksumOffload
+)
+
+// String returns "software" or "offload".
+func (m TxChecksum) String() string {
+	switch m {
+	case TxChecksumSoftware:
+		return "software"
+	case TxChecksumOffload:
+		return "offload"
+	}
+	return "TxChecksum(" + itoa(int(m)) + ")"
+}
+
+// Config tunes a UDPConn. The zero value binds every RX queue of the
+// interface, verifies checksums, sends with TTL 64 and resolves next hops
+// within 3 s.
+type Config struct {
+	// Queues lists the RX queues to bind AF_XDP sockets to; nil means
+	// every queue. Datagrams that arrive on other queues reach the
+	// kernel's socket the conn holds, and are read from it too.
+	Queues []int
+	// FramesPerQueue is the UMEM frames of each queue's socket; 0 is
+	// package xsk's default (4096, or what fits RLIMIT_MEMLOCK without
+	// CAP_IPC_LOCK). A quarter of them are set apart for sending.
+	FramesPerQueue int
+	// Bind chooses copy or zero-copy (xsk.BindAuto by default).
+	Bind xsk.BindMode
+	// Attach chooses driver or generic XDP (xsk.AttachAuto by default).
+	Attach xsk.AttachMode
+	// RxNap is xsk.SocketConfig.RxNap for the queues' sockets: while
+	// datagrams flow, a waiting reader naps this long before it polls,
+	// trading up to RxNap of latency for fewer wake-ups. 0: poll at once.
+	RxNap time.Duration
+	// BatchSize is how many descriptors a ring operation moves at most
+	// (default 64, at most 1024).
+	BatchSize int
+	// TTL is the IPv4 TTL or IPv6 hop limit of sent datagrams (1 to 255,
+	// default 64).
+	TTL int
+	// TOS is the IPv4 type of service or IPv6 traffic class (0 to 255,
+	// default 0).
+	TOS int
+	// RxChecksum chooses how received checksums are verified.
+	RxChecksum RxChecksum
+	// TxChecksum chooses who computes the checksums of sent datagrams.
+	TxChecksum TxChecksum
+	// GRO hands consecutive datagrams of one flow to ReadBatch (and
+	// Queue.ReadBatch) as one buffer with Message.SegSize set, like
+	// UDP_GRO, when the buffer has room.
+	GRO bool
+	// ResolveTimeout bounds how long a write waits for the kernel to
+	// resolve the next hop's link-layer address (ARP or neighbour
+	// discovery); default 3 s. A write deadline bounds it too.
+	ResolveTimeout time.Duration
+}
+
+const (
+	defaultBatch = 64
+	maxBatch     = 1024
+	defaultTTL   = 64
+	// maxSegments is the most datagrams one GSO write is cut into, as
+	// Linux's UDP_MAX_SEGMENTS.
+	maxSegments = 128
+)
+
+func (c *Config) setDefaults() {
+	if c.BatchSize == 0 {
+		c.BatchSize = defaultBatch
+	}
+	if c.TTL == 0 {
+		c.TTL = defaultTTL
+	}
+	if c.ResolveTimeout == 0 {
+		c.ResolveTimeout = 3 * time.Second
+	}
+}
+
+func (c *Config) validate() error {
+	bad := func(field string, v any, rule string) error {
+		return fmt.Errorf("%w: %s %v: %s", ErrInvalidConfig, field, v, rule)
+	}
+	switch {
+	case c.BatchSize < 1 || c.BatchSize > maxBatch:
+		return bad("BatchSize", c.BatchSize, "must be between 1 and 1024")
+	case c.TTL < 1 || c.TTL > 255:
+		return bad("TTL", c.TTL, "must be between 1 and 255")
+	case c.TOS < 0 || c.TOS > 255:
+		return bad("TOS", c.TOS, "must be between 0 and 255")
+	case c.RxChecksum < RxChecksumVerify || c.RxChecksum > RxChecksumNone:
+		return bad("RxChecksum", int(c.RxChecksum), "unknown mode")
+	case c.TxChecksum < TxChecksumSoftware || c.TxChecksum > TxChecksumOffload:
+		return bad("TxChecksum", int(c.TxChecksum), "unknown mode")
+	case c.ResolveTimeout < 0:
+		return bad("ResolveTimeout", c.ResolveTimeout, "must not be negative")
+	case c.RxNap < 0:
+		return bad("RxNap", c.RxNap, "must not be negative")
+	case c.FramesPerQueue < 0:
+		return bad("FramesPerQueue", c.FramesPerQueue, "must not be negative")
+	case c.FramesPerQueue > 0 && c.FramesPerQueue < 4*c.BatchSize:
+		return bad("FramesPerQueue", c.FramesPerQueue, fmt.Sprintf("must be at least 4 batches (%d)", 4*c.BatchSize))
+	}
+	return nil
+}

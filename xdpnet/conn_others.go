@@ -1,0 +1,109 @@
+//go:build !linux
+
+package xdpnet
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"runtime"
+	"syscall"
+	"time"
+)
+
+var errOS = fmt.Errorf("AF_XDP on %s: %w", runtime.GOOS, ErrUnsupported)
+
+// UDPConn is a UDP endpoint over AF_XDP (Linux only).
+type UDPConn struct{}
+
+// Queue is one RX queue of a UDPConn (Linux only).
+type Queue struct{}
+
+// ListenUDP returns an error wrapping ErrUnsupported: AF_XDP exists only
+// on Linux.
+func ListenUDP(ifname string, laddr netip.AddrPort, cfg Config) (*UDPConn, error) { return nil, errOS }
+
+// DialUDP returns an error wrapping ErrUnsupported.
+func DialUDP(ifname string, laddr, raddr netip.AddrPort, cfg Config) (*UDPConn, error) {
+	return nil, errOS
+}
+
+// ReadFrom returns ErrUnsupported.
+func (c *UDPConn) ReadFrom(p []byte) (int, net.Addr, error) { return 0, nil, errOS }
+
+// WriteTo returns ErrUnsupported.
+func (c *UDPConn) WriteTo(p []byte, addr net.Addr) (int, error) { return 0, errOS }
+
+// ReadFromUDPAddrPort returns ErrUnsupported.
+func (c *UDPConn) ReadFromUDPAddrPort(p []byte) (int, netip.AddrPort, error) {
+	return 0, netip.AddrPort{}, errOS
+}
+
+// WriteToUDPAddrPort returns ErrUnsupported.
+func (c *UDPConn) WriteToUDPAddrPort(p []byte, addr netip.AddrPort) (int, error) { return 0, errOS }
+
+// ReadBatch returns ErrUnsupported.
+func (c *UDPConn) ReadBatch(msgs []Message) (int, error) { return 0, errOS }
+
+// WriteBatch returns ErrUnsupported.
+func (c *UDPConn) WriteBatch(msgs []Message) (int, error) { return 0, errOS }
+
+// Read returns ErrUnsupported.
+func (c *UDPConn) Read(p []byte) (int, error) { return 0, errOS }
+
+// Write returns ErrUnsupported.
+func (c *UDPConn) Write(p []byte) (int, error) { return 0, errOS }
+
+// Close does nothing.
+func (c *UDPConn) Close() error { return nil }
+
+// LocalAddr returns nil.
+func (c *UDPConn) LocalAddr() net.Addr { return nil }
+
+// LocalAddrPort returns the zero AddrPort.
+func (c *UDPConn) LocalAddrPort() netip.AddrPort { return netip.AddrPort{} }
+
+// RemoteAddr returns nil.
+func (c *UDPConn) RemoteAddr() net.Addr { return nil }
+
+// Interface returns "".
+func (c *UDPConn) Interface() string { return "" }
+
+// SyscallConn returns ErrUnsupported.
+func (c *UDPConn) SyscallConn() (syscall.RawConn, error) { return nil, errOS }
+
+// SetDeadline returns ErrUnsupported.
+func (c *UDPConn) SetDeadline(t time.Time) error { return errOS }
+
+// SetReadDeadline returns ErrUnsupported.
+func (c *UDPConn) SetReadDeadline(t time.Time) error { return errOS }
+
+// SetWriteDeadline returns ErrUnsupported.
+func (c *UDPConn) SetWriteDeadline(t time.Time) error { return errOS }
+
+// Queues returns nil.
+func (c *UDPConn) Queues() []*Queue { return nil }
+
+// Stats returns no counters.
+func (c *UDPConn) Stats() Stats { return Stats{} }
+
+// ID returns KernelQueue.
+func (q *Queue) ID() int { return KernelQueue }
+
+// ReadView returns ErrUnsupported.
+func (q *Queue) ReadView(msgs []Message, timeout time.Duration) (int, error) { return 0, errOS }
+
+// Release does nothing.
+func (q *Queue) Release() {}
+
+// ReadBatch returns ErrUnsupported.
+func (q *Queue) ReadBatch(msgs []Message, timeout time.Duration) (int, error) { return 0, errOS }
+
+// WriteBatch returns ErrUnsupported.
+func (q *Queue) WriteBatch(msgs []Message) (int, error) { return 0, errOS }
+
+// WriteTo returns ErrUnsupported.
+func (q *Queue) WriteTo(p []byte, addr netip.AddrPort) (int, error) { return 0, errOS }
+
+// Stats returns no counters.
+func (q *Queue) Stats() QueueStats { return QueueStats{Queue: KernelQueue} }

@@ -1,0 +1,265 @@
+//go:build linux
+
+package xdpnet
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// The kernel queue: the conn's kernel UDP socket, read without blocking
+// (the conn's waits poll its descriptor with the AF_XDP sockets) and
+// written through net.UDPConn.
+
+// kernelViewMax is how many datagrams a ReadView of the kernel queue
+// takes, each into a buffer of kernelBufSize (a reassembled datagram can
+// be that large).
+const (
+	kernelViewMax = 8
+	kernelBufSize = 65536
+)
+
+// recvArgs carries one non-blocking recvfrom through RawConn.Read without
+// a closure allocated per call.
+type recvArgs struct {
+	buf     []byte
+	n       int
+	full    int // the datagram's length (MSG_TRUNC)
+	from    netip.AddrPort
+	errno   unix.Errno
+	dummy   [1]byte
+	rsa     unix.RawSockaddrInet6
+	rsaLen  uint32
+	callerr error
+}
+
+func (a *recvArgs) do(fd uintptr) bool {
+	b := a.buf
+	if len(b) == 0 {
+		b = a.dummy[:0:1]
+	}
+	a.rsaLen = uint32(unsafe.Sizeof(a.rsa))
+	var p unsafe.Pointer
+	if cap(b) > 0 {
+		p = unsafe.Pointer(&b[:1][0])
+	}
+	r, _, e := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(p), uintptr(len(b)),
+		unix.MSG_DONTWAIT|unix.MSG_TRUNC, uintptr(unsafe.Pointer(&a.rsa)), uintptr(unsafe.Pointer(&a.rsaLen)))
+	a.errno = e
+	if e != 0 {
+		return true
+	}
+	a.full = int(r)
+	a.n = min(int(r), len(a.buf))
+	switch a.rsa.Family {
+	case unix.AF_INET:
+		sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(&a.rsa))
+		a.from = netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&sa.Port))[:]))
+	case unix.AF_INET6:
+		a.from = netip.AddrPortFrom(netip.AddrFrom16(a.rsa.Addr).Unmap(), binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&a.rsa.Port))[:]))
+	default:
+		a.from = netip.AddrPort{}
+	}
+	return true
+}
+
+// krecv reads one datagram into buf without blocking; ok is false when
+// none is waiting.
+func (q *Queue) krecv(a *recvArgs, buf []byte) (ok bool, err error) {
+	a.buf = buf
+	if err := q.c.ksRaw.Read(a.do); err != nil {
+		return false, err
+	}
+	switch a.errno {
+	case 0:
+		return true, nil
+	case unix.EAGAIN, unix.EINTR:
+		return false, nil
+	case unix.ECONNREFUSED:
+		// A connected socket learned from ICMP that the peer's port is
+		// closed: net.UDPConn reports it the same way.
+		return false, a.errno
+	}
+	return false, a.errno
+}
+
+// kernelCopy copies waiting datagrams of the kernel socket into msgs.
+func (q *Queue) kernelCopy(msgs []Message) (int, error) {
+	if !q.acquire() {
+		return 0, net.ErrClosed
+	}
+	defer q.release()
+	return q.kernelCopyLocked(msgs)
+}
+
+// kernelCopyLocked is kernelCopy for a caller that marked the call.
+func (q *Queue) kernelCopyLocked(msgs []Message) (int, error) {
+	var a recvArgs
+	n := 0
+	var bytes, truncated uint64
+	for n < len(msgs) {
+		m := &msgs[n]
+		ok, err := q.krecv(&a, m.Buf)
+		if err != nil {
+			q.count(n, bytes, truncated, &[numCauses]uint64{})
+			return n, err
+		}
+		if !ok {
+			break
+		}
+		m.N, m.Addr, m.SegSize = a.n, a.from, 0
+		m.Truncated = a.full > a.n
+		if m.Truncated {
+			truncated++
+		}
+		bytes += uint64(a.full)
+		n++
+	}
+	q.count(n, bytes, truncated, &[numCauses]uint64{})
+	return n, nil
+}
+
+// kernelView is ReadView of the kernel queue: datagrams are read into the
+// queue's own buffers.
+func (q *Queue) kernelView(msgs []Message, timeout time.Duration) (int, error) {
+	if !q.acquire() {
+		return 0, q.c.opErr("read", netip.AddrPort{}, net.ErrClosed)
+	}
+	defer q.release()
+	if q.kbufs == nil {
+		q.kbufs = make([][]byte, kernelViewMax)
+		for i := range q.kbufs {
+			q.kbufs[i] = make([]byte, kernelBufSize)
+		}
+	}
+	var deadline time.Time
+	for {
+		tmp := msgs[:min(len(msgs), kernelViewMax)]
+		for i := range tmp {
+			tmp[i].Buf = q.kbufs[i]
+		}
+		n, err := q.kernelCopyLocked(tmp)
+		for i := 0; i < n; i++ {
+			tmp[i].Buf = tmp[i].Buf[:tmp[i].N:tmp[i].N]
+		}
+		if n > 0 {
+			q.kview = true
+			return n, nil
+		}
+		if err != nil {
+			return 0, q.c.opErr("read", netip.AddrPort{}, err)
+		}
+		left := timeout
+		if timeout > 0 {
+			if deadline.IsZero() {
+				deadline = time.Now().Add(timeout)
+			}
+			if left = time.Until(deadline); left <= 0 {
+				return 0, nil
+			}
+		} else if timeout == 0 {
+			return 0, nil
+		}
+		if err := q.kernelWaitLocked(left); err != nil {
+			return 0, q.c.opErr("read", netip.AddrPort{}, err)
+		}
+	}
+}
+
+// kernelWait blocks until the kernel socket is readable, timeout passed
+// (negative: no limit) or the conn is closed.
+func (q *Queue) kernelWait(timeout time.Duration) error {
+	if !q.acquire() {
+		return net.ErrClosed
+	}
+	defer q.release()
+	return q.kernelWaitLocked(timeout)
+}
+
+// kernelWaitLocked is kernelWait for a caller that marked the call. It
+// polls in slices, so that Close is noticed even if another waiter took
+// the wake-up.
+func (q *Queue) kernelWaitLocked(timeout time.Duration) error {
+	c := q.c
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+	}
+	for {
+		slice := readSlice
+		if timeout >= 0 {
+			slice = min(slice, max(0, time.Until(deadline)))
+		}
+		fds := [2]unix.PollFd{{Fd: int32(c.ksFD), Events: unix.POLLIN}, {Fd: int32(c.wakeFD), Events: unix.POLLIN}}
+		ts := unix.NsecToTimespec(int64(slice))
+		n, err := unix.Ppoll(fds[:], &ts, nil)
+		if c.closed.Load() {
+			return net.ErrClosed
+		}
+		if err != nil && err != unix.EINTR {
+			return err
+		}
+		if fds[0].Revents != 0 || (timeout >= 0 && !time.Now().Before(deadline)) {
+			return nil
+		}
+		if n > 0 && fds[1].Revents != 0 {
+			// A deadline change for the conn's own readers: not ours to
+			// take; let it be seen and go on in slices.
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// kernelWrite sends msgs through the kernel socket (GSO messages one
+// datagram at a time).
+func (q *Queue) kernelWrite(msgs []Message) (int, error) {
+	c := q.c
+	if !q.acquire() {
+		return 0, c.opErr("write", netip.AddrPort{}, net.ErrClosed)
+	}
+	defer q.release()
+	if dl := c.wdl.Load(); dl != 0 {
+		c.ks.SetWriteDeadline(time.Unix(0, dl))
+	} else {
+		c.ks.SetWriteDeadline(time.Time{})
+	}
+	for i := range msgs {
+		m := &msgs[i]
+		if m.N < 0 || m.N > len(m.Buf) {
+			return i, c.opErr("write", m.Addr, errInvalidN(m))
+		}
+		p := m.Buf[:m.N]
+		seg := len(p)
+		if m.SegSize > 0 && m.SegSize < len(p) {
+			seg = m.SegSize
+		}
+		for off := 0; off < len(p) || off == 0; off += seg {
+			d := p[off:min(len(p), off+seg)]
+			var err error
+			if c.raddr.IsValid() {
+				_, err = c.ks.Write(d)
+			} else {
+				_, err = c.ks.WriteToUDPAddrPort(d, m.Addr)
+			}
+			if err != nil {
+				return i, err // a *net.OpError from the kernel socket
+			}
+			q.ctr.sent.Add(1)
+			q.ctr.sentBytes.Add(uint64(len(d)))
+			if len(p) == 0 {
+				break
+			}
+		}
+	}
+	return len(msgs), nil
+}
+
+func errInvalidN(m *Message) error {
+	return fmt.Errorf("%w: message N %d beyond its %d-byte Buf", ErrInvalidConfig, m.N, len(m.Buf))
+}
