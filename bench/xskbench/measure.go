@@ -116,6 +116,12 @@ const (
 	beCGroup         = "c-group"
 	beCGroupNap      = "c-group-nap"
 	beSocket         = "socket"
+	// beSocketGRO is kernel UDP sockets with UDP_GRO (gro on veth-b).
+	beSocketGRO = "socket-gro"
+	// beXDPNet is package xdpnet's ReadBatch (one goroutine, copying,
+	// checksums verified); beXDPNetQueues its per-queue in-place readers.
+	beXDPNet       = "xdpnet"
+	beXDPNetQueues = "xdpnet-queues"
 	// beC is the C peer (c/xskpeer.c): inside this process through cgo
 	// when the binary has cgo, else as a child process built with the
 	// system's compiler when there is one. beCProc is always the child
@@ -128,7 +134,7 @@ const (
 )
 
 var (
-	rxBackends = []string{beGen, beXDPIO, beXDPIONap, beXDPIOGroup, beXDPIOGroupNap, beXDPIOCoalesce, beXDPIOBusy, beAsavie, beAsavieDoc, beAsavieNap, beAsavieGroup, beAsavieGroupNap, beSocket, beC, beCNap, beCGroup, beCGroupNap, beCProc}
+	rxBackends = []string{beGen, beXDPIO, beXDPIONap, beXDPIOGroup, beXDPIOGroupNap, beXDPIOCoalesce, beXDPIOBusy, beAsavie, beAsavieDoc, beAsavieNap, beAsavieGroup, beAsavieGroupNap, beSocket, beSocketGRO, beXDPNet, beXDPNetQueues, beC, beCNap, beCGroup, beCGroupNap, beCProc}
 	txBackends = []string{beXDPIO, beAsavie, beC, beCProc}
 	// onRequest are backends measured only when -backends names them.
 	onRequest = []string{beCProc}
@@ -488,6 +494,12 @@ func newRx(be string, o *Options) receiver {
 		return &asavieRx{}
 	case beAsavieDoc:
 		return &asavieRx{doc: true}
+	case beXDPNet:
+		return &xdpnetRx{}
+	case beXDPNetQueues:
+		return &xdpnetRx{queues: true}
+	case beSocketGRO:
+		return &socketGRORx{}
 	}
 	return &socketRx{}
 }
