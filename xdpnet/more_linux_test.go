@@ -1,0 +1,174 @@
+//go:build linux
+
+package xdpnet_test
+
+import (
+	"bytes"
+	"errors"
+	"net/netip"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/xdpio/xdpio/internal/netnstest"
+	"github.com/xdpio/xdpio/xdpnet"
+)
+
+// recvTTLTOS reads one datagram from a kernel socket bound in h with
+// IP_RECVTTL and IP_RECVTOS (IPV6_RECVHOPLIMIT and IPV6_RECVTCLASS) on,
+// and returns the payload and what the kernel saw in the IP header.
+func recvTTLTOS(t *testing.T, h *netnstest.Host, laddr netip.AddrPort, send func()) (payload []byte, ttl, tos int) {
+	t.Helper()
+	var fd int
+	v6 := laddr.Addr().Is6()
+	if err := h.Do(func() (err error) {
+		fam := unix.AF_INET
+		if v6 {
+			fam = unix.AF_INET6
+		}
+		if fd, err = unix.Socket(fam, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0); err != nil {
+			return err
+		}
+		if v6 {
+			unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_RECVHOPLIMIT, 1)
+			unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_RECVTCLASS, 1)
+			return unix.Bind(fd, &unix.SockaddrInet6{Port: int(laddr.Port()), Addr: laddr.Addr().As16()})
+		}
+		unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_RECVTTL, 1)
+		unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_RECVTOS, 1)
+		return unix.Bind(fd, &unix.SockaddrInet4{Port: int(laddr.Port()), Addr: laddr.Addr().As4()})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	tv := unix.NsecToTimeval(int64(2 * time.Second))
+	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	send()
+	buf, oob := make([]byte, 2048), make([]byte, 256)
+	n, oobn, _, _, err := unix.Recvmsg(fd, buf, oob, 0)
+	if err != nil {
+		t.Fatalf("recvmsg: %v", err)
+	}
+	cms, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ttl, tos = -1, -1
+	for _, cm := range cms {
+		switch {
+		case cm.Header.Level == unix.IPPROTO_IP && cm.Header.Type == unix.IP_TTL,
+			cm.Header.Level == unix.IPPROTO_IPV6 && cm.Header.Type == unix.IPV6_HOPLIMIT:
+			ttl = int(*(*int32)(unsafe.Pointer(&cm.Data[0])))
+		case cm.Header.Level == unix.IPPROTO_IP && cm.Header.Type == unix.IP_TOS:
+			tos = int(cm.Data[0])
+		case cm.Header.Level == unix.IPPROTO_IPV6 && cm.Header.Type == unix.IPV6_TCLASS:
+			tos = int(*(*int32)(unsafe.Pointer(&cm.Data[0])))
+		}
+	}
+	return buf[:n], ttl, tos
+}
+
+// TTL (hop limit) and TOS (traffic class) arrive as set, as the
+// receiving kernel reports them; so does a checksum left to the kernel
+// through TX metadata.
+func TestTTLTOSAndChecksumOffload(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 1})
+	for _, tc := range []struct {
+		name string
+		cfg  xdpnet.Config
+		v6   bool
+	}{
+		{"ipv4 software checksum", xdpnet.Config{TTL: 7, TOS: 0xb8}, false},
+		{"ipv6 software checksum", xdpnet.Config{TTL: 9, TOS: 0x28}, true},
+		{"ipv4 checksum offload", xdpnet.Config{TTL: 5, TOS: 0x10, TxChecksum: xdpnet.TxChecksumOffload}, false},
+		{"ipv6 checksum offload", xdpnet.Config{TTL: 3, TOS: 0x04, TxChecksum: xdpnet.TxChecksumOffload}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src, dst := netip.AddrPortFrom(pair.B.IPv4, port), netip.AddrPortFrom(pair.A.IPv4, port)
+			if tc.v6 {
+				src, dst = netip.AddrPortFrom(pair.B.IPv6, port), netip.AddrPortFrom(pair.A.IPv6, port)
+			}
+			c := listen(t, pair.B, src, tc.cfg)
+			before := udpCsumErrors(t, pair.A)
+			msg := bytes.Repeat([]byte("ttl and tos "), 50)
+			got, ttl, tos := recvTTLTOS(t, pair.A, dst, func() {
+				if _, err := c.WriteToUDPAddrPort(msg, dst); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if !bytes.Equal(got, msg) || ttl != tc.cfg.TTL || tos != tc.cfg.TOS {
+				t.Errorf("kernel got %d bytes, TTL %d, TOS %#x; want %d, %d, %#x", len(got), ttl, tos, len(msg), tc.cfg.TTL, tc.cfg.TOS)
+			}
+			if d := udpCsumErrors(t, pair.A) - before; d != 0 {
+				t.Errorf("the kernel counted %d checksum errors", d)
+			}
+			c.Close()
+		})
+	}
+}
+
+func udpCsumErrors(t *testing.T, h *netnstest.Host) int64 {
+	t.Helper()
+	m, err := h.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m["UdpInCsumErrors"] + m["Udp6InCsumErrors"]
+}
+
+// A link that is down fails writes at once, with the error a kernel UDP
+// socket gets in the same state (the kernel drops the link's routes:
+// ENETUNREACH; a route that survives leads to ENETDOWN from the ring);
+// when it is up again the conn sends again.
+func TestLinkDownWrite(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 1})
+	c := listen(t, pair.B, netip.AddrPortFrom(pair.B.IPv4, port), xdpnet.Config{})
+	peer := kernelUDP(t, pair.A, netip.AddrPortFrom(pair.A.IPv4, port))
+	to := netip.AddrPortFrom(pair.A.IPv4, port)
+	if _, err := c.WriteToUDPAddrPort([]byte("before"), to); err != nil {
+		t.Fatal(err)
+	}
+	run(t, pair.B, "ip", "link", "set", pair.B.Link, "down")
+	kernel := kernelUDP(t, pair.B, netip.AddrPortFrom(netip.IPv4Unspecified(), 0))
+	_, kerr := kernel.WriteToUDPAddrPort([]byte("kernel, while down"), to)
+	var want syscall.Errno
+	if !errors.As(kerr, &want) {
+		t.Fatalf("the kernel's own send with the link down: %v", kerr)
+	}
+	start := time.Now()
+	_, err := c.WriteToUDPAddrPort([]byte("while down"), to)
+	if !errors.Is(err, want) {
+		t.Errorf("write with the link down: %v, want %v as the kernel's socket gets", err, want)
+	}
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Errorf("the write took %v to fail", d)
+	}
+	run(t, pair.B, "ip", "link", "set", pair.B.Link, "up")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := c.WriteToUDPAddrPort([]byte("after"), to)
+		if err == nil {
+			break
+		}
+		if !(errors.Is(err, syscall.ENETDOWN) || errors.Is(err, syscall.ENETUNREACH)) || time.Now().After(deadline) {
+			t.Fatalf("write after link up: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	buf := make([]byte, 100)
+	seen := map[string]bool{}
+	for !seen["after"] {
+		peer.SetReadDeadline(time.Now().Add(2 * time.Second))
+		n, err := peer.Read(buf)
+		if err != nil {
+			t.Fatalf("peer: %v (seen %v)", err, seen)
+		}
+		seen[string(buf[:n])] = true
+	}
+	if !seen["before"] {
+		t.Errorf("the datagram before the outage did not arrive")
+	}
+}
