@@ -69,6 +69,14 @@ type Config struct {
 	// Queue.ReadBatch) as one buffer with Message.SegSize set, like
 	// UDP_GRO, when the buffer has room.
 	GRO bool
+	// Ports is how many consecutive local ports the conn takes, from
+	// the port of its address on (default 1, at most 1024): one conn
+	// serving several ports, each reserved with a kernel socket of its
+	// own. Message.LocalPort tells a read datagram's port and chooses a
+	// written one's source port. With port 0 and Ports above 1, ListenUDP
+	// picks a free block of ports below the kernel's ephemeral range
+	// (20000-32767). A connected conn (DialUDP) has one port.
+	Ports int
 	// ResolveTimeout bounds how long a write waits for the kernel to
 	// resolve the next hop's link-layer address (ARP or neighbour
 	// discovery); default 3 s. A write deadline bounds it too.
@@ -91,6 +99,9 @@ func (c *Config) setDefaults() {
 	if c.TTL == 0 {
 		c.TTL = defaultTTL
 	}
+	if c.Ports == 0 {
+		c.Ports = 1
+	}
 	if c.ResolveTimeout == 0 {
 		c.ResolveTimeout = 3 * time.Second
 	}
@@ -111,6 +122,8 @@ func (c *Config) validate() error {
 		return bad("RxChecksum", int(c.RxChecksum), "unknown mode")
 	case c.TxChecksum < TxChecksumSoftware || c.TxChecksum > TxChecksumOffload:
 		return bad("TxChecksum", int(c.TxChecksum), "unknown mode")
+	case c.Ports < 1 || c.Ports > 1024:
+		return bad("Ports", c.Ports, "must be between 1 and 1024")
 	case c.ResolveTimeout < 0:
 		return bad("ResolveTimeout", c.ResolveTimeout, "must not be negative")
 	case c.RxNap < 0:

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
@@ -54,9 +55,10 @@ type UDPConn struct {
 	dev    *xsk.Device
 	queues []*Queue // the AF_XDP queues, then the kernel's
 	res    *nexthop.Resolver
-	ks     *net.UDPConn // the kernel socket
+	ks     *net.UDPConn // the kernel socket of the first port
 	ksRaw  syscall.RawConn
 	ksFD   int
+	kss    []kernelSock // every port's kernel socket, ks first
 	wakeFD int // eventfd: Close and deadline changes wake blocked calls
 	seed   maphash.Seed
 
@@ -147,7 +149,7 @@ func open(ifname string, laddr, raddr netip.AddrPort, cfg Config) (_ *UDPConn, e
 	if err != nil {
 		return nil, fmt.Errorf("next-hop resolver: %w", err)
 	}
-	rule := xsk.Rule{Protocol: protoUDP, DstPortMin: c.laddr.Port(), DstPortMax: c.laddr.Port(), Untagged: true}
+	rule := xsk.Rule{Protocol: protoUDP, DstPortMin: c.laddr.Port(), DstPortMax: c.laddr.Port() + uint16(cfg.Ports-1), Untagged: true}
 	switch a := c.laddr.Addr(); {
 	case !a.IsUnspecified():
 		rule.Dst = netip.PrefixFrom(a, a.BitLen())
@@ -177,8 +179,16 @@ func open(ifname string, laddr, raddr netip.AddrPort, cfg Config) (_ *UDPConn, e
 	}
 	c.kernel = newKernelQueue(c)
 	c.queues = append(c.queues, c.kernel)
-	c.rfds = make([]unix.PollFd, len(c.queues)+1)
+	c.rfds = make([]unix.PollFd, len(c.queues)+len(c.kss))
 	return c, nil
+}
+
+// kernelSock is the kernel UDP socket reserving one of the conn's ports.
+type kernelSock struct {
+	c    *net.UDPConn
+	raw  syscall.RawConn
+	fd   int
+	port uint16
 }
 
 // defaultFramesPerQueue leaves the frame count to package xsk (0), which
@@ -195,10 +205,17 @@ func defaultFramesPerQueue(queues int, ifname string) int {
 	return xsk.DefaultFrames(queues)
 }
 
-// openKernel binds the kernel socket to laddr (and connects it to raddr)
-// and records the address the kernel chose.
+// openKernel binds the kernel sockets to laddr's ports (and connects the
+// one to raddr) and records the address the kernel chose.
 func (c *UDPConn) openKernel(laddr, raddr netip.AddrPort) error {
 	laddr = unmapAP(laddr)
+	ports := c.cfg.Ports
+	if raddr.IsValid() && ports != 1 {
+		return fmt.Errorf("%w: Ports %d: a connected conn has one port", ErrInvalidConfig, ports)
+	}
+	if ports > 1 && int(laddr.Port())+ports-1 > 65535 {
+		return fmt.Errorf("%w: Ports %d from port %d: beyond 65535", ErrInvalidConfig, ports, laddr.Port())
+	}
 	network := "udp"
 	switch a := laddr.Addr(); {
 	case !a.IsValid():
@@ -212,33 +229,84 @@ func (c *UDPConn) openKernel(laddr, raddr netip.AddrPort) error {
 	case !a.IsUnspecified():
 		network = "udp6"
 	}
-	var err error
 	if raddr.IsValid() {
 		var la *net.UDPAddr
 		if laddr.IsValid() {
 			la = net.UDPAddrFromAddrPort(laddr)
 		}
-		c.ks, err = net.DialUDP(network, la, net.UDPAddrFromAddrPort(raddr))
-	} else {
-		c.ks, err = net.ListenUDP(network, net.UDPAddrFromAddrPort(laddr))
-	}
-	if err != nil {
-		var oe *net.OpError
-		if errors.As(err, &oe) {
-			return oe.Err // the caller wraps it in its own OpError
+		k, err := net.DialUDP(network, la, net.UDPAddrFromAddrPort(raddr))
+		if err != nil {
+			return opCause(err)
 		}
-		return err
+		if err := c.addKernel(k); err != nil {
+			return err
+		}
+	} else if ports == 1 || laddr.Port() != 0 {
+		if err := c.bindBlock(network, laddr, ports); err != nil {
+			return err
+		}
+	} else {
+		// A free block below the kernel's ephemeral range, at random.
+		var err error
+		for try := 0; try < 32; try++ {
+			base := uint16(20000 + rand.IntN((32768-20000-ports)/ports)*ports)
+			if err = c.bindBlock(network, netip.AddrPortFrom(laddr.Addr(), base), ports); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("no free block of %d ports in 20000-32767: %w", ports, err)
+		}
 	}
+	c.ks, c.ksRaw, c.ksFD = c.kss[0].c, c.kss[0].raw, c.kss[0].fd
 	c.laddr = unmapAP(c.ks.LocalAddr().(*net.UDPAddr).AddrPort())
 	if la := laddr.Addr(); la.IsValid() && la.Is6() && la.IsUnspecified() {
 		c.laddr = netip.AddrPortFrom(netip.IPv6Unspecified(), c.laddr.Port())
 	}
 	c.raddr = raddr
-	c.ksRaw, err = c.ks.SyscallConn()
+	return nil
+}
+
+// bindBlock binds kernel sockets to ports consecutive ports from laddr's,
+// or none (and the error of the first that failed).
+func (c *UDPConn) bindBlock(network string, laddr netip.AddrPort, ports int) error {
+	for i := 0; i < ports; i++ {
+		a := netip.AddrPortFrom(laddr.Addr(), laddr.Port()+uint16(i))
+		k, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(a))
+		if err == nil {
+			err = c.addKernel(k)
+		}
+		if err != nil {
+			for _, ks := range c.kss {
+				ks.c.Close()
+			}
+			c.kss = nil
+			return opCause(err)
+		}
+	}
+	return nil
+}
+
+func (c *UDPConn) addKernel(k *net.UDPConn) error {
+	raw, err := k.SyscallConn()
 	if err != nil {
+		k.Close()
 		return err
 	}
-	return c.ksRaw.Control(func(fd uintptr) { c.ksFD = int(fd) })
+	ks := kernelSock{c: k, raw: raw, fd: -1, port: k.LocalAddr().(*net.UDPAddr).AddrPort().Port()}
+	raw.Control(func(fd uintptr) { ks.fd = int(fd) })
+	c.kss = append(c.kss, ks)
+	return nil
+}
+
+// opCause returns the cause inside a *net.OpError: the caller wraps it in
+// its own.
+func opCause(err error) error {
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		return oe.Err
+	}
+	return err
 }
 
 // LocalAddr returns the local address, its port chosen.
@@ -373,8 +441,8 @@ func (c *UDPConn) freeUMEM() {
 // runs once, in Close or when open fails.
 func (c *UDPConn) release() {
 	c.finish.Do(func() {
-		if c.ks != nil {
-			c.ks.Close()
+		for _, ks := range c.kss {
+			ks.c.Close()
 		}
 		if c.res != nil {
 			c.res.Close()
@@ -519,8 +587,12 @@ func (c *UDPConn) waitRead() error {
 	}
 	fds := c.rfds
 	n := 0
-	for _, q := range c.queues {
+	for _, q := range c.queues[:len(c.queues)-1] {
 		fds[n] = unix.PollFd{Fd: int32(q.fd), Events: unix.POLLIN}
+		n++
+	}
+	for _, ks := range c.kss {
+		fds[n] = unix.PollFd{Fd: int32(ks.fd), Events: unix.POLLIN}
 		n++
 	}
 	fds[n] = unix.PollFd{Fd: int32(c.wakeFD), Events: unix.POLLIN}
@@ -529,8 +601,12 @@ func (c *UDPConn) waitRead() error {
 	if err != nil && err != unix.EINTR {
 		return fmt.Errorf("poll: %w", err)
 	}
-	if k > 0 && fds[n-1].Revents != 0 {
-		c.kready = true // the kernel queue is last
+	if k > 0 {
+		for _, f := range fds[len(c.queues)-1 : n] {
+			if f.Revents != 0 {
+				c.kready = true // a kernel socket
+			}
+		}
 	}
 	if fds[n].Revents != 0 && !c.closed.Load() {
 		// A deadline changed: take the wake-up (after Close it stays, for

@@ -94,11 +94,17 @@ type rxDatagram struct {
 }
 
 // parseRx looks at a received frame: an untagged Ethernet II frame with
-// an IPv4 or IPv6 UDP datagram to port and, when local is valid, to that
+// an IPv4 or IPv6 UDP datagram to a port from port to port+ports-1 (ports
+// 0 counts as 1) and, when local is valid, to that
 // address (an unspecified local takes any address of its family, or of
 // both for an unspecified IPv6 one). It verifies checksums as mode says.
 // It never writes to f and does not allocate.
 func parseRx(f []byte, local netip.Addr, port uint16, mode RxChecksum) (rxDatagram, cause) {
+	return parseRxPorts(f, local, port, 1, mode)
+}
+
+// parseRxPorts is parseRx for a block of ports.
+func parseRxPorts(f []byte, local netip.Addr, port uint16, ports int, mode RxChecksum) (rxDatagram, cause) {
 	var d rxDatagram
 	if len(f) < ethLen {
 		return d, causeMalformed
@@ -175,7 +181,7 @@ func parseRx(f []byte, local netip.Addr, port uint16, mode RxChecksum) (rxDatagr
 	default:
 		return d, causeNotIP
 	}
-	if d.dst.Port() != port {
+	if p := d.dst.Port(); p < port || int(p-port) >= max(ports, 1) {
 		return d, causeNotForUs
 	}
 	ulen := int(binary.BigEndian.Uint16(l4[4:]))

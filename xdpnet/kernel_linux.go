@@ -36,7 +36,7 @@ type recvArgs struct {
 	dummy   [1]byte
 	rsa     unix.RawSockaddrInet6
 	rsaLen  uint32
-	callerr error
+	local   uint16 // the port of the socket it came from
 }
 
 func (a *recvArgs) do(fd uintptr) bool {
@@ -69,11 +69,27 @@ func (a *recvArgs) do(fd uintptr) bool {
 	return true
 }
 
-// krecv reads one datagram into buf without blocking; ok is false when
-// none is waiting.
+// krecv reads one datagram into buf from one of the kernel sockets
+// without blocking, looking at each in turn from where the last call
+// stopped; ok is false when none has one.
 func (q *Queue) krecv(a *recvArgs, buf []byte) (ok bool, err error) {
+	kss := q.c.kss
+	for i := 0; i < len(kss); i++ {
+		ks := &kss[(q.kturn+i)%len(kss)]
+		ok, err := q.krecvOne(a, ks, buf)
+		if ok || err != nil {
+			q.kturn += i
+			a.local = ks.port
+			return ok, err
+		}
+	}
+	q.kturn++
+	return false, nil
+}
+
+func (q *Queue) krecvOne(a *recvArgs, ks *kernelSock, buf []byte) (ok bool, err error) {
 	a.buf = buf
-	if err := q.c.ksRaw.Read(a.do); err != nil {
+	if err := ks.raw.Read(a.do); err != nil {
 		return false, err
 	}
 	switch a.errno {
@@ -113,7 +129,7 @@ func (q *Queue) kernelCopyLocked(msgs []Message) (int, error) {
 		if !ok {
 			break
 		}
-		m.N, m.Addr, m.SegSize = a.n, a.from, 0
+		m.N, m.Addr, m.SegSize, m.LocalPort = a.n, a.from, 0, a.local
 		m.Truncated = a.full > a.n
 		if m.Truncated {
 			truncated++
@@ -196,19 +212,28 @@ func (q *Queue) kernelWaitLocked(timeout time.Duration) error {
 		if timeout >= 0 {
 			slice = min(slice, max(0, time.Until(deadline)))
 		}
-		fds := [2]unix.PollFd{{Fd: int32(c.ksFD), Events: unix.POLLIN}, {Fd: int32(c.wakeFD), Events: unix.POLLIN}}
+		fds := q.kfds
+		for i, ks := range c.kss {
+			fds[i] = unix.PollFd{Fd: int32(ks.fd), Events: unix.POLLIN}
+		}
+		w := len(c.kss)
+		fds[w] = unix.PollFd{Fd: int32(c.wakeFD), Events: unix.POLLIN}
 		ts := unix.NsecToTimespec(int64(slice))
-		n, err := unix.Ppoll(fds[:], &ts, nil)
+		n, err := unix.Ppoll(fds, &ts, nil)
 		if c.closed.Load() {
 			return net.ErrClosed
 		}
 		if err != nil && err != unix.EINTR {
 			return err
 		}
-		if fds[0].Revents != 0 || (timeout >= 0 && !time.Now().Before(deadline)) {
+		readable := false
+		for _, f := range fds[:w] {
+			readable = readable || f.Revents != 0
+		}
+		if readable || (timeout >= 0 && !time.Now().Before(deadline)) {
 			return nil
 		}
-		if n > 0 && fds[1].Revents != 0 {
+		if n > 0 && fds[w].Revents != 0 {
 			// A deadline change for the conn's own readers: not ours to
 			// take; let it be seen and go on in slices.
 			time.Sleep(time.Millisecond)
@@ -224,16 +249,21 @@ func (q *Queue) kernelWrite(msgs []Message) (int, error) {
 		return 0, c.opErr("write", netip.AddrPort{}, net.ErrClosed)
 	}
 	defer q.release()
-	if dl := c.wdl.Load(); dl != 0 {
-		c.ks.SetWriteDeadline(time.Unix(0, dl))
-	} else {
-		c.ks.SetWriteDeadline(time.Time{})
+	dl := time.Time{}
+	if d := c.wdl.Load(); d != 0 {
+		dl = time.Unix(0, d)
 	}
 	for i := range msgs {
 		m := &msgs[i]
 		if m.N < 0 || m.N > len(m.Buf) {
 			return i, c.opErr("write", m.Addr, errInvalidN(m))
 		}
+		sport, err := c.sourcePort(m)
+		if err != nil {
+			return i, c.opErr("write", m.Addr, err)
+		}
+		k := c.kss[sport-c.laddr.Port()].c
+		k.SetWriteDeadline(dl)
 		p := m.Buf[:m.N]
 		seg := len(p)
 		if m.SegSize > 0 && m.SegSize < len(p) {
@@ -243,9 +273,9 @@ func (q *Queue) kernelWrite(msgs []Message) (int, error) {
 			d := p[off:min(len(p), off+seg)]
 			var err error
 			if c.raddr.IsValid() {
-				_, err = c.ks.Write(d)
+				_, err = k.Write(d)
 			} else {
-				_, err = c.ks.WriteToUDPAddrPort(d, m.Addr)
+				_, err = k.WriteToUDPAddrPort(d, m.Addr)
 			}
 			if err != nil {
 				return i, err // a *net.OpError from the kernel socket

@@ -16,6 +16,10 @@ type Message struct {
 	// Addr is the peer: the source on read, the destination on write
 	// (left zero on a connected conn).
 	Addr netip.AddrPort
+	// LocalPort is the conn's port the datagram was sent to (read), or
+	// the source port to send from (write; 0: the conn's first port).
+	// It matters only for a conn with several ports (Config.Ports).
+	LocalPort uint16
 	// SegSize, on write, cuts Buf[:N] into datagrams of SegSize bytes
 	// (the last may be shorter), like UDP_SEGMENT: one call, up to 128
 	// datagrams to the same peer. On read with Config.GRO, a SegSize

@@ -5,6 +5,7 @@ package xdpnet_test
 import (
 	"bytes"
 	"errors"
+	"net"
 	"net/netip"
 	"syscall"
 	"testing"
@@ -170,5 +171,57 @@ func TestLinkDownWrite(t *testing.T) {
 	}
 	if !seen["before"] {
 		t.Errorf("the datagram before the outage did not arrive")
+	}
+}
+
+// A conn on a block of ports: each datagram says which port it came to,
+// answers leave from the port asked for, and every port is reserved.
+func TestPortBlock(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	txOff(t, pair.A)
+	c := listen(t, pair.B, netip.AddrPortFrom(pair.B.IPv4, 9600), xdpnet.Config{Ports: 4})
+	k := kernelUDP(t, pair.A, netip.AddrPortFrom(pair.A.IPv4, 0))
+	msgs := make([]xdpnet.Message, 8)
+	for i := range msgs {
+		msgs[i].Buf = make([]byte, 100)
+	}
+	for p := uint16(9600); p < 9604; p++ {
+		if _, err := k.WriteToUDPAddrPort([]byte{byte(p)}, netip.AddrPortFrom(pair.B.IPv4, p)); err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		n, err := c.ReadBatch(msgs)
+		if err != nil || n != 1 || msgs[0].LocalPort != p || msgs[0].Buf[0] != byte(p) {
+			t.Fatalf("to port %d: %d messages, LocalPort %d, %v", p, n, msgs[0].LocalPort, err)
+		}
+		reply := []xdpnet.Message{{Buf: []byte("reply"), N: 5, Addr: msgs[0].Addr, LocalPort: p}}
+		if _, err := c.WriteBatch(reply); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 100)
+		k.SetReadDeadline(time.Now().Add(2 * time.Second))
+		_, from, err := k.ReadFromUDPAddrPort(buf)
+		if err != nil || from.Port() != p {
+			t.Fatalf("reply from %v (%v), want port %d", from, err, p)
+		}
+	}
+	if _, err := c.WriteBatch([]xdpnet.Message{{Buf: []byte("x"), N: 1, Addr: netip.AddrPortFrom(pair.A.IPv4, 9), LocalPort: 9604}}); !errors.Is(err, xdpnet.ErrInvalidConfig) {
+		t.Errorf("a source port outside the block: %v", err)
+	}
+	err := pair.B.Do(func() error {
+		k2, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(pair.B.IPv4, 9602)))
+		if err == nil {
+			k2.Close()
+		}
+		return err
+	})
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		t.Errorf("binding a port of the block: %v, want EADDRINUSE", err)
+	}
+	c.Close()
+	// Port 0: a free block below the ephemeral range.
+	z := listen(t, pair.B, netip.AddrPortFrom(pair.B.IPv4, 0), xdpnet.Config{Ports: 256})
+	if p := z.LocalAddrPort().Port(); p < 20000 || int(p)+255 > 32767 {
+		t.Errorf("a block of 256 from port %d", p)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/xdpio/xdpio/internal/nexthop"
 	"github.com/xdpio/xdpio/xsk"
 )
@@ -44,6 +46,8 @@ type Queue struct {
 	rnext   int        // frames of rb looked at
 	kbufs   [][]byte   // the kernel queue's buffers for views
 	kview   bool       // views into kbufs are held
+	kturn   int        // the kernel socket the next read looks at first
+	kfds    []unix.PollFd
 
 	// TX side, under txmu.
 	txmu sync.Mutex
@@ -67,7 +71,7 @@ func newQueue(c *UDPConn, s *xsk.Socket) *Queue {
 }
 
 func newKernelQueue(c *UDPConn) *Queue {
-	q := &Queue{c: c, id: KernelQueue, fd: c.ksFD}
+	q := &Queue{c: c, id: KernelQueue, fd: c.ksFD, kfds: make([]unix.PollFd, len(c.kss)+1)}
 	return q
 }
 
@@ -108,7 +112,7 @@ func (q *Queue) Stats() QueueStats {
 // parse finds the datagram in a received frame for this conn.
 func (q *Queue) parse(f []byte) (rxDatagram, cause) {
 	c := q.c
-	d, why := parseRx(f, c.laddr.Addr(), c.laddr.Port(), c.cfg.RxChecksum)
+	d, why := parseRxPorts(f, c.laddr.Addr(), c.laddr.Port(), c.cfg.Ports, c.cfg.RxChecksum)
 	if why == causeOK && c.raddr.IsValid() && d.src != c.raddr {
 		why = causeOtherPeer
 	}
@@ -186,7 +190,7 @@ func (q *Queue) viewsOf(msgs []Message) int {
 			drops[why]++
 			continue
 		}
-		msgs[n] = Message{Buf: d.payload, N: len(d.payload), Addr: d.src}
+		msgs[n] = Message{Buf: d.payload, N: len(d.payload), Addr: d.src, LocalPort: d.dst.Port()}
 		bytes += uint64(len(d.payload))
 		n++
 	}
@@ -321,7 +325,7 @@ func (q *Queue) copyOut(msgs []Message, gro bool) (int, error) {
 			}
 			m := &msgs[n]
 			k := copy(m.Buf, d.payload)
-			m.N, m.Addr, m.SegSize = k, d.src, 0
+			m.N, m.Addr, m.SegSize, m.LocalPort = k, d.src, 0, d.dst.Port()
 			m.Truncated = k < len(d.payload)
 			if m.Truncated {
 				truncated++
@@ -346,7 +350,7 @@ const maxGROSegments = 64
 // peer, m's datagrams so far are all of one size and d is no larger, and
 // m's buffer has room; it reports whether it did.
 func merge(m *Message, d rxDatagram) bool {
-	if m.Truncated || m.Addr != d.src || len(d.payload) == 0 {
+	if m.Truncated || m.Addr != d.src || m.LocalPort != d.dst.Port() || len(d.payload) == 0 {
 		return false
 	}
 	seg := m.SegSize
@@ -509,7 +513,11 @@ func (q *Queue) queueMessage(m *Message, dst netip.AddrPort, hop nexthop.Hop) er
 	if seg > ipRoom || seg > frameRoom || seg > 65507 {
 		return fmt.Errorf("%d-byte datagram to %v: the path MTU %d allows %d bytes of UDP payload: %w", seg, dst, hop.MTU, min(ipRoom, frameRoom), syscall.EMSGSIZE)
 	}
-	h := txHeader{srcMAC: c.mac, dstMAC: hop.MAC, src: netip.AddrPortFrom(src, c.laddr.Port()), dst: dst, ttl: uint8(c.cfg.TTL), tos: uint8(c.cfg.TOS)}
+	sport, err := c.sourcePort(m)
+	if err != nil {
+		return err
+	}
+	h := txHeader{srcMAC: c.mac, dstMAC: hop.MAC, src: netip.AddrPortFrom(src, sport), dst: dst, ttl: uint8(c.cfg.TTL), tos: uint8(c.cfg.TOS)}
 	// Frames for every segment first: a message goes out whole.
 	if q.tb.Cap()-q.tb.Len() < segs {
 		if err := q.flushTX(); err != nil {
@@ -603,6 +611,19 @@ func (q *Queue) waitTX() error {
 		}
 	}
 	return nil
+}
+
+// sourcePort is the port a message is sent from: its LocalPort, one of
+// the conn's (0: the first).
+func (c *UDPConn) sourcePort(m *Message) (uint16, error) {
+	first := c.laddr.Port()
+	if m.LocalPort == 0 {
+		return first, nil
+	}
+	if m.LocalPort < first || int(m.LocalPort-first) >= c.cfg.Ports {
+		return 0, fmt.Errorf("%w: source port %d is not one of the conn's (%d-%d)", ErrInvalidConfig, m.LocalPort, first, int(first)+c.cfg.Ports-1)
+	}
+	return m.LocalPort, nil
 }
 
 func family(a netip.Addr) string {
