@@ -56,6 +56,9 @@ func (p *batchPair) round(tb testing.TB, n int) {
 
 // WriteBatch and ReadBatch allocate nothing per datagram, nor per call.
 func TestBatchesDoNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are the race detector's own under -race")
+	}
 	p := newBatchPair(t, 64)
 	if a := testing.AllocsPerRun(50, func() { p.round(t, 64) }); a != 0 {
 		t.Errorf("a round of 64 datagrams (WriteBatch + ReadBatch) allocates %.1f times", a)
@@ -64,6 +67,9 @@ func TestBatchesDoNotAllocate(t *testing.T) {
 
 // Neither do the per-queue readers and their writes.
 func TestQueueReadersDoNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation counts are the race detector's own under -race")
+	}
 	pair := netnstest.New(t, netnstest.Config{Queues: 1})
 	a := listen(t, pair.A, netip.AddrPortFrom(pair.A.IPv4, port), xdpnet.Config{})
 	b := listen(t, pair.B, netip.AddrPortFrom(pair.B.IPv4, port), xdpnet.Config{})

@@ -1,0 +1,5 @@
+//go:build !race
+
+package xdpnet_test
+
+const raceEnabled = false
