@@ -1,5 +1,7 @@
 package xsk
 
+import "sync"
+
 // Config describes the sockets Open creates on a device. The zero value
 // binds one socket to every RX queue, each with its own UMEM of 4096
 // frames of 4096 bytes, RX and TX rings, need_wakeup on, auto bind and
@@ -62,9 +64,17 @@ func (d *Device) Close() error {
 		}
 		d.prog = nil
 	}
+	// Each close waits for an RCU grace period in the kernel: close the
+	// sockets at once rather than one after another.
+	var wg sync.WaitGroup
 	for _, s := range d.sockets {
-		s.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.Close()
+		}()
 	}
+	wg.Wait()
 	d.sockets = nil
 	for _, u := range d.umems {
 		u.Close()

@@ -44,6 +44,46 @@
 // only until then: copy what must live longer. Socket.Stats reports how
 // many frames are in each place, and their sum is constant.
 //
+// # Who feeds the fill ring
+//
+// The kernel receives only into frames lent to it through the fill ring,
+// and the library keeps that ring fed; the application never has to:
+//
+//   - Release puts the released frames on the fill ring, and tops it up
+//     from the pool in the same submission.
+//   - Receive, Wait (for RX), Poller.WaitRX and Complete first lend the
+//     fill ring what it has room for from the pool.
+//
+// So frames that come back to the pool any other way — completed
+// transmissions (a forwarder transmits what it received), Free, frames
+// that did not fit the fill ring at Release — are lent to the kernel again
+// at the next of those calls, whatever mix of Release, Transmit and
+// Complete the application makes. The fill ring holds at most
+// SocketConfig.FillRingSize frames. On a socket with both an RX and a TX
+// ring, half of its frames stay in the pool for Alloc: the pool never
+// lends below that, so a sender always finds frames, even under an RX
+// flood or with a UMEM smaller than the fill ring. (Released frames still
+// go to the fill ring first: a forwarder's frames go round.)
+// SocketConfig.TxFrames instead sets TX frames apart in a pool of their
+// own, which the fill ring never takes from.
+//
+// Stats.TxFrames counts a frame as sent when the kernel completed it
+// (it came back through the completion ring), not when it was put on the
+// TX ring (Stats.TxSubmitted); the difference is on its way (FramesTx).
+//
+// # Faults
+//
+//   - The device goes away (deleted; a namespace removed while no process
+//     keeps it alive): the kernel unbinds the socket. Wait, Poller.WaitRX
+//     and the TX calls return an error matching ErrNoDevice within a
+//     quarter second, and so does Socket.Err; Receive finds nothing more.
+//     Close still works.
+//   - The link goes down: receiving just stops, and resumes when it is up.
+//     Transmit, Flush and Kick return an error matching ErrLinkDown at
+//     once, and leave the frames on the TX ring; they leave when the link
+//     is up and a later call wakes the kernel, so a sender that retries
+//     after a pause resumes by itself.
+//
 // # Concurrency
 //
 // One goroutine owns a socket and its rings; no locks are taken on the hot

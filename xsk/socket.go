@@ -32,6 +32,9 @@ type Socket struct {
 	// that the RX side and the TX side can run on two goroutines.
 	rxPool, txPool *framePool
 	split          bool
+	// reserve is how many frames feeding the fill ring leaves in a shared
+	// pool for Alloc: half the socket's frames when it has both rings.
+	reserve int
 
 	// txLen records the length of every frame on the TX ring, by frame
 	// number, so completions count bytes actually sent.
@@ -304,10 +307,10 @@ func (s *Socket) publishTX() {
 // frames. The caller publishes.
 func (s *Socket) feed() bool {
 	p := s.rxPool
-	n := uint32(p.len())
-	if n == 0 || s.rx == nil {
+	if p.len() <= s.reserve || s.rx == nil {
 		return false
 	}
+	n := uint32(p.len() - s.reserve)
 	r := s.fill
 	n = min(n, r.prodFree(n))
 	if n == 0 {
@@ -429,7 +432,7 @@ func (s *Socket) release(b *Batch) {
 	// Top the ring up from the pool with what room is left, in the same
 	// submission.
 	p := s.rxPool
-	extra := min(free-k, uint32(p.len()))
+	extra := min(free-k, uint32(max(0, p.len()-s.reserve)))
 	for i := uint32(0); i < extra; i++ {
 		r.ring[(idx+k+i)&r.mask] = p.get()
 	}

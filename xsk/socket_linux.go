@@ -129,6 +129,8 @@ func NewSocket(u *UMEM, ifindex, queue int, cfg SocketConfig) (_ *Socket, err er
 		s.rxPool = newFramePool(u, all[:k])
 		s.txPool = newFramePool(u, all[k:])
 		s.split = true
+	} else if !cfg.NoRX && !cfg.NoTX {
+		s.reserve = s.owned / 2
 	}
 	// Fill before bind so the first packet finds a buffer.
 	s.feed()
