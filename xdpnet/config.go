@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/xdpio/xdpio/coalesce"
 	"github.com/xdpio/xdpio/xsk"
 )
 
@@ -77,6 +78,13 @@ type Config struct {
 	// picks a free block of ports below the kernel's ephemeral range
 	// (20000-32767). A connected conn (DialUDP) has one port.
 	Ports int
+	// Coalesce, when set, batches each queue's receive in software, the
+	// way NIC interrupt coalescing does (rx-frames, rx-usecs, adaptive;
+	// package coalesce): Queue.ReadView and Group.ReadView hand datagrams
+	// over when a batch is full or its first datagram waited rx-usecs,
+	// which takes fewer wake-ups than one per arrival. The conn's own
+	// reads are not coalesced.
+	Coalesce *coalesce.Params
 	// ResolveTimeout bounds how long a write waits for the kernel to
 	// resolve the next hop's link-layer address (ARP or neighbour
 	// discovery); default 3 s. A write deadline bounds it too.

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xdpio/xdpio/coalesce"
 	"github.com/xdpio/xdpio/internal/nexthop"
 	"github.com/xdpio/xdpio/xsk"
 )
@@ -59,7 +60,7 @@ type UDPConn struct {
 	ksRaw  syscall.RawConn
 	ksFD   int
 	kss    []kernelSock // every port's kernel socket, ks first
-	wakeFD int // eventfd: Close and deadline changes wake blocked calls
+	wakeFD int          // eventfd: Close and deadline changes wake blocked calls
 	seed   maphash.Seed
 
 	closed    atomic.Bool
@@ -175,7 +176,17 @@ func open(ifname string, laddr, raddr netip.AddrPort, cfg Config) (_ *UDPConn, e
 		return nil, err
 	}
 	for _, s := range c.dev.Sockets() {
-		c.queues = append(c.queues, newQueue(c, s))
+		q := newQueue(c, s)
+		if cfg.Coalesce != nil {
+			p := *cfg.Coalesce
+			if p.BatchSize == 0 {
+				p.BatchSize = cfg.BatchSize
+			}
+			if q.rcv, err = coalesce.NewReceiver(s, p, coalesce.Options{IdleWait: readSlice}); err != nil {
+				return nil, err
+			}
+		}
+		c.queues = append(c.queues, q)
 	}
 	c.kernel = newKernelQueue(c)
 	c.queues = append(c.queues, c.kernel)
@@ -406,11 +417,17 @@ func (c *UDPConn) Close() error {
 		c.wake()
 		// Closing the AF_XDP sockets ends waits on them (and waits for
 		// the library's calls on them); the UMEM stays mapped.
+		var wg sync.WaitGroup
 		for _, q := range c.queues {
 			if q.s != nil {
-				q.s.Close()
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					q.s.Close() // an RCU grace period each: in parallel
+				}()
 			}
 		}
+		wg.Wait()
 		for _, q := range c.queues {
 			for q.calls.Load() != 0 {
 				time.Sleep(100 * time.Microsecond)

@@ -107,3 +107,15 @@ func (q *Queue) WriteTo(p []byte, addr netip.AddrPort) (int, error) { return 0, 
 
 // Stats returns no counters.
 func (q *Queue) Stats() QueueStats { return QueueStats{Queue: KernelQueue} }
+
+// Group reads every RX queue of a conn in one goroutine (Linux only).
+type Group struct{}
+
+// Group returns ErrUnsupported.
+func (c *UDPConn) Group() (*Group, error) { return nil, errOS }
+
+// ReadView returns ErrUnsupported.
+func (g *Group) ReadView(msgs []Message, timeout time.Duration) (int, error) { return 0, errOS }
+
+// Release does nothing.
+func (g *Group) Release() {}

@@ -28,15 +28,15 @@ const (
 // recvArgs carries one non-blocking recvfrom through RawConn.Read without
 // a closure allocated per call.
 type recvArgs struct {
-	buf     []byte
-	n       int
-	full    int // the datagram's length (MSG_TRUNC)
-	from    netip.AddrPort
-	errno   unix.Errno
-	dummy   [1]byte
-	rsa     unix.RawSockaddrInet6
-	rsaLen  uint32
-	local   uint16 // the port of the socket it came from
+	buf    []byte
+	n      int
+	full   int // the datagram's length (MSG_TRUNC)
+	from   netip.AddrPort
+	errno  unix.Errno
+	dummy  [1]byte
+	rsa    unix.RawSockaddrInet6
+	rsaLen uint32
+	local  uint16 // the port of the socket it came from
 }
 
 func (a *recvArgs) do(fd uintptr) bool {

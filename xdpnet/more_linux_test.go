@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xdpio/xdpio/coalesce"
 	"github.com/xdpio/xdpio/internal/netnstest"
 	"github.com/xdpio/xdpio/xdpnet"
 )
@@ -223,5 +224,73 @@ func TestPortBlock(t *testing.T) {
 	z := listen(t, pair.B, netip.AddrPortFrom(pair.B.IPv4, 0), xdpnet.Config{Ports: 256})
 	if p := z.LocalAddrPort().Port(); p < 20000 || int(p)+255 > 32767 {
 		t.Errorf("a block of 256 from port %d", p)
+	}
+}
+
+// The readers that batch or take every queue at once echo like the
+// others: a Group (poller or group receiver), and Queue readers with
+// coalescing.
+func TestGroupAndCoalescedReaders(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		group    bool
+		coalesce *coalesce.Params
+	}{
+		{"group", true, nil},
+		{"group coalesced", true, &coalesce.Params{RxUsecs: 50, RxFrames: 16}},
+		{"queues coalesced", false, &coalesce.Params{RxUsecs: 50, RxFrames: 16}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pair := netnstest.New(t, netnstest.Config{Queues: 2})
+			txOff(t, pair.A)
+			c := listen(t, pair.B, netip.AddrPortFrom(pair.B.IPv4, port), xdpnet.Config{Coalesce: tc.coalesce})
+			type reader interface {
+				ReadView([]xdpnet.Message, time.Duration) (int, error)
+				Release()
+			}
+			var rs []reader
+			if tc.group {
+				g, err := c.Group()
+				if err != nil {
+					t.Fatal(err)
+				}
+				rs = append(rs, g)
+				if _, err := c.Group(); !errors.Is(err, xdpnet.ErrQueuesTaken) {
+					t.Errorf("a second Group: %v", err)
+				}
+			} else {
+				for _, q := range c.Queues() {
+					rs = append(rs, q)
+				}
+			}
+			done := make(chan struct{})
+			for _, r := range rs {
+				go func() {
+					defer func() { done <- struct{}{} }()
+					msgs := make([]xdpnet.Message, 128)
+					for {
+						n, err := r.ReadView(msgs, -1)
+						if err != nil {
+							return
+						}
+						for i := range msgs[:n] {
+							msgs[i].Buf = msgs[i].Buf[:msgs[i].N]
+						}
+						c.WriteBatch(msgs[:n])
+					}
+				}()
+			}
+			for i := 0; i < 4; i++ {
+				k := kernelUDP(t, pair.A, netip.AddrPortFrom(pair.A.IPv4, uint16(42000+i)))
+				roundTrips(t, k, netip.AddrPortFrom(pair.B.IPv4, port), 25, 100)
+			}
+			c.Close()
+			for range rs {
+				<-done
+			}
+			if tot := c.Stats().Total(); tot.Datagrams != 100 {
+				t.Errorf("delivered %d, want 100", tot.Datagrams)
+			}
+		})
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xdpio/xdpio/coalesce"
 	"github.com/xdpio/xdpio/internal/nexthop"
 	"github.com/xdpio/xdpio/xsk"
 )
@@ -40,13 +41,14 @@ type Queue struct {
 	views atomic.Bool
 
 	// RX side: the owning goroutine (or the conn's reader, under rmu).
-	vb      *xsk.Batch // frames ReadView handed out views of
-	holding bool       // vb's views are out
-	rb      *xsk.Batch // frames the copying reads take datagrams from
-	rnext   int        // frames of rb looked at
-	kbufs   [][]byte   // the kernel queue's buffers for views
-	kview   bool       // views into kbufs are held
-	kturn   int        // the kernel socket the next read looks at first
+	vb      *xsk.Batch         // frames ReadView handed out views of
+	holding bool               // vb's views are out
+	rcv     *coalesce.Receiver // with Config.Coalesce: vb comes from it
+	rb      *xsk.Batch         // frames the copying reads take datagrams from
+	rnext   int                // frames of rb looked at
+	kbufs   [][]byte           // the kernel queue's buffers for views
+	kview   bool               // views into kbufs are held
+	kturn   int                // the kernel socket the next read looks at first
 	kfds    []unix.PollFd
 
 	// TX side, under txmu.
@@ -144,6 +146,9 @@ func (q *Queue) ReadView(msgs []Message, timeout time.Duration) (int, error) {
 		return 0, q.c.opErr("read", netip.AddrPort{}, net.ErrClosed)
 	}
 	defer q.release()
+	if q.rcv != nil {
+		return q.coalescedView(msgs, timeout)
+	}
 	n := min(len(msgs), maxBatch)
 	if q.vb == nil || q.vb.Cap() != n {
 		q.vb = q.s.NewBatch(n)
@@ -179,12 +184,44 @@ func (q *Queue) ReadView(msgs []Message, timeout time.Duration) (int, error) {
 	}
 }
 
-// viewsOf turns the frames of vb into messages.
+// coalescedView is ReadView through the queue's coalescing Receiver:
+// the batch it hands over is vb, and at most len(msgs) datagrams of it are
+// turned into views (the receiver's BatchSize should not exceed it).
+func (q *Queue) coalescedView(msgs []Message, timeout time.Duration) (int, error) {
+	ctx := context.Background()
+	if timeout >= 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	for {
+		b, err := q.rcv.Next(ctx)
+		if err != nil {
+			switch {
+			case errors.Is(err, context.DeadlineExceeded):
+				return 0, nil
+			case errors.Is(err, xsk.ErrClosed) || q.c.closed.Load():
+				return 0, q.c.opErr("read", netip.AddrPort{}, net.ErrClosed)
+			}
+			return 0, q.c.opErr("read", netip.AddrPort{}, err)
+		}
+		q.vb = b
+		if k := q.viewsOf(msgs); k > 0 {
+			q.holding = true
+			q.views.Store(true)
+			return k, nil
+		}
+		q.rcv.Release()
+	}
+}
+
+// viewsOf turns the frames of vb into messages, at most len(msgs) of
+// them.
 func (q *Queue) viewsOf(msgs []Message) int {
 	var drops [numCauses]uint64
 	n := 0
 	var bytes uint64
-	for i := 0; i < q.vb.Len(); i++ {
+	for i := 0; i < q.vb.Len() && n < len(msgs); i++ {
 		d, why := q.parse(q.vb.Frame(i))
 		if why != causeOK {
 			drops[why]++
@@ -224,7 +261,11 @@ func (q *Queue) Release() {
 		return
 	}
 	q.holding = false
-	q.s.Release(q.vb)
+	if q.rcv != nil {
+		q.rcv.Release()
+	} else {
+		q.s.Release(q.vb)
+	}
 	q.views.Store(false)
 	if q.c.closed.Load() {
 		q.c.freeUMEM()

@@ -1,0 +1,282 @@
+//go:build linux
+
+package xdpnet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/xdpio/xdpio/coalesce"
+	"github.com/xdpio/xdpio/xsk"
+)
+
+// Group reads every RX queue of a conn in one goroutine, in place: the
+// shape for a machine with fewer CPUs than queues, where one thread that
+// wakes once for all of them (xsk.Poller; with Config.Coalesce, one
+// coalesce.GroupReceiver) costs less than a goroutine per queue. Like a
+// Queue's, its read methods belong to one goroutine and take no lock.
+//
+// Datagrams that reach the kernel socket instead are read too, when a
+// wait ends or every few reads: they may wait up to a quarter second
+// longer than the rest.
+type Group struct {
+	c       *UDPConn
+	qs      []*Queue // the AF_XDP queues
+	poller  *xsk.Poller
+	grp     *coalesce.GroupReceiver
+	bs      []*xsk.Batch // with the poller: each queue's batch of views
+	gbs     []*xsk.Batch // with the group receiver: its last batches
+	holding bool
+	per     int // with the poller: the views each queue's batch can hold
+	turn    int
+}
+
+// Group returns the conn's reader of every queue. Like Queues, it hands
+// the receive sides over: from then on the conn's own read methods fail
+// with ErrQueuesTaken. Call it once; a second call returns an error.
+func (c *UDPConn) Group() (*Group, error) {
+	if c.taken.Swap(true) {
+		return nil, fmt.Errorf("group: %w", ErrQueuesTaken)
+	}
+	g := &Group{c: c, qs: c.queues[:len(c.queues)-1]}
+	socks := make([]*xsk.Socket, len(g.qs))
+	for i, q := range g.qs {
+		socks[i] = q.s
+	}
+	if c.cfg.Coalesce != nil {
+		p := *c.cfg.Coalesce
+		if p.BatchSize == 0 {
+			p.BatchSize = c.cfg.BatchSize
+		}
+		var err error
+		if g.grp, err = coalesce.NewGroupReceiver(socks, p, coalesce.Options{IdleWait: readSlice}); err != nil {
+			return nil, fmt.Errorf("group: %w", err)
+		}
+	} else {
+		g.poller = xsk.NewPoller(socks...)
+	}
+	return g, nil
+}
+
+// enter marks a call in progress on every queue (Close waits for it).
+func (g *Group) enter() bool {
+	for i, q := range g.qs {
+		if !q.acquire() {
+			for _, p := range g.qs[:i] {
+				p.release()
+			}
+			return false
+		}
+	}
+	return true
+}
+
+func (g *Group) leave() {
+	for _, q := range g.qs {
+		q.release()
+	}
+}
+
+// ReadView fills msgs with up to len(msgs) datagrams of any queue without
+// copying them, as Queue.ReadView does: the views are valid until the
+// next ReadView or Release. It blocks up to timeout (negative: without
+// limit) for the first and returns 0 and a nil error when the timeout
+// passes. With Config.Coalesce, msgs must hold a whole batch of every
+// queue (BatchSize × queues), or it fails with ErrInvalidConfig.
+func (g *Group) ReadView(msgs []Message, timeout time.Duration) (int, error) {
+	g.Release()
+	c := g.c
+	if len(msgs) == 0 {
+		return 0, nil
+	}
+	if g.grp != nil && len(msgs) < g.grp.Params().BatchSize*len(g.qs) {
+		return 0, c.opErr("read", netip.AddrPort{}, fmt.Errorf("%w: %d messages for %d queues of batches of %d", ErrInvalidConfig, len(msgs), len(g.qs), g.grp.Params().BatchSize))
+	}
+	if !g.enter() {
+		return 0, c.opErr("read", netip.AddrPort{}, net.ErrClosed)
+	}
+	defer g.leave()
+	var deadline time.Time
+	if timeout > 0 {
+		deadline = time.Now().Add(timeout)
+	}
+	for round := 0; ; round++ {
+		if n := g.kernel(msgs, round); n > 0 {
+			return n, nil
+		}
+		var n int
+		var err error
+		if g.grp != nil {
+			n, err = g.coalesced(msgs, timeout, deadline)
+		} else {
+			n = g.receive(msgs)
+		}
+		if err != nil || n > 0 {
+			return n, err
+		}
+		left := readSlice
+		if timeout == 0 {
+			return 0, nil
+		}
+		if timeout > 0 {
+			if left = min(left, time.Until(deadline)); left <= 0 {
+				return 0, nil
+			}
+		}
+		if g.grp != nil {
+			c.kready = true // the group receiver waited a slice for nothing
+			continue
+		}
+		ready, err := g.poller.WaitRX(left)
+		if err != nil {
+			if errors.Is(err, xsk.ErrClosed) || c.closed.Load() {
+				return 0, c.opErr("read", netip.AddrPort{}, net.ErrClosed)
+			}
+			return 0, c.opErr("read", netip.AddrPort{}, err)
+		}
+		if !ready {
+			c.kready = true // a slice without AF_XDP traffic: the kernel socket's turn
+		}
+	}
+}
+
+// kernel reads the kernel socket's datagrams into the kernel queue's
+// buffers, when it may have some.
+func (g *Group) kernel(msgs []Message, round int) int {
+	c := g.c
+	k := c.kernel
+	if !c.kready && (g.turn+round)%kernelEvery != 0 {
+		return 0
+	}
+	if !k.acquire() {
+		return 0
+	}
+	defer k.release()
+	if k.kbufs == nil {
+		k.kbufs = make([][]byte, kernelViewMax)
+		for i := range k.kbufs {
+			k.kbufs[i] = make([]byte, kernelBufSize)
+		}
+	}
+	tmp := msgs[:min(len(msgs), kernelViewMax)]
+	for i := range tmp {
+		tmp[i].Buf = k.kbufs[i]
+	}
+	n, _ := k.kernelCopyLocked(tmp)
+	for i := 0; i < n; i++ {
+		tmp[i].Buf = tmp[i].Buf[:tmp[i].N:tmp[i].N]
+	}
+	c.kready = n > 0
+	return n
+}
+
+// receive takes what the queues have, in turn, as views.
+func (g *Group) receive(msgs []Message) int {
+	per := max(1, len(msgs)/len(g.qs))
+	if g.bs == nil || g.per != per {
+		g.bs = make([]*xsk.Batch, len(g.qs))
+		for i, q := range g.qs {
+			g.bs[i] = q.s.NewBatch(per)
+		}
+		g.per = per
+	}
+	n := 0
+	for i := 0; i < len(g.qs) && n+per <= len(msgs); i++ {
+		j := (g.turn + i) % len(g.qs)
+		q, b := g.qs[j], g.bs[j]
+		if q.s.Receive(b) == 0 {
+			continue
+		}
+		q.vb = b
+		n += q.viewsOf(msgs[n:])
+	}
+	g.turn++
+	if n > 0 {
+		g.hold()
+	} else {
+		g.giveBack()
+	}
+	return n
+}
+
+// coalesced takes the group receiver's next batches as views. It waits at
+// most a slice, so that the kernel socket is looked at while idle.
+func (g *Group) coalesced(msgs []Message, timeout time.Duration, deadline time.Time) (int, error) {
+	until := time.Now().Add(readSlice)
+	switch {
+	case timeout == 0:
+		until = time.Now()
+	case timeout > 0 && deadline.Before(until):
+		until = deadline
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), until)
+	defer cancel()
+	bs, err := g.grp.Next(ctx)
+	if err != nil {
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			return 0, nil
+		case errors.Is(err, xsk.ErrClosed) || g.c.closed.Load():
+			return 0, g.c.opErr("read", netip.AddrPort{}, net.ErrClosed)
+		}
+		return 0, g.c.opErr("read", netip.AddrPort{}, err)
+	}
+	g.gbs = bs
+	n := 0
+	for i, q := range g.qs {
+		q.vb = bs[i]
+		n += q.viewsOf(msgs[n:])
+	}
+	if n > 0 {
+		g.hold()
+		return n, nil
+	}
+	g.grp.Release()
+	g.gbs = nil
+	return 0, nil
+}
+
+// hold marks the views as out on every queue: Close keeps the UMEM
+// mapped until Release.
+func (g *Group) hold() {
+	g.holding = true
+	for _, q := range g.qs {
+		q.views.Store(true)
+	}
+}
+
+// giveBack releases the frames the group holds, without views out.
+func (g *Group) giveBack() {
+	if g.grp != nil {
+		if g.gbs != nil {
+			g.grp.Release()
+			g.gbs = nil
+		}
+		return
+	}
+	for i, q := range g.qs {
+		if g.bs != nil && g.bs[i].Len() > 0 {
+			q.s.Release(g.bs[i])
+		}
+	}
+}
+
+// Release gives the frames of the last ReadView back to the kernel; the
+// views become invalid.
+func (g *Group) Release() {
+	if !g.holding {
+		return
+	}
+	g.holding = false
+	g.giveBack()
+	for _, q := range g.qs {
+		q.views.Store(false)
+	}
+	if g.c.closed.Load() {
+		g.c.freeUMEM()
+	}
+}
