@@ -64,6 +64,7 @@ type UDPConn struct {
 	seed   maphash.Seed
 
 	closed    atomic.Bool
+	closeDone atomic.Bool // Close is through everything but the UMEMs
 	taken     atomic.Bool // Queues handed the RX sides out
 	closeOnce sync.Once
 	finish    sync.Once // the kernel socket, resolver, eventfd
@@ -434,6 +435,7 @@ func (c *UDPConn) Close() error {
 			}
 		}
 		c.release()
+		c.closeDone.Store(true)
 		c.freeUMEM()
 	})
 	return c.closeErr
@@ -442,6 +444,9 @@ func (c *UDPConn) Close() error {
 // freeUMEM unmaps the UMEMs once the conn is closed and no queue has
 // views out.
 func (c *UDPConn) freeUMEM() {
+	if !c.closeDone.Load() {
+		return // Close calls it again when it is through
+	}
 	for _, q := range c.queues {
 		if q.views.Load() {
 			return
