@@ -3,7 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 DEB_PKGS := iproute2 iputils-ping ethtool iperf3 tcpdump tshark strace procps
 # Packages with goroutines that share state: run them under the race detector.
-RACE_PKGS := ./xsk/... ./internal/... ./rss/... ./coalesce/... ./examples/... ./cmd/...
+RACE_PKGS := ./xsk/... ./xdpnet/... ./internal/... ./rss/... ./coalesce/... ./examples/... ./cmd/...
 # bench is left out: its iperf3 interop tests send at fixed rates into iperf3,
 # which reads one datagram at a time from a 208 KiB buffer; the race
 # detector slows the paced sender into bursts that overflow it. Its engine
