@@ -65,7 +65,7 @@ type UDPConn struct {
 
 	closed    atomic.Bool
 	closeDone atomic.Bool // Close is through everything but the UMEMs
-	taken     atomic.Bool // Queues handed the RX sides out
+	readers   atomic.Int32 // how the conn is read: readConn, readQueues, readGroup
 	closeOnce sync.Once
 	finish    sync.Once // the kernel socket, resolver, eventfd
 	unmap     sync.Once // the sockets and UMEMs
@@ -476,13 +476,30 @@ func (c *UDPConn) release() {
 	})
 }
 
+// Ways a conn is read.
+const (
+	readConn   = 1
+	readQueues = 2
+	readGroup  = 3
+)
+
+// claim makes mode the way the conn is read, unless it is read another
+// way already.
+func (c *UDPConn) claim(mode int32) error {
+	if m := c.readers.Load(); m == mode || c.readers.CompareAndSwap(0, mode) {
+		return nil
+	}
+	return ErrReadConflict
+}
+
 // Queues returns the conn's queues: one per RX queue bound, in queue
-// order, then the reader of the kernel socket (ID KernelQueue). It hands
-// their receive sides over to the caller, one goroutine each, and from
-// then on the conn's own read methods fail with ErrQueuesTaken; writes,
-// through the conn or any Queue, stay safe from any goroutine.
+// order, then the reader of the kernel socket (ID KernelQueue). Their
+// read methods are for one goroutine each; the first of them to be called
+// makes the conn read through its Queues, and from then on the conn's own
+// read methods and Group fail with ErrReadConflict (and the other way
+// round). Their write methods are safe from any goroutine, whatever the
+// conn is read with.
 func (c *UDPConn) Queues() []*Queue {
-	c.taken.Store(true)
 	return append([]*Queue(nil), c.queues...)
 }
 
@@ -546,8 +563,8 @@ func (c *UDPConn) readBatch(msgs []Message, gro bool) (int, error) {
 	if len(msgs) == 0 {
 		return 0, nil
 	}
-	if c.taken.Load() {
-		return 0, c.opErr("read", netip.AddrPort{}, ErrQueuesTaken)
+	if err := c.claim(readConn); err != nil {
+		return 0, c.opErr("read", netip.AddrPort{}, err)
 	}
 	c.rmu.Lock()
 	defer c.rmu.Unlock()

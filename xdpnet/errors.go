@@ -6,9 +6,11 @@ var (
 	// ErrInvalidConfig is wrapped by errors about a Config field or a
 	// Message.
 	ErrInvalidConfig = errors.New("invalid configuration")
-	// ErrQueuesTaken is returned by the conn's own read methods once
-	// Queues handed the queues' receive sides to their own goroutines.
-	ErrQueuesTaken = errors.New("the conn's queues are read through Queues")
+	// ErrReadConflict is returned by a read when the conn is already read
+	// another way: a conn is read through its own methods (ReadFrom,
+	// ReadBatch), through its Queues' read methods, or through one Group,
+	// and the first read decides which.
+	ErrReadConflict = errors.New("the conn is read another way (its own methods, its Queues or its Group)")
 	// ErrUnsupported is wrapped where the platform has no AF_XDP.
 	ErrUnsupported = errors.ErrUnsupported
 )

@@ -35,12 +35,13 @@ type Group struct {
 	turn    int
 }
 
-// Group returns the conn's reader of every queue. Like Queues, it hands
-// the receive sides over: from then on the conn's own read methods fail
-// with ErrQueuesTaken. Call it once; a second call returns an error.
+// Group returns the conn's reader of every queue. It makes the conn read
+// through it: from then on the conn's own read methods and its Queues'
+// fail with ErrReadConflict, and so does a second Group; it fails itself
+// when the conn is read another way already.
 func (c *UDPConn) Group() (*Group, error) {
-	if c.taken.Swap(true) {
-		return nil, fmt.Errorf("group: %w", ErrQueuesTaken)
+	if !c.readers.CompareAndSwap(0, readGroup) {
+		return nil, fmt.Errorf("group: %w", ErrReadConflict)
 	}
 	g := &Group{c: c, qs: c.queues[:len(c.queues)-1]}
 	socks := make([]*xsk.Socket, len(g.qs))

@@ -255,7 +255,7 @@ func TestGroupAndCoalescedReaders(t *testing.T) {
 					t.Fatal(err)
 				}
 				rs = append(rs, g)
-				if _, err := c.Group(); !errors.Is(err, xdpnet.ErrQueuesTaken) {
+				if _, err := c.Group(); !errors.Is(err, xdpnet.ErrReadConflict) {
 					t.Errorf("a second Group: %v", err)
 				}
 			} else {

@@ -136,6 +136,9 @@ func (q *Queue) parse(f []byte) (rxDatagram, cause) {
 // buffers, and at most 8 datagrams are read per call.
 func (q *Queue) ReadView(msgs []Message, timeout time.Duration) (int, error) {
 	q.Release()
+	if err := q.c.claim(readQueues); err != nil {
+		return 0, q.c.opErr("read", netip.AddrPort{}, err)
+	}
 	if len(msgs) == 0 {
 		return 0, nil
 	}
@@ -278,6 +281,9 @@ func (q *Queue) Release() {
 // first (negative: without limit; 0 and a nil error when it passes).
 func (q *Queue) ReadBatch(msgs []Message, timeout time.Duration) (int, error) {
 	q.Release()
+	if err := q.c.claim(readQueues); err != nil {
+		return 0, q.c.opErr("read", netip.AddrPort{}, err)
+	}
 	var deadline time.Time
 	for {
 		n, err := q.copyOut(msgs, q.c.cfg.GRO)

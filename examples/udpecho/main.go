@@ -122,7 +122,7 @@ func serve(ctx context.Context, c *xdpnet.UDPConn, queues bool) error {
 		switch {
 		case ctx.Err() != nil || errors.Is(err, net.ErrClosed):
 			return true
-		case errors.Is(err, xsk.ErrNoDevice) || errors.Is(err, xdpnet.ErrQueuesTaken):
+		case errors.Is(err, xsk.ErrNoDevice) || errors.Is(err, xdpnet.ErrReadConflict):
 			select {
 			case errc <- err:
 			default:
