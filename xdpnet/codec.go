@@ -90,3 +90,10 @@ func ParseFrame(frame []byte, mode RxChecksum) (Datagram, error) {
 	}
 	return Datagram{Src: d.src, Dst: d.dst, Payload: d.payload}, nil
 }
+
+func unmapAP(a netip.AddrPort) netip.AddrPort {
+	if !a.IsValid() {
+		return a
+	}
+	return netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
+}

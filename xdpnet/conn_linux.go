@@ -760,12 +760,6 @@ func (c *UDPConn) writeContext() (context.Context, context.CancelFunc) {
 	return ctx, cancel
 }
 
-func unmapAP(a netip.AddrPort) netip.AddrPort {
-	if !a.IsValid() {
-		return a
-	}
-	return netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
-}
 
 func udpAddr(a netip.AddrPort) net.Addr {
 	if !a.IsValid() {

@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"syscall"
 	"time"
+
+	"github.com/xdpio/xdpio/coalesce"
 )
 
 var errOS = fmt.Errorf("AF_XDP on %s: %w", runtime.GOOS, ErrUnsupported)
@@ -119,3 +121,6 @@ func (g *Group) ReadView(msgs []Message, timeout time.Duration) (int, error) { r
 
 // Release does nothing.
 func (g *Group) Release() {}
+
+// CoalesceStats returns no counters.
+func (g *Group) CoalesceStats() (coalesce.RxStats, bool) { return coalesce.RxStats{}, false }

@@ -281,3 +281,12 @@ func (g *Group) Release() {
 		g.c.freeUMEM()
 	}
 }
+
+// CoalesceStats returns the group receiver's counters, when the conn
+// coalesces (Config.Coalesce). It may be called from any goroutine.
+func (g *Group) CoalesceStats() (coalesce.RxStats, bool) {
+	if g.grp == nil {
+		return coalesce.RxStats{}, false
+	}
+	return g.grp.Stats(), true
+}

@@ -108,6 +108,10 @@ func (q *Queue) Stats() QueueStats {
 	if q.s != nil {
 		st.Socket, _ = q.s.Stats()
 	}
+	if q.rcv != nil {
+		cs := q.rcv.Stats()
+		st.Coalesce = &cs
+	}
 	return st
 }
 

@@ -1,6 +1,9 @@
 package xdpnet
 
-import "github.com/xdpio/xdpio/xsk"
+import (
+	"github.com/xdpio/xdpio/coalesce"
+	"github.com/xdpio/xdpio/xsk"
+)
 
 // Drops counts received frames that were not delivered, by cause. Every
 // frame a queue's socket took is either delivered or counted here.
@@ -54,6 +57,10 @@ type QueueStats struct {
 	// not deliver to it (RxDropped, RxRingFull) and where its frames are
 	// (zero for KernelQueue).
 	Socket xsk.Stats `json:"socket"`
+	// Coalesce is the queue reader's software coalescing (Config.Coalesce):
+	// batches, frames per batch, wake-ups, the delay frames waited. Nil
+	// without coalescing; a Group's is Group.CoalesceStats.
+	Coalesce *coalesce.RxStats `json:"coalesce,omitempty"`
 }
 
 // Stats are a conn's counters, per queue (the kernel's socket last).
