@@ -64,7 +64,7 @@ type UDPConn struct {
 	seed   maphash.Seed
 
 	closed    atomic.Bool
-	closeDone atomic.Bool // Close is through everything but the UMEMs
+	closeDone atomic.Bool  // Close is through everything but the UMEMs
 	readers   atomic.Int32 // how the conn is read: readConn, readQueues, readGroup
 	closeOnce sync.Once
 	finish    sync.Once // the kernel socket, resolver, eventfd
@@ -74,7 +74,9 @@ type UDPConn struct {
 
 	rmu    sync.Mutex // the conn's own reads
 	rturn  int
-	kready bool // the kernel socket may have datagrams (under rmu)
+	kready bool        // the kernel socket may have datagrams (under rmu)
+	rflow  bool        // the last read got datagrams: a wait may nap (under rmu)
+	rwait  atomic.Bool // a read is blocked in poll: a deadline change must wake it
 	rfds   []unix.PollFd
 	rdl    atomic.Int64 // read deadline, Unix nanoseconds; 0: none
 	wdl    atomic.Int64 // write deadline
@@ -365,9 +367,10 @@ func (c *UDPConn) SetReadDeadline(t time.Time) error {
 		return c.opErr("set", netip.AddrPort{}, net.ErrClosed)
 	}
 	c.rdl.Store(unixNano(t))
-	// Marked as a call, so that Close does not release the eventfd under
-	// the write.
-	if c.kernel.acquire() {
+	// Only a read blocked in poll needs waking (it marks itself before it
+	// reads the deadline); marked as a call, so that Close does not
+	// release the eventfd under the write.
+	if c.rwait.Load() && c.kernel.acquire() {
 		c.wake()
 		c.kernel.release()
 	}
@@ -597,6 +600,7 @@ func (c *UDPConn) readBatch(msgs []Message, gro bool) (int, error) {
 		}
 		c.rturn++
 		if n > 0 {
+			c.rflow = true
 			return n, nil
 		}
 		if err := c.waitRead(); err != nil {
@@ -616,6 +620,8 @@ const readSlice = 250 * time.Millisecond
 // waitRead blocks until a socket or the kernel socket may have a datagram,
 // the deadline passes, the conn is closed or woken, or a slice passed.
 func (c *UDPConn) waitRead() error {
+	c.rwait.Store(true)
+	defer c.rwait.Store(false)
 	timeout := readSlice
 	if dl := c.rdl.Load(); dl != 0 {
 		left := time.Duration(dl - time.Now().UnixNano())
@@ -623,6 +629,15 @@ func (c *UDPConn) waitRead() error {
 			return os.ErrDeadlineExceeded
 		}
 		timeout = min(timeout, left)
+	}
+	if nap := c.cfg.RxNap; nap > 0 && c.rflow {
+		// Datagrams were flowing: nap on a timer, off the sockets' wait
+		// queues (see Config.RxNap), and look again.
+		c.rflow = false
+		w := [1]unix.PollFd{{Fd: int32(c.wakeFD), Events: unix.POLLIN}}
+		ts := unix.NsecToTimespec(int64(min(nap, timeout)))
+		unix.Ppoll(w[:], &ts, nil)
+		return nil
 	}
 	fds := c.rfds
 	n := 0
@@ -759,7 +774,6 @@ func (c *UDPConn) writeContext() (context.Context, context.CancelFunc) {
 	}
 	return ctx, cancel
 }
-
 
 func udpAddr(a netip.AddrPort) net.Addr {
 	if !a.IsValid() {
