@@ -85,9 +85,10 @@ type Config struct {
 	// which takes fewer wake-ups than one per arrival. The conn's own
 	// reads are not coalesced.
 	Coalesce *coalesce.Params
-	// ResolveTimeout bounds how long a write waits for the kernel to
-	// resolve the next hop's link-layer address (ARP or neighbour
-	// discovery); default 3 s. A write deadline bounds it too.
+	// ResolveTimeout is how long the conn waits for the kernel to
+	// resolve a next hop's link-layer address (ARP or neighbour
+	// discovery) before writes to it fail with EHOSTUNREACH; default 3 s.
+	// Writes do not wait meanwhile (see the package documentation).
 	ResolveTimeout time.Duration
 }
 

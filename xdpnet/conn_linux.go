@@ -3,7 +3,6 @@
 package xdpnet
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -50,6 +49,7 @@ type UDPConn struct {
 	ifname  string
 	ifindex int
 	mac     net.HardwareAddr
+	mtu     int            // the interface's, for datagrams the kernel sends
 	laddr   netip.AddrPort // bound, port chosen
 	raddr   netip.AddrPort // connected peer, or zero
 
@@ -130,7 +130,7 @@ func open(ifname string, laddr, raddr netip.AddrPort, cfg Config) (_ *UDPConn, e
 	if len(ifi.HardwareAddr) != 6 {
 		return nil, fmt.Errorf("%s has no Ethernet address (%v): AF_XDP UDP needs an Ethernet device: %w", ifname, ifi.HardwareAddr, ErrInvalidConfig)
 	}
-	c := &UDPConn{cfg: cfg, ifname: ifname, ifindex: ifi.Index, mac: ifi.HardwareAddr, ksFD: -1, wakeFD: -1,
+	c := &UDPConn{cfg: cfg, ifname: ifname, ifindex: ifi.Index, mac: ifi.HardwareAddr, mtu: ifi.MTU, ksFD: -1, wakeFD: -1,
 		seed: maphash.MakeSeed(), done: make(chan struct{})}
 	defer func() {
 		if err != nil {
@@ -308,7 +308,18 @@ func (c *UDPConn) addKernel(k *net.UDPConn) error {
 		return err
 	}
 	ks := kernelSock{c: k, raw: raw, fd: -1, port: k.LocalAddr().(*net.UDPAddr).AddrPort().Port()}
-	raw.Control(func(fd uintptr) { ks.fd = int(fd) })
+	raw.Control(func(fd uintptr) {
+		ks.fd = int(fd)
+		// What the kernel sends for the conn never fragments either:
+		// a datagram above the path MTU fails with EMSGSIZE.
+		unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO)
+		unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_MTU_DISCOVER, unix.IPV6_PMTUDISC_DO)
+		// And it carries the conn's TTL and TOS.
+		unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_TTL, c.cfg.TTL)
+		unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_TOS, c.cfg.TOS)
+		unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_UNICAST_HOPS, c.cfg.TTL)
+		unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_TCLASS, c.cfg.TOS)
+	})
 	c.kss = append(c.kss, ks)
 	return nil
 }
@@ -757,23 +768,6 @@ func (c *UDPConn) txQueue(dst netip.AddrPort) *Queue {
 	return c.queues[int(h.Sum64()%uint64(n))]
 }
 
-// writeDeadline returns the write deadline as a context (none: a
-// background one) and its cancel.
-func (c *UDPConn) writeContext() (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		select {
-		case <-c.done:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	if dl := c.wdl.Load(); dl != 0 {
-		ctx2, cancel2 := context.WithDeadline(ctx, time.Unix(0, dl))
-		return ctx2, func() { cancel2(); cancel() }
-	}
-	return ctx, cancel
-}
 
 func udpAddr(a netip.AddrPort) net.Addr {
 	if !a.IsValid() {

@@ -42,15 +42,21 @@
 //
 // The next hop comes from the kernel: its route to the destination
 // (through a gateway, if so) and its neighbour entry for the hop, kept
-// current from netlink notifications. A missing entry is resolved by the
-// kernel (ARP or neighbour discovery, no datagram sent); a write waits for
-// it up to Config.ResolveTimeout and its write deadline, and fails with
-// an error naming the address when nobody answers. Destinations the
-// kernel does not reach through the conn's interface (its own addresses,
-// other interfaces) are sent through the kernel socket. A datagram larger
+// current from netlink notifications. A write never waits for it: while
+// a destination's hop is not known yet (a new peer, or just after the
+// tables changed), its datagrams go out through the conn's kernel socket
+// — the same addresses and ports on the wire — and the kernel queues them
+// while it resolves the neighbour (ARP or neighbour discovery), as it
+// does for its own. Once nobody answered (Config.ResolveTimeout), writes
+// to that destination fail at once with an error naming the address and
+// matching syscall.EHOSTUNREACH, for a second, before the next try; no
+// route fails with syscall.ENETUNREACH. Destinations the kernel does not
+// reach through the conn's interface (its own addresses, other
+// interfaces) are sent through the kernel socket too. A datagram larger
 // than the path MTU fails with an error matching syscall.EMSGSIZE, and
-// nothing is sent: the package never fragments (DF is set). A Message
-// with SegSize is cut into datagrams of that size, like UDP_SEGMENT.
+// nothing is sent: the package never fragments (DF is set, on the kernel
+// socket too). A Message with SegSize is cut into datagrams of that size,
+// like UDP_SEGMENT.
 //
 // # Receiving
 //
@@ -78,5 +84,6 @@
 // field holds only the pseudo-header sum). Such datagrams are dropped and
 // counted as PartialChecksum; turn TX checksumming off on the sending
 // veth (ethtool -K DEV tx off) or set Config.RxChecksum to
-// RxChecksumAcceptPartial.
+// RxChecksumAcceptPartial. This includes the datagrams a conn sends
+// through its kernel socket while a next hop is resolved.
 package xdpnet

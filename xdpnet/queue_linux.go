@@ -477,27 +477,25 @@ func (q *Queue) WriteBatch(msgs []Message) (int, error) {
 		}
 		hop, ok := c.res.Lookup(dst.Addr())
 		if !ok {
-			// Send what is queued, then resolve without holding the lock:
-			// the kernel may take a while to answer.
+			// Not resolved yet (a new peer, or the tables changed): the
+			// resolver starts on it, and the kernel sends this message as
+			// it sends its own, queueing it while it resolves the
+			// neighbour. Nothing blocks; a failure the resolver remembers
+			// (nobody answered) is this write's error.
+			if err := c.res.Start(dst.Addr()); err != nil {
+				return q.failAt(i, done, c.opErr("write", dst, err))
+			}
+			if err := c.checkSize(m, dst, c.mtu); err != nil {
+				return q.failAt(i, done, c.opErr("write", dst, err))
+			}
 			if err := q.flushTX(); err != nil {
 				return done, c.opErr("write", dst, err)
 			}
-			done = i
-			q.txmu.Unlock()
-			var err error
-			hop, err = c.resolve(dst)
-			q.txmu.Lock()
-			if errors.Is(err, nexthop.ErrOtherInterface) {
-				// Local, or out of another interface: the kernel sends it.
-				if _, err := c.kernel.kernelWrite(msgs[i : i+1]); err != nil {
-					return done, err
-				}
-				done = i + 1
-				continue
+			if _, err := c.kernel.kernelWrite(msgs[i : i+1]); err != nil {
+				return i, err
 			}
-			if err != nil {
-				return done, c.opErr("write", dst, err)
-			}
+			done = i + 1
+			continue
 		}
 		if err := q.queueMessage(m, dst, hop); err != nil {
 			return q.failAt(i, done, c.opErr("write", dst, err))
@@ -540,23 +538,6 @@ func (c *UDPConn) checkDst(dst netip.AddrPort) error {
 	return nil
 }
 
-// resolve asks the resolver for the hop to dst, bounded by the write
-// deadline and Close.
-func (c *UDPConn) resolve(dst netip.AddrPort) (nexthop.Hop, error) {
-	ctx, cancel := c.writeContext()
-	defer cancel()
-	hop, err := c.res.Resolve(ctx, dst.Addr())
-	if err != nil {
-		switch {
-		case c.closed.Load():
-			return hop, net.ErrClosed
-		case errors.Is(err, context.DeadlineExceeded):
-			return hop, fmt.Errorf("resolve the next hop to %v: %w", dst.Addr(), os.ErrDeadlineExceeded)
-		}
-	}
-	return hop, err
-}
-
 // queueMessage writes m's datagrams into frames on q.tb (the caller holds
 // txmu and flushes).
 func (q *Queue) queueMessage(m *Message, dst netip.AddrPort, hop nexthop.Hop) error {
@@ -584,10 +565,8 @@ func (q *Queue) queueMessage(m *Message, dst netip.AddrPort, hop nexthop.Hop) er
 		return fmt.Errorf("%w: SegSize %d", ErrInvalidConfig, m.SegSize)
 	}
 	hlen := headerLen(dst.Addr())
-	ipRoom := hop.MTU - (hlen - ethLen)
-	frameRoom := c.dev.Sockets()[0].UMEM().FrameSize() - hlen - txMetaRoom(c.cfg)
-	if seg > ipRoom || seg > frameRoom || seg > 65507 {
-		return fmt.Errorf("%d-byte datagram to %v: the path MTU %d allows %d bytes of UDP payload: %w", seg, dst, hop.MTU, min(ipRoom, frameRoom), syscall.EMSGSIZE)
+	if err := c.checkSize(m, dst, hop.MTU); err != nil {
+		return err
 	}
 	sport, err := c.sourcePort(m)
 	if err != nil {
@@ -685,6 +664,23 @@ func (q *Queue) waitTX() error {
 		if err := q.s.Kick(); err != nil && !errors.Is(err, xsk.ErrLinkDown) {
 			return err
 		}
+	}
+	return nil
+}
+
+// checkSize refuses a message whose datagrams (each segment, with
+// SegSize) are larger than mtu allows, or than a UMEM frame holds: the
+// package never fragments.
+func (c *UDPConn) checkSize(m *Message, dst netip.AddrPort, mtu int) error {
+	seg := m.N
+	if m.SegSize > 0 && m.SegSize < m.N {
+		seg = m.SegSize
+	}
+	hlen := headerLen(dst.Addr())
+	ipRoom := mtu - (hlen - ethLen)
+	frameRoom := c.dev.Sockets()[0].UMEM().FrameSize() - hlen - txMetaRoom(c.cfg)
+	if seg > ipRoom || seg > frameRoom || seg > 65507 {
+		return fmt.Errorf("%d-byte datagram to %v: the path MTU %d allows %d bytes of UDP payload: %w", seg, dst, mtu, min(ipRoom, frameRoom), syscall.EMSGSIZE)
 	}
 	return nil
 }

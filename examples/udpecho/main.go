@@ -50,6 +50,7 @@ type options struct {
 	port     uint16
 	duration time.Duration
 	queues   bool
+	frames   int
 }
 
 // parseFlags parses and checks the command line (without the program
@@ -63,6 +64,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	port := fs.Int("port", 7, "UDP port, 1-65535")
 	fs.DurationVar(&o.duration, "t", 0, "stop after this long; 0 runs until Ctrl-C")
 	fs.BoolVar(&o.queues, "queues", false, "one goroutine per RX queue, reading in place (the fast path)")
+	fs.IntVar(&o.frames, "frames", 0, "UMEM frames per queue, 0 (the library's default: 4096, or what fits RLIMIT_MEMLOCK without CAP_IPC_LOCK) or 256-1048576")
 	if err := fs.Parse(args); err != nil {
 		return o, usageError{err}
 	}
@@ -75,6 +77,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, usageError{fmt.Errorf("-port %d: must be 1-65535", *port)}
 	case o.duration < 0:
 		return o, usageError{fmt.Errorf("-t %v: must not be negative", o.duration)}
+	case o.frames != 0 && (o.frames < 256 || o.frames > 1<<20):
+		return o, usageError{fmt.Errorf("-frames %d: must be 0 or 256-1048576", o.frames)}
 	}
 	a, err := netip.ParseAddr(*addr)
 	if err != nil {
@@ -96,16 +100,16 @@ func run(args []string, out io.Writer) error {
 		ctx, cancel = context.WithTimeout(ctx, o.duration)
 		defer cancel()
 	}
-	c, err := xdpnet.ListenUDP(o.iface, netip.AddrPortFrom(o.addr, o.port), xdpnet.Config{})
+	c, err := xdpnet.ListenUDP(o.iface, netip.AddrPortFrom(o.addr, o.port), xdpnet.Config{FramesPerQueue: o.frames})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "udpecho on %s %v\n", o.iface, c.LocalAddr())
+	fmt.Fprintf(out, "udpecho on %s: %v\n", o.iface, c.LocalAddr())
 	err = serve(ctx, c, o.queues)
 	st := c.Stats().Total()
 	c.Close()
-	fmt.Fprintf(out, "echoed %d datagrams (%d bytes); dropped %d: %+v; the kernel dropped %d before the sockets\n",
-		st.Sent, st.SentBytes, st.Drops.Total(), st.Drops, st.Socket.RxDropped+st.Socket.RxRingFull)
+	fmt.Fprintf(out, "received %d datagrams, echoed %d (%d bytes); dropped %d: %+v; the kernel dropped %d before the sockets\n",
+		st.Datagrams, st.Sent, st.SentBytes, st.Drops.Total(), st.Drops, st.Socket.RxDropped+st.Socket.RxRingFull)
 	return err
 }
 

@@ -59,7 +59,7 @@ func TestUDPEcho(t *testing.T) {
 			if err := <-done; err != nil {
 				t.Fatalf("udpecho: %v\n%s", err, out.String())
 			}
-			if !strings.Contains(out.String(), "echoed 40 datagrams") {
+			if !strings.Contains(out.String(), "received 40 datagrams, echoed 40") {
 				t.Errorf("output:\n%s\nwant it to count 40 echoed datagrams", out.String())
 			}
 		})
@@ -78,6 +78,8 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-i", "eth0", "stray"}, `unexpected argument "stray"`},
 		{[]string{"-port", "7"}, "-i IFACE"},
 		{[]string{"-i", "eth0", "-addr", "nonsense"}, "-addr"},
+		{[]string{"-i", "eth0", "-frames", "100"}, "-frames 100"},
+		{[]string{"-i", "eth0", "-frames", "4096"}, ""},
 	} {
 		_, err := parseFlags(tc.args, io.Discard)
 		switch {

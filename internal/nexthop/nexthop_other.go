@@ -29,5 +29,8 @@ func (r *Resolver) Resolve(ctx context.Context, dst netip.Addr) (Hop, error) {
 	return Hop{}, errUnsupported
 }
 
+// Start returns an error wrapping errors.ErrUnsupported off Linux.
+func (r *Resolver) Start(dst netip.Addr) error { return errUnsupported }
+
 // Close does nothing off Linux.
 func (r *Resolver) Close() error { return nil }

@@ -242,31 +242,61 @@ func (r *Resolver) Lookup(dst netip.Addr) (Hop, bool) {
 // Concurrent Resolves of the same destination share one resolution.
 func (r *Resolver) Resolve(ctx context.Context, dst netip.Addr) (Hop, error) {
 	dst = normalize(dst)
+	if err := ctx.Err(); err != nil {
+		if h, ok := r.Lookup(dst); ok {
+			return h, nil
+		}
+		if !dst.IsValid() {
+			return Hop{}, errors.New("nexthop: resolve the zero netip.Addr")
+		}
+		return Hop{}, fmt.Errorf("nexthop: resolve %v: %w", dst, err)
+	}
+	h, c, err := r.start(dst)
+	if c == nil {
+		return h, err
+	}
+	select {
+	case <-c.done:
+		return c.hop, c.err
+	case <-ctx.Done():
+		return Hop{}, fmt.Errorf("nexthop: resolve %v: %w", dst, ctx.Err())
+	}
+}
+
+// Start is Resolve without the wait: it returns nil when dst's hop is
+// cached or a resolution of it is under way (started now if none was),
+// and the error Resolve would return at once: a failure remembered for
+// Options.FailedHold (nobody answered for dst, or for its gateway), the
+// Resolver closed or its subscription failed. A sender that must not
+// block hands the datagram to the kernel meanwhile, and finds the hop
+// with Lookup once the resolution is done.
+func (r *Resolver) Start(dst netip.Addr) error {
+	_, _, err := r.start(normalize(dst))
+	return err
+}
+
+// start returns the cached hop (c nil, err nil), a remembered or fatal
+// error (c nil), or the call resolving dst, started if need be.
+func (r *Resolver) start(dst netip.Addr) (Hop, *call, error) {
 	if e := r.cache.get(keyOf(dst)); e != nil {
 		if h, ok := e.current(); ok {
-			return h, nil
+			return h, nil, nil
 		}
 	}
 	if !dst.IsValid() {
-		return Hop{}, errors.New("nexthop: resolve the zero netip.Addr")
-	}
-	if err := ctx.Err(); err != nil {
-		return Hop{}, fmt.Errorf("nexthop: resolve %v: %w", dst, err)
+		return Hop{}, nil, errors.New("nexthop: resolve the zero netip.Addr")
 	}
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.closed {
-		r.mu.Unlock()
-		return Hop{}, errClosed
+		return Hop{}, nil, errClosed
 	}
 	if r.err != nil {
-		err := r.err
-		r.mu.Unlock()
-		return Hop{}, err
+		return Hop{}, nil, r.err
 	}
 	if f, ok := r.failedDst[dst]; ok {
 		if time.Now().Before(f.until) {
-			r.mu.Unlock()
-			return Hop{}, f.err
+			return Hop{}, nil, f.err
 		}
 		delete(r.failedDst, dst)
 	}
@@ -275,8 +305,7 @@ func (r *Resolver) Resolve(ctx context.Context, dst netip.Addr) (Hop, error) {
 		// A resolution may have finished since the first look.
 		if e := r.cache.get(keyOf(dst)); e != nil {
 			if h, ok := e.current(); ok {
-				r.mu.Unlock()
-				return h, nil
+				return h, nil, nil
 			}
 		}
 		c = &call{done: make(chan struct{})}
@@ -284,13 +313,7 @@ func (r *Resolver) Resolve(ctx context.Context, dst netip.Addr) (Hop, error) {
 		r.wg.Add(1)
 		go r.resolution(dst, c)
 	}
-	r.mu.Unlock()
-	select {
-	case <-c.done:
-		return c.hop, c.err
-	case <-ctx.Done():
-		return Hop{}, fmt.Errorf("nexthop: resolve %v: %w", dst, ctx.Err())
-	}
+	return Hop{}, c, nil
 }
 
 // Close stops the Resolver's goroutines and releases its sockets. Pending

@@ -808,3 +808,34 @@ func BenchmarkLookup(b *testing.B) {
 		})
 	})
 }
+
+// Start does not wait: it starts the resolution, which Lookup then finds;
+// a remembered failure comes back at once.
+func TestStartDoesNotWait(t *testing.T) {
+	p, r := setup(t, Options{ResolveTimeout: 300 * time.Millisecond})
+	ipcmd(t, p.A, "neigh", "del", p.B.IPv4.String(), "dev", p.A.Link)
+	start := time.Now()
+	if err := r.Start(p.B.IPv4); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 50*time.Millisecond {
+		t.Errorf("Start took %v", d)
+	}
+	eventually(t, 2*time.Second, "the started resolution to be cached", func() bool {
+		_, ok := r.Lookup(p.B.IPv4)
+		return ok
+	})
+	nobody := netip.AddrFrom4([4]byte(append(p.B.IPv4.AsSlice()[:3:3], 251)))
+	if err := r.Start(nobody); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // the resolution fails after 300 ms
+	start = time.Now()
+	err := r.Start(nobody)
+	if !errors.Is(err, unix.EHOSTUNREACH) {
+		t.Errorf("Start after a failed resolution: %v, want EHOSTUNREACH", err)
+	}
+	if d := time.Since(start); d > 50*time.Millisecond {
+		t.Errorf("the remembered failure took %v", d)
+	}
+}
