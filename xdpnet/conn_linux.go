@@ -53,6 +53,7 @@ type UDPConn struct {
 	laddr   netip.AddrPort // bound, port chosen
 	raddr   netip.AddrPort // connected peer, or zero
 
+	parser rxParser
 	dev    *xsk.Device
 	queues []*Queue // the AF_XDP queues, then the kernel's
 	res    *nexthop.Resolver
@@ -153,6 +154,7 @@ func open(ifname string, laddr, raddr netip.AddrPort, cfg Config) (_ *UDPConn, e
 	if err != nil {
 		return nil, fmt.Errorf("next-hop resolver: %w", err)
 	}
+	c.parser = newRxParser(c.laddr.Addr(), c.laddr.Port(), cfg.Ports, cfg.RxChecksum)
 	rule := xsk.Rule{Protocol: protoUDP, DstPortMin: c.laddr.Port(), DstPortMax: c.laddr.Port() + uint16(cfg.Ports-1), Untagged: true}
 	switch a := c.laddr.Addr(); {
 	case !a.IsUnspecified():
@@ -767,7 +769,6 @@ func (c *UDPConn) txQueue(dst netip.AddrPort) *Queue {
 	h.Write(a[:])
 	return c.queues[int(h.Sum64()%uint64(n))]
 }
-
 
 func udpAddr(a netip.AddrPort) net.Addr {
 	if !a.IsValid() {

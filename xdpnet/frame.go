@@ -87,123 +87,193 @@ func (m RxChecksum) String() string {
 }
 
 // rxDatagram is a datagram found in a received frame. payload aliases the
-// frame.
+// frame; dst has its address only when the parser's wantDst is set (the
+// port always).
 type rxDatagram struct {
 	src, dst netip.AddrPort
 	payload  []byte
 }
 
-// parseRx looks at a received frame: an untagged Ethernet II frame with
-// an IPv4 or IPv6 UDP datagram to a port from port to port+ports-1 (ports
-// 0 counts as 1) and, when local is valid, to that
-// address (an unspecified local takes any address of its family, or of
-// both for an unspecified IPv6 one). It verifies checksums as mode says.
-// It never writes to f and does not allocate.
+// rxParser finds the datagrams for one conn in received frames: untagged
+// Ethernet II frames with an IPv4 or IPv6 UDP datagram to a port from
+// port to port+ports-1 and to the local address (an unspecified one takes
+// any address of its family; of both for IPv6, like a dual-stack socket),
+// checksums verified as mode says. What it compares against is
+// precomputed, so that parse touches only the frame.
+type rxParser struct {
+	match   uint8 // matchAny, matchAny4, matchAny46, matchExact4, matchExact6
+	local4  [4]byte
+	local16 [16]byte
+	port    uint16
+	ports   int
+	mode    RxChecksum
+	wantDst bool // fill rxDatagram.dst's address too
+}
+
+const (
+	matchAny = iota
+	matchAny4
+	matchAny46
+	matchExact4
+	matchExact6
+)
+
+// newRxParser returns the parser for a conn on local (invalid: any
+// address) and ports ports from port on.
+func newRxParser(local netip.Addr, port uint16, ports int, mode RxChecksum) rxParser {
+	p := rxParser{port: port, ports: max(ports, 1), mode: mode}
+	switch {
+	case !local.IsValid():
+		p.match = matchAny
+	case local.IsUnspecified() && local.Is4():
+		p.match = matchAny4
+	case local.IsUnspecified():
+		p.match = matchAny46
+	case local.Is4():
+		p.match, p.local4 = matchExact4, local.As4()
+	default:
+		p.match, p.local16 = matchExact6, local.As16()
+	}
+	return p
+}
+
+// parseRx is the parser of newRxParser(local, port, 1, mode), with the
+// destination address filled in: for tests.
 func parseRx(f []byte, local netip.Addr, port uint16, mode RxChecksum) (rxDatagram, cause) {
 	return parseRxPorts(f, local, port, 1, mode)
 }
 
 // parseRxPorts is parseRx for a block of ports.
 func parseRxPorts(f []byte, local netip.Addr, port uint16, ports int, mode RxChecksum) (rxDatagram, cause) {
+	p := newRxParser(local, port, ports, mode)
+	p.wantDst = true
 	var d rxDatagram
+	c := p.parse(f, &d)
+	return d, c
+}
+
+// parse looks at a received frame and fills d with its datagram. It never
+// writes to f and does not allocate.
+func (p *rxParser) parse(f []byte, d *rxDatagram) cause {
 	if len(f) < ethLen {
-		return d, causeMalformed
+		return causeMalformed
 	}
 	var l4 []byte
-	var pseudo uint16
+	var pseudo uint64 // the pseudo-header's sum but for the length, 0: no UDP checksum to verify
+	verify := p.mode != RxChecksumNone
 	switch binary.BigEndian.Uint16(f[12:]) {
 	case etherIPv4:
 		ip := f[ethLen:]
-		if len(ip) < ipv4Len {
-			return d, causeMalformed
-		}
-		if ip[0]>>4 != 4 {
-			return d, causeMalformed
+		if len(ip) < ipv4Len || ip[0]>>4 != 4 {
+			return causeMalformed
 		}
 		ihl := int(ip[0]&0x0f) * 4
 		tot := int(binary.BigEndian.Uint16(ip[2:]))
 		if ihl < ipv4Len || tot < ihl || tot > len(ip) {
-			return d, causeMalformed
+			return causeMalformed
 		}
 		if binary.BigEndian.Uint16(ip[6:])&0x3fff != 0 {
-			return d, causeFragment
+			return causeFragment
 		}
 		if ip[9] != protoUDP {
-			return d, causeNotUDP
+			return causeNotUDP
 		}
-		dst := netip.AddrFrom4([4]byte(ip[16:20]))
-		if !accepts(local, dst) {
-			return d, causeNotForUs
+		switch p.match {
+		case matchExact4:
+			if [4]byte(ip[16:20]) != p.local4 {
+				return causeNotForUs
+			}
+		case matchExact6:
+			return causeNotForUs
 		}
-		if mode != RxChecksumNone && offload.Checksum(ip[:ihl], 0) != 0xffff {
-			return d, causeBadChecksum
+		if verify {
+			// The header's words, end-around: 0xffff when right.
+			var s uint64
+			for i := 0; i < ihl; i += 4 {
+				s += uint64(binary.BigEndian.Uint32(ip[i:]))
+			}
+			if offload.Fold(s) != 0xffff {
+				return causeBadChecksum
+			}
 		}
 		l4 = ip[ihl:tot]
 		if len(l4) < udpLen {
-			return d, causeMalformed
+			return causeMalformed
 		}
 		d.src = netip.AddrPortFrom(netip.AddrFrom4([4]byte(ip[12:16])), binary.BigEndian.Uint16(l4[0:]))
-		d.dst = netip.AddrPortFrom(dst, binary.BigEndian.Uint16(l4[2:]))
-		if mode != RxChecksumNone && binary.BigEndian.Uint16(l4[6:]) != 0 {
-			pseudo = offload.PseudoHeaderIPv4([4]byte(ip[12:16]), [4]byte(ip[16:20]), protoUDP, 0)
+		if p.wantDst {
+			d.dst = netip.AddrPortFrom(netip.AddrFrom4([4]byte(ip[16:20])), binary.BigEndian.Uint16(l4[2:]))
+		}
+		if verify && binary.BigEndian.Uint16(l4[6:]) != 0 {
+			pseudo = uint64(binary.BigEndian.Uint32(ip[12:])) + uint64(binary.BigEndian.Uint32(ip[16:])) + protoUDP
 		}
 	case etherIPv6:
 		ip := f[ethLen:]
-		if len(ip) < ipv6Len {
-			return d, causeMalformed
-		}
-		if ip[0]>>4 != 6 {
-			return d, causeMalformed
+		if len(ip) < ipv6Len || ip[0]>>4 != 6 {
+			return causeMalformed
 		}
 		plen := int(binary.BigEndian.Uint16(ip[4:]))
 		if ipv6Len+plen > len(ip) {
-			return d, causeMalformed
+			return causeMalformed
 		}
 		if ip[6] != protoUDP {
-			return d, causeNotUDP
+			return causeNotUDP
 		}
-		dst := netip.AddrFrom16([16]byte(ip[24:40]))
-		if !accepts(local, dst) {
-			return d, causeNotForUs
+		switch p.match {
+		case matchExact6:
+			if [16]byte(ip[24:40]) != p.local16 {
+				return causeNotForUs
+			}
+		case matchExact4, matchAny4:
+			return causeNotForUs
 		}
 		l4 = ip[ipv6Len : ipv6Len+plen]
 		if len(l4) < udpLen {
-			return d, causeMalformed
+			return causeMalformed
 		}
 		d.src = netip.AddrPortFrom(netip.AddrFrom16([16]byte(ip[8:24])), binary.BigEndian.Uint16(l4[0:]))
-		d.dst = netip.AddrPortFrom(dst, binary.BigEndian.Uint16(l4[2:]))
-		if mode != RxChecksumNone {
+		if p.wantDst {
+			d.dst = netip.AddrPortFrom(netip.AddrFrom16([16]byte(ip[24:40])), binary.BigEndian.Uint16(l4[2:]))
+		}
+		if verify {
 			if binary.BigEndian.Uint16(l4[6:]) == 0 {
-				return d, causeZeroChecksum6
+				return causeZeroChecksum6
 			}
-			pseudo = offload.PseudoHeaderIPv6([16]byte(ip[8:24]), [16]byte(ip[24:40]), protoUDP, 0)
+			pseudo = protoUDP
+			for i := 8; i < 40; i += 4 {
+				pseudo += uint64(binary.BigEndian.Uint32(ip[i:]))
+			}
 		}
 	default:
-		return d, causeNotIP
+		return causeNotIP
 	}
-	if p := d.dst.Port(); p < port || int(p-port) >= max(ports, 1) {
-		return d, causeNotForUs
+	dport := binary.BigEndian.Uint16(l4[2:])
+	if dport < p.port || int(dport-p.port) >= p.ports {
+		return causeNotForUs
+	}
+	if !p.wantDst {
+		d.dst = netip.AddrPortFrom(netip.Addr{}, dport)
 	}
 	ulen := int(binary.BigEndian.Uint16(l4[4:]))
 	if ulen < udpLen || ulen > len(l4) {
-		return d, causeMalformed
+		return causeMalformed
 	}
 	l4 = l4[:ulen]
 	if pseudo != 0 {
-		ph := offload.Combine(pseudo, uint16(ulen))
+		ph := offload.Fold(pseudo + uint64(ulen))
 		if offload.Checksum(l4, ph) != 0xffff {
 			// A sender that left the sum to an offload wrote the
 			// pseudo-header sum into the field and nothing more.
 			if binary.BigEndian.Uint16(l4[6:]) != ph {
-				return d, causeBadChecksum
+				return causeBadChecksum
 			}
-			if mode != RxChecksumAcceptPartial {
-				return d, causePartialChecksum
+			if p.mode != RxChecksumAcceptPartial {
+				return causePartialChecksum
 			}
 		}
 	}
 	d.payload = l4[udpLen:]
-	return d, causeOK
+	return causeOK
 }
 
 // accepts reports whether a datagram to dst is for the local address
@@ -242,72 +312,83 @@ func headerLen(dst netip.Addr) int {
 // headerLen(h.dst.Addr())+len(payload) bytes; id is the IPv4
 // identification.
 func writeDatagram(frame []byte, h *txHeader, id uint16, payload []byte) int {
-	src, dst := h.src.Addr(), h.dst.Addr()
-	copy(frame[0:6], h.dstMAC)
-	copy(frame[6:12], h.srcMAC)
-	ip := frame[ethLen:]
-	ulen := udpLen + len(payload)
-	var udp []byte
-	var pseudo uint16
-	ipHdr := ipv6Len
-	if dst.Is4() {
-		ipHdr = ipv4Len
-		binary.BigEndian.PutUint16(frame[12:], etherIPv4)
-		ip[0] = 0x45
-		ip[1] = h.tos
-		binary.BigEndian.PutUint16(ip[2:], uint16(ipv4Len+ulen))
-		binary.BigEndian.PutUint16(ip[4:], id)
-		binary.BigEndian.PutUint16(ip[6:], 0x4000) // DF: the path MTU is respected, never fragmented
-		ip[8] = h.ttl
-		ip[9] = protoUDP
-		ip[10], ip[11] = 0, 0
-		s4, d4 := src.As4(), dst.As4()
-		copy(ip[12:16], s4[:])
-		copy(ip[16:20], d4[:])
-		binary.BigEndian.PutUint16(ip[10:], ^offload.Checksum(ip[:ipv4Len], 0))
-		udp = ip[ipv4Len:]
-		pseudo = offload.PseudoHeaderIPv4(s4, d4, protoUDP, uint16(ulen))
-	} else {
-		binary.BigEndian.PutUint16(frame[12:], etherIPv6)
-		binary.BigEndian.PutUint32(ip[0:], 6<<28|uint32(h.tos)<<20)
-		binary.BigEndian.PutUint16(ip[4:], uint16(ulen))
-		ip[6] = protoUDP
-		ip[7] = h.ttl
-		s16, d16 := src.As16(), dst.As16()
-		copy(ip[8:24], s16[:])
-		copy(ip[24:40], d16[:])
-		udp = ip[ipv6Len:]
-		pseudo = offload.PseudoHeaderIPv6(s16, d16, protoUDP, uint32(ulen))
-	}
-	binary.BigEndian.PutUint16(udp[0:], h.src.Port())
-	binary.BigEndian.PutUint16(udp[2:], h.dst.Port())
-	binary.BigEndian.PutUint16(udp[4:], uint16(ulen))
-	udp[6], udp[7] = 0, 0
-	_, sum := offload.CopyChecksum(udp[udpLen:], payload)
-	sum = offload.Combine(offload.Combine(sum, pseudo), offload.Checksum(udp[:udpLen], 0))
-	c := ^sum
+	n, sum := writeHeaders(frame, h, id, len(payload))
+	udp := frame[n-udpLen : n]
+	_, ps := offload.CopyChecksum(frame[n:], payload)
+	c := ^offload.Fold(sum + uint64(ps))
 	if c == 0 {
 		c = 0xffff // 0 means "no checksum"
 	}
 	binary.BigEndian.PutUint16(udp[6:], c)
-	return ethLen + ipHdr + ulen
+	return n + len(payload)
+}
+
+// writeHeaders writes the headers of h for a payload of plen bytes, the
+// IPv4 header checksum filled and the UDP one 0, and returns their length
+// and the UDP checksum's sum so far: pseudo-header and UDP header, as
+// 16-bit words added in a wide accumulator (fold it with the payload's).
+func writeHeaders(frame []byte, h *txHeader, id uint16, plen int) (int, uint64) {
+	src, dst := h.src.Addr(), h.dst.Addr()
+	copy(frame[0:6], h.dstMAC)
+	copy(frame[6:12], h.srcMAC)
+	ip := frame[ethLen:]
+	ulen := uint64(udpLen + plen)
+	sport, dport := h.src.Port(), h.dst.Port()
+	// Pseudo-header (but the addresses) and UDP header words.
+	sum := protoUDP + ulen + ulen + uint64(sport) + uint64(dport)
+	var hl int
+	if dst.Is4() {
+		hl = ethLen + ipv4Len + udpLen
+		binary.BigEndian.PutUint16(frame[12:], etherIPv4)
+		s4, d4 := src.As4(), dst.As4()
+		tot := uint32(ipv4Len) + uint32(ulen)
+		w0 := 0x45<<24 | uint32(h.tos)<<16 | tot
+		w1 := uint32(id)<<16 | 0x4000 // DF: the path MTU is respected, never fragmented
+		w2 := uint32(h.ttl)<<24 | protoUDP<<16
+		sa, da := binary.BigEndian.Uint32(s4[:]), binary.BigEndian.Uint32(d4[:])
+		binary.BigEndian.PutUint32(ip[0:], w0)
+		binary.BigEndian.PutUint32(ip[4:], w1)
+		hs := uint64(w0) + uint64(w1) + uint64(w2) + uint64(sa) + uint64(da)
+		binary.BigEndian.PutUint32(ip[8:], w2|uint32(^offload.Fold(hs)))
+		binary.BigEndian.PutUint32(ip[12:], sa)
+		binary.BigEndian.PutUint32(ip[16:], da)
+		sum += uint64(sa) + uint64(da)
+	} else {
+		hl = ethLen + ipv6Len + udpLen
+		binary.BigEndian.PutUint16(frame[12:], etherIPv6)
+		binary.BigEndian.PutUint32(ip[0:], 6<<28|uint32(h.tos)<<20)
+		binary.BigEndian.PutUint32(ip[4:], uint32(ulen)<<16|protoUDP<<8|uint32(h.ttl))
+		s16, d16 := src.As16(), dst.As16()
+		copy(ip[8:24], s16[:])
+		copy(ip[24:40], d16[:])
+		for i := 0; i < 16; i += 4 {
+			sum += uint64(binary.BigEndian.Uint32(s16[i:])) + uint64(binary.BigEndian.Uint32(d16[i:]))
+		}
+	}
+	udp := frame[hl-udpLen : hl]
+	binary.BigEndian.PutUint32(udp[0:], uint32(sport)<<16|uint32(dport))
+	binary.BigEndian.PutUint32(udp[4:], uint32(ulen)<<16)
+	return hl, sum
 }
 
 // writeDatagramPartial is writeDatagram for a checksum offload: the UDP
 // checksum field gets the pseudo-header sum (CHECKSUM_PARTIAL), and the
-// kernel or the NIC adds the rest.
+// kernel or the NIC adds the rest; the payload is only copied.
 func writeDatagramPartial(frame []byte, h *txHeader, id uint16, payload []byte) int {
-	n := writeDatagram(frame, h, id, payload)
-	udp := frame[headerLen(h.dst.Addr())-udpLen:]
-	ulen := uint16(udpLen + len(payload))
-	var ph uint16
+	n, _ := writeHeaders(frame, h, id, len(payload))
+	copy(frame[n:], payload)
+	ulen := uint64(udpLen + len(payload))
+	var ph uint64 = protoUDP + ulen
+	ip := frame[ethLen:]
 	if h.dst.Addr().Is4() {
-		ph = offload.PseudoHeaderIPv4(h.src.Addr().As4(), h.dst.Addr().As4(), protoUDP, ulen)
+		ph += uint64(binary.BigEndian.Uint32(ip[12:])) + uint64(binary.BigEndian.Uint32(ip[16:]))
 	} else {
-		ph = offload.PseudoHeaderIPv6(h.src.Addr().As16(), h.dst.Addr().As16(), protoUDP, uint32(ulen))
+		for i := 8; i < 40; i += 4 {
+			ph += uint64(binary.BigEndian.Uint32(ip[i:]))
+		}
 	}
-	binary.BigEndian.PutUint16(udp[6:], ph)
-	return n
+	binary.BigEndian.PutUint16(frame[n-udpLen+6:], offload.Fold(ph))
+	return n + len(payload)
 }
 
 func itoa(v int) string {

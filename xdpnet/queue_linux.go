@@ -117,14 +117,14 @@ func (q *Queue) Stats() QueueStats {
 	return st
 }
 
-// parse finds the datagram in a received frame for this conn.
-func (q *Queue) parse(f []byte) (rxDatagram, cause) {
+// parse finds the datagram for this conn in a received frame.
+func (q *Queue) parse(f []byte, d *rxDatagram) cause {
 	c := q.c
-	d, why := parseRxPorts(f, c.laddr.Addr(), c.laddr.Port(), c.cfg.Ports, c.cfg.RxChecksum)
+	why := c.parser.parse(f, d)
 	if why == causeOK && c.raddr.IsValid() && d.src != c.raddr {
 		why = causeOtherPeer
 	}
-	return d, why
+	return why
 }
 
 // ReadView fills msgs with up to len(msgs) datagrams of the queue
@@ -230,9 +230,10 @@ func (q *Queue) viewsOf(msgs []Message) int {
 	var drops [numCauses]uint64
 	n := 0
 	var bytes uint64
+	var d rxDatagram
 	for i := 0; i < q.vb.Len() && n < len(msgs); i++ {
 		q.touchAhead(q.vb, i+touchDistance)
-		d, why := q.parse(q.vb.Frame(i))
+		why := q.parse(q.vb.Frame(i), &d)
 		if why != causeOK {
 			drops[why]++
 			continue
@@ -353,6 +354,7 @@ func (q *Queue) copyOut(msgs []Message, gro bool) (int, error) {
 	}
 	var drops [numCauses]uint64
 	var bytes, truncated uint64
+	var d rxDatagram
 	datagrams := 0
 	n := 0
 	for n < len(msgs) {
@@ -367,7 +369,7 @@ func (q *Queue) copyOut(msgs []Message, gro bool) (int, error) {
 		}
 		for q.rnext < q.rb.Len() && n < len(msgs) {
 			q.touchAhead(q.rb, q.rnext+touchDistance)
-			d, why := q.parse(q.rb.Frame(q.rnext))
+			why := q.parse(q.rb.Frame(q.rnext), &d)
 			q.rnext++
 			if why != causeOK {
 				drops[why]++
@@ -375,7 +377,7 @@ func (q *Queue) copyOut(msgs []Message, gro bool) (int, error) {
 			}
 			datagrams++
 			bytes += uint64(len(d.payload))
-			if gro && n > 0 && merge(&msgs[n-1], d) {
+			if gro && n > 0 && merge(&msgs[n-1], &d) {
 				continue
 			}
 			m := &msgs[n]
@@ -425,7 +427,7 @@ const maxGROSegments = 64
 // merge appends d to m, as UDP GRO would, when it comes from the same
 // peer, m's datagrams so far are all of one size and d is no larger, and
 // m's buffer has room; it reports whether it did.
-func merge(m *Message, d rxDatagram) bool {
+func merge(m *Message, d *rxDatagram) bool {
 	if m.Truncated || m.Addr != d.src || m.LocalPort != d.dst.Port() || len(d.payload) == 0 {
 		return false
 	}
