@@ -471,14 +471,26 @@ func (q *Queue) WriteBatch(msgs []Message) (int, error) {
 	}
 	defer q.release()
 	done := 0 // messages wholly on the ring
+	// Consecutive messages to one address look its hop up once.
+	var last netip.Addr
+	var hop nexthop.Hop
 	for i := range msgs {
 		m := &msgs[i]
 		dst := unmapAP(c.dstOf(m))
-		if err := c.checkDst(dst); err != nil {
-			return q.failAt(i, done, c.opErr("write", dst, err))
+		if dst.Addr() != last {
+			if err := c.checkDst(dst); err != nil {
+				return q.failAt(i, done, c.opErr("write", dst, err))
+			}
+			var ok bool
+			if hop, ok = c.res.Lookup(dst.Addr()); ok {
+				last = dst.Addr()
+			} else {
+				last = netip.Addr{}
+			}
+		} else if dst.Port() == 0 {
+			return q.failAt(i, done, c.opErr("write", dst, c.checkDst(dst)))
 		}
-		hop, ok := c.res.Lookup(dst.Addr())
-		if !ok {
+		if !last.IsValid() {
 			// Not resolved yet (a new peer, or the tables changed): the
 			// resolver starts on it, and the kernel sends this message as
 			// it sends its own, queueing it while it resolves the
@@ -612,9 +624,9 @@ func (q *Queue) queueMessage(m *Message, dst netip.AddrPort, hop nexthop.Hop) er
 		}
 		q.ipID++
 		q.tb.SetLen(fi, n)
-		q.ctr.sent.Add(1)
-		q.ctr.sentBytes.Add(uint64(len(p)))
 	}
+	q.ctr.sent.Add(uint64(segs))
+	q.ctr.sentBytes.Add(uint64(len(payload)))
 	return nil
 }
 
