@@ -294,3 +294,45 @@ func TestGroupAndCoalescedReaders(t *testing.T) {
 		})
 	}
 }
+
+// The next hop follows the kernel's neighbour table: a changed MAC is
+// used for the next datagram (here, one A's kernel then ignores as not
+// its own), and the right one again after it is restored.
+func TestNextHopFollowsNeighbourChanges(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 1})
+	c := listen(t, pair.B, netip.AddrPortFrom(pair.B.IPv4, port), xdpnet.Config{})
+	peer := kernelUDP(t, pair.A, netip.AddrPortFrom(pair.A.IPv4, port))
+	to := netip.AddrPortFrom(pair.A.IPv4, port)
+	buf := make([]byte, 100)
+	arrives := func(msg string, want bool) {
+		t.Helper()
+		// The first datagram to a peer goes through the kernel socket; send
+		// until one leaves through AF_XDP, then look at what A got.
+		before := c.Stats().Queues[0].Sent
+		for i := 0; i < 100 && c.Stats().Queues[0].Sent == before; i++ {
+			if _, err := c.WriteToUDPAddrPort([]byte(msg), to); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		got := false
+		for {
+			peer.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+			n, err := peer.Read(buf)
+			if err != nil {
+				break
+			}
+			got = got || string(buf[:n]) == msg
+		}
+		if got != want {
+			t.Errorf("%q reached A: %v, want %v", msg, got, want)
+		}
+	}
+	arrives("to the right MAC", true)
+	run(t, pair.B, "ip", "neigh", "replace", pair.A.IPv4.String(), "lladdr", "02:00:00:00:00:99", "dev", pair.B.Link, "nud", "permanent")
+	time.Sleep(50 * time.Millisecond) // the notification reaches the cache
+	arrives("to a MAC that is not A's", false)
+	run(t, pair.B, "ip", "neigh", "replace", pair.A.IPv4.String(), "lladdr", pair.A.MAC.String(), "dev", pair.B.Link, "nud", "permanent")
+	time.Sleep(50 * time.Millisecond)
+	arrives("to the right MAC again", true)
+}
