@@ -3,8 +3,10 @@
 package bench
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
@@ -18,6 +20,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpio/xdpio/internal/asaviefix"
+	"github.com/xdpio/xdpio/internal/nexthop"
+	"github.com/xdpio/xdpio/xdpnet"
 	"github.com/xdpio/xdpio/xsk"
 )
 
@@ -25,8 +29,11 @@ import (
 // github.com/asavie/xdp v0.3.3, the Go AF_XDP library xdpio is compared
 // with. It has the shape of XSKDataPlane, so the two run the same tests
 // side by side: one asavie socket (with its own UMEM) per RX queue of
-// Iface, received frames parsed and replies built by the same code
-// (parseUDP, buildUDP), the peer's MAC from the neighbour table.
+// Iface, received frames checked and parsed, and replies built, by the
+// same frame codec as XSKDataPlane's (package xdpnet's ParseFrame and
+// WriteFrame, with the same checksum rule, asaviePartial), and the next
+// hop from the kernel's route and neighbour tables (package
+// internal/nexthop, as xdpnet's).
 //
 // The sockets are driven the way asavie's documentation shows: Fill the
 // fill ring with GetDescs, Receive, Transmit descriptors from GetDescs,
@@ -406,15 +413,6 @@ func (set *asavieSet) close() error {
 	return errors.Join(errs...)
 }
 
-// interfaceByName is net.InterfaceByName with xsk.ErrNoDevice.
-func interfaceByName(name string) (*net.Interface, error) {
-	ifi, err := net.InterfaceByName(name)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", xsk.ErrNoDevice, err)
-	}
-	return ifi, nil
-}
-
 // Check opens the asavie sockets and the XDP program on Iface once and
 // closes them again, so that a missing interface, privilege or kernel
 // feature, or queues held by another program, is reported when a server
@@ -438,9 +436,40 @@ func (d *AsavieDataPlane) Check() error {
 	return nil
 }
 
+// asaviePartial is how the asavie data plane checks received checksums:
+// as XSKDataPlane does (see XSKDataPlane.netConfig), accepting the
+// unfinished UDP checksums of senders on this host behind a veth with TX
+// checksum offload on, so that both backends do the same work per frame.
+const asaviePartial = xdpnet.RxChecksumAcceptPartial
+
+// parseFrame finds the UDP datagram to port in a received frame.
+func parseFrame(f []byte, port uint16) (xdpnet.Datagram, bool) {
+	d, err := xdpnet.ParseFrame(f, asaviePartial)
+	return d, err == nil && d.Dst.Port() == port
+}
+
+// newResolver opens a next-hop resolver for ifi in the calling thread's
+// namespace.
+func newResolver(ifi *net.Interface) (*nexthop.Resolver, error) {
+	r, err := nexthop.New(ifi.Index, nexthop.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("next-hop resolver for %s: %w", ifi.Name, err)
+	}
+	return r, nil
+}
+
+// asavieHop returns the cached hop to dst, or asks the kernel for it.
+func asavieHop(r *nexthop.Resolver, dst netip.Addr) (nexthop.Hop, error) {
+	if hop, ok := r.Lookup(dst); ok {
+		return hop, nil
+	}
+	return r.Resolve(context.Background(), dst) // bounded by the resolver's ResolveTimeout
+}
+
 // Listen opens asavie sockets on every queue of Iface for UDP to local's
 // port.
 func (d *AsavieDataPlane) Listen(local netip.AddrPort) (PacketConn, error) {
+	local = netip.AddrPortFrom(local.Addr().Unmap(), local.Port())
 	c := &asavieConn{local: local, onClose: d.OnClose}
 	err := d.run(func() error {
 		ifi, err := interfaceByName(d.Iface)
@@ -448,14 +477,15 @@ func (d *AsavieDataPlane) Listen(local netip.AddrPort) (PacketConn, error) {
 			return err
 		}
 		c.mac = ifi.HardwareAddr
-		if c.set, err = d.openAsavie(ifi, []xsk.Rule{xsk.UDPPort(local.Port())}); err != nil {
+		if c.res, err = newResolver(ifi); err != nil {
 			return err
 		}
-		c.ifindex = ifi.Index
-		c.neigh, _ = neighbours(ifi.Index)
+		if c.set, err = d.openAsavie(ifi, []xsk.Rule{xsk.UDPPort(local.Port())}); err != nil {
+			c.res.Close()
+			return err
+		}
 		return nil
 	})
-	c.do = d.run
 	if err != nil {
 		return nil, fmt.Errorf("asavie listen %s %v: %w", d.Iface, local, err)
 	}
@@ -468,14 +498,11 @@ func (d *AsavieDataPlane) Listen(local netip.AddrPort) (PacketConn, error) {
 // asavieConn is a server endpoint: datagrams from every queue's socket,
 // replies through queue 0's.
 type asavieConn struct {
-	set     *asavieSet
-	local   netip.AddrPort
-	mac     net.HardwareAddr
-	ifindex int
-	do      func(func() error) error // runs fn in the interface's namespace
-	// neigh is the neighbour table read at Listen, completed by
-	// WriteBatch with the next hops it resolves.
-	neigh map[netip.Addr]net.HardwareAddr
+	set   *asavieSet
+	local netip.AddrPort
+	mac   net.HardwareAddr
+	res   *nexthop.Resolver // the next hops of replies
+	macs  []net.HardwareAddr
 	fds   []unix.PollFd
 	turn  int
 
@@ -516,13 +543,13 @@ func (c *asavieConn) ReadBatch(msgs []Message) (int, error) {
 				a.receive(min(a.batch, len(msgs)-n))
 			}
 			for ; a.next < len(a.rx) && n < len(msgs); a.next++ {
-				src, dport, payload, ok := parseUDP(a.s.GetFrame(a.rx[a.next]))
-				if !ok || dport != c.local.Port() {
+				d, ok := parseFrame(a.s.GetFrame(a.rx[a.next]), c.local.Port())
+				if !ok {
 					c.notUDP.Add(1)
 					continue
 				}
-				msgs[n].N = copy(msgs[n].Buf, payload)
-				msgs[n].Addr = src
+				msgs[n].N = copy(msgs[n].Buf, d.Payload)
+				msgs[n].Addr = d.Src
 				n++
 			}
 			a.mu.Unlock()
@@ -594,12 +621,12 @@ func (q *asavieQueueReader) ReadView(msgs []Message, timeout time.Duration) (int
 		}
 		n := 0
 		for ; a.next < len(a.rx) && n < len(msgs); a.next++ {
-			src, dport, payload, ok := parseUDP(a.s.GetFrame(a.rx[a.next]))
-			if !ok || dport != c.local.Port() {
+			d, ok := parseFrame(a.s.GetFrame(a.rx[a.next]), c.local.Port())
+			if !ok {
 				c.notUDP.Add(1)
 				continue
 			}
-			msgs[n] = Message{Buf: payload, N: len(payload), Addr: src}
+			msgs[n] = Message{Buf: d.Payload, N: len(d.Payload), Addr: d.Src}
 			n++
 		}
 		a.mu.Unlock()
@@ -633,29 +660,24 @@ func (c *asavieConn) WriteBatch(msgs []Message) (int, error) {
 	if c.closed.Load() {
 		return 0, net.ErrClosed
 	}
-	// Destinations missing from the neighbour table read at Listen are
-	// routed and resolved now, before queue 0's socket is taken from its
-	// reader (once; the answer is kept).
+	// The next hops first (from the resolver's cache; a missing one is
+	// resolved by the kernel), before queue 0's socket is taken from its
+	// reader.
+	c.macs = c.macs[:0]
 	for _, m := range msgs {
-		dst := m.Addr.Addr().Unmap()
-		if _, ok := c.neigh[dst]; ok {
-			continue
-		}
-		var mac net.HardwareAddr
-		if err := c.do(func() (err error) {
-			_, mac, err = nextHopMAC(c.ifindex, dst, resolveTimeout)
-			return err
-		}); err != nil {
+		hop, err := asavieHop(c.res, m.Addr.Addr())
+		if err != nil {
 			return 0, fmt.Errorf("asavie write to %v: %w", m.Addr, err)
 		}
-		c.neigh[dst] = mac
+		c.macs = append(c.macs, hop.MAC)
 	}
 	a := c.set.socks[0]
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.send(len(msgs), c.set.frameSize, func(i int, frame []byte) (int, error) {
 		m := msgs[i]
-		return buildUDP(frame, c.mac, c.neigh[m.Addr.Addr().Unmap()], c.local, m.Addr, m.Buf[:m.N])
+		h := xdpnet.Header{SrcMAC: c.mac, DstMAC: c.macs[i], Src: c.local, Dst: m.Addr}
+		return xdpnet.WriteFrame(frame, &h, m.Buf[:m.N])
 	})
 }
 
@@ -668,15 +690,73 @@ func (c *asavieConn) Close() error {
 	if c.onClose != nil {
 		c.onClose(c.set.counts())
 	}
+	defer c.res.Close()
 	return c.set.close()
+}
+
+// Client ports of the asavie data plane: a block of asaviePorts below
+// Linux's default ephemeral range (32768-60999), so the XDP filter does
+// not take the kernel's own sockets' replies. (XSKDataPlane's client has
+// xdpnet pick and reserve its block.)
+const (
+	asaviePortLow  = 20000
+	asaviePortHigh = 32000
+	asaviePorts    = 256
+)
+
+// asaviePortBlock is what the asavie client's streams share apart from
+// the sockets: the interface's MAC and the block of source ports its XDP
+// filter takes, handed out one per stream.
+type asaviePortBlock struct {
+	iface string
+	mac   net.HardwareAddr
+	base  uint16
+	next  int
+}
+
+// newAsaviePortBlock picks a block of asaviePorts ports at random between
+// asaviePortLow and asaviePortHigh.
+func newAsaviePortBlock(iface string) asaviePortBlock {
+	return asaviePortBlock{iface: iface,
+		base: uint16(asaviePortLow + rand.IntN((asaviePortHigh-asaviePortLow)/asaviePorts)*asaviePorts)}
+}
+
+// filter is the XDP rule that takes UDP to the block.
+func (b *asaviePortBlock) filter() []xsk.Rule {
+	return []xsk.Rule{{Protocol: unix.IPPROTO_UDP, DstPortMin: b.base, DstPortMax: b.base + asaviePorts - 1}}
+}
+
+// port gives the next stream from src towards remote its port and the
+// socket (TX queue, of queues) it sends from: the block's next port, or
+// the Placer's, whose queue it then sends from too (where a device has no
+// RSS, as veth, the peer receives on the queue a frame was sent from).
+// inUse reports ports streams hold.
+func (b *asaviePortBlock) port(src netip.Addr, remote netip.AddrPort, queues int, placer *Placer, inUse func(uint16) bool) (port uint16, txq int, err error) {
+	if b.next >= asaviePorts {
+		return 0, 0, fmt.Errorf("all %d client ports in use: %w", asaviePorts, ErrUnsupported)
+	}
+	port, txq = b.base+uint16(b.next), b.next%queues
+	if placer != nil {
+		p, q, err := placer.port(src, remote, b.base, b.base+asaviePorts-1)
+		if err != nil {
+			return 0, 0, err
+		}
+		if inUse(p) {
+			return 0, 0, fmt.Errorf("placed port %d is in use", p)
+		}
+		port, txq = p, int(q)%queues
+	}
+	b.next++
+	return port, txq, nil
 }
 
 // asavieShared is the sockets a client's streams share, as xskShared is
 // for XSKDataPlane: a block of source ports, each stream one of them.
 type asavieShared struct {
-	portBlock
+	asaviePortBlock
 	mu      sync.Mutex
 	set     *asavieSet
+	res     *nexthop.Resolver // the server's next hop
 	fds     []unix.PollFd
 	conns   map[uint16]*asavieClientConn
 	stray   uint64
@@ -706,37 +786,49 @@ func (d *AsavieDataPlane) Dial(remote netip.AddrPort) (PacketConn, error) {
 		// that no XDP program stays attached.
 		sh.closed = true
 		d.client = nil
-		sh.set.close()
+		sh.close()
 	}
-	return c, err
+	if err != nil {
+		return nil, fmt.Errorf("asavie dial %v: %w", remote, err)
+	}
+	return c, nil
 }
 
 // dial adds a stream to sh, whose lock the caller holds.
 func (d *AsavieDataPlane) dial(sh *asavieShared, remote netip.AddrPort) (PacketConn, error) {
-	local, txq, mac, err := sh.stream(remote, len(sh.set.socks), d.Placer, func(p uint16) bool { return sh.conns[p] != nil }, d.run)
+	remote = netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port())
+	// The server's next hop and the source address towards it: from the
+	// kernel's route and neighbour tables, resolved through the kernel
+	// when it has no entry yet.
+	hop, err := sh.res.Resolve(context.Background(), remote.Addr())
 	if err != nil {
 		return nil, err
 	}
-	c := &asavieClientConn{d: d, sh: sh, local: local, dstMAC: mac,
-		remote: netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port()), txq: txq,
-		fds: append([]unix.PollFd(nil), sh.fds...)}
+	port, txq, err := sh.port(hop.Src, remote, len(sh.set.socks), d.Placer, func(p uint16) bool { return sh.conns[p] != nil })
+	if err != nil {
+		return nil, err
+	}
+	c := &asavieClientConn{d: d, sh: sh, local: netip.AddrPortFrom(hop.Src, port),
+		remote: remote, txq: txq, fds: append([]unix.PollFd(nil), sh.fds...)}
 	sh.refs++
-	sh.conns[local.Port()] = c
+	sh.conns[port] = c
 	return c, nil
 }
 
 func (d *AsavieDataPlane) openShared() (*asavieShared, error) {
-	// The same port block scheme and filter as XSKDataPlane's client.
-	sh := &asavieShared{portBlock: newPortBlock("asavie", d.Iface), conns: map[uint16]*asavieClientConn{}, onClose: d.OnClose}
+	sh := &asavieShared{asaviePortBlock: newAsaviePortBlock(d.Iface), conns: map[uint16]*asavieClientConn{}, onClose: d.OnClose}
 	err := d.run(func() error {
 		ifi, err := interfaceByName(d.Iface)
 		if err != nil {
 			return err
 		}
-		if err := sh.learn(ifi); err != nil {
+		sh.mac = ifi.HardwareAddr
+		if sh.res, err = newResolver(ifi); err != nil {
 			return err
 		}
-		sh.set, err = d.openAsavie(ifi, sh.filter())
+		if sh.set, err = d.openAsavie(ifi, sh.filter()); err != nil {
+			sh.res.Close()
+		}
 		return err
 	})
 	if err != nil {
@@ -748,6 +840,12 @@ func (d *AsavieDataPlane) openShared() (*asavieShared, error) {
 	return sh, nil
 }
 
+// close closes the sockets and the resolver. No stream may use them.
+func (sh *asavieShared) close() error {
+	defer sh.res.Close()
+	return sh.set.close()
+}
+
 // asavieClientConn is one client stream: a source port on the shared
 // sockets, sending through the socket of queue txq, receiving what is
 // routed to its port.
@@ -757,7 +855,6 @@ type asavieClientConn struct {
 	local    netip.AddrPort
 	remote   netip.AddrPort
 	txq      int
-	dstMAC   net.HardwareAddr // the next hop's
 	in       inbox
 	fds      []unix.PollFd // the shared sockets', polled by this stream's reader
 	deadline time.Time
@@ -782,17 +879,17 @@ func (sh *asavieShared) pump() {
 			a.receive(a.batch)
 		}
 		for ; a.next < len(a.rx); a.next++ {
-			src, dport, payload, ok := parseUDP(a.s.GetFrame(a.rx[a.next]))
-			if !ok {
+			d, err := xdpnet.ParseFrame(a.s.GetFrame(a.rx[a.next]), asaviePartial)
+			if err != nil {
 				sh.stray++
 				continue
 			}
-			c := sh.conns[dport]
+			c := sh.conns[d.Dst.Port()]
 			if c == nil {
 				sh.stray++
 				continue
 			}
-			c.in.push(src, payload)
+			c.in.push(d.Src, d.Payload)
 		}
 		a.mu.Unlock()
 	}
@@ -827,18 +924,24 @@ func (c *asavieClientConn) ReadBatch(msgs []Message) (int, error) {
 
 func (c *asavieClientConn) WriteBatch(msgs []Message) (int, error) {
 	sh := c.sh
+	// The next hop from the resolver's cache (the kernel's, when the
+	// tables changed), before the shared sockets are taken.
+	hop, err := asavieHop(sh.res, c.remote.Addr())
+	if err != nil {
+		return 0, fmt.Errorf("asavie write to %v: %w", c.remote, err)
+	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if c.closed || sh.closed {
 		return 0, net.ErrClosed
 	}
-	mac := c.dstMAC
 	a := sh.set.socks[c.txq]
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	h := xdpnet.Header{SrcMAC: sh.mac, DstMAC: hop.MAC, Src: c.local, Dst: c.remote}
 	return a.send(len(msgs), sh.set.frameSize, func(i int, frame []byte) (int, error) {
 		m := msgs[i]
-		return buildUDP(frame, sh.mac, mac, c.local, c.remote, m.Buf[:m.N])
+		return xdpnet.WriteFrame(frame, &h, m.Buf[:m.N])
 	})
 }
 
@@ -865,5 +968,31 @@ func (c *asavieClientConn) Close() error {
 	if sh.onClose != nil {
 		sh.onClose(sh.set.counts())
 	}
-	return sh.set.close()
+	return sh.close()
+}
+
+// pollIn waits up to d for any of fds to become readable.
+func pollIn(fds []unix.PollFd, d time.Duration) error {
+	for i := range fds {
+		fds[i].Events, fds[i].Revents = unix.POLLIN, 0
+	}
+	ts := unix.NsecToTimespec(int64(d))
+	if _, err := unix.Ppoll(fds, &ts, nil); err != nil && !errors.Is(err, unix.EINTR) {
+		return err
+	}
+	return nil
+}
+
+// readWait is how long a ReadBatch may wait in poll before it looks again:
+// at most most, and no later than deadline (zero: none). A deadline that
+// has passed gives os.ErrDeadlineExceeded.
+func readWait(deadline time.Time, most time.Duration) (time.Duration, error) {
+	if deadline.IsZero() {
+		return most, nil
+	}
+	left := time.Until(deadline)
+	if left <= 0 {
+		return 0, os.ErrDeadlineExceeded
+	}
+	return min(most, left), nil
 }

@@ -37,7 +37,8 @@ type PacketConn interface {
 	ReadBatch(msgs []Message) (int, error)
 	// WriteBatch sends msgs in order and returns how many were sent. A
 	// full queue returns the count so far with a nil error or
-	// ErrBackpressure; the caller retries the rest later.
+	// ErrBackpressure, and the caller retries the rest later; or the call
+	// waits until there is room (XSKDataPlane), which Close ends.
 	WriteBatch(msgs []Message) (int, error)
 	// SetReadDeadline bounds ReadBatch calls; the zero time removes it.
 	SetReadDeadline(t time.Time) error
@@ -62,40 +63,62 @@ type DataPlane interface {
 // MultiQueueConn is a PacketConn whose datagrams arrive on several
 // receive queues that can each be read on their own, without copying:
 // AF_XDP, with one socket per RX queue. A receiving end runs one goroutine
-// per queue over it instead of one ReadBatch loop, so the queues are read
+// per reader over it instead of one ReadBatch loop, so the queues are read
 // in parallel and each datagram is looked at where the kernel put it.
+// ReadBatch reads the same readers (copying), so that a conn can be read
+// with ReadBatch first (stream setup) and with its QueueReaders then.
 type MultiQueueConn interface {
 	PacketConn
-	// QueueReaders returns one reader per receive queue, in queue order.
+	// QueueReaders returns the conn's readers: one per receive queue, in
+	// queue order, and after them, if the conn has one, the reader of
+	// its kernel socket (KernelSocketQueue); or a single reader of
+	// everything (Queue -1). Every reader must be read: datagrams of one
+	// that is not are not received.
 	QueueReaders() []QueueReader
 }
+
+// KernelSocketQueue is QueueReader.Queue of the reader of the kernel UDP
+// socket an AF_XDP endpoint holds on its address (package xdpnet's): the
+// datagrams that reach the kernel instead of an AF_XDP socket (IPv4
+// fragments, which the kernel reassembles; datagrams on queues without a
+// socket) are read from it.
+const KernelSocketQueue = -2
 
 // QueueReader reads the datagrams of one receive queue in place. It is
 // used by one goroutine.
 type QueueReader interface {
-	// Queue is the receive queue's number, or -1 for a reader of every
-	// queue.
+	// Queue is the receive queue's number, -1 for a reader of every
+	// queue, or KernelSocketQueue.
 	Queue() int
 	// ReadView fills msgs with up to len(msgs) datagrams, blocking up to
 	// timeout until one arrives (0 datagrams and a nil error when it
 	// passes). Buf of each message aliases the receive ring's frame: it
 	// stays valid until the next ReadView or Done call on this reader,
 	// which give the frames back to the kernel. After the conn is closed
-	// it returns net.ErrClosed.
+	// it returns an error matching net.ErrClosed.
 	ReadView(msgs []Message, timeout time.Duration) (int, error)
-	// Done gives back the frames of the last ReadView; the conn's Close
-	// waits for it (or the next ReadView) when a reader holds frames.
+	// Done gives back the frames of the last ReadView. The frames a
+	// reader holds stay valid, also across the conn's Close, until Done
+	// or the next ReadView.
 	Done()
 }
 
 // QueueCount is what one RX queue's socket received during a test.
 type QueueCount struct {
-	Queue   int    `json:"queue"`
+	Queue int `json:"queue"`
+	// Packets and Bytes are the frames the socket took from its RX ring
+	// (what RSS and the XDP filter steered to the queue), delivered or
+	// not.
 	Packets uint64 `json:"packets"`
 	Bytes   uint64 `json:"bytes"`
 	// Dropped is what the kernel could not deliver to the socket
 	// (rx_dropped + rx_ring_full).
 	Dropped uint64 `json:"dropped"`
+	// Refused is the frames the socket took that carried no datagram for
+	// the endpoint and were not delivered (package xdpnet's Drops: bad
+	// or unfinished checksums, malformed frames, other ports), when the
+	// data plane checks them.
+	Refused uint64 `json:"refused,omitempty"`
 	// Coalesce is the queue's software coalescing counters (batches,
 	// frames per batch, wake-ups, the delay frames waited), when the data
 	// plane coalesced.

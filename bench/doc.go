@@ -21,15 +21,18 @@
 // server (or Server). Both move datagrams through a DataPlane:
 //
 //   - SocketDataPlane: kernel UDP sockets, recvmmsg/sendmmsg batches.
-//   - XSKDataPlane: AF_XDP through package xsk, one socket per RX queue
-//     behind an XDP filter that takes only the test's UDP port (the
-//     control connection stays with the kernel). A server reads each
-//     queue in its own goroutine, in place (MultiQueueConn, QueueReader),
-//     optionally batched by package coalesce; frames it sends are built
-//     in UMEM with checksums from package offload, to the next hop the
-//     kernel's route and neighbour table give (resolved when missing).
+//   - XSKDataPlane: AF_XDP through package xdpnet (a UDP socket over
+//     package xsk), one socket per RX queue behind an XDP filter that
+//     takes only the test's UDP address and port (the control connection
+//     stays with the kernel). A server reads each queue in its own
+//     goroutine, in place (MultiQueueConn, QueueReader), optionally
+//     batched by package coalesce, and the kernel socket xdpnet holds on
+//     the address too; xdpnet checks the frames it receives and builds
+//     those it sends in UMEM, to the next hop the kernel's route and
+//     neighbour tables give (resolved when missing). A client's streams
+//     share one conn on a block of ports.
 //   - AsavieDataPlane: the same over github.com/asavie/xdp v0.3.3, the Go
-//     peer, for side-by-side runs.
+//     peer, for side-by-side runs, with xdpnet's frame codec.
 //
 // A Placer (from the server NIC's RSS key and table, package rss) gives
 // each client stream a source port that lands it on a chosen RX queue.

@@ -71,6 +71,7 @@ type dataRun struct {
 	wg       sync.WaitGroup
 	errMu    sync.Mutex
 	err      error
+	failed   chan struct{} // closed with the first error, from begin on
 	start    time.Time
 	end      time.Time
 
@@ -84,14 +85,29 @@ func (r *dataRun) setErr(err error) {
 	r.errMu.Lock()
 	if r.err == nil {
 		r.err = err
+		if r.failed != nil {
+			close(r.failed)
+		}
 	}
 	r.errMu.Unlock()
+}
+
+// failure returns a channel that is closed when a data goroutine fails
+// (stop returns the error): the test cannot go on. It is nil before
+// begin.
+func (r *dataRun) failure() <-chan struct{} {
+	r.errMu.Lock()
+	defer r.errMu.Unlock()
+	return r.failed
 }
 
 func (r *dataRun) begin() {
 	if r.stopping.Load() {
 		return
 	}
+	r.errMu.Lock()
+	r.failed = make(chan struct{})
+	r.errMu.Unlock()
 	r.stopCh = make(chan struct{})
 	r.start = time.Now()
 	r.cpu = startCPUMeter()
@@ -286,8 +302,11 @@ func (r *dataRun) queueLoop(g *group, q QueueReader) error {
 			if stopping {
 				return nil
 			}
-			if q.Queue() < 0 {
+			switch q.Queue() {
+			case -1:
 				return fmt.Errorf("rx queues: %w", err)
+			case KernelSocketQueue:
+				return fmt.Errorf("rx kernel socket: %w", err)
 			}
 			return fmt.Errorf("rx queue %d: %w", q.Queue(), err)
 		}

@@ -89,6 +89,8 @@ const (
 	ieProtocol     = 131
 	ieStreamListen = 202
 	ieStreamAccept = 204
+	ieStreamWrite  = 205
+	ieStreamRead   = 206
 )
 
 func ieText(code int32) string {
@@ -105,6 +107,10 @@ func ieText(code int32) string {
 		return "unable to start stream listener"
 	case ieStreamAccept:
 		return "unable to accept stream connection"
+	case ieStreamWrite:
+		return "unable to write to stream socket"
+	case ieStreamRead:
+		return "unable to read from stream socket"
 	}
 	return "unknown"
 }

@@ -70,6 +70,17 @@ type Server struct {
 	OnTCPReport func(*TCPReport)
 
 	busy atomic.Bool
+	// finishing is set while the running test waits for its client's
+	// last word (IPERF_DONE): a client that connects then is the next
+	// one, which that client's end makes way for, not one to turn away.
+	finishing atomic.Bool
+	// dpMu guards dpClosed, which is closed once the data plane endpoint
+	// of the last test that opened one is closed: a test ends (busy is
+	// cleared) before its endpoint is closed, which for AF_XDP takes tens
+	// of milliseconds, and the next test waits for that only when it
+	// opens its own.
+	dpMu     sync.Mutex
+	dpClosed chan struct{}
 }
 
 func (s *Server) dataPlane() DataPlane {
@@ -107,7 +118,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			}
 			return fmt.Errorf("accept control connection: %w", err)
 		}
-		if s.busy.Load() {
+		if s.busy.Load() && !s.finishing.Load() {
 			// Not a byte is read from it: that could hold up the test.
 			deny(c)
 			continue
@@ -127,17 +138,42 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 				c.Close() // not a client: nothing to report
 				return
 			}
-			if !s.busy.CompareAndSwap(false, true) {
+			if !s.take(ctx) {
 				deny(c)
 				return
 			}
-			rep, err := s.serveConn(ctx, c, cookie)
-			s.busy.Store(false)
+			// The server is free for the next client as soon as the
+			// test is over; the report follows once its data plane
+			// endpoint is closed too.
+			rep, err := s.serveConn(ctx, c, cookie, sync.OnceFunc(s.release))
 			if s.OnReport != nil {
 				s.OnReport(rep, err)
 			}
 		}()
 	}
+}
+
+// take makes the server busy with a new test, or reports that it is
+// busy. While the running test is finishing (its client's IPERF_DONE is
+// on the way), it waits for that test to be over, for up to a second: a
+// client run right after the previous one returned comes in that window.
+func (s *Server) take(ctx context.Context) bool {
+	deadline := time.Now().Add(time.Second)
+	for {
+		if s.busy.CompareAndSwap(false, true) {
+			return true
+		}
+		if !s.finishing.Load() || ctx.Err() != nil || time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// release makes the server free for the next test.
+func (s *Server) release() {
+	s.busy.Store(false)
+	s.finishing.Store(false)
 }
 
 // deny sends ACCESS_DENIED on c and closes it.
@@ -174,13 +210,54 @@ func (s *Server) ServeConn(ctx context.Context, c net.Conn) (*Report, error) {
 		c.Close()
 		return nil, ErrAccessDenied
 	}
-	defer s.busy.Store(false)
+	free := sync.OnceFunc(s.release)
+	defer free()
 	cookie, err := s.readCookie(ctx, c)
 	if err != nil {
 		c.Close()
 		return &Report{Error: err.Error()}, err
 	}
-	return s.serveConn(ctx, c, cookie)
+	return s.serveConn(ctx, c, cookie, free)
+}
+
+// awaitDataPlane waits (up to timeout, or until ctx ends) until the data
+// plane endpoint of the previous test is closed, and returns the function
+// that says this test's is: call it once the endpoint is closed, or will
+// not be opened. After a failed wait the next test waits for the
+// previous endpoint still.
+func (s *Server) awaitDataPlane(ctx context.Context, timeout time.Duration) (closed func(), err error) {
+	s.dpMu.Lock()
+	prev := s.dpClosed
+	mine := make(chan struct{})
+	s.dpClosed = mine
+	s.dpMu.Unlock()
+	closed = sync.OnceFunc(func() {
+		if prev == nil {
+			close(mine)
+			return
+		}
+		select {
+		case <-prev:
+			close(mine)
+		default:
+			go func() { <-prev; close(mine) }()
+		}
+	})
+	if prev == nil {
+		return closed, nil
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-prev:
+		return closed, nil
+	case <-ctx.Done():
+		closed()
+		return nil, ctx.Err()
+	case <-t.C:
+		closed()
+		return nil, fmt.Errorf("the previous test's data plane endpoint is still open after %v", timeout)
+	}
 }
 
 func addrPort(a net.Addr) netip.AddrPort {
@@ -195,8 +272,11 @@ func addrPort(a net.Addr) netip.AddrPort {
 	return netip.AddrPort{}
 }
 
-// serveConn runs one test on c, whose cookie was read, and closes c.
-func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie Cookie) (rep *Report, err error) {
+// serveConn runs one test on c, whose cookie was read, and closes c. It
+// calls free (which may be called more than once) when the test is over,
+// before the data plane endpoint is closed, so that the next client is
+// not turned away while that takes.
+func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie Cookie, free func()) (rep *Report, err error) {
 	rep = &Report{}
 	defer func() {
 		if err != nil {
@@ -204,6 +284,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie Cookie) (rep 
 		}
 	}()
 	defer c.Close()
+	defer free()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	context.AfterFunc(ctx, func() { c.Close() })
@@ -239,6 +320,14 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie Cookie) (rep 
 	}
 	rep.Start.TestStart = TestParams{Protocol: proto, NumStreams: p.Parallel, Blksize: p.Len, Omit: p.Omit, Duration: p.Time,
 		Bytes: p.Num, Blocks: p.Blockcount, Reverse: rev, TOS: p.TOS, TargetBitrate: p.Bandwidth}
+	// The previous test's endpoint may still be closing, on the same
+	// queues.
+	dpClosed, err := s.awaitDataPlane(ctx, setup)
+	if err != nil {
+		writeServerError(c, ieStreamListen, 0)
+		return rep, fmt.Errorf("server: %w", err)
+	}
+	defer dpClosed()
 	if tp != nil && p.TCP && !p.UDP {
 		return s.serveTCP(ctx, c, rep, p, tp, local, setup)
 	}
@@ -266,6 +355,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie Cookie) (rep 
 		return rep, fmt.Errorf("server: %w", err)
 	}
 	defer pc.Close()
+	defer free() // before the endpoint closes
 	context.AfterFunc(ctx, func() { pc.Close() })
 	if err := WriteState(c, CreateStreams); err != nil {
 		return rep, fmt.Errorf("server: %w", err)
@@ -305,12 +395,27 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie Cookie) (rep 
 	if p.Time == 0 || p.Num != 0 || p.Blockcount != 0 {
 		limit = time.Hour
 	}
-	endErr := awaitTestEnd(ctx, c, ctl, limit, p.Time)
+	endErr := awaitTestEnd(ctx, c, ctl, run.failure(), limit, p.Time)
 	derr := run.stop()
 	rep.Intervals = ir.finish()
 	localRes := run.results()
-	if endErr == nil && derr != nil {
+	switch {
+	case derr == nil:
+	case endErr == nil || errors.Is(endErr, errDataPlaneFailed):
+		// The data plane failed (a device that went away, say): that is
+		// what ended the test, or what spoilt it. The client is told, as
+		// iperf3 tells it about a stream it cannot read or write.
 		endErr = fmt.Errorf("server: data plane: %w", derr)
+		code := int32(ieStreamRead)
+		if run.sender {
+			code = ieStreamWrite
+		}
+		c.SetWriteDeadline(time.Now().Add(time.Second))
+		writeServerError(c, code, 0)
+	case !errors.Is(derr, net.ErrClosed):
+		// The test ended otherwise (the control connection, a
+		// cancelled server), and the data plane had failed too.
+		endErr = fmt.Errorf("%w (data plane: %w)", endErr, derr)
 	}
 	ooo := map[int]int64{}
 	for _, st := range g.streams {
@@ -342,6 +447,9 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie Cookie) (rep 
 	if err := WriteMessage(c, &localRes); err != nil {
 		return rep, fmt.Errorf("server: %w", err)
 	}
+	// The client answers DISPLAY_RESULTS with its last word and may run
+	// its next test at once.
+	s.finishing.Store(true)
 	if err := WriteState(c, DisplayResults); err != nil {
 		return rep, fmt.Errorf("server: %w", err)
 	}
@@ -355,13 +463,25 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie Cookie) (rep 
 	return rep, nil
 }
 
+// errDataPlaneFailed is awaitTestEnd's answer when the data plane
+// failed: the error itself is the data run's.
+var errDataPlaneFailed = errors.New("the data plane failed")
+
 // awaitTestEnd waits while a test runs for the client's TEST_END on the
 // control connection c (its states arrive on ctl), for at most limit, and
-// returns why the test ended early, or nil.
-func awaitTestEnd(ctx context.Context, c net.Conn, ctl <-chan stateOrErr, limit time.Duration, secs int) error {
+// returns why the test ended early, or nil. A data plane that fails
+// (failed is closed) ends the test at once, with errDataPlaneFailed.
+func awaitTestEnd(ctx context.Context, c net.Conn, ctl <-chan stateOrErr, failed <-chan struct{}, limit time.Duration, secs int) error {
 	timer := time.NewTimer(limit)
 	defer timer.Stop()
 	select {
+	case <-failed:
+		if ctx.Err() == nil {
+			return errDataPlaneFailed
+		}
+		// Cancelling ctx closes the endpoint, which fails the reads.
+		WriteState(c, ServerTerminate)
+		return fmt.Errorf("server: %w", ctx.Err())
 	case m := <-ctl:
 		switch {
 		case m.err != nil:

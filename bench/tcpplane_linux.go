@@ -3,19 +3,21 @@
 package bench
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/netip"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/xdpio/xdpio/internal/nexthop"
 	"github.com/xdpio/xdpio/offload"
 	"github.com/xdpio/xdpio/xsk"
 )
@@ -113,32 +115,20 @@ type xskTCPSender struct {
 }
 
 // nextHop finds, in the calling thread's namespace, the source address
-// towards dst (the route's preferred source, else the interface's address
-// of dst's family) and the MAC of the next hop (nextHopMAC: the route must
+// towards dst and the MAC of the next hop, as the kernel's route and
+// neighbour tables give them (package internal/nexthop: the route must
 // leave through ifi; a missing neighbour is resolved by the kernel).
 func nextHop(ifi *net.Interface, dst netip.Addr) (src netip.Addr, mac net.HardwareAddr, err error) {
-	if _, mac, err = nextHopMAC(ifi.Index, dst, resolveTimeout); err != nil {
+	r, err := nexthop.New(ifi.Index, nexthop.Options{})
+	if err != nil {
 		return src, nil, err
 	}
-	if routes, err := netlink.RouteGet(dst.AsSlice()); err == nil && len(routes) > 0 {
-		if s, ok := netip.AddrFromSlice(routes[0].Src); ok && s.IsValid() {
-			src = s.Unmap()
-		}
+	defer r.Close()
+	hop, err := r.Resolve(context.Background(), dst) // bounded by the resolver's ResolveTimeout
+	if err != nil {
+		return src, nil, err
 	}
-	if !src.IsValid() {
-		v4, v6, err := ifaceSources(ifi)
-		if err != nil {
-			return src, nil, err
-		}
-		src = v6
-		if dst.Unmap().Is4() {
-			src = v4
-		}
-	}
-	if !src.IsValid() {
-		return src, nil, fmt.Errorf("%s has no address of %v's family", ifi.Name, dst)
-	}
-	return src, mac, nil
+	return hop.Src, slices.Clone(hop.MAC), nil
 }
 
 // openTCPSender opens the sockets and builds the flows' headers.

@@ -108,7 +108,7 @@ func (s *Server) serveTCP(ctx context.Context, c net.Conn, rep *Report, p Params
 	rcv.Start(run.start)
 	ir.begin()
 
-	endErr := awaitTestEnd(ctx, c, ctl, time.Duration(p.Time)*time.Second+orDefault(s.Slack, 10*time.Second), p.Time)
+	endErr := awaitTestEnd(ctx, c, ctl, nil, time.Duration(p.Time)*time.Second+orDefault(s.Slack, 10*time.Second), p.Time)
 	rstats := rcv.Stop()
 	run.cpu.thread(rstats.CPU.Total())
 	run.end = time.Now()

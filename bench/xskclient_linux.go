@@ -3,267 +3,309 @@
 package bench
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/xdpio/xdpio/xsk"
+	"github.com/xdpio/xdpio/internal/nexthop"
+	"github.com/xdpio/xdpio/xdpnet"
 )
 
-// Client ports: a block below Linux's default ephemeral range
-// (32768-60999), so the XDP filter does not take the kernel's own sockets'
-// replies.
-const (
-	clientPortLow  = 20000
-	clientPortHigh = 32000
-	clientPorts    = 256
-	inboxLimit     = 8192 // datagrams queued for a stream before drops
-)
+// clientPorts is the size of a client's block of source ports: one
+// xdpnet conn takes them all (xdpnet picks a free block below Linux's
+// ephemeral range and reserves every port with a kernel socket), and each
+// stream sends from one.
+const clientPorts = 256
 
-// xskShared is the sockets a client's streams share. Its mutex serialises
-// them: several streams' goroutines use one set of sockets.
+// pumpSlice bounds how long a client stream reads the shared conn for the
+// others before it looks at its own inbox and deadline again.
+const pumpSlice = 5 * time.Millisecond
+
+// xskShared is what a client's streams share: one xdpnet conn on a block
+// of ports, and the resolver Dial asks for each server's next hop.
 type xskShared struct {
-	portBlock
-	mu     sync.Mutex
-	dev    *xsk.Device
-	socks  []*xsk.Socket
-	rxb    []*xsk.Batch
-	txb    []*xsk.Batch
+	res    *nexthop.Resolver
+	conn   *xdpnet.UDPConn // opened by the first stream that has a next hop
+	is4    bool            // the conn's family
+	queues []*xdpnet.Queue // its queues: the AF_XDP ones, then the kernel's
+	base   uint16          // its first port
+	next   int             // streams dialled: the port and queue of the next
+
+	mu     sync.Mutex // the fields below, and the streams' inboxes
 	conns  map[uint16]*xskClientConn
 	stray  uint64 // datagrams to a port no stream has
 	refs   int
 	closed bool
+
+	// rmu is held by the stream that reads the conn for all of them.
+	rmu   sync.Mutex
+	rmsgs []xdpnet.Message
+	rdl   time.Time // the conn's read deadline as last set
 }
 
-// Dial gives a client stream its own source port on the shared sockets,
-// opening them on first use.
+// Dial gives a client stream its own source port on the shared conn,
+// opening it on first use. The server's next hop is resolved first, so
+// that a server nobody answers for fails the dial.
 func (d *XSKDataPlane) Dial(remote netip.AddrPort) (PacketConn, error) {
+	remote = netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port())
 	d.cmu.Lock()
 	defer d.cmu.Unlock()
-	if d.client == nil {
-		sh, err := d.openShared()
-		if err != nil {
+	sh := d.client
+	if sh == nil {
+		sh = &xskShared{conns: map[uint16]*xskClientConn{}}
+		if err := d.run(func() error {
+			ifi, err := interfaceByName(d.Iface)
+			if err != nil {
+				return err
+			}
+			sh.res, err = nexthop.New(ifi.Index, nexthop.Options{})
+			return err
+		}); err != nil {
 			return nil, fmt.Errorf("xsk dial %v: %w", remote, err)
 		}
-		d.client = sh
 	}
-	sh := d.client
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
 	c, err := d.dial(sh, remote)
-	if err != nil && sh.refs == 0 {
-		// No stream uses the sockets this call opened: detach them.
-		sh.closed = true
-		d.client = nil
-		sh.dev.Close()
-	}
-	return c, err
-}
-
-// dial adds a stream to sh, whose lock the caller holds.
-func (d *XSKDataPlane) dial(sh *xskShared, remote netip.AddrPort) (PacketConn, error) {
-	local, txq, mac, err := sh.stream(remote, len(sh.socks), d.Placer, func(p uint16) bool { return sh.conns[p] != nil }, d.run)
 	if err != nil {
-		return nil, err
+		if sh.refs == 0 {
+			// No stream uses what this call opened: close it, so that no
+			// XDP program stays attached.
+			sh.close(nil)
+			d.client = nil
+		}
+		return nil, fmt.Errorf("xsk dial %v: %w", remote, err)
 	}
-	c := &xskClientConn{d: d, sh: sh, local: local, remote: netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port()), txq: txq, dstMAC: mac}
-	for _, s := range sh.socks {
-		c.fds = append(c.fds, unix.PollFd{Fd: int32(s.FD())})
-	}
-	sh.refs++
-	sh.conns[local.Port()] = c
+	d.client = sh
 	return c, nil
 }
 
-func (d *XSKDataPlane) openShared() (*xskShared, error) {
-	sh := &xskShared{portBlock: newPortBlock("xsk", d.Iface), conns: map[uint16]*xskClientConn{}}
-	cfg := d.txConfig()
-	cfg.Program.Filter = sh.filter()
-	err := d.run(func() error {
-		ifi, err := interfaceByName(d.Iface)
-		if err != nil {
-			return err
-		}
-		if err := sh.learn(ifi); err != nil {
-			return err
-		}
-		sh.dev, err = xsk.Open(d.Iface, cfg)
-		return err
-	})
+// dial adds a stream towards remote to sh. The caller holds d.cmu.
+func (d *XSKDataPlane) dial(sh *xskShared, remote netip.AddrPort) (*xskClientConn, error) {
+	// The source address and the next hop are what xdpnet's own writes
+	// will find: the same resolver's answer from the kernel's tables.
+	hop, err := sh.res.Resolve(context.Background(), remote.Addr())
 	if err != nil {
 		return nil, err
 	}
-	sh.socks = sh.dev.Sockets()
-	for _, s := range sh.socks {
-		sh.rxb = append(sh.rxb, s.NewBatch(64))
-		sh.txb = append(sh.txb, s.NewBatch(64))
+	if sh.conn == nil {
+		if err := d.openShared(sh, remote.Addr().Is4()); err != nil {
+			return nil, err
+		}
+	} else if sh.is4 != remote.Addr().Is4() {
+		return nil, fmt.Errorf("the client's streams are all of one address family: %w", ErrUnsupported)
 	}
-	return sh, nil
+	if sh.next >= clientPorts {
+		return nil, fmt.Errorf("all %d client ports in use: %w", clientPorts, ErrUnsupported)
+	}
+	nq := len(sh.queues) - 1 // the AF_XDP queues
+	port, txq := sh.base+uint16(sh.next), sh.next%nq
+	if d.Placer != nil {
+		// Where a device has no RSS, as veth, the peer receives on the
+		// queue a frame was sent from: send from the placed queue too.
+		p, q, err := d.Placer.port(hop.Src, remote, sh.base, sh.base+clientPorts-1)
+		if err != nil {
+			return nil, err
+		}
+		port, txq = p, int(q)%nq
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.conns[port] != nil {
+		return nil, fmt.Errorf("port %d is in use", port)
+	}
+	sh.next++
+	c := &xskClientConn{d: d, sh: sh, local: netip.AddrPortFrom(hop.Src, port), remote: remote, tx: sh.queues[txq]}
+	sh.refs++
+	sh.conns[port] = c
+	return c, nil
 }
 
-// xskClientConn is one stream: a source port on the shared sockets, sending
-// through the socket of queue txq (on veth, the peer's RX queue), receiving
-// what is routed to its port.
+// openShared opens sh's conn: a block of clientPorts ports on the
+// unspecified address of the family, every queue of Iface (or
+// Config.Queues).
+func (d *XSKDataPlane) openShared(sh *xskShared, is4 bool) error {
+	unspec := netip.IPv6Unspecified()
+	if is4 {
+		unspec = netip.IPv4Unspecified()
+	}
+	cfg := d.netConfig()
+	cfg.Ports = clientPorts
+	err := d.run(func() (err error) {
+		sh.conn, err = xdpnet.ListenUDP(d.Iface, netip.AddrPortFrom(unspec, 0), cfg)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	sh.is4 = is4
+	sh.queues = sh.conn.Queues()
+	sh.base = sh.conn.LocalAddrPort().Port()
+	sh.rmsgs = make([]xdpnet.Message, batchSize)
+	for i := range sh.rmsgs {
+		// The kernel socket's datagrams may be reassembled ones.
+		sh.rmsgs[i].Buf = make([]byte, 65536)
+	}
+	return nil
+}
+
+// close closes what sh holds, reporting the queues' counts to onClose
+// first. No stream may use it.
+func (sh *xskShared) close(onClose func([]QueueCount)) error {
+	var err error
+	if sh.conn != nil {
+		drainTX(sh.queues)
+		if onClose != nil {
+			var qs []QueueCount
+			for _, st := range sh.conn.Stats().Queues {
+				if st.Queue != xdpnet.KernelQueue {
+					qs = append(qs, queueCount(st))
+				}
+			}
+			onClose(qs)
+		}
+		err = sh.conn.Close()
+	}
+	if sh.res != nil {
+		sh.res.Close()
+	}
+	return err
+}
+
+// xskClientConn is one stream: a source port of the shared conn, sending
+// through the queue tx (on veth, the peer's RX queue), receiving what is
+// routed to its port.
 type xskClientConn struct {
 	d        *XSKDataPlane
 	sh       *xskShared
 	local    netip.AddrPort
 	remote   netip.AddrPort
-	txq      int
-	dstMAC   net.HardwareAddr // the next hop's
-	in       inbox
-	fds      []unix.PollFd // the shared sockets', polled by this stream's reader
-	deadline time.Time
-	closed   bool
+	tx       *xdpnet.Queue
+	wmsgs    []xdpnet.Message
+	in       inbox        // under sh.mu
+	deadline atomic.Int64 // Unix nanoseconds; 0: none
+	closed   atomic.Bool
 }
 
 func (c *xskClientConn) LocalAddr() netip.AddrPort { return c.local }
 
 func (c *xskClientConn) SetReadDeadline(t time.Time) error {
-	c.sh.mu.Lock()
-	c.deadline = t
-	c.sh.mu.Unlock()
+	var dl int64
+	if !t.IsZero() {
+		dl = max(t.UnixNano(), 1)
+	}
+	c.deadline.Store(dl)
 	return nil
 }
 
-// pump receives from every socket and routes datagrams to their streams.
-// The caller holds sh.mu.
-func (sh *xskShared) pump() {
-	for i, s := range sh.socks {
-		b := sh.rxb[i]
-		if s.Receive(b) == 0 {
-			continue
-		}
-		for j := 0; j < b.Len(); j++ {
-			src, dport, payload, ok := parseUDP(b.Frame(j))
-			if !ok {
-				sh.stray++
-				continue
-			}
-			c := sh.conns[dport]
-			if c == nil {
-				sh.stray++
-				continue
-			}
-			c.in.push(src, payload)
-		}
-		s.Release(b)
-	}
-}
-
+// ReadBatch returns what is in the stream's inbox. When it is empty, the
+// stream reads the shared conn for every stream (one at a time), routing
+// each datagram to its port's inbox, in slices of pumpSlice, until its
+// own datagrams come or its deadline passes.
 func (c *xskClientConn) ReadBatch(msgs []Message) (int, error) {
 	sh := c.sh
 	for {
+		n, err := c.pop(msgs)
+		if n > 0 || err != nil {
+			return n, err
+		}
+		now := time.Now()
+		want := now.Add(pumpSlice)
+		if dl := c.deadline.Load(); dl != 0 {
+			t := time.Unix(0, dl)
+			if !t.After(now) {
+				return 0, os.ErrDeadlineExceeded
+			}
+			if t.Before(want) {
+				want = t
+			}
+		}
+		sh.rmu.Lock()
+		// Another stream may have read ours meanwhile.
+		if n, err := c.pop(msgs); n > 0 || err != nil {
+			sh.rmu.Unlock()
+			return n, err
+		}
+		// The conn's deadline is set only when it is not already within
+		// the slice: a change of deadline costs a system call.
+		if !sh.rdl.After(now) || sh.rdl.After(want) {
+			sh.conn.SetReadDeadline(want)
+			sh.rdl = want
+		}
+		k, err := sh.conn.ReadBatch(sh.rmsgs)
 		sh.mu.Lock()
-		if c.closed || sh.closed {
-			sh.mu.Unlock()
-			return 0, net.ErrClosed
+		for i := 0; i < k; i++ {
+			m := &sh.rmsgs[i]
+			if to := sh.conns[m.LocalPort]; to != nil {
+				to.in.push(m.Addr, m.Buf[:m.N])
+			} else {
+				sh.stray++
+			}
 		}
-		if c.in.len() == 0 {
-			sh.pump()
-		}
-		n := c.in.pop(msgs)
-		deadline := c.deadline
 		sh.mu.Unlock()
-		if n > 0 {
-			return n, nil
-		}
-		wait, err := readWait(deadline, 5*time.Millisecond) // other streams' readers may take our frames
-		if err != nil {
-			return 0, err
-		}
-		if err := pollIn(c.fds, wait); err != nil {
-			return 0, fmt.Errorf("xsk read: poll: %w", err)
+		sh.rmu.Unlock()
+		switch {
+		case err == nil, errors.Is(err, os.ErrDeadlineExceeded):
+		case errors.Is(err, net.ErrClosed):
+			return 0, net.ErrClosed
+		default:
+			return 0, fmt.Errorf("xsk read: %w", err)
 		}
 	}
 }
 
-func (c *xskClientConn) WriteBatch(msgs []Message) (int, error) {
+// pop takes what the stream's inbox holds.
+func (c *xskClientConn) pop(msgs []Message) (int, error) {
 	sh := c.sh
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if c.closed || sh.closed {
+	if c.closed.Load() || sh.closed {
 		return 0, net.ErrClosed
 	}
-	mac := c.dstMAC
-	s, b := sh.socks[c.txq], sh.txb[c.txq]
-	s.Complete()
-	sent := 0
-	for sent < len(msgs) {
-		k := s.Alloc(b, min(len(msgs)-sent, b.Cap()))
-		if k == 0 {
-			return sent, ErrBackpressure
-		}
-		for i := 0; i < k; i++ {
-			m := msgs[sent+i]
-			n, err := buildUDP(b.Buffer(i), sh.mac, mac, c.local, c.remote, m.Buf[:m.N])
-			if err != nil {
-				s.Free(b)
-				return sent, err
-			}
-			b.SetLen(i, n)
-		}
-		done, err := s.Transmit(b)
-		sent += done
-		if err != nil || b.Len() > 0 {
-			s.Free(b)
-			if err == nil {
-				err = ErrBackpressure
-			}
-			return sent, err
-		}
-	}
-	return sent, nil
+	return c.in.pop(msgs), nil
 }
 
-// Close releases the stream's port; the last one closes the sockets.
+// WriteBatch sends msgs to the server from the stream's port, through its
+// queue's TX ring. Like xskConn.WriteBatch, it waits while the ring is
+// full rather than return ErrBackpressure.
+func (c *xskClientConn) WriteBatch(msgs []Message) (int, error) {
+	if c.closed.Load() {
+		return 0, net.ErrClosed
+	}
+	c.wmsgs = toNetMessages(c.wmsgs, msgs, c.remote, c.local.Port())
+	n, err := c.tx.WriteBatch(c.wmsgs)
+	if err != nil {
+		return n, fmt.Errorf("xsk write: %w", err)
+	}
+	return n, nil
+}
+
+// Close releases the stream's port; the last one closes the shared conn.
 func (c *xskClientConn) Close() error {
-	c.d.cmu.Lock()
-	defer c.d.cmu.Unlock()
-	sh := c.sh
+	d, sh := c.d, c.sh
+	d.cmu.Lock()
+	defer d.cmu.Unlock()
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if c.closed {
+	if c.closed.Swap(true) {
+		sh.mu.Unlock()
 		return nil
 	}
-	c.closed = true
 	delete(sh.conns, c.local.Port())
 	sh.refs--
-	if sh.refs > 0 {
+	last := sh.refs == 0
+	if last {
+		sh.closed = true
+		if d.client == sh {
+			d.client = nil
+		}
+	}
+	sh.mu.Unlock()
+	if !last {
 		return nil
 	}
-	sh.closed = true
-	if c.d.client == sh {
-		c.d.client = nil
-	}
-	drainTX(sh.socks)
-	if c.d.OnClose != nil {
-		var qs []QueueCount
-		for _, s := range sh.socks {
-			if qc, ok := queueCount(s); ok {
-				qs = append(qs, qc)
-			}
-		}
-		c.d.OnClose(qs)
-	}
-	return sh.dev.Close()
-}
-
-// drainTX lets the kernel send what is still on the sockets' TX rings
-// (copy mode sends a budget of frames per kick) before they close, for at
-// most 100ms: the last datagrams of a test are not dropped with the
-// socket.
-func drainTX(socks []*xsk.Socket) {
-	deadline := time.Now().Add(100 * time.Millisecond)
-	for _, s := range socks {
-		for s.TxPending() > 0 && time.Now().Before(deadline) {
-			if s.Complete() == 0 {
-				s.Wait(time.Millisecond, true)
-			}
-		}
-	}
+	return sh.close(d.OnClose)
 }

@@ -14,7 +14,8 @@ import (
 
 // TestXSKQueueReaders: datagrams from kernel UDP sockets in the peer
 // namespace, sent from several source ports so they spread over the
-// queues, are all read in place by the per-queue readers with their
+// queues, are all read in place by the per-queue readers (one per queue,
+// and one of the kernel socket xdpnet holds on the address) with their
 // payload and source intact; a Close while readers run wakes them with
 // net.ErrClosed.
 func TestXSKQueueReaders(t *testing.T) {
@@ -31,8 +32,12 @@ func TestXSKQueueReaders(t *testing.T) {
 		t.Fatal("the AF_XDP conn does not offer per-queue readers")
 	}
 	qrs := mq.QueueReaders()
-	if len(qrs) != 2 {
-		t.Fatalf("%d queue readers, want 2", len(qrs))
+	if len(qrs) != 3 || qrs[0].Queue() != 0 || qrs[1].Queue() != 1 || qrs[2].Queue() != KernelSocketQueue {
+		var ids []int
+		for _, q := range qrs {
+			ids = append(ids, q.Queue())
+		}
+		t.Fatalf("queue readers of queues %v, want 0, 1 and the kernel socket's (%d)", ids, KernelSocketQueue)
 	}
 
 	const perFlow, flows = 300, 8
