@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 )
@@ -62,31 +63,61 @@ func ReadCounters() (map[string]int64, error) {
 	return m, nil
 }
 
+// EthtoolStats returns the driver's statistics of h's link, as
+// `ethtool -S` prints them. It runs ethtool from a thread inside h's
+// namespace (not through `ip netns exec`), so it works after the
+// namespace's name was deleted too.
+func (h *Host) EthtoolStats(ctx context.Context) (map[string]uint64, error) {
+	var out []byte
+	err := h.Do(func() (err error) {
+		out, err = exec.CommandContext(ctx, "ethtool", "-S", h.Link).Output()
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ethtool -S %s: %w", h.Link, err)
+	}
+	m := map[string]uint64{}
+	for _, line := range strings.Split(string(out), "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok {
+			continue
+		}
+		x, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			continue // the header line
+		}
+		m[k] = x
+	}
+	return m, nil
+}
+
+// SumStats sums the statistics of m whose names start with prefix and end
+// with suffix ("tx_queue_", "_xdp_xmit_errors"), and reports whether there
+// were any.
+func SumStats(m map[string]uint64, prefix, suffix string) (uint64, bool) {
+	var n uint64
+	found := false
+	for k, v := range m {
+		if strings.HasPrefix(k, prefix) && strings.HasSuffix(k, suffix) {
+			n += v
+			found = true
+		}
+	}
+	return n, found
+}
+
 // XDPXmitErrors sums veth's tx_queue_N_xdp_xmit_errors of h's link, as
 // `ethtool -S` shows them: frames sent with XDP_TX or XDP_REDIRECT that the
 // peer's ring had no room for (its NAPI was held off, as on a loaded
 // machine). A frame the generator counted as sent but the peer never saw
 // is counted here.
 func (h *Host) XDPXmitErrors(ctx context.Context) (uint64, error) {
-	out, err := h.Command(ctx, "ethtool", "-S", h.Link).Output()
+	m, err := h.EthtoolStats(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("ethtool -S %s: %w", h.Link, err)
+		return 0, err
 	}
-	var n uint64
-	found := false
-	for _, line := range strings.Split(string(out), "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || !strings.HasPrefix(k, "tx_queue_") || !strings.HasSuffix(k, "_xdp_xmit_errors") {
-			continue
-		}
-		x, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("ethtool -S %s: %q: %w", h.Link, line, err)
-		}
-		n += x
-		found = true
-	}
-	if !found {
+	n, ok := SumStats(m, "tx_queue_", "_xdp_xmit_errors")
+	if !ok {
 		return 0, fmt.Errorf("ethtool -S %s has no tx_queue_N_xdp_xmit_errors", h.Link)
 	}
 	return n, nil

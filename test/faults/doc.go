@@ -15,9 +15,8 @@
 //     exits 0 at its -t.
 //   - device-deleted: B's veth is deleted (`ip link del`, which takes A's
 //     end with it). The examples exit 1 within a second, naming the
-//     device error. The bench server keeps running: the test is reported
-//     as failed only when its control connection times out (the test's
-//     time plus 10 s), and the report does not name the device error.
+//     device error. The bench server keeps running: the test ends at once,
+//     reported failed with the device error, and the server serves on.
 //   - netns-deleted: `ip netns del` of B while the program runs. The
 //     process (and the test's own handle) keep the namespace and its veth
 //     alive: the program goes on receiving or sending and exits 0 at -t.

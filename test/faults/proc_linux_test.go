@@ -34,10 +34,11 @@ var (
 
 // packages are the programs under test, by binary name.
 var packages = map[string]string{
-	"rxdrop": "./examples/rxdrop",
-	"txonly": "./examples/txonly",
-	"l2fwd":  "./examples/l2fwd",
-	"xdpio":  "./cmd/xdpio",
+	"rxdrop":  "./examples/rxdrop",
+	"txonly":  "./examples/txonly",
+	"l2fwd":   "./examples/l2fwd",
+	"udpecho": "./examples/udpecho",
+	"xdpio":   "./cmd/xdpio",
 }
 
 func TestMain(m *testing.M) {

@@ -75,9 +75,20 @@ func (p *pacedGen) once(t *testing.T, ctx context.Context) {
 // counterOn attaches an XDP counter (count and drop) to h's veth.
 func counterOn(t *testing.T, h *netnstest.Host) *trafficgen.Counter {
 	t.Helper()
+	return attachCounter(t, h, trafficgen.Drop)
+}
+
+// counterPassOn is counterOn whose frames go on to h's kernel.
+func counterPassOn(t *testing.T, h *netnstest.Host) *trafficgen.Counter {
+	t.Helper()
+	return attachCounter(t, h, trafficgen.Pass)
+}
+
+func attachCounter(t *testing.T, h *netnstest.Host, action trafficgen.Action) *trafficgen.Counter {
+	t.Helper()
 	var c *trafficgen.Counter
 	if err := h.Do(func() (err error) {
-		c, err = trafficgen.AttachCounter(h.Ifindex, trafficgen.Drop)
+		c, err = trafficgen.AttachCounter(h.Ifindex, action)
 		return err
 	}); err != nil {
 		t.Fatalf("counter on %s: %v", h.Link, err)
@@ -97,6 +108,7 @@ var (
 	rxKernelRe   = regexp.MustCompile(`(?m)^queue \d+ kernel counters: rx_dropped (\d+) \(fill ring empty \d+\), rx_ring_full (\d+)`)
 	txSummaryRe  = regexp.MustCompile(`(?m)^submitted (\d+) frames: (\d+) sent \(completed by the kernel\), (\d+) not completed`)
 	fwdTotalRe   = regexp.MustCompile(`(?m)^total: (\d+) packets forwarded in`)
+	echoTotalRe  = regexp.MustCompile(`(?m)^received (\d+) datagrams, echoed (\d+) \(\d+ bytes\); dropped (\d+): .*; the kernel dropped (\d+) before the sockets`)
 	benchErrorRe = regexp.MustCompile(`(?m)^error: .*$`)
 )
 
