@@ -3,6 +3,7 @@
 package xdpnet
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -17,7 +18,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/xdpio/xdpio/coalesce"
 	"github.com/xdpio/xdpio/internal/nexthop"
 	"github.com/xdpio/xdpio/xsk"
 )
@@ -181,17 +181,7 @@ func open(ifname string, laddr, raddr netip.AddrPort, cfg Config) (_ *UDPConn, e
 		return nil, err
 	}
 	for _, s := range c.dev.Sockets() {
-		q := newQueue(c, s)
-		if cfg.Coalesce != nil {
-			p := *cfg.Coalesce
-			if p.BatchSize == 0 {
-				p.BatchSize = cfg.BatchSize
-			}
-			if q.rcv, err = coalesce.NewReceiver(s, p, coalesce.Options{IdleWait: readSlice}); err != nil {
-				return nil, err
-			}
-		}
-		c.queues = append(c.queues, q)
+		c.queues = append(c.queues, newQueue(c, s))
 	}
 	c.kernel = newKernelQueue(c)
 	c.queues = append(c.queues, c.kernel)
@@ -432,6 +422,7 @@ func (c *UDPConn) Close() error {
 			c.closeErr = p.Close()
 		}
 		c.wake()
+		c.drainTX()
 		// Closing the AF_XDP sockets ends waits on them (and waits for
 		// the library's calls on them); the UMEM stays mapped.
 		var wg sync.WaitGroup
@@ -455,6 +446,32 @@ func (c *UDPConn) Close() error {
 		c.freeUMEM()
 	})
 	return c.closeErr
+}
+
+// drainTXFor bounds how long Close lets the kernel send what writes left
+// on the TX rings.
+const drainTXFor = 100 * time.Millisecond
+
+// drainTX gives the datagrams still on the TX rings (copy mode sends a
+// budget of frames per kick) up to drainTXFor to leave, so that what a
+// write accepted is not dropped with the socket. Writers still in a call
+// hold the queue's TX lock; they end at Close's flag.
+func (c *UDPConn) drainTX() {
+	deadline := time.Now().Add(drainTXFor)
+	for _, q := range c.queues {
+		if q.s == nil || !q.txmu.TryLock() {
+			continue
+		}
+		for q.s.TxPending() > 0 && time.Now().Before(deadline) && q.s.Err() == nil {
+			if q.s.Complete() == 0 {
+				if q.s.Kick() != nil {
+					break
+				}
+				time.Sleep(100 * time.Microsecond)
+			}
+		}
+		q.txmu.Unlock()
+	}
 }
 
 // freeUMEM unmaps the UMEMs once the conn is closed and no queue has
@@ -775,4 +792,26 @@ func udpAddr(a netip.AddrPort) net.Addr {
 		return nil
 	}
 	return net.UDPAddrFromAddrPort(a)
+}
+
+// Route returns the source address and path MTU of datagrams to dst, as
+// a write would use them: the conn's address (or, for an unspecified one,
+// the kernel route's preferred source) and the route's MTU (or the
+// interface's). It resolves the next hop as a write would, waiting for it
+// until ctx ends or Config.ResolveTimeout passes; its errors are a
+// write's (ENETUNREACH, EHOSTUNREACH).
+func (c *UDPConn) Route(ctx context.Context, dst netip.Addr) (src netip.Addr, mtu int, err error) {
+	if c.closed.Load() {
+		return netip.Addr{}, 0, c.opErr("route", netip.AddrPort{}, net.ErrClosed)
+	}
+	dst = dst.Unmap()
+	hop, err := c.res.Resolve(ctx, dst)
+	if err != nil {
+		return netip.Addr{}, 0, c.opErr("route", netip.AddrPortFrom(dst, 0), err)
+	}
+	src = c.laddr.Addr()
+	if src.IsUnspecified() {
+		src = hop.Src
+	}
+	return src, hop.MTU, nil
 }

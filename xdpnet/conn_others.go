@@ -3,6 +3,7 @@
 package xdpnet
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/netip"
@@ -124,3 +125,8 @@ func (g *Group) Release() {}
 
 // CoalesceStats returns no counters.
 func (g *Group) CoalesceStats() (coalesce.RxStats, bool) { return coalesce.RxStats{}, false }
+
+// Route returns ErrUnsupported.
+func (c *UDPConn) Route(ctx context.Context, dst netip.Addr) (netip.Addr, int, error) {
+	return netip.Addr{}, 0, errOS
+}

@@ -89,7 +89,10 @@ func (q *Queue) krecv(a *recvArgs, buf []byte) (ok bool, err error) {
 
 func (q *Queue) krecvOne(a *recvArgs, ks *kernelSock, buf []byte) (ok bool, err error) {
 	a.buf = buf
-	if err := ks.raw.Read(a.do); err != nil {
+	if q.kdo == nil {
+		q.kdo = q.kargs.do
+	}
+	if err := ks.raw.Read(q.kdo); err != nil {
 		return false, err
 	}
 	switch a.errno {
@@ -116,12 +119,12 @@ func (q *Queue) kernelCopy(msgs []Message) (int, error) {
 
 // kernelCopyLocked is kernelCopy for a caller that marked the call.
 func (q *Queue) kernelCopyLocked(msgs []Message) (int, error) {
-	var a recvArgs
+	a := &q.kargs
 	n := 0
 	var bytes, truncated uint64
 	for n < len(msgs) {
 		m := &msgs[n]
-		ok, err := q.krecv(&a, m.Buf)
+		ok, err := q.krecv(a, m.Buf)
 		if err != nil {
 			q.count(n, bytes, truncated, &[numCauses]uint64{})
 			return n, err

@@ -4,6 +4,7 @@ package xdpnet_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"net"
 	"net/netip"
@@ -335,4 +336,33 @@ func TestNextHopFollowsNeighbourChanges(t *testing.T) {
 	run(t, pair.B, "ip", "neigh", "replace", pair.A.IPv4.String(), "lladdr", pair.A.MAC.String(), "dev", pair.B.Link, "nud", "permanent")
 	time.Sleep(50 * time.Millisecond)
 	arrives("to the right MAC again", true)
+}
+
+// Route tells the source address and path MTU a write uses.
+func TestRoute(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 1})
+	run(t, pair.B, "ip", "route", "add", "198.19.7.0/24", "via", pair.A.IPv4.String(), "mtu", "1400")
+	c := listen(t, pair.B, netip.AddrPortFrom(netip.IPv6Unspecified(), port), xdpnet.Config{})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		dst, src netip.Addr
+		mtu      int
+	}{
+		{pair.A.IPv4, pair.B.IPv4, 1500},
+		{pair.A.IPv6, pair.B.IPv6, 1500},
+		{netip.MustParseAddr("198.19.7.9"), pair.B.IPv4, 1400},
+	} {
+		src, mtu, err := c.Route(ctx, tc.dst)
+		if err != nil || src != tc.src || mtu != tc.mtu {
+			t.Errorf("Route(%v) = %v, %d, %v; want %v, %d", tc.dst, src, mtu, err, tc.src, tc.mtu)
+		}
+	}
+	if _, _, err := c.Route(ctx, netip.MustParseAddr("198.19.200.1")); !errors.Is(err, syscall.ENETUNREACH) {
+		t.Errorf("Route with no route: %v, want ENETUNREACH", err)
+	}
+	// A write to the far network refuses what the route's MTU does not let
+	// through.
+	if _, err := c.WriteToUDPAddrPort(make([]byte, 1400-28+1), netip.MustParseAddrPort("198.19.7.9:9")); !errors.Is(err, syscall.EMSGSIZE) {
+		t.Errorf("a datagram above the route's MTU: %v, want EMSGSIZE", err)
+	}
 }

@@ -50,6 +50,8 @@ type Queue struct {
 	kview   bool               // views into kbufs are held
 	kturn   int                // the kernel socket the next read looks at first
 	kfds    []unix.PollFd
+	kargs   recvArgs           // one non-blocking recvfrom's arguments and results
+	kdo     func(uintptr) bool // kargs.do, bound once: no closure per read
 
 	// TX side, under txmu.
 	txmu sync.Mutex
@@ -155,7 +157,7 @@ func (q *Queue) ReadView(msgs []Message, timeout time.Duration) (int, error) {
 		return 0, q.c.opErr("read", netip.AddrPort{}, net.ErrClosed)
 	}
 	defer q.release()
-	if q.rcv != nil {
+	if q.c.cfg.Coalesce != nil {
 		return q.coalescedView(msgs, timeout)
 	}
 	n := min(len(msgs), maxBatch)
@@ -197,6 +199,21 @@ func (q *Queue) ReadView(msgs []Message, timeout time.Duration) (int, error) {
 // the batch it hands over is vb, and at most len(msgs) datagrams of it are
 // turned into views (the receiver's BatchSize should not exceed it).
 func (q *Queue) coalescedView(msgs []Message, timeout time.Duration) (int, error) {
+	if q.rcv == nil {
+		p := *q.c.cfg.Coalesce
+		if p.BatchSize == 0 {
+			p.BatchSize = q.c.cfg.BatchSize
+		}
+		r, err := coalesce.NewReceiver(q.s, p, coalesce.Options{IdleWait: readSlice})
+		if err != nil {
+			return 0, q.c.opErr("read", netip.AddrPort{}, err)
+		}
+		q.rcv = r
+	}
+	if b := q.rcv.Params().BatchSize; len(msgs) < b {
+		// A coalesced batch is handed over whole.
+		return 0, q.c.opErr("read", netip.AddrPort{}, fmt.Errorf("%w: %d messages for coalesced batches of %d", ErrInvalidConfig, len(msgs), b))
+	}
 	ctx := context.Background()
 	if timeout >= 0 {
 		var cancel context.CancelFunc
