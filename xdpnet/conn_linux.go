@@ -53,16 +53,17 @@ type UDPConn struct {
 	laddr   netip.AddrPort // bound, port chosen
 	raddr   netip.AddrPort // connected peer, or zero
 
-	parser rxParser
-	dev    *xsk.Device
-	queues []*Queue // the AF_XDP queues, then the kernel's
-	res    *nexthop.Resolver
-	ks     *net.UDPConn // the kernel socket of the first port
-	ksRaw  syscall.RawConn
-	ksFD   int
-	kss    []kernelSock // every port's kernel socket, ks first
-	wakeFD int          // eventfd: Close and deadline changes wake blocked calls
-	seed   maphash.Seed
+	parser     rxParser // views: verifies whole frames
+	copyParser rxParser // copying reads: the payload's checksum is summed while it is copied
+	dev        *xsk.Device
+	queues     []*Queue // the AF_XDP queues, then the kernel's
+	res        *nexthop.Resolver
+	ks         *net.UDPConn // the kernel socket of the first port
+	ksRaw      syscall.RawConn
+	ksFD       int
+	kss        []kernelSock // every port's kernel socket, ks first
+	wakeFD     int          // eventfd: Close and deadline changes wake blocked calls
+	seed       maphash.Seed
 
 	closed    atomic.Bool
 	closeDone atomic.Bool  // Close is through everything but the UMEMs
@@ -155,6 +156,8 @@ func open(ifname string, laddr, raddr netip.AddrPort, cfg Config) (_ *UDPConn, e
 		return nil, fmt.Errorf("next-hop resolver: %w", err)
 	}
 	c.parser = newRxParser(c.laddr.Addr(), c.laddr.Port(), cfg.Ports, cfg.RxChecksum)
+	c.copyParser = c.parser
+	c.copyParser.deferSum = true
 	rule := xsk.Rule{Protocol: protoUDP, DstPortMin: c.laddr.Port(), DstPortMax: c.laddr.Port() + uint16(cfg.Ports-1), Untagged: true}
 	switch a := c.laddr.Addr(); {
 	case !a.IsUnspecified():

@@ -92,6 +92,14 @@ func (m RxChecksum) String() string {
 type rxDatagram struct {
 	src, dst netip.AddrPort
 	payload  []byte
+	// With the parser's deferSum, the UDP checksum is left for the copy
+	// to finish: sum is the pseudo-header's and UDP header's part (fold
+	// it with the payload's; 0xffff when right), ph the pseudo-header's
+	// alone (what a partial checksum field holds), check the field.
+	// deferred says whether there is a sum to finish.
+	deferred  bool
+	sum       uint64
+	ph, check uint16
 }
 
 // rxParser finds the datagrams for one conn in received frames: untagged
@@ -108,6 +116,10 @@ type rxParser struct {
 	ports   int
 	mode    RxChecksum
 	wantDst bool // fill rxDatagram.dst's address too
+	// deferSum leaves the UDP checksum of the payload to the caller,
+	// which sums it while it copies it (finishSum): one pass instead of
+	// two.
+	deferSum bool
 }
 
 const (
@@ -259,8 +271,16 @@ func (p *rxParser) parse(f []byte, d *rxDatagram) cause {
 		return causeMalformed
 	}
 	l4 = l4[:ulen]
+	d.deferred = false
 	if pseudo != 0 {
 		ph := offload.Fold(pseudo + uint64(ulen))
+		if p.deferSum {
+			d.deferred = true
+			d.ph, d.check = ph, binary.BigEndian.Uint16(l4[6:])
+			d.sum = uint64(ph) + uint64(binary.BigEndian.Uint32(l4[0:])) + uint64(binary.BigEndian.Uint32(l4[4:]))
+			d.payload = l4[udpLen:]
+			return causeOK
+		}
 		if offload.Checksum(l4, ph) != 0xffff {
 			// A sender that left the sum to an offload wrote the
 			// pseudo-header sum into the field and nothing more.
@@ -273,6 +293,22 @@ func (p *rxParser) parse(f []byte, d *rxDatagram) cause {
 		}
 	}
 	d.payload = l4[udpLen:]
+	return causeOK
+}
+
+// finishSum finishes a deferred UDP checksum with the payload's sum
+// (folded, as offload.Checksum and CopyChecksum give it) and returns the
+// verdict: causeOK, causeBadChecksum or causePartialChecksum.
+func (p *rxParser) finishSum(d *rxDatagram, payloadSum uint16) cause {
+	if !d.deferred || offload.Fold(d.sum+uint64(payloadSum)) == 0xffff {
+		return causeOK
+	}
+	if d.check != d.ph {
+		return causeBadChecksum
+	}
+	if p.mode != RxChecksumAcceptPartial {
+		return causePartialChecksum
+	}
 	return causeOK
 }
 

@@ -9,7 +9,9 @@ import (
 	"testing"
 
 	"github.com/gopacket/gopacket"
+
 	"github.com/gopacket/gopacket/layers"
+	"github.com/xdpio/xdpio/offload"
 )
 
 var (
@@ -218,7 +220,21 @@ func FuzzParseRx(f *testing.F) {
 		if verify {
 			mode = RxChecksumVerify
 		}
-		d, c := parseRx(frame, netip.Addr{}, binary.BigEndian.Uint16(append(make([]byte, 0, 2), frameDstPort(frame)...)), mode)
+		port := binary.BigEndian.Uint16(append(make([]byte, 0, 2), frameDstPort(frame)...))
+		d, c := parseRx(frame, netip.Addr{}, port, mode)
+		// The copying readers' deferred checksum, finished with the
+		// payload's sum, gives the same verdict.
+		dp := newRxParser(netip.Addr{}, port, 1, mode)
+		dp.deferSum = true
+		var dd rxDatagram
+		dc := dp.parse(frame, &dd)
+		if dc == causeOK {
+			_, ps := offload.CopyChecksum(make([]byte, len(dd.payload)), dd.payload)
+			dc = dp.finishSum(&dd, ps)
+		}
+		if dc != c {
+			t.Fatalf("deferred checksum verdict %d, whole-frame verdict %d", dc, c)
+		}
 		if c != causeOK {
 			return
 		}

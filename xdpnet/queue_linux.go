@@ -18,6 +18,7 @@ import (
 
 	"github.com/xdpio/xdpio/coalesce"
 	"github.com/xdpio/xdpio/internal/nexthop"
+	"github.com/xdpio/xdpio/offload"
 	"github.com/xdpio/xdpio/xsk"
 )
 
@@ -57,8 +58,6 @@ type Queue struct {
 	txmu sync.Mutex
 	tb   *xsk.Batch
 	ipID uint16
-
-	touched byte // what touchAhead read, so the loads are not optimised away
 
 	ctr queueCounters
 }
@@ -117,6 +116,17 @@ func (q *Queue) Stats() QueueStats {
 		st.Coalesce = &cs
 	}
 	return st
+}
+
+// parseDeferred is parse for a copying read: the UDP checksum of the
+// payload is left to the copy (rxDatagram.deferred).
+func (q *Queue) parseDeferred(f []byte, d *rxDatagram) cause {
+	c := q.c
+	why := c.copyParser.parse(f, d)
+	if why == causeOK && c.raddr.IsValid() && d.src != c.raddr {
+		why = causeOtherPeer
+	}
+	return why
 }
 
 // parse finds the datagram for this conn in a received frame.
@@ -249,7 +259,6 @@ func (q *Queue) viewsOf(msgs []Message) int {
 	var bytes uint64
 	var d rxDatagram
 	for i := 0; i < q.vb.Len() && n < len(msgs); i++ {
-		q.touchAhead(q.vb, i+touchDistance)
 		why := q.parse(q.vb.Frame(i), &d)
 		if why != causeOK {
 			drops[why]++
@@ -385,12 +394,20 @@ func (q *Queue) copyOut(msgs []Message, gro bool) (int, error) {
 			}
 		}
 		for q.rnext < q.rb.Len() && n < len(msgs) {
-			q.touchAhead(q.rb, q.rnext+touchDistance)
-			why := q.parse(q.rb.Frame(q.rnext), &d)
+			why := q.parseDeferred(q.rb.Frame(q.rnext), &d)
 			q.rnext++
 			if why != causeOK {
 				drops[why]++
 				continue
+			}
+			if d.deferred && (gro && n > 0 && canMerge(&msgs[n-1], &d) || len(msgs[n].Buf) < len(d.payload)) {
+				// Merged or cut short, the payload is not copied whole in
+				// one go: finish the checksum on its own.
+				if why = q.c.parser.finishSum(&d, offload.Checksum(d.payload, 0)); why != causeOK {
+					drops[why]++
+					continue
+				}
+				d.deferred = false
 			}
 			datagrams++
 			bytes += uint64(len(d.payload))
@@ -398,7 +415,17 @@ func (q *Queue) copyOut(msgs []Message, gro bool) (int, error) {
 				continue
 			}
 			m := &msgs[n]
-			k := copy(m.Buf, d.payload)
+			var k int
+			if d.deferred {
+				var ps uint16
+				k, ps = offload.CopyChecksum(m.Buf, d.payload)
+				if why = q.c.parser.finishSum(&d, ps); why != causeOK {
+					drops[why]++
+					continue
+				}
+			} else {
+				k = copy(m.Buf, d.payload)
+			}
 			m.N, m.Addr, m.SegSize, m.LocalPort = k, d.src, 0, d.dst.Port()
 			m.Truncated = k < len(d.payload)
 			if m.Truncated {
@@ -416,27 +443,6 @@ func (q *Queue) copyOut(msgs []Message, gro bool) (int, error) {
 	return n, nil
 }
 
-// touchDistance is how many frames ahead of the one being parsed the
-// readers load the first bytes of: the kernel wrote each frame from
-// another CPU, so its first read misses the cache, and a load issued a few
-// frames early overlaps that miss with the parsing of the frames between.
-const touchDistance = 4
-
-// touchAhead loads the headers' cache line of frame i of b (and the next
-// line, which a small datagram's payload reaches), if there is such a
-// frame: Go has no prefetch instruction, and a plain load does the job.
-func (q *Queue) touchAhead(b *xsk.Batch, i int) {
-	if i >= b.Len() {
-		return
-	}
-	f := b.Frame(i)
-	if len(f) > 64 {
-		q.touched ^= f[0] ^ f[64]
-	} else if len(f) > 0 {
-		q.touched ^= f[0]
-	}
-}
-
 // maxGROSegments is the most datagrams one message holds, as Linux's UDP
 // GRO.
 const maxGROSegments = 64
@@ -445,6 +451,21 @@ const maxGROSegments = 64
 // peer, m's datagrams so far are all of one size and d is no larger, and
 // m's buffer has room; it reports whether it did.
 func merge(m *Message, d *rxDatagram) bool {
+	if !canMerge(m, d) {
+		return false
+	}
+	seg := m.SegSize
+	if seg == 0 {
+		seg = m.N
+	}
+	copy(m.Buf[m.N:], d.payload)
+	m.N += len(d.payload)
+	m.SegSize = seg
+	return true
+}
+
+// canMerge reports whether merge would take d.
+func canMerge(m *Message, d *rxDatagram) bool {
 	if m.Truncated || m.Addr != d.src || m.LocalPort != d.dst.Port() || len(d.payload) == 0 {
 		return false
 	}
@@ -452,13 +473,7 @@ func merge(m *Message, d *rxDatagram) bool {
 	if seg == 0 {
 		seg = m.N
 	}
-	if seg == 0 || len(d.payload) > seg || m.N%seg != 0 || m.N/seg >= maxGROSegments || m.N+len(d.payload) > len(m.Buf) {
-		return false
-	}
-	copy(m.Buf[m.N:], d.payload)
-	m.N += len(d.payload)
-	m.SegSize = seg
-	return true
+	return seg != 0 && len(d.payload) <= seg && m.N%seg == 0 && m.N/seg < maxGROSegments && m.N+len(d.payload) <= len(m.Buf)
 }
 
 // WriteTo sends p to addr through this queue's TX ring (for a connected

@@ -122,6 +122,12 @@ const (
 	// checksums verified); beXDPNetQueues its per-queue in-place readers.
 	beXDPNet       = "xdpnet"
 	beXDPNetQueues = "xdpnet-queues"
+	// beXDPNetNap and beXDPNetQueuesNap are the same with RxNap = -nap.
+	beXDPNetNap       = "xdpnet-nap"
+	// beXDPIOTouch is xdpio's rxdrop reading the first byte of every
+	// frame: the bare receiver to hold a parsing one against.
+	beXDPIOTouch = "xdpio-touch"
+	beXDPNetQueuesNap = "xdpnet-queues-nap"
 	// beC is the C peer (c/xskpeer.c): inside this process through cgo
 	// when the binary has cgo, else as a child process built with the
 	// system's compiler when there is one. beCProc is always the child
@@ -134,7 +140,7 @@ const (
 )
 
 var (
-	rxBackends = []string{beGen, beXDPIO, beXDPIONap, beXDPIOGroup, beXDPIOGroupNap, beXDPIOCoalesce, beXDPIOBusy, beAsavie, beAsavieDoc, beAsavieNap, beAsavieGroup, beAsavieGroupNap, beSocket, beSocketGRO, beXDPNet, beXDPNetQueues, beC, beCNap, beCGroup, beCGroupNap, beCProc}
+	rxBackends = []string{beGen, beXDPIO, beXDPIONap, beXDPIOGroup, beXDPIOGroupNap, beXDPIOCoalesce, beXDPIOBusy, beAsavie, beAsavieDoc, beAsavieNap, beAsavieGroup, beAsavieGroupNap, beSocket, beSocketGRO, beXDPIOTouch, beXDPNet, beXDPNetQueues, beXDPNetNap, beXDPNetQueuesNap, beC, beCNap, beCGroup, beCGroupNap, beCProc}
 	txBackends = []string{beXDPIO, beAsavie, beC, beCProc}
 	// onRequest are backends measured only when -backends names them.
 	onRequest = []string{beCProc}
@@ -494,10 +500,16 @@ func newRx(be string, o *Options) receiver {
 		return &asavieRx{}
 	case beAsavieDoc:
 		return &asavieRx{doc: true}
+	case beXDPIOTouch:
+		return &xdpioRx{touch: true}
 	case beXDPNet:
 		return &xdpnetRx{}
 	case beXDPNetQueues:
 		return &xdpnetRx{queues: true}
+	case beXDPNetNap:
+		return &xdpnetRx{nap: true}
+	case beXDPNetQueuesNap:
+		return &xdpnetRx{queues: true, nap: true}
 	case beSocketGRO:
 		return &socketGRORx{}
 	}

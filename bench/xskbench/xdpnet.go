@@ -25,12 +25,16 @@ import (
 // the caller's buffers. Both parse and verify every frame (checksums).
 type xdpnetRx struct {
 	queues bool
+	nap    bool // Config.RxNap = Options.Nap
 	c      *xdpnet.UDPConn
 	l      loops
 }
 
 func (r *xdpnetRx) start(h *netnstest.Host, o *Options) error {
 	cfg := xdpnet.Config{BatchSize: o.Batch}
+	if r.nap {
+		cfg.RxNap = o.Nap
+	}
 	if err := h.Do(func() (err error) {
 		r.c, err = xdpnet.ListenUDP(h.Link, netip.AddrPortFrom(h.IPv4, o.Port), cfg)
 		return err
