@@ -92,6 +92,7 @@ func (m RxChecksum) String() string {
 type rxDatagram struct {
 	src, dst netip.AddrPort
 	payload  []byte
+	ecn      uint8 // the IP header's ECN bits
 	// With the parser's deferSum, the UDP checksum is left for the copy
 	// to finish: sum is the pseudo-header's and UDP header's part (fold
 	// it with the payload's; 0xffff when right), ph the pseudo-header's
@@ -213,6 +214,7 @@ func (p *rxParser) parse(f []byte, d *rxDatagram) cause {
 			return causeMalformed
 		}
 		d.src = netip.AddrPortFrom(netip.AddrFrom4([4]byte(ip[12:16])), binary.BigEndian.Uint16(l4[0:]))
+		d.ecn = ip[1] & 3
 		if p.wantDst {
 			d.dst = netip.AddrPortFrom(netip.AddrFrom4([4]byte(ip[16:20])), binary.BigEndian.Uint16(l4[2:]))
 		}
@@ -244,6 +246,7 @@ func (p *rxParser) parse(f []byte, d *rxDatagram) cause {
 			return causeMalformed
 		}
 		d.src = netip.AddrPortFrom(netip.AddrFrom16([16]byte(ip[8:24])), binary.BigEndian.Uint16(l4[0:]))
+		d.ecn = ip[1] >> 4 & 3
 		if p.wantDst {
 			d.dst = netip.AddrPortFrom(netip.AddrFrom16([16]byte(ip[24:40])), binary.BigEndian.Uint16(l4[2:]))
 		}

@@ -272,12 +272,28 @@ func (q *Queue) kernelWrite(msgs []Message) (int, error) {
 		if m.SegSize > 0 && m.SegSize < len(p) {
 			seg = m.SegSize
 		}
+		// The conn's TTL, TOS and DF are set on the socket; a message's
+		// own ECN bits go in a control message.
+		var oob []byte
+		if m.ECN != 0 {
+			tos := c.cfg.TOS&^3 | int(m.ECN&3)
+			if unmapAP(c.dstOf(m)).Addr().Is4() {
+				oob = intCmsg(q.koob[:], unix.IPPROTO_IP, unix.IP_TOS, tos)
+			} else {
+				oob = intCmsg(q.koob[:], unix.IPPROTO_IPV6, unix.IPV6_TCLASS, tos)
+			}
+		}
 		for off := 0; off < len(p) || off == 0; off += seg {
 			d := p[off:min(len(p), off+seg)]
 			var err error
-			if c.raddr.IsValid() {
+			switch {
+			case oob != nil && c.raddr.IsValid():
+				_, _, err = k.WriteMsgUDPAddrPort(d, oob, netip.AddrPort{})
+			case oob != nil:
+				_, _, err = k.WriteMsgUDPAddrPort(d, oob, m.Addr)
+			case c.raddr.IsValid():
 				_, err = k.Write(d)
-			} else {
+			default:
 				_, err = k.WriteToUDPAddrPort(d, m.Addr)
 			}
 			if err != nil {
@@ -291,6 +307,19 @@ func (q *Queue) kernelWrite(msgs []Message) (int, error) {
 		}
 	}
 	return len(msgs), nil
+}
+
+// intCmsg writes a control message carrying an int into b and returns
+// it.
+func intCmsg(b []byte, level, typ int32, v int) []byte {
+	n := unix.CmsgSpace(4)
+	b = b[:n]
+	clear(b)
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&b[0]))
+	h.Level, h.Type = level, typ
+	h.SetLen(unix.CmsgLen(4))
+	*(*int32)(unsafe.Pointer(&b[unix.CmsgLen(0)])) = int32(v)
+	return b
 }
 
 func errInvalidN(m *Message) error {

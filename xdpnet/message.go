@@ -26,6 +26,11 @@ type Message struct {
 	// above 0 says Buf[:N] holds consecutive datagrams of one flow,
 	// SegSize bytes each but the last, like UDP_GRO.
 	SegSize int
+	// ECN is the IP header's Explicit Congestion Notification bits (RFC
+	// 3168: 0 Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE): what the datagram
+	// carried (read), or what to mark it with (write; 0 leaves
+	// Config.TOS's own).
+	ECN uint8
 	// Truncated is set on read when the datagram was longer than Buf
 	// (MSG_TRUNC): the rest is lost.
 	Truncated bool

@@ -366,3 +366,45 @@ func TestRoute(t *testing.T) {
 		t.Errorf("a datagram above the route's MTU: %v, want EMSGSIZE", err)
 	}
 }
+
+// ECN bits go both ways, as the kernel on the other end reports and
+// sends them, through AF_XDP and through the kernel socket.
+func TestECN(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 1})
+	txOff(t, pair.A)
+	c := listen(t, pair.B, netip.AddrPortFrom(pair.B.IPv4, port), xdpnet.Config{TOS: 0xb8})
+	dst := netip.AddrPortFrom(pair.A.IPv4, port)
+	// The first write to A goes through the kernel socket (its hop being
+	// resolved), the later ones through AF_XDP: both carry the mark.
+	for i, ecn := range []uint8{2, 1, 3} {
+		_, _, tos := recvTTLTOS(t, pair.A, dst, func() {
+			m := []xdpnet.Message{{Buf: []byte("ecn"), N: 3, Addr: dst, ECN: ecn}}
+			if _, err := c.WriteBatch(m); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if tos != 0xb8|int(ecn) {
+			t.Errorf("write %d with ECN %d: the kernel saw TOS %#x, want %#x", i, ecn, tos, 0xb8|int(ecn))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// A kernel sender marks ECT(1); the conn reports it.
+	var k *net.UDPConn
+	if err := pair.A.Do(func() (err error) {
+		k, err = net.ListenUDP("udp4", nil)
+		if err == nil {
+			rc, _ := k.SyscallConn()
+			rc.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_TOS, 1) })
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	k.WriteToUDPAddrPort([]byte("marked"), netip.AddrPortFrom(pair.B.IPv4, port))
+	msgs := []xdpnet.Message{{Buf: make([]byte, 100)}}
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if n, err := c.ReadBatch(msgs); err != nil || n != 1 || msgs[0].ECN != 1 {
+		t.Errorf("ReadBatch: %d, ECN %d, %v; want one datagram with ECN 1", n, msgs[0].ECN, err)
+	}
+}

@@ -53,6 +53,7 @@ type Queue struct {
 	kfds    []unix.PollFd
 	kargs   recvArgs           // one non-blocking recvfrom's arguments and results
 	kdo     func(uintptr) bool // kargs.do, bound once: no closure per read
+	koob    [64]byte           // a write's control message (its ECN bits)
 
 	// TX side, under txmu.
 	txmu sync.Mutex
@@ -264,7 +265,7 @@ func (q *Queue) viewsOf(msgs []Message) int {
 			drops[why]++
 			continue
 		}
-		msgs[n] = Message{Buf: d.payload, N: len(d.payload), Addr: d.src, LocalPort: d.dst.Port()}
+		msgs[n] = Message{Buf: d.payload, N: len(d.payload), Addr: d.src, LocalPort: d.dst.Port(), ECN: d.ecn}
 		bytes += uint64(len(d.payload))
 		n++
 	}
@@ -426,7 +427,7 @@ func (q *Queue) copyOut(msgs []Message, gro bool) (int, error) {
 			} else {
 				k = copy(m.Buf, d.payload)
 			}
-			m.N, m.Addr, m.SegSize, m.LocalPort = k, d.src, 0, d.dst.Port()
+			m.N, m.Addr, m.SegSize, m.LocalPort, m.ECN = k, d.src, 0, d.dst.Port(), d.ecn
 			m.Truncated = k < len(d.payload)
 			if m.Truncated {
 				truncated++
@@ -466,7 +467,7 @@ func merge(m *Message, d *rxDatagram) bool {
 
 // canMerge reports whether merge would take d.
 func canMerge(m *Message, d *rxDatagram) bool {
-	if m.Truncated || m.Addr != d.src || m.LocalPort != d.dst.Port() || len(d.payload) == 0 {
+	if m.Truncated || m.Addr != d.src || m.LocalPort != d.dst.Port() || m.ECN != d.ecn || len(d.payload) == 0 {
 		return false
 	}
 	seg := m.SegSize
@@ -618,7 +619,11 @@ func (q *Queue) queueMessage(m *Message, dst netip.AddrPort, hop nexthop.Hop) er
 	if err != nil {
 		return err
 	}
-	h := txHeader{srcMAC: c.mac, dstMAC: hop.MAC, src: netip.AddrPortFrom(src, sport), dst: dst, ttl: uint8(c.cfg.TTL), tos: uint8(c.cfg.TOS)}
+	tos := uint8(c.cfg.TOS)
+	if m.ECN != 0 {
+		tos = tos&^3 | m.ECN&3
+	}
+	h := txHeader{srcMAC: c.mac, dstMAC: hop.MAC, src: netip.AddrPortFrom(src, sport), dst: dst, ttl: uint8(c.cfg.TTL), tos: tos}
 	// Frames for every segment first: a message goes out whole.
 	if q.tb.Cap()-q.tb.Len() < segs {
 		if err := q.flushTX(); err != nil {
