@@ -123,10 +123,10 @@ const (
 	beXDPNet       = "xdpnet"
 	beXDPNetQueues = "xdpnet-queues"
 	// beXDPNetNap and beXDPNetQueuesNap are the same with RxNap = -nap.
-	beXDPNetNap       = "xdpnet-nap"
+	beXDPNetNap = "xdpnet-nap"
 	// beXDPIOTouch is xdpio's rxdrop reading the first byte of every
 	// frame: the bare receiver to hold a parsing one against.
-	beXDPIOTouch = "xdpio-touch"
+	beXDPIOTouch      = "xdpio-touch"
 	beXDPNetQueuesNap = "xdpnet-queues-nap"
 	// beC is the C peer (c/xskpeer.c): inside this process through cgo
 	// when the binary has cgo, else as a child process built with the
