@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/xdpio/xdpio/internal/nexthop"
 	"github.com/xdpio/xdpio/xdpnet"
 )
 
@@ -28,10 +27,9 @@ const clientPorts = 256
 const pumpSlice = 5 * time.Millisecond
 
 // xskShared is what a client's streams share: one xdpnet conn on a block
-// of ports, and the resolver Dial asks for each server's next hop.
+// of ports.
 type xskShared struct {
-	res    *nexthop.Resolver
-	conn   *xdpnet.UDPConn // opened by the first stream that has a next hop
+	conn   *xdpnet.UDPConn // opened by the first stream
 	is4    bool            // the conn's family
 	queues []*xdpnet.Queue // its queues: the AF_XDP ones, then the kernel's
 	base   uint16          // its first port
@@ -59,16 +57,6 @@ func (d *XSKDataPlane) Dial(remote netip.AddrPort) (PacketConn, error) {
 	sh := d.client
 	if sh == nil {
 		sh = &xskShared{conns: map[uint16]*xskClientConn{}}
-		if err := d.run(func() error {
-			ifi, err := interfaceByName(d.Iface)
-			if err != nil {
-				return err
-			}
-			sh.res, err = nexthop.New(ifi.Index, nexthop.Options{})
-			return err
-		}); err != nil {
-			return nil, fmt.Errorf("xsk dial %v: %w", remote, err)
-		}
 	}
 	c, err := d.dial(sh, remote)
 	if err != nil {
@@ -86,18 +74,20 @@ func (d *XSKDataPlane) Dial(remote netip.AddrPort) (PacketConn, error) {
 
 // dial adds a stream towards remote to sh. The caller holds d.cmu.
 func (d *XSKDataPlane) dial(sh *xskShared, remote netip.AddrPort) (*xskClientConn, error) {
-	// The source address and the next hop are what xdpnet's own writes
-	// will find: the same resolver's answer from the kernel's tables.
-	hop, err := sh.res.Resolve(context.Background(), remote.Addr())
-	if err != nil {
-		return nil, err
-	}
 	if sh.conn == nil {
 		if err := d.openShared(sh, remote.Addr().Is4()); err != nil {
 			return nil, err
 		}
 	} else if sh.is4 != remote.Addr().Is4() {
 		return nil, fmt.Errorf("the client's streams are all of one address family: %w", ErrUnsupported)
+	}
+	// The conn resolves the server's next hop now, so that the stream's
+	// first datagrams leave through its AF_XDP queue (not the kernel
+	// socket a write falls back to while a hop is unknown), and a server
+	// nobody answers for fails the dial.
+	src, _, err := sh.conn.Route(context.Background(), remote.Addr())
+	if err != nil {
+		return nil, err
 	}
 	if sh.next >= clientPorts {
 		return nil, fmt.Errorf("all %d client ports in use: %w", clientPorts, ErrUnsupported)
@@ -107,7 +97,7 @@ func (d *XSKDataPlane) dial(sh *xskShared, remote netip.AddrPort) (*xskClientCon
 	if d.Placer != nil {
 		// Where a device has no RSS, as veth, the peer receives on the
 		// queue a frame was sent from: send from the placed queue too.
-		p, q, err := d.Placer.port(hop.Src, remote, sh.base, sh.base+clientPorts-1)
+		p, q, err := d.Placer.port(src, remote, sh.base, sh.base+clientPorts-1)
 		if err != nil {
 			return nil, err
 		}
@@ -119,7 +109,7 @@ func (d *XSKDataPlane) dial(sh *xskShared, remote netip.AddrPort) (*xskClientCon
 		return nil, fmt.Errorf("port %d is in use", port)
 	}
 	sh.next++
-	c := &xskClientConn{d: d, sh: sh, local: netip.AddrPortFrom(hop.Src, port), remote: remote, tx: sh.queues[txq]}
+	c := &xskClientConn{d: d, sh: sh, local: netip.AddrPortFrom(src, port), remote: remote, tx: sh.queues[txq]}
 	sh.refs++
 	sh.conns[port] = c
 	return c, nil
@@ -169,9 +159,6 @@ func (sh *xskShared) close(onClose func([]QueueCount)) error {
 			onClose(qs)
 		}
 		err = sh.conn.Close()
-	}
-	if sh.res != nil {
-		sh.res.Close()
 	}
 	return err
 }
