@@ -2,6 +2,10 @@
 SHELL := /bin/bash
 GO ?= go
 DEB_PKGS := iproute2 iputils-ping ethtool iperf3 tcpdump tshark strace procps
+# The separate modules under contrib/ (adapters for wireguard-go and
+# quic-go, so that the core module does not pull their dependencies).
+CONTRIB := $(sort $(dir $(wildcard contrib/*/go.mod)))
+
 # Packages with goroutines that share state: run them under the race detector.
 RACE_PKGS := ./xsk/... ./xdpnet/... ./internal/... ./rss/... ./coalesce/... ./examples/... ./cmd/...
 # bench is left out: its iperf3 interop tests send at fixed rates into iperf3,
@@ -25,12 +29,14 @@ deps:
 		apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 	$(GO) mod download
+	@for m in $(CONTRIB); do (cd $$m && $(GO) mod download) || exit 1; done
 
 build:
 	$(GO) build ./...
 
 vet:
 	$(GO) vet ./...
+	@for m in $(CONTRIB); do echo "go vet ($$m)"; (cd $$m && $(GO) vet ./...) || exit 1; done
 
 # test runs everything: vet, all tests (root tests included when root), and
 # the race detector on the concurrent packages. Packages run one at a time
@@ -39,7 +45,9 @@ vet:
 # package's test binary took both cores.
 test: deps vet
 	$(GO) test -p 1 -count=1 -timeout 15m ./...
+	@for m in $(CONTRIB); do echo "go test ($$m)"; (cd $$m && $(GO) test -p 1 -count=1 -timeout 5m ./...) || exit 1; done
 	$(GO) test -p 1 -count=1 -race -timeout 10m $(RACE_PKGS)
+	@for m in $(CONTRIB); do echo "go test -race ($$m)"; (cd $$m && $(GO) test -p 1 -count=1 -race -timeout 5m ./...) || exit 1; done
 
 # demo is the main job: `xdpio bench demo` builds its own veth pair in two
 # namespaces, runs the iperf3-style UDP test with each data plane at both

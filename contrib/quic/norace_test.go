@@ -1,0 +1,5 @@
+//go:build !race
+
+package xdpquic_test
+
+const raceEnabled = false
