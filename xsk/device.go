@@ -37,6 +37,16 @@ type Device struct {
 	sockets []*Socket
 	umems   []*UMEM
 	prog    *Program
+
+	// mu orders Close against the runners' look at the sockets.
+	mu sync.Mutex
+}
+
+// snapshot returns the sockets, or none once the device is closed.
+func (d *Device) snapshot() []*Socket {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]*Socket(nil), d.sockets...)
 }
 
 // Sockets returns the sockets in queue order.
@@ -57,6 +67,8 @@ func (d *Device) Close() error {
 	if d == nil {
 		return nil
 	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	var first error
 	if d.prog != nil {
 		if err := d.prog.Close(); err != nil {

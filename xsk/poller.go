@@ -1,7 +1,5 @@
 package xsk
 
-import "golang.org/x/sys/unix"
-
 // A Poller waits on several sockets at once, so that one goroutine can
 // own the sockets of several queues: on a machine with fewer CPUs than
 // queues, one thread that wakes once for all of them costs less, and waits
@@ -12,8 +10,8 @@ import "golang.org/x/sys/unix"
 // sleep in progress with ErrClosed.
 type Poller struct {
 	socks []*Socket
-	fds   []unix.PollFd // each socket's fd, then each socket's Close event
-	err   error         // no sockets, or a nil one: every call returns it
+	fds   []pollFd // each socket's fd, then each socket's Close event
+	err   error    // no sockets, or a nil one: every call returns it
 }
 
 // NewPoller returns a Poller for socks. Without sockets, or with a nil
@@ -21,7 +19,7 @@ type Poller struct {
 // ErrInvalidConfig.
 func NewPoller(socks ...*Socket) *Poller {
 	p := &Poller{socks: append([]*Socket(nil), socks...)}
-	p.fds = make([]unix.PollFd, 2*len(socks))
+	p.fds = make([]pollFd, 2*len(socks))
 	if len(socks) == 0 {
 		p.err = invalid("poller sockets", 0, "want at least one")
 	}

@@ -380,8 +380,12 @@ func (s *Socket) Wait(timeout time.Duration, tx bool) (bool, error) {
 	fds := []unix.PollFd{{Fd: int32(s.fd), Events: ev}, {Fd: int32(s.eventFD), Events: unix.POLLIN}}
 	s.ctr.polls.Add(1)
 	return pollSliced(fds, timeout, func(n int) (bool, error) {
-		if fds[1].Revents != 0 || s.closed.Load() {
+		if s.closed.Load() {
 			return true, ErrClosed
+		}
+		if fds[1].Revents != 0 {
+			// Woken without Close: a runner stopping on its context.
+			return true, nil
 		}
 		if n == 0 {
 			return false, s.probeGone()

@@ -25,7 +25,7 @@ type Stats struct {
 	KickErrors                    uint64 // kicks that met a transient EAGAIN/EBUSY/ENOBUFS
 	LinkDown                      uint64 // kicks refused because the link was down (ENETDOWN)
 	Polls                         uint64 // blocking waits in poll
-	Naps                          uint64 // RX waits that napped on a timer first (SocketConfig.RxNap)
+	Naps                          uint64 // RX waits that napped on a timer first (SocketConfig.RxNap, or the runner's adaptive nap)
 	Wakeups                       uint64 // RX wake-up syscalls (need_wakeup, busy poll)
 	BadDescs                      uint64 // descriptors from the kernel outside the UMEM, dropped
 	TxRingFull                    uint64 // Transmit calls that found the TX ring full

@@ -65,3 +65,6 @@ func setsockoptInt(fd, level, opt, v int) error {
 func getsockoptInt(fd, level, opt int) (int, error) {
 	return unix.GetsockoptInt(fd, level, opt)
 }
+
+// pollFd is one entry of a ppoll set.
+type pollFd = unix.PollFd

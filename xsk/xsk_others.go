@@ -3,6 +3,7 @@
 package xsk
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"time"
@@ -82,3 +83,11 @@ func KernelFeatures() (Features, error) { return Features{}, errOS }
 
 // DefaultFrames returns 4096: AF_XDP exists only on Linux.
 func DefaultFrames(queues int) int { return 4096 }
+
+// Receive returns ErrNotSupported.
+func (d *Device) Receive(ctx context.Context, cfg RunConfig, h Handler) error { return errOS }
+
+// Send returns ErrNotSupported.
+func (d *Device) Send(ctx context.Context, cfg RunConfig, f Filler) error { return errOS }
+
+type pollFd struct{}

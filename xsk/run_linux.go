@@ -1,0 +1,485 @@
+//go:build linux
+
+package xsk
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Receive runs h on every batch the device's sockets receive until ctx is
+// done, then returns nil. It returns early with the first error a socket
+// meets: ErrClosed when the device is closed under it, an error matching
+// ErrNoDevice within about a second of the device going away. It is the
+// receive loop the package recommends: it picks the shape
+// (RunConfig.Shape), hands h batches of up to RunConfig.Batch frames,
+// gives the frames back to the kernel after h, keeps the fill rings fed,
+// reclaims frames h transmitted, and naps NAPI style while traffic is
+// heavy (RunConfig.Nap), polling with no timer while it is light.
+//
+// Receive owns the sockets while it runs: nothing else may use them until
+// it returns.
+func (d *Device) Receive(ctx context.Context, cfg RunConfig, h Handler) error {
+	rc, err := cfg.withDefaults(64)
+	if err != nil {
+		return err
+	}
+	if h == nil {
+		return invalid("Receive handler", "nil", "want a function")
+	}
+	var socks []*Socket
+	for _, s := range d.snapshot() {
+		if s.rx != nil {
+			socks = append(socks, s)
+		}
+	}
+	if len(socks) == 0 {
+		return invalid("Receive sockets", 0, "the device has no socket with an RX ring (open it with RX rings)")
+	}
+	return run(ctx, rc, socks, func(r *runner, socks []*Socket) error {
+		if len(socks) == 1 {
+			return r.receiveOne(socks[0], h)
+		}
+		return r.receivePoller(socks, h)
+	})
+}
+
+// Send runs f to fill batches of frames and sends them on every socket of
+// the device until each socket's filler returned ErrStop or ctx is done,
+// and returns nil once what was sent has completed (or after a second,
+// for frames the kernel still holds). It returns early with the first
+// error a filler or socket returns other than ErrStop. A link that is
+// down is waited out: frames stay on the TX rings and sending resumes
+// when it is up (RunConfig.LinkChange tells). It reclaims completions
+// ahead of every allocation and kicks the kernel once per batch.
+//
+// Send owns the sockets while it runs.
+func (d *Device) Send(ctx context.Context, cfg RunConfig, f Filler) error {
+	rc, err := cfg.withDefaults(256)
+	if err != nil {
+		return err
+	}
+	if f == nil {
+		return invalid("Send filler", "nil", "want a function")
+	}
+	var socks []*Socket
+	for _, s := range d.snapshot() {
+		if s.tx != nil {
+			socks = append(socks, s)
+		}
+	}
+	if len(socks) == 0 {
+		return invalid("Send sockets", 0, "the device has no socket with a TX ring (open it with TX rings)")
+	}
+	return run(ctx, rc, socks, func(r *runner, socks []*Socket) error {
+		return r.send(socks, f)
+	})
+}
+
+// runner is one Receive or Send in progress.
+type runner struct {
+	rc      RunConfig
+	stopped atomic.Bool // ctx is done or a sibling failed
+}
+
+// run spreads socks over goroutines by the configured shape and runs loop
+// on each share, ending all of them at the first error.
+func run(ctx context.Context, rc RunConfig, socks []*Socket, loop func(*runner, []*Socket) error) error {
+	r := &runner{rc: rc}
+	stop := func() {
+		if r.stopped.Swap(true) {
+			return
+		}
+		for _, s := range socks {
+			s.interrupt()
+		}
+	}
+	unhook := context.AfterFunc(ctx, stop)
+	defer unhook()
+	defer func() {
+		for _, s := range socks {
+			s.clearInterrupt()
+		}
+	}()
+	if ctx.Err() != nil {
+		return nil
+	}
+	var shares [][]*Socket
+	if pickShape(rc.Shape, len(socks)) == ShapeOne {
+		shares = [][]*Socket{socks}
+	} else {
+		for _, s := range socks {
+			shares = append(shares, []*Socket{s})
+		}
+	}
+	errs := make([]error, len(shares))
+	var wg sync.WaitGroup
+	for i, share := range shares {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			unlock := lockThread()
+			defer unlock()
+			if err := loop(r, share); err != nil {
+				errs[i] = err
+				stop()
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pickShape resolves ShapeAuto for n sockets.
+func pickShape(s Shape, n int) Shape {
+	if s != ShapeAuto {
+		return s
+	}
+	cpus := min(runtime.GOMAXPROCS(0), runtime.NumCPU())
+	if n == 1 || 2*n <= cpus {
+		return ShapePerQueue
+	}
+	return ShapeOne
+}
+
+// lockThread locks the goroutine to its thread and asks the kernel for
+// timers that fire on time (a slack of 1 ns instead of 50 µs), since a
+// nap of 20-100 µs must not become 70-150. It returns the undo.
+func lockThread() func() {
+	runtime.LockOSThread()
+	old, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
+	if err != nil || unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0) != nil {
+		return runtime.UnlockOSThread
+	}
+	return func() {
+		unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(old), 0, 0, 0)
+		runtime.UnlockOSThread()
+	}
+}
+
+// ringQuarter is a quarter of the smallest RX ring of socks: the most
+// frames a nap may let pile up.
+func ringQuarter(socks []*Socket) int {
+	q := 0
+	for _, s := range socks {
+		n := int(s.rx.mask+1) / 4
+		if q == 0 || n < q {
+			q = n
+		}
+	}
+	return q
+}
+
+// handle runs h on a non-empty batch from s, gives back what h left in
+// it and reclaims what h transmitted.
+func handle(s *Socket, b *Batch, h Handler) {
+	h(s, b)
+	if b.Len() > 0 {
+		s.Release(b)
+	}
+	if s.tx != nil && s.inTx > 0 {
+		s.Complete()
+	}
+}
+
+// receiveOne is the loop of a goroutine that owns one socket.
+func (r *runner) receiveOne(s *Socket, h Handler) error {
+	b := s.NewBatch(r.rc.Batch)
+	nap := newNapper(r.rc.Nap, ringQuarter([]*Socket{s}))
+	for {
+		n := s.Receive(b)
+		if n > 0 {
+			nap.add(n)
+			handle(s, b, h)
+			if n == b.Cap() {
+				continue
+			}
+		}
+		if r.stopped.Load() {
+			return nil
+		}
+		if s.Closed() {
+			return ErrClosed
+		}
+		if n > 0 {
+			continue
+		}
+		if d := nap.idle(time.Now()); d > 0 {
+			s.ctr.naps.Add(1)
+			if err := s.Sleep(d); err != nil {
+				return err
+			}
+			continue
+		}
+		timeout := time.Duration(-1)
+		if s.tx != nil && s.inTx > 0 {
+			timeout = time.Millisecond // completions to reclaim
+		}
+		if _, err := s.Wait(timeout, false); err != nil {
+			return err
+		}
+	}
+}
+
+// receivePoller is the loop of a goroutine that owns several sockets.
+func (r *runner) receivePoller(socks []*Socket, h Handler) error {
+	// A batch belongs to one UMEM: one per socket.
+	bs := make([]*Batch, len(socks))
+	for i, s := range socks {
+		bs[i] = s.NewBatch(r.rc.Batch)
+	}
+	p := NewPoller(socks...)
+	nap := newNapper(r.rc.Nap, ringQuarter(socks))
+	for {
+		total, pending := 0, false
+		for i, s := range socks {
+			b := bs[i]
+			// A full batch may mean more waits: take a few more turns
+			// on this ring before the next one.
+			for range 4 {
+				n := s.Receive(b)
+				if n == 0 {
+					break
+				}
+				total += n
+				handle(s, b, h)
+				if n < b.Cap() {
+					break
+				}
+			}
+			pending = pending || (s.tx != nil && s.inTx > 0)
+		}
+		if r.stopped.Load() {
+			return nil
+		}
+		if total > 0 {
+			nap.add(total)
+			continue
+		}
+		if anyClosed(socks) {
+			return ErrClosed
+		}
+		if d := nap.idle(time.Now()); d > 0 {
+			for _, s := range socks {
+				s.ctr.naps.Add(1)
+			}
+			if err := p.SleepShort(d); err != nil {
+				return err
+			}
+			continue
+		}
+		timeout := time.Duration(-1)
+		if pending {
+			timeout = time.Millisecond
+		}
+		if _, err := p.WaitRX(timeout); err != nil {
+			return err
+		}
+	}
+}
+
+// sender is the send side of one socket.
+type sender struct {
+	s         *Socket
+	b, spare  *Batch
+	down      bool // the link was down at the last Transmit
+	stopAfter bool // the filler returned ErrStop: send what is left, then done
+	done      bool
+}
+
+// send is the loop of a goroutine that owns the send side of socks.
+func (r *runner) send(socks []*Socket, f Filler) error {
+	ss := make([]*sender, len(socks))
+	for i, s := range socks {
+		ss[i] = &sender{s: s, b: s.NewBatch(r.rc.Batch), spare: s.NewBatch(r.rc.Batch)}
+	}
+	defer func() {
+		for _, t := range ss {
+			t.s.Free(t.b)
+		}
+		drain(socks, time.Second)
+	}()
+	for {
+		progress, live, allDown := false, 0, true
+		for _, t := range ss {
+			if t.done {
+				continue
+			}
+			live++
+			p, err := r.step(t, f)
+			if err != nil {
+				return err
+			}
+			progress = progress || p
+			allDown = allDown && t.down
+		}
+		if live == 0 || r.stopped.Load() {
+			return nil
+		}
+		if progress {
+			continue
+		}
+		d := 20 * time.Microsecond
+		if allDown {
+			d = 10 * time.Millisecond
+		}
+		var err error
+		if len(socks) == 1 {
+			err = socks[0].Sleep(d)
+		} else {
+			err = sleepSocks(socks, d)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// step moves one socket's sender on by one batch, if it can: it reports
+// whether frames went out.
+func (r *runner) step(t *sender, f Filler) (bool, error) {
+	s := t.s
+	if t.down {
+		if err := s.Kick(); err != nil {
+			if errors.Is(err, ErrLinkDown) {
+				return false, nil
+			}
+			return false, err
+		}
+		t.down = false
+		if r.rc.LinkChange != nil {
+			r.rc.LinkChange(s, true)
+		}
+	}
+	s.Complete()
+	if t.b.Len() == 0 {
+		if t.stopAfter {
+			t.done = true
+			return false, nil
+		}
+		if s.Alloc(t.b, r.rc.Batch) == 0 {
+			if s.Closed() {
+				return false, ErrClosed
+			}
+			if err := s.Err(); err != nil {
+				return false, err
+			}
+			return false, nil
+		}
+		ferr := f(s, t.b)
+		t.dropEmpty()
+		switch {
+		case errors.Is(ferr, ErrStop):
+			t.stopAfter = true
+		case ferr != nil:
+			s.Free(t.b)
+			return false, ferr
+		}
+		if t.b.Len() == 0 {
+			return false, nil
+		}
+	}
+	n, err := s.Transmit(t.b)
+	if err != nil {
+		if errors.Is(err, ErrLinkDown) {
+			t.down = true
+			if r.rc.LinkChange != nil {
+				r.rc.LinkChange(s, false)
+			}
+			return n > 0, nil
+		}
+		return false, err
+	}
+	return n > 0, nil
+}
+
+// dropEmpty frees the frames the filler left at length 0 and keeps the
+// others in order.
+func (t *sender) dropEmpty() {
+	b := t.b
+	k := 0
+	for i := range b.descs {
+		if b.descs[i].Len == 0 {
+			t.spare.descs = append(t.spare.descs, b.descs[i])
+			continue
+		}
+		b.descs[k] = b.descs[i]
+		k++
+	}
+	b.descs = b.descs[:k]
+	if t.spare.Len() > 0 {
+		t.s.Free(t.spare)
+	}
+}
+
+// drain waits up to limit for the frames on the TX rings of socks to
+// complete.
+func drain(socks []*Socket, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		left := 0
+		for _, s := range socks {
+			if s.Closed() {
+				continue
+			}
+			s.Complete()
+			left += s.TxPending()
+		}
+		if left == 0 {
+			return
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+}
+
+// sleepSocks sleeps d on the Close events of socks, ending early when one
+// is closed or the runner is interrupted.
+func sleepSocks(socks []*Socket, d time.Duration) error {
+	for i, s := range socks {
+		if !s.enter() {
+			for _, t := range socks[:i] {
+				t.leave()
+			}
+			return ErrClosed
+		}
+	}
+	defer func() {
+		for _, s := range socks {
+			s.leave()
+		}
+	}()
+	ev := make([]unix.PollFd, len(socks))
+	return sleepOn(socks, ev, d, true)
+}
+
+// interrupt wakes a Wait, WaitRX or Sleep of the socket's owner without
+// closing the socket (the runner stops this way on ctx). clearInterrupt
+// takes the wake back once the owner is done with its waits.
+func (s *Socket) interrupt() {
+	if !s.enter() {
+		return
+	}
+	defer s.leave()
+	one := [8]byte{1}
+	unix.Write(s.eventFD, one[:])
+}
+
+func (s *Socket) clearInterrupt() {
+	if !s.enter() {
+		return
+	}
+	defer s.leave()
+	var buf [8]byte
+	unix.Read(s.eventFD, buf[:])
+}
