@@ -182,7 +182,7 @@ func TestIperf3ClientAgainstAsavieServer(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			args := append([]string{"-c", pair.B.IPv4.String(), "-u", "-b", "50M", "-t", "1", "-J"}, tc.args...)
-			inA, bufErrA := udpInDatagrams(t, pair.A), udpRcvbufErrors(t, pair.A)
+			inA, bufErrA := udpInDatagrams(t, pair.A), udpRefused(t, pair.A)
 			txB, rxA := linkStats(t, pair.B), linkStats(t, pair.A)
 			out, err := pair.A.Command(ctx, "iperf3", args...).Output()
 			if err != nil {
@@ -227,7 +227,7 @@ func TestIperf3ClientAgainstAsavieServer(t *testing.T) {
 				// add up or stop moving (1 s at most).
 				var dIn, dBufErr, dTx, dDrop int64
 				for settle := time.Now().Add(time.Second); ; time.Sleep(20 * time.Millisecond) {
-					dIn, dBufErr = udpInDatagrams(t, pair.A)-inA, udpRcvbufErrors(t, pair.A)-bufErrA
+					dIn, dBufErr = udpInDatagrams(t, pair.A)-inA, udpRefused(t, pair.A)-bufErrA
 					txB2, rxA2 := linkStats(t, pair.B), linkStats(t, pair.A)
 					dTx = int64(txB2.TxPackets - txB.TxPackets)
 					dDrop = int64(rxA2.RxDropped-rxA.RxDropped) + int64(txB2.TxDropped-txB.TxDropped)
@@ -235,7 +235,7 @@ func TestIperf3ClientAgainstAsavieServer(t *testing.T) {
 						break
 					}
 				}
-				t.Logf("server's veth: sent %d frames; client's veth dropped %d; client's kernel: UDP in %d, receive buffer full %d", dTx, dDrop, dIn, dBufErr)
+				t.Logf("server's veth: sent %d frames; client's veth dropped %d; client's kernel: UDP in %d, refused (buffer full or port closed) %d", dTx, dDrop, dIn, dBufErr)
 				if dTx < sent.Packets+n {
 					t.Errorf("B's veth sent %d frames, want at least the %d datagrams our server sent through asavie + %d setup replies", dTx, sent.Packets, n)
 				}
@@ -474,13 +474,28 @@ func TestAsavieQueueReadersAndClose(t *testing.T) {
 // socket's buffer was full) in h's namespace.
 func udpRcvbufErrors(t *testing.T, h *netnstest.Host) int64 {
 	t.Helper()
+	return udpCounter(t, h, "UdpRcvbufErrors")
+}
+
+// udpRefused is what A's kernel took in but could deliver to no socket:
+// refused for a full receive buffer, or for no socket on the port (iperf3
+// closes its socket when the test ends, and datagrams still in flight
+// then arrive to nobody).
+func udpRefused(t *testing.T, h *netnstest.Host) int64 {
+	t.Helper()
+	return udpCounter(t, h, "UdpRcvbufErrors") + udpCounter(t, h, "UdpNoPorts")
+}
+
+// udpCounter reads one of the kernel's SNMP UDP counters in h's namespace.
+func udpCounter(t *testing.T, h *netnstest.Host, name string) int64 {
+	t.Helper()
 	m, err := h.Counters()
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, ok := m["UdpRcvbufErrors"]
+	v, ok := m[name]
 	if !ok {
-		t.Fatal("no Udp RcvbufErrors in the kernel's SNMP counters")
+		t.Fatalf("no %s in the kernel's SNMP counters", name)
 	}
 	return v
 }

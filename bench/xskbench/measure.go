@@ -616,11 +616,15 @@ func window(ctx context.Context, o *Options, got, offered func() (uint64, error)
 	if err := sleep(ctx, o.Warmup); err != nil {
 		return Sample{}, err
 	}
-	r0, err := got()
+	// Offered before received at the start, received before offered at
+	// the end: then every frame counted as received was either offered in
+	// the window or already on its way when it began (a ring's worth),
+	// however long this goroutine is kept from running between the reads.
+	g0, err := offered()
 	if err != nil {
 		return Sample{}, err
 	}
-	g0, err := offered()
+	r0, err := got()
 	if err != nil {
 		return Sample{}, err
 	}
