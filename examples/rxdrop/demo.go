@@ -14,7 +14,8 @@ import (
 // runDemo builds a veth pair with the given number of queues in two fresh
 // namespaces, runs rxdrop on one end and an XDP live-frames generator
 // (64-byte UDP, many flows) on the other, then removes everything.
-func runDemo(f *exutil.Flags, queues int, oneThread bool) error {
+func runDemo(o *options, queues int) error {
+	f := &o.Flags
 	if f.Duration <= 0 {
 		f.Duration = 5 * time.Second
 	}
@@ -49,7 +50,7 @@ func runDemo(f *exutil.Flags, queues int, oneThread bool) error {
 	}
 	defer gen.Close()
 
-	cfg, err := f.Config()
+	cfg, err := o.config()
 	if err != nil {
 		return err
 	}
@@ -68,7 +69,7 @@ func runDemo(f *exutil.Flags, queues int, oneThread bool) error {
 	}()
 	var sum summary
 	err = pair.B.Do(func() (err error) {
-		sum, err = rxdropStarted(rxCtx, pair.B.Link, cfg, f.Batch, oneThread, func() { close(started) })
+		sum, err = rxdropStarted(rxCtx, pair.B.Link, cfg, f.Batch, o.loop(), func() { close(started) })
 		return err
 	})
 	interrupted := ctx.Err() != nil

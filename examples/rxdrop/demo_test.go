@@ -12,15 +12,17 @@ import (
 
 // Every frame the generator sent is either received by rxdrop or counted
 // by the kernel as dropped on the way to the sockets, with a goroutine per
-// queue and with one for all of them (-one-thread, with -nap).
+// queue and with one for all of them, through the runner and by hand.
 func TestRxdropAccountsForEveryFrame(t *testing.T) {
-	t.Run("per queue", func(t *testing.T) { testRxdropAccounts(t, false, xsk.SocketConfig{}) })
-	t.Run("one thread, nap", func(t *testing.T) {
-		testRxdropAccounts(t, true, xsk.SocketConfig{RxNap: 30 * time.Microsecond})
+	t.Run("runner per queue", func(t *testing.T) { testRxdropAccounts(t, loop{shape: xsk.ShapePerQueue}, xsk.SocketConfig{}) })
+	t.Run("runner one", func(t *testing.T) { testRxdropAccounts(t, loop{shape: xsk.ShapeOne}, xsk.SocketConfig{}) })
+	t.Run("raw per queue", func(t *testing.T) { testRxdropAccounts(t, loop{raw: true}, xsk.SocketConfig{}) })
+	t.Run("raw one thread, nap", func(t *testing.T) {
+		testRxdropAccounts(t, loop{raw: true, shape: xsk.ShapeOne}, xsk.SocketConfig{RxNap: 30 * time.Microsecond})
 	})
 }
 
-func testRxdropAccounts(t *testing.T, oneThread bool, sc xsk.SocketConfig) {
+func testRxdropAccounts(t *testing.T, l loop, sc xsk.SocketConfig) {
 	pair := netnstest.New(t, netnstest.Config{Queues: 2})
 	var gen *trafficgen.Generator
 	if err := pair.A.Do(func() (err error) {
@@ -54,7 +56,7 @@ func testRxdropAccounts(t *testing.T, oneThread bool, sc xsk.SocketConfig) {
 	}()
 	var sum summary
 	err = pair.B.Do(func() (err error) {
-		sum, err = rxdropStarted(ctx, pair.B.Link, xsk.Config{Socket: sc, Program: xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(9)}}}, 64, oneThread, func() { close(started) })
+		sum, err = rxdropStarted(ctx, pair.B.Link, xsk.Config{Socket: sc, Program: xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(9)}}}, 64, l, func() { close(started) })
 		return err
 	})
 	if err != nil {

@@ -37,6 +37,13 @@ func TestParseFlags(t *testing.T) {
 		{"-i veth0 -frames 1048576", func(o options) bool { return o.Frames == 1<<20 }},
 		{"-i veth0 -q 0-3 -one-thread -copy -skb", func(o options) bool { return o.Queues == "0-3" && o.oneThread && o.Copy && o.Generic }},
 		{"-i veth0 --", func(o options) bool { return o.Iface == "veth0" }},
+		{"-i veth0", func(o options) bool { l := o.loop(); return !l.raw && l.shape == xsk.ShapeAuto }},
+		{"-i veth0 -shape per-queue -nap 50us", func(o options) bool {
+			l := o.loop()
+			return !l.raw && l.shape == xsk.ShapePerQueue && l.nap == 50*time.Microsecond
+		}},
+		{"-i veth0 -one-thread", func(o options) bool { return o.loop().shape == xsk.ShapeOne }},
+		{"-i veth0 -raw -shape one", func(o options) bool { l := o.loop(); return l.raw && l.shape == xsk.ShapeOne }},
 		{"-demo", func(o options) bool { return o.demo && o.demoQueues == 2 }},
 		{"-demo -demo-queues 4 -q 3 -t 1s", func(o options) bool { return o.demo && o.demoQueues == 4 && o.Queues == "3" }},
 	} {
@@ -58,6 +65,8 @@ func TestParseFlagsRejects(t *testing.T) {
 		{"-i veth0 -port -1", "-port -1: must be"},
 		{"-i veth0 -port abc", "-port"},
 		{"-i veth0 -batch 0", "-batch 0: must be 1-4096"},
+		{"-i veth0 -shape two", `-shape "two": must be auto, per-queue or one`},
+		{"-i veth0 -one-thread -shape per-queue", "contradict"},
 		{"-i veth0 -batch -5", "-batch -5: must be 1-4096"},
 		{"-i veth0 -batch 100000", "-batch 100000: must be 1-4096"},
 		{"-i veth0 -t -1s", "-t -1s: must not be negative"},
@@ -105,6 +114,7 @@ func FuzzParseFlags(f *testing.F) {
 		"-i veth0 -t -1s", "-i veth0 foo -t 1s", "-i veth0 -t 1s", "-i veth0 -frames 2048", "-i veth0 -frames 8",
 		"-i veth0 -nap 30us -one-thread", "-demo -demo-queues 3 -q 0-2", "-demo -i veth0", "-i veth0 -q 0-3 -port=0x2328",
 		"-h", "", "-i veth0 --", "-i  -port 1", "-i veth0 -copy=false -skb",
+		"-i veth0 -shape one -raw", "-i veth0 -shape bogus", "-i veth0 -shape per-queue -one-thread",
 	} {
 		f.Add(s)
 	}
@@ -136,6 +146,11 @@ func FuzzParseFlags(f *testing.F) {
 		if want := xsk.UDPPort(uint16(port)); port == 0 && len(cfg.Program.Filter) != 0 ||
 			port != 0 && (len(cfg.Program.Filter) != 1 || cfg.Program.Filter[0] != want || int(cfg.Program.Filter[0].DstPortMin) != port) {
 			t.Fatalf("parseFlags(%q): -port %d filters %+v", args, port, cfg.Program.Filter)
+		}
+		l := o.loop()
+		if (l.shape == xsk.ShapeOne) != (o.oneThread || o.shape == "one") || (l.shape == xsk.ShapePerQueue) != (o.shape == "per-queue") ||
+			l.raw != o.raw || (!o.raw && cfg.Socket.RxNap != 0) || (o.raw && cfg.Socket.RxNap != o.Nap) {
+			t.Fatalf("parseFlags(%q): -shape %q -one-thread %v -raw %v gave loop %+v, RxNap %v", args, o.shape, o.oneThread, o.raw, l, cfg.Socket.RxNap)
 		}
 		if o.demoQueues < 1 || o.demoQueues > exutil.MaxQueue+1 {
 			t.Fatalf("parseFlags(%q): -demo-queues %d", args, o.demoQueues)

@@ -1,9 +1,15 @@
 // Command rxdrop receives packets on every chosen queue of an interface
-// with one AF_XDP socket and one goroutine per queue, and drops them: the
-// fastest possible receiver, and the measure of the RX path. It prints
-// packets/s per queue once a second and the totals at the end.
+// with one AF_XDP socket per queue, and drops them: the fastest possible
+// receiver, and the measure of the RX path. It prints packets/s per queue
+// once a second and the totals at the end.
 //
-//	rxdrop -i eth0 [-q 0-3] [-t 10s] [-port 9000]
+// By default it receives through xsk's runner (Device.Receive), which
+// picks a goroutine per queue or one for all queues from the CPUs it may
+// use and naps NAPI style under load; -shape chooses, and -raw runs the
+// plain loop a user would write by hand (a goroutine per queue that waits
+// in poll), for comparison.
+//
+//	rxdrop -i eth0 [-q 0-3] [-t 10s] [-port 9000] [-shape auto|per-queue|one] [-raw]
 //	rxdrop -demo [-t 5s] [-demo-queues 2]   # on a veth pair it creates, with its own generator
 //
 // Every flag is checked before anything is opened: a value out of range,
@@ -32,10 +38,31 @@ const synopsis = `rxdrop -i IFACE [-q 0-3] [-t 10s] [-port 9000] [flags]
 // options are rxdrop's flags.
 type options struct {
 	exutil.Flags
-	port       int  // -port: 0..65535, 0 takes every frame
-	demo       bool // -demo
-	demoQueues int  // -demo-queues: 1..exutil.MaxQueue+1
-	oneThread  bool // -one-thread
+	port       int    // -port: 0..65535, 0 takes every frame
+	demo       bool   // -demo
+	demoQueues int    // -demo-queues: 1..exutil.MaxQueue+1
+	oneThread  bool   // -one-thread
+	shape      string // -shape: auto, per-queue, one
+	raw        bool   // -raw
+}
+
+// loop is how rxdrop receives: through the runner in a shape, or by hand.
+type loop struct {
+	raw   bool
+	shape xsk.Shape
+	nap   time.Duration // the runner's longest nap (0: its default)
+}
+
+// loop returns the receive loop the options ask for.
+func (o *options) loop() loop {
+	l := loop{raw: o.raw, nap: o.Nap}
+	switch {
+	case o.oneThread || o.shape == "one":
+		l.shape = xsk.ShapeOne
+	case o.shape == "per-queue":
+		l.shape = xsk.ShapePerQueue
+	}
+	return l
 }
 
 // flagSet registers rxdrop's flags on a new flag set, with o's fields as
@@ -46,7 +73,9 @@ func flagSet(o *options) *flag.FlagSet {
 	fs.IntVar(&o.port, "port", 0, "only take UDP to this destination port, 1-65535 (other traffic reaches the kernel); 0 takes everything")
 	fs.BoolVar(&o.demo, "demo", false, "create a veth pair in two namespaces, send 64-byte UDP (port 9) into it with an XDP generator, and receive it here (no -i, no -port)")
 	fs.IntVar(&o.demoQueues, "demo-queues", 2, fmt.Sprintf("queues of the demo veth pair, 1-%d", exutil.MaxQueue+1))
-	fs.BoolVar(&o.oneThread, "one-thread", false, "receive every queue in one goroutine (xsk.Poller) instead of one per queue: fewer wake-ups when there are fewer CPUs than queues; with -nap, the fastest rxdrop on a small machine")
+	fs.BoolVar(&o.oneThread, "one-thread", false, "receive every queue in one goroutine (xsk.Poller): the same as -shape one")
+	fs.StringVar(&o.shape, "shape", "auto", "auto (a goroutine per queue when there are two CPUs per queue, else one for all), per-queue, or one")
+	fs.BoolVar(&o.raw, "raw", false, "receive with the plain loop instead of the runner: a goroutine per queue (one for all with -shape one) that waits in poll, napping only with -nap")
 	return fs
 }
 
@@ -58,6 +87,14 @@ func parseFlags(args []string) (options, error) {
 	err := o.Parse(fs, args, func() error {
 		if o.port < 0 || o.port > 65535 {
 			return fmt.Errorf("-port %d: must be 1-65535, or 0 to take everything", o.port)
+		}
+		switch o.shape {
+		case "auto", "per-queue", "one":
+		default:
+			return fmt.Errorf("-shape %q: must be auto, per-queue or one", o.shape)
+		}
+		if o.oneThread && o.shape == "per-queue" {
+			return fmt.Errorf("-one-thread and -shape per-queue contradict each other")
 		}
 		if o.demoQueues < 1 || o.demoQueues > exutil.MaxQueue+1 {
 			return fmt.Errorf("-demo-queues %d: must be 1-%d", o.demoQueues, exutil.MaxQueue+1)
@@ -96,6 +133,11 @@ func (o *options) config() (xsk.Config, error) {
 	if o.port != 0 {
 		cfg.Program.Filter = []xsk.Rule{xsk.UDPPort(uint16(o.port))}
 	}
+	if !o.raw {
+		// -nap is the runner's longest nap, which it takes only while
+		// packets arrive fast; the sockets themselves do not nap.
+		cfg.Socket.RxNap = 0
+	}
 	return cfg, nil
 }
 
@@ -105,7 +147,7 @@ func run(args []string) error {
 		return err
 	}
 	if o.demo {
-		return runDemo(&o.Flags, o.demoQueues, o.oneThread)
+		return runDemo(&o, o.demoQueues)
 	}
 	cfg, err := o.config()
 	if err != nil {
@@ -113,7 +155,7 @@ func run(args []string) error {
 	}
 	ctx, cancel := exutil.Context(o.Duration)
 	defer cancel()
-	return rxdrop(ctx, o.Iface, cfg, o.Batch, o.oneThread)
+	return rxdrop(ctx, o.Iface, cfg, o.Batch, o.loop())
 }
 
 // summary is what a run received and what the kernel dropped on the way
@@ -125,8 +167,8 @@ type summary struct {
 }
 
 // rxdrop opens the sockets and drops everything until ctx ends.
-func rxdrop(ctx context.Context, iface string, cfg xsk.Config, batch int, oneThread bool) error {
-	_, err := rxdropStarted(ctx, iface, cfg, batch, oneThread, func() {})
+func rxdrop(ctx context.Context, iface string, cfg xsk.Config, batch int, l loop) error {
+	_, err := rxdropStarted(ctx, iface, cfg, batch, l, func() {})
 	return err
 }
 
@@ -158,7 +200,7 @@ func dropAll(ctx context.Context, socks []*xsk.Socket, batch int) error {
 
 // rxdropStarted is rxdrop that calls started once the sockets are open and
 // returns the counts.
-func rxdropStarted(ctx context.Context, iface string, cfg xsk.Config, batch int, oneThread bool, started func()) (summary, error) {
+func rxdropStarted(ctx context.Context, iface string, cfg xsk.Config, batch int, l loop, started func()) (summary, error) {
 	var sum summary
 	dev, err := xsk.Open(iface, cfg)
 	if err != nil {
@@ -168,17 +210,33 @@ func rxdropStarted(ctx context.Context, iface string, cfg xsk.Config, batch int,
 	started()
 	defer dev.Close()
 	socks := dev.Sockets()
-	fmt.Printf("rxdrop on %s: %d queues, program in %v mode, zero-copy %v\n", iface, len(socks), dev.Program().Mode(), socks[0].ZeroCopy())
+	how := "the plain loop"
+	if !l.raw {
+		how = "the runner"
+	}
+	fmt.Printf("rxdrop on %s: %d queues, program in %v mode, zero-copy %v, %s\n", iface, len(socks), dev.Program().Mode(), socks[0].ZeroCopy(), how)
 	// A queue whose device goes away ends the run with its error.
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	errs := make(chan error, len(socks))
+	errs := make(chan error, len(socks)+1)
 	fail := func(err error) {
 		errs <- err
 		stop()
 	}
 	var wg sync.WaitGroup
-	if oneThread {
+	switch {
+	case !l.raw:
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// The handler has nothing to do: the runner gives the
+			// frames back after it.
+			drop := func(*xsk.Socket, *xsk.Batch) {}
+			if err := dev.Receive(ctx, xsk.RunConfig{Shape: l.shape, Batch: batch, Nap: l.nap}, drop); err != nil {
+				fail(err)
+			}
+		}()
+	case l.shape == xsk.ShapeOne:
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -186,26 +244,24 @@ func rxdropStarted(ctx context.Context, iface string, cfg xsk.Config, batch int,
 				fail(err)
 			}
 		}()
-	}
-	for _, s := range socks {
-		if oneThread {
-			break
-		}
-		wg.Add(1)
-		go func(s *xsk.Socket) {
-			defer wg.Done()
-			b := s.NewBatch(batch)
-			for ctx.Err() == nil {
-				if s.Receive(b) == 0 {
-					if _, err := s.Wait(100*time.Millisecond, false); err != nil {
-						fail(fmt.Errorf("queue %d: %w", s.Queue(), err))
-						return
+	default:
+		for _, s := range socks {
+			wg.Add(1)
+			go func(s *xsk.Socket) {
+				defer wg.Done()
+				b := s.NewBatch(batch)
+				for ctx.Err() == nil {
+					if s.Receive(b) == 0 {
+						if _, err := s.Wait(100*time.Millisecond, false); err != nil {
+							fail(fmt.Errorf("queue %d: %w", s.Queue(), err))
+							return
+						}
+						continue
 					}
-					continue
+					s.Release(b)
 				}
-				s.Release(b)
-			}
-		}(s)
+			}(s)
+		}
 	}
 	exutil.Report(ctx, os.Stdout, socks, "received", func(st xsk.Stats) uint64 { return st.RxFrames })
 	wg.Wait()
