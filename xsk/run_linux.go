@@ -310,6 +310,10 @@ func (r *runner) send(socks []*Socket, f Filler) error {
 		}
 		drain(socks, time.Second)
 	}()
+	return r.sendLoop(socks, ss, f)
+}
+
+func (r *runner) sendLoop(socks []*Socket, ss []*sender, f Filler) error {
 	for {
 		progress, live, allDown := false, 0, true
 		for _, t := range ss {
@@ -353,7 +357,9 @@ func (r *runner) step(t *sender, f Filler) (bool, error) {
 	if t.down {
 		if err := s.Kick(); err != nil {
 			if errors.Is(err, ErrLinkDown) {
-				return false, nil
+				// A device being deleted goes down first: ask the
+				// kernel whether the socket is still bound.
+				return false, s.Err()
 			}
 			return false, err
 		}
@@ -427,9 +433,17 @@ func (t *sender) dropEmpty() {
 // complete.
 func drain(socks []*Socket, limit time.Duration) {
 	deadline := time.Now().Add(limit)
+	var live []*Socket
+	for _, s := range socks {
+		// Frames on the ring of a socket whose device is gone never
+		// complete.
+		if s.Err() == nil {
+			live = append(live, s)
+		}
+	}
 	for time.Now().Before(deadline) {
 		left := 0
-		for _, s := range socks {
+		for _, s := range live {
 			if s.Closed() {
 				continue
 			}

@@ -56,11 +56,9 @@ type loop struct {
 // loop returns the receive loop the options ask for.
 func (o *options) loop() loop {
 	l := loop{raw: o.raw, nap: o.Nap}
-	switch {
-	case o.oneThread || o.shape == "one":
+	l.shape, _ = exutil.ParseShape(o.shape) // checked by parseFlags
+	if o.oneThread {
 		l.shape = xsk.ShapeOne
-	case o.shape == "per-queue":
-		l.shape = xsk.ShapePerQueue
 	}
 	return l
 }
@@ -88,10 +86,8 @@ func parseFlags(args []string) (options, error) {
 		if o.port < 0 || o.port > 65535 {
 			return fmt.Errorf("-port %d: must be 1-65535, or 0 to take everything", o.port)
 		}
-		switch o.shape {
-		case "auto", "per-queue", "one":
-		default:
-			return fmt.Errorf("-shape %q: must be auto, per-queue or one", o.shape)
+		if _, err := exutil.ParseShape(o.shape); err != nil {
+			return err
 		}
 		if o.oneThread && o.shape == "per-queue" {
 			return fmt.Errorf("-one-thread and -shape per-queue contradict each other")

@@ -1,8 +1,9 @@
 // Command txonly sends UDP packets as fast as it can from every chosen
-// queue of an interface, one AF_XDP socket and one goroutine per queue. It
+// queue of an interface, one AF_XDP socket per queue, through xsk's
+// runner (Device.Send; -raw: a hand-written goroutine per queue). It
 // prints packets/s per queue once a second and the totals at the end.
 //
-//	txonly -i eth0 -dst 198.18.0.1 -dst-mac 02:00:00:00:00:01 [-size 64] [-q 0-1] [-t 10s]
+//	txonly -i eth0 -dst 198.18.0.1 -dst-mac 02:00:00:00:00:01 [-size 64] [-q 0-1] [-t 10s] [-shape auto|per-queue|one] [-raw]
 //
 // Every flag is checked before anything is opened (-size against the
 // interface's MTU, -flows against its number of queues, once it is known):
@@ -56,6 +57,8 @@ type options struct {
 	port   int              // -port: 1..65535
 	size   int              // -size: see checkSize
 	flows  int              // -flows: see checkFlows
+	shape  string           // -shape: auto, per-queue, one
+	raw    bool             // -raw: the hand-written loop, a goroutine per queue
 
 	dstMACText, dstText, srcText string
 }
@@ -71,6 +74,8 @@ func flagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.srcText, "src", "", "source address, of the destination's family (default: the interface's first address of that family)")
 	fs.IntVar(&o.port, "port", 9000, "destination UDP port, 1-65535")
 	fs.IntVar(&o.size, "size", 64, fmt.Sprintf("frame size in bytes, Ethernet header included (without FCS): from %d (IPv4) or %d (IPv6) up to the interface's MTU + 14 and at most %d (a UMEM frame)", 14+20+8, 14+40+8, frameRoom))
+	fs.StringVar(&o.shape, "shape", "auto", "how the runner spreads the queues over goroutines: "+exutil.ShapeNames)
+	fs.BoolVar(&o.raw, "raw", false, "send with the plain loop instead of the runner (Device.Send): a goroutine per queue")
 	fs.IntVar(&o.flows, "flows", 16, fmt.Sprintf("distinct source ports per queue: queue q sends from ports %d+q×flows on, so (highest queue + 1) × flows must be at most %d", basePort, portSpace))
 	return fs
 }
@@ -108,6 +113,9 @@ func parseFlags(args []string) (options, error) {
 		if o.port < 1 || o.port > 65535 {
 			return fmt.Errorf("-port %d: must be 1-65535", o.port)
 		}
+		if _, err := exutil.ParseShape(o.shape); err != nil {
+			return err
+		}
 		if err := checkSize(o.size, o.dst.Is6(), "", 0); err != nil {
 			return err
 		}
@@ -118,6 +126,12 @@ func parseFlags(args []string) (options, error) {
 		return checkFlows(o.flows, maxQueue)
 	})
 	return o, err
+}
+
+// loop returns the runner's shape and whether to use the plain loop.
+func (o *options) loop() (xsk.Shape, bool) {
+	shape, _ := exutil.ParseShape(o.shape) // checked by parseFlags
+	return shape, o.raw
 }
 
 // parseAddr parses an IP address, IPv4-mapped IPv6 as IPv4, without zone
@@ -202,7 +216,8 @@ func run(args []string) error {
 	cfg.NoProgram = true
 	ctx, cancel := exutil.Context(o.Duration)
 	defer cancel()
-	return txonly(ctx, o.Iface, cfg, frame, o.flows, o.Batch)
+	shape, raw := o.loop()
+	return txonly(ctx, o.Iface, cfg, frame, o.flows, o.Batch, shape, raw)
 }
 
 // sourceAddr returns ifi's first address of the family (IPv4 if v4) that
@@ -272,57 +287,98 @@ func BuildUDP(srcMAC, dstMAC net.HardwareAddr, src, dst netip.Addr, sport, dport
 }
 
 // txonly sends copies of frame, with the source port cycling over flows
-// values, until ctx ends.
-func txonly(ctx context.Context, iface string, cfg xsk.Config, frame []byte, flows, batch int) error {
+// values, until ctx ends: through the runner (Device.Send) unless raw.
+func txonly(ctx context.Context, iface string, cfg xsk.Config, frame []byte, flows, batch int, shape xsk.Shape, raw bool) error {
 	dev, err := xsk.Open(iface, cfg)
 	if err != nil {
 		return err
 	}
 	defer dev.Close()
 	socks := dev.Sockets()
-	fmt.Printf("txonly on %s: %d queues, %d-byte frames, zero-copy %v\n", iface, len(socks), len(frame), socks[0].ZeroCopy())
+	how := "the runner"
+	if raw {
+		how = "the plain loop"
+	}
+	fmt.Printf("txonly on %s: %d queues, %d-byte frames, zero-copy %v, %s\n", iface, len(socks), len(frame), socks[0].ZeroCopy(), how)
+	// One set of frames per queue: the source port changes per flow, and
+	// so does the UDP checksum (RFC 1624 incremental update). Each queue's
+	// state is touched only by the goroutine that sends on it.
+	type queueState struct {
+		tmpl [][]byte
+		n    int
+	}
 	l4 := 14 + 20
 	if frame[12] == 0x86 {
 		l4 = 14 + 40
+	}
+	states := map[*xsk.Socket]*queueState{}
+	for _, s := range socks {
+		st := &queueState{tmpl: make([][]byte, flows)}
+		for i := range st.tmpl {
+			t := append([]byte(nil), frame...)
+			old := binary.BigEndian.Uint16(t[l4:])
+			sport := old + uint16(s.Queue()*flows+i)
+			binary.BigEndian.PutUint16(t[l4:], sport)
+			if c := binary.BigEndian.Uint16(t[l4+6:]); c != 0 {
+				binary.BigEndian.PutUint16(t[l4+6:], offload.Update16(c, old, sport))
+			}
+			st.tmpl[i] = t
+		}
+		states[s] = st
+	}
+	// fill writes the frames of b from index from on.
+	fill := func(s *xsk.Socket, b *xsk.Batch, from int) {
+		st := states[s]
+		for i := from; i < b.Len(); i++ {
+			b.SetLen(i, copy(b.Buffer(i), st.tmpl[st.n%flows]))
+			st.n++
+		}
+	}
+	linkChange := func(s *xsk.Socket, up bool) {
+		if up {
+			fmt.Fprintf(os.Stderr, "txonly: queue %d: link up, sending again\n", s.Queue())
+		} else {
+			fmt.Fprintf(os.Stderr, "txonly: queue %d: %v; resuming when it is up\n", s.Queue(), xsk.ErrLinkDown)
+		}
 	}
 	// A device that goes away ends the run with its error; a link that
 	// goes down holds the frames and the senders resume when it is up.
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
-	errs := make(chan error, len(socks))
+	errs := make(chan error, len(socks)+1)
+	if !raw {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := dev.Send(ctx, xsk.RunConfig{Shape: shape, Batch: batch, LinkChange: linkChange}, func(s *xsk.Socket, b *xsk.Batch) error {
+				fill(s, b, 0)
+				return nil
+			})
+			if err != nil {
+				errs <- err
+				stop()
+			}
+		}()
+	}
 	for _, s := range socks {
+		if !raw {
+			break
+		}
 		wg.Add(1)
 		go func(s *xsk.Socket) {
 			defer wg.Done()
-			// Precompute one frame per flow: the source port changes, and so
-			// does the UDP checksum (RFC 1624 incremental update).
-			tmpl := make([][]byte, flows)
-			for i := range tmpl {
-				t := append([]byte(nil), frame...)
-				old := binary.BigEndian.Uint16(t[l4:])
-				sport := old + uint16(s.Queue()*flows+i)
-				binary.BigEndian.PutUint16(t[l4:], sport)
-				if c := binary.BigEndian.Uint16(t[l4+6:]); c != 0 {
-					binary.BigEndian.PutUint16(t[l4+6:], offload.Update16(c, old, sport))
-				}
-				tmpl[i] = t
-			}
 			b := s.NewBatch(batch)
 			defer s.Free(b)
-			n := 0
 			down := false
 			for ctx.Err() == nil {
 				got := s.Alloc(b, batch-b.Len())
-				for i := b.Len() - got; i < b.Len(); i++ {
-					b.SetLen(i, copy(b.Buffer(i), tmpl[n%flows]))
-					n++
-				}
+				fill(s, b, b.Len()-got)
 				_, err := s.Transmit(b)
 				switch {
 				case errors.Is(err, xsk.ErrLinkDown):
 					if !down {
-						fmt.Fprintf(os.Stderr, "txonly: queue %d: %v; resuming when it is up\n", s.Queue(), err)
+						linkChange(s, false)
 					}
 					down = true
 					if err := s.Sleep(100 * time.Millisecond); err != nil {
@@ -335,7 +391,7 @@ func txonly(ctx context.Context, iface string, cfg xsk.Config, frame []byte, flo
 					return
 				}
 				if down {
-					fmt.Fprintf(os.Stderr, "txonly: queue %d: link up, sending again\n", s.Queue())
+					linkChange(s, true)
 					down = false
 				}
 				s.Complete()

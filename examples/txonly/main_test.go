@@ -51,8 +51,19 @@ func TestBuildUDPDecodes(t *testing.T) {
 	}
 }
 
-// txonly's datagrams reach a kernel UDP socket on the peer.
+// txonly's datagrams reach a kernel UDP socket on the peer, through the
+// runner in each shape and through the plain loop.
 func TestTxOnly(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		shape xsk.Shape
+		raw   bool
+	}{{"runner per-queue", xsk.ShapePerQueue, false}, {"runner one", xsk.ShapeOne, false}, {"raw", xsk.ShapeAuto, true}} {
+		t.Run(tc.name, func(t *testing.T) { testTxOnly(t, tc.shape, tc.raw) })
+	}
+}
+
+func testTxOnly(t *testing.T, shape xsk.Shape, raw bool) {
 	pair := netnstest.New(t, netnstest.Config{Queues: 2})
 	var ln *net.UDPConn
 	if err := pair.A.Do(func() (err error) {
@@ -66,12 +77,12 @@ func TestTxOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() {
 		errc <- pair.B.Do(func() error {
-			return txonly(ctx, pair.B.Link, xsk.Config{NoProgram: true, Socket: xsk.SocketConfig{NoRX: true}}, frame, 4, 32)
+			return txonly(ctx, pair.B.Link, xsk.Config{NoProgram: true, Socket: xsk.SocketConfig{NoRX: true}}, frame, 4, 32, shape, raw)
 		})
 	}()
 	got := 0
@@ -91,7 +102,7 @@ func TestTxOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got < 1000 {
-		t.Fatalf("kernel socket received %d datagrams in 2 s, want at least 1000", got)
+		t.Fatalf("kernel socket received %d datagrams in 1 s, want at least 1000", got)
 	}
 	t.Logf("kernel socket received %d datagrams", got)
 }

@@ -311,3 +311,16 @@ func Report(ctx context.Context, w io.Writer, socks []*xsk.Socket, what string, 
 		}
 	}
 }
+
+// ShapeNames lists the values of -shape.
+const ShapeNames = "auto, per-queue or one"
+
+// ParseShape reads a -shape value: auto, per-queue or one.
+func ParseShape(s string) (xsk.Shape, error) {
+	for _, sh := range []xsk.Shape{xsk.ShapeAuto, xsk.ShapePerQueue, xsk.ShapeOne} {
+		if s == sh.String() {
+			return sh, nil
+		}
+	}
+	return xsk.ShapeAuto, fmt.Errorf("-shape %q: must be %s", s, ShapeNames)
+}
