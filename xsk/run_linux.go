@@ -53,7 +53,9 @@ func (d *Device) Receive(ctx context.Context, cfg RunConfig, h Handler) error {
 // Send runs f to fill batches of frames and sends them on every socket of
 // the device until each socket's filler returned ErrStop or ctx is done,
 // and returns nil once what was sent has completed (or after a second,
-// for frames the kernel still holds). It returns early with the first
+// for frames the kernel still holds). Sockets opened without
+// SocketConfig.TxBudget get a TX budget of one batch, so that one kick
+// sends a batch in copy mode. It returns early with the first
 // error a filler or socket returns other than ErrStop. A link that is
 // down is waited out: frames stay on the TX rings and sending resumes
 // when it is up (RunConfig.LinkChange tells). It reclaims completions
@@ -76,6 +78,15 @@ func (d *Device) Send(ctx context.Context, cfg RunConfig, f Filler) error {
 	}
 	if len(socks) == 0 {
 		return invalid("Send sockets", 0, "the device has no socket with a TX ring (open it with TX rings)")
+	}
+	for _, s := range socks {
+		// One kick per batch: in copy mode the kernel sends at most its
+		// TX budget (32 by default) per kick. Best effort: kernels before
+		// 6.17 lack the option.
+		if s.cfg.TxBudget == 0 && s.enter() {
+			setsockoptInt(s.fd, unix.SOL_XDP, unix.XDP_MAX_TX_SKB_BUDGET, min(rc.Batch, int(s.tx.mask+1)))
+			s.leave()
+		}
 	}
 	return run(ctx, rc, socks, func(r *runner, socks []*Socket) error {
 		return r.send(socks, f)

@@ -126,7 +126,10 @@ const (
 	beXDPNetNap = "xdpnet-nap"
 	// beXDPIOTouch is xdpio's rxdrop reading the first byte of every
 	// frame: the bare receiver to hold a parsing one against.
-	beXDPIOTouch      = "xdpio-touch"
+	beXDPIOTouch = "xdpio-touch"
+	// beXDPIORun is xsk's runner with its defaults (Device.Receive,
+	// Device.Send: RunConfig{}): the loop the README starts a user on.
+	beXDPIORun        = "xdpio-run"
 	beXDPNetQueuesNap = "xdpnet-queues-nap"
 	// beC is the C peer (c/xskpeer.c): inside this process through cgo
 	// when the binary has cgo, else as a child process built with the
@@ -140,8 +143,8 @@ const (
 )
 
 var (
-	rxBackends = []string{beGen, beXDPIO, beXDPIONap, beXDPIOGroup, beXDPIOGroupNap, beXDPIOCoalesce, beXDPIOBusy, beAsavie, beAsavieDoc, beAsavieNap, beAsavieGroup, beAsavieGroupNap, beSocket, beSocketGRO, beXDPIOTouch, beXDPNet, beXDPNetQueues, beXDPNetNap, beXDPNetQueuesNap, beC, beCNap, beCGroup, beCGroupNap, beCProc}
-	txBackends = []string{beXDPIO, beAsavie, beC, beCProc}
+	rxBackends = []string{beGen, beXDPIORun, beXDPIO, beXDPIONap, beXDPIOGroup, beXDPIOGroupNap, beXDPIOCoalesce, beXDPIOBusy, beAsavie, beAsavieDoc, beAsavieNap, beAsavieGroup, beAsavieGroupNap, beSocket, beSocketGRO, beXDPIOTouch, beXDPNet, beXDPNetQueues, beXDPNetNap, beXDPNetQueuesNap, beC, beCNap, beCGroup, beCGroupNap, beCProc}
+	txBackends = []string{beXDPIORun, beXDPIO, beAsavie, beC, beCProc}
 	// onRequest are backends measured only when -backends names them.
 	onRequest = []string{beCProc}
 )
@@ -402,11 +405,18 @@ func measure(ctx context.Context, pair *netnstest.Pair, o Options, log io.Writer
 				}
 				rep.Ratios = append(rep.Ratios, r)
 			}
+			ratio("xdpio-run/c", beXDPIORun, beC, 1.0)
+			ratio("xdpio-run/asavie", beXDPIORun, beAsavie, 0)
+			ratio("xdpio-run/xdpio", beXDPIORun, beXDPIO, 0)
 			ratio("xdpio/asavie", beXDPIO, beAsavie, 1.5)
 			ratio("xdpio/c", beXDPIO, beC, 0)
 			ratio("c/asavie", beC, beAsavie, 0)
 			ratio("c/c-proc", beC, beCProc, 0)
 			if mode == modeRx {
+				ratio("xdpio-run/asavie-doc", beXDPIORun, beAsavieDoc, 1.3)
+				ratio("xdpio-run/c-group-nap", beXDPIORun, beCGroupNap, 1.0)
+				ratio("xdpio-run/generator", beXDPIORun, beGen, 0)
+				ratio("c/generator", beC, beGen, 0)
 				ratio("xdpio-nap/asavie", beXDPIONap, beAsavie, 1.5)
 				ratio("xdpio-nap/asavie-doc", beXDPIONap, beAsavieDoc, 1.5)
 				ratio("xdpio-nap/asavie-nap", beXDPIONap, beAsavieNap, 0)
@@ -484,6 +494,8 @@ func newRx(be string, o *Options) receiver {
 		return &dropRx{}
 	case beXDPIO:
 		return &xdpioRx{}
+	case beXDPIORun:
+		return &xdpioRx{run: true}
 	case beXDPIOBusy:
 		return &xdpioRx{busyPoll: true}
 	case beXDPIONap:
@@ -587,6 +599,8 @@ func measureTx(ctx context.Context, pair *netnstest.Pair, o *Options, be string)
 	switch be {
 	case beXDPIO:
 		tx = &xdpioTx{rx: c}
+	case beXDPIORun:
+		tx = &xdpioTx{rx: c, run: true}
 	case beC:
 		tx = &cPeer{bin: o.cBin, inproc: cPeerInProcess, tx: true, rx: c}
 	case beCProc:

@@ -63,6 +63,16 @@ type loops struct {
 	err    error
 	ctr    []padded
 	tids   []atomic.Int64
+	// runner holds the threads of a runner's goroutines (by queue), which
+	// the loop's own goroutine starts: their CPU time is the library's.
+	runner [64]atomic.Int64
+}
+
+// thread records the calling thread as the one that serves queue q, once.
+func (l *loops) thread(q int) {
+	if q < len(l.runner) && l.runner[q].Load() == 0 {
+		l.runner[q].Store(int64(unix.Gettid()))
+	}
 }
 
 func (l *loops) run(n int, body func(i int, ctr *atomic.Uint64) error) {
@@ -98,11 +108,18 @@ func (l *loops) halt() error {
 // scheduler's nanosecond accounting (/proc/self/task/TID/schedstat).
 func (l *loops) appCPU() time.Duration {
 	var d time.Duration
-	for i := range l.tids {
-		tid := l.tids[i].Load()
-		if tid == 0 {
+	seen := map[int64]bool{}
+	for i := range len(l.tids) + len(l.runner) {
+		var tid int64
+		if i < len(l.tids) {
+			tid = l.tids[i].Load()
+		} else {
+			tid = l.runner[i-len(l.tids)].Load()
+		}
+		if tid == 0 || seen[tid] {
 			continue
 		}
+		seen[tid] = true
 		b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/schedstat", tid))
 		if err != nil {
 			continue
@@ -169,7 +186,10 @@ type xdpioRx struct {
 	// least any receiver that looks at its packets does, and what the
 	// kernel's copy into the UMEM costs the first reader of a frame (its
 	// cache lines come from the CPU that wrote them).
-	touch   bool
+	touch bool
+	// run receives through the runner with its defaults (Device.Receive,
+	// RunConfig{}): its shape, batch and naps are the library's choice.
+	run     bool
 	h       *netnstest.Host
 	napiSet bool
 }
@@ -200,6 +220,15 @@ func (r *xdpioRx) start(h *netnstest.Host, o *Options) error {
 		return fmt.Errorf("xdpio: %w", err)
 	}
 	socks := r.dev.Sockets()
+	if r.run {
+		r.l.run(1, func(_ int, ctr *atomic.Uint64) error {
+			return r.dev.Receive(r.l.ctx, xsk.RunConfig{}, func(s *xsk.Socket, b *xsk.Batch) {
+				r.l.thread(s.Queue())
+				ctr.Add(uint64(b.Len()))
+			})
+		})
+		return nil
+	}
 	if r.coalesce {
 		r.l.run(1, func(_ int, ctr *atomic.Uint64) error { return coalesceDrop(&r.l, socks, o, ctr) })
 		return nil

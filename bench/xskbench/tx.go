@@ -30,9 +30,16 @@ type xdpioTx struct {
 	umems []*xsk.UMEM
 	l     loops
 	rx    *trafficgen.Counter // at the peer
+	// run sends through the runner with its defaults (Device.Send,
+	// RunConfig{}) on sockets Open made with its defaults.
+	run bool
+	dev *xsk.Device
 }
 
 func (t *xdpioTx) start(h *netnstest.Host, o *Options) error {
+	if t.run {
+		return t.startRun(h, o)
+	}
 	err := h.Do(func() error {
 		for q := 0; q < o.Queues; q++ {
 			u, err := xsk.NewUMEM(xsk.UMEMConfig{FrameSize: o.FrameSize, NumFrames: o.NumFrames})
@@ -107,12 +114,57 @@ func (t *xdpioTx) start(h *netnstest.Host, o *Options) error {
 	return nil
 }
 
+// startRun opens every queue with Open's defaults for a sender and sends
+// through Device.Send.
+func (t *xdpioTx) startRun(h *netnstest.Host, o *Options) error {
+	err := h.Do(func() (err error) {
+		t.dev, err = xsk.Open(h.Link, xsk.Config{Queues: seq(o.Queues), NoProgram: true, Socket: xsk.SocketConfig{NoRX: true}})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("xdpio: %w", err)
+	}
+	size := len(o.frame)
+	for _, s := range t.dev.Sockets() {
+		// Frames keep the template as they cycle, as for xdpio.
+		b := s.NewBatch(xsk.DefaultFrames(o.Queues))
+		n := s.Alloc(b, b.Cap())
+		for i := 0; i < n; i++ {
+			copy(b.Buffer(i), o.frame)
+		}
+		s.Free(b)
+	}
+	t.l.run(1, func(_ int, ctr *atomic.Uint64) error {
+		return t.dev.Send(t.l.ctx, xsk.RunConfig{}, func(s *xsk.Socket, b *xsk.Batch) error {
+			t.l.thread(s.Queue())
+			for i := range b.Len() {
+				b.SetLen(i, size)
+			}
+			ctr.Add(uint64(b.Len()))
+			return nil
+		})
+	})
+	return nil
+}
+
+// seq returns 0, 1, ..., n-1.
+func seq(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}
+
 func (t *xdpioTx) sent() uint64 { return sum(t.l.ctr) }
 
 func (t *xdpioTx) count() (uint64, error) { return t.rx.Count() }
 
 func (t *xdpioTx) stop() error {
 	err := t.l.halt()
+	if t.dev != nil {
+		err = errors.Join(err, t.dev.Close())
+	}
 	for _, s := range t.socks {
 		s.Close()
 	}
