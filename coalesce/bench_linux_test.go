@@ -179,6 +179,12 @@ type rxMode struct {
 	name  string
 	p     coalesce.Params
 	group bool // one goroutine for both queues (GroupReceiver)
+	// runner receives through xsk's Device.Receive with cfg instead of a
+	// coalescing receiver; plain with the loop a user writes by hand: a
+	// goroutine per queue that receives, releases and waits in poll.
+	runner bool
+	cfg    xsk.RunConfig
+	plain  bool
 }
 
 // benchReceiver is a Receiver or a GroupReceiver.
@@ -240,16 +246,105 @@ func (r *rig) runRx(m rxMode, rate float64, dur time.Duration) *rxRun {
 			groups = append(groups, []*xsk.Socket{s})
 		}
 	}
+	// consume takes the stamped datagrams of b, received on queue q, into
+	// delays and late and returns how many there were.
+	consume := func(q int, b *xsk.Batch, delays *[]int64, late *[]lateFrame) int {
+		now := mono()
+		n := 0
+		for j := 0; j < b.Len(); j++ {
+			pl, ok := udpPayload(b.Frame(j), benchPort)
+			if !ok {
+				continue
+			}
+			seq, ts, ok := unstamp(pl)
+			if !ok {
+				continue
+			}
+			n++
+			*delays = append(*delays, now-ts)
+			if now-ts > int64(x.bound) {
+				*late = append(*late, lateFrame{queue: q, at: now, delay: now - ts})
+			}
+			if w := seq / 64; w < uint64(len(seen)) {
+				if atomic.OrUint64(&seen[w], 1<<(seq%64))&(1<<(seq%64)) != 0 {
+					dups.Add(1)
+				}
+			}
+		}
+		return n
+	}
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
+	if m.runner || m.plain {
+		groups = nil // the runner's or the plain loop's goroutines
+		x.stats = nil
+		delays := make([][]int64, len(socks))
+		late := make([][]lateFrame, len(socks))
+		handler := func(s *xsk.Socket, b *xsk.Batch) {
+			i := slices.Index(socks, s)
+			got.Add(uint64(consume(s.Queue(), b, &delays[i], &late[i])))
+		}
+		collect := func() {
+			mu.Lock()
+			for i := range socks {
+				x.delays = append(x.delays, delays[i]...)
+				x.late = append(x.late, late[i]...)
+			}
+			mu.Unlock()
+		}
+		if m.runner {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer collect()
+				ready <- struct{}{}
+				if err := r.dev.Receive(ctx, m.cfg, handler); err != nil {
+					fail(err)
+				}
+			}()
+			<-ready
+		} else {
+			var pw sync.WaitGroup
+			for _, sk := range socks {
+				wg.Add(1)
+				pw.Add(1)
+				go func() {
+					defer wg.Done()
+					defer pw.Done()
+					b := sk.NewBatch(64)
+					ready <- struct{}{}
+					for ctx.Err() == nil {
+						if sk.Receive(b) == 0 {
+							if _, err := sk.Wait(10*time.Millisecond, false); err != nil {
+								fail(err)
+								return
+							}
+							continue
+						}
+						handler(sk, b)
+						sk.Release(b)
+					}
+				}()
+			}
+			for range socks {
+				<-ready
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				pw.Wait()
+				collect()
+			}()
+		}
+	}
 	x.stats = make([]coalesce.RxStats, len(groups))
 	for i, g := range groups {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			fail := func(err error) {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
 			unlock, err := coalesce.LockThread()
 			if err != nil {
 				ready <- struct{}{}
@@ -276,29 +371,9 @@ func (r *rig) runRx(m rxMode, rate float64, dur time.Duration) *rxRun {
 					}
 					break
 				}
-				now := mono()
 				n := 0
 				for k, b := range bs {
-					for j := 0; j < b.Len(); j++ {
-						pl, ok := udpPayload(b.Frame(j), benchPort)
-						if !ok {
-							continue
-						}
-						seq, ts, ok := unstamp(pl)
-						if !ok {
-							continue
-						}
-						n++
-						delays = append(delays, now-ts)
-						if now-ts > int64(x.bound) {
-							late = append(late, lateFrame{queue: g[k].Queue(), at: now, delay: now - ts})
-						}
-						if w := seq / 64; w < uint64(len(seen)) {
-							if atomic.OrUint64(&seen[w], 1<<(seq%64))&(1<<(seq%64)) != 0 {
-								dups.Add(1)
-							}
-						}
-					}
+					n += consume(g[k].Queue(), b, &delays, &late)
 				}
 				rcv.release()
 				got.Add(uint64(n))
