@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +31,7 @@ func TestMeasureSmoke(t *testing.T) {
 		Nap: 30 * time.Microsecond, BusyPoll: 50 * time.Microsecond, BusyPollBudget: 64, BusyPollSpin: 32,
 		NAPIDefer: 2, GROFlushTimeout: 200 * time.Microsecond,
 		// Every backend, the ones measured only on request too.
-		Backends: rxBackends,
+		Backends: append(slices.Clone(rxBackends), beSocketGSO),
 	}
 	var log bytes.Buffer
 	rep, err := measure(ctx, pair, o, &log)

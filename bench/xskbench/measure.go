@@ -131,6 +131,9 @@ const (
 	// Device.Send: RunConfig{}): the loop the README starts a user on.
 	beXDPIORun        = "xdpio-run"
 	beXDPNetQueuesNap = "xdpnet-queues-nap"
+	// beSocketGSO (txonly) is kernel UDP sockets writing UDP_SEGMENT
+	// batches: the kernel's fastest UDP sender.
+	beSocketGSO = "socket-gso"
 	// beC is the C peer (c/xskpeer.c): inside this process through cgo
 	// when the binary has cgo, else as a child process built with the
 	// system's compiler when there is one. beCProc is always the child
@@ -144,7 +147,7 @@ const (
 
 var (
 	rxBackends = []string{beGen, beXDPIORun, beXDPIO, beXDPIONap, beXDPIOGroup, beXDPIOGroupNap, beXDPIOCoalesce, beXDPIOBusy, beAsavie, beAsavieDoc, beAsavieNap, beAsavieGroup, beAsavieGroupNap, beSocket, beSocketGRO, beXDPIOTouch, beXDPNet, beXDPNetQueues, beXDPNetNap, beXDPNetQueuesNap, beC, beCNap, beCGroup, beCGroupNap, beCProc}
-	txBackends = []string{beXDPIORun, beXDPIO, beAsavie, beC, beCProc}
+	txBackends = []string{beXDPIORun, beXDPIO, beAsavie, beC, beCProc, beSocketGSO}
 	// onRequest are backends measured only when -backends names them.
 	onRequest = []string{beCProc}
 )
@@ -177,8 +180,8 @@ func (o *Options) validate() error {
 		}
 	}
 	for _, b := range o.Backends {
-		if !slices.Contains(rxBackends, b) {
-			return fmt.Errorf("backend %q: want one of %s", b, strings.Join(rxBackends, ", "))
+		if !slices.Contains(rxBackends, b) && !slices.Contains(txBackends, b) {
+			return fmt.Errorf("backend %q: want one of %s, or for txonly %s", b, strings.Join(rxBackends, ", "), beSocketGSO)
 		}
 	}
 	for _, s := range o.Sizes {
@@ -408,6 +411,10 @@ func measure(ctx context.Context, pair *netnstest.Pair, o Options, log io.Writer
 			ratio("xdpio-run/c", beXDPIORun, beC, 1.0)
 			ratio("xdpio-run/asavie", beXDPIORun, beAsavie, 0)
 			ratio("xdpio-run/xdpio", beXDPIORun, beXDPIO, 0)
+			if mode == modeTx {
+				ratio("xdpio-run/socket-gso", beXDPIORun, beSocketGSO, 0)
+				ratio("c/socket-gso", beC, beSocketGSO, 0)
+			}
 			ratio("xdpio/asavie", beXDPIO, beAsavie, 1.5)
 			ratio("xdpio/c", beXDPIO, beC, 0)
 			ratio("c/asavie", beC, beAsavie, 0)
@@ -601,6 +608,8 @@ func measureTx(ctx context.Context, pair *netnstest.Pair, o *Options, be string)
 		tx = &xdpioTx{rx: c}
 	case beXDPIORun:
 		tx = &xdpioTx{rx: c, run: true}
+	case beSocketGSO:
+		tx = &socketGSOTx{rx: c}
 	case beC:
 		tx = &cPeer{bin: o.cBin, inproc: cPeerInProcess, tx: true, rx: c}
 	case beCProc:

@@ -3,8 +3,10 @@
 package main
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/xdpio/xdpio/internal/netnstest"
 	"github.com/xdpio/xdpio/internal/trafficgen"
 	"github.com/xdpio/xdpio/xsk"
+	"golang.org/x/sys/unix"
 )
 
 // sender is a txonly backend: it sends the template frame from one
@@ -237,3 +240,98 @@ func (t *asavieTx) stop() error {
 
 func (t *xdpioTx) appCPU() time.Duration  { return t.l.appCPU() }
 func (t *asavieTx) appCPU() time.Duration { return t.l.appCPU() }
+
+// ---- kernel UDP sockets with UDP_SEGMENT (GSO) ----
+
+// socketGSOTx sends the template's UDP payload through kernel UDP sockets,
+// one per queue's worth of senders, each write a UDP_SEGMENT (GSO) batch
+// that the kernel cuts into datagrams of the template's size: the fastest
+// way the kernel's own stack sends UDP, and the peer a user could pick
+// instead of AF_XDP.
+type socketGSOTx struct {
+	fds []int
+	l   loops
+	rx  *trafficgen.Counter
+}
+
+// gsoBatch is how many datagrams one GSO write carries (the kernel takes
+// up to 64 segments and 64 KiB).
+func gsoBatch(payload int) int { return max(1, min(64, 65000/payload)) }
+
+func (t *socketGSOTx) start(h *netnstest.Host, o *Options) error {
+	f := o.frame
+	if len(f) < 14+20+8 || binary.BigEndian.Uint16(f[12:]) != 0x0800 {
+		return fmt.Errorf("socket-gso: the template is not an IPv4 frame")
+	}
+	// The template is the generator's frame, from A to B: B sends back.
+	ip := f[14:]
+	dst := netip.AddrFrom4([4]byte(ip[12:16]))
+	src := netip.AddrFrom4([4]byte(ip[16:20]))
+	udp := ip[20:]
+	sport, dport := binary.BigEndian.Uint16(udp[0:]), binary.BigEndian.Uint16(udp[2:])
+	payload := len(f) - 14 - 20 - 8
+	err := h.Do(func() error {
+		for q := 0; q < o.Queues; q++ {
+			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				return err
+			}
+			t.fds = append(t.fds, fd)
+			if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: src.As4(), Port: int(sport) + q}); err != nil {
+				return err
+			}
+			if err := unix.Connect(fd, &unix.SockaddrInet4{Addr: dst.As4(), Port: int(dport)}); err != nil {
+				return err
+			}
+			if err := unix.SetsockoptInt(fd, unix.SOL_UDP, unix.UDP_SEGMENT, payload); err != nil {
+				return fmt.Errorf("UDP_SEGMENT: %w", err)
+			}
+			unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20)
+		}
+		return nil
+	})
+	if err != nil {
+		t.closeAll()
+		return fmt.Errorf("socket-gso: %w", err)
+	}
+	segs := gsoBatch(payload)
+	t.l.run(len(t.fds), func(i int, ctr *atomic.Uint64) error {
+		buf := make([]byte, segs*payload)
+		for k := 0; k < segs; k++ {
+			copy(buf[k*payload:], udp[8:])
+		}
+		fd := t.fds[i]
+		for !t.l.quit.Load() {
+			_, err := unix.Write(fd, buf)
+			switch err {
+			case nil:
+				ctr.Add(uint64(segs))
+			case unix.ENOBUFS, unix.EAGAIN:
+				// The qdisc or the device queue is full: try again.
+			default:
+				return fmt.Errorf("socket-gso: write: %w", err)
+			}
+		}
+		return nil
+	})
+	return nil
+}
+
+func (t *socketGSOTx) closeAll() {
+	for _, fd := range t.fds {
+		unix.Close(fd)
+	}
+	t.fds = nil
+}
+
+func (t *socketGSOTx) sent() uint64 { return sum(t.l.ctr) }
+
+func (t *socketGSOTx) count() (uint64, error) { return t.rx.Count() }
+
+func (t *socketGSOTx) stop() error {
+	err := t.l.halt()
+	t.closeAll()
+	return err
+}
+
+func (t *socketGSOTx) appCPU() time.Duration { return t.l.appCPU() }
