@@ -302,6 +302,18 @@ func (c *cPeer) appCPU() time.Duration {
 	return d
 }
 
+// appSys is the system time of the peer's packet threads.
+func (c *cPeer) appSys() time.Duration {
+	var d time.Duration
+	for q := 0; q < c.n; q++ {
+		tid := atomic.LoadUint32(c.u32(ctlTIDs + 4*q))
+		if tid != 0 {
+			d += threadSys(fmt.Sprintf("/proc/%d/task/%d/stat", c.pid, tid))
+		}
+	}
+	return d
+}
+
 func (c *cPeer) stop() error {
 	var err error
 	if c.started {
@@ -337,6 +349,26 @@ func (c *cPeer) stop() error {
 }
 
 // schedstat reads the first field of a schedstat file: nanoseconds on CPU.
+// threadSys reads a thread's system time (stime, field 15 of
+// /proc/PID/task/TID/stat, in clock ticks of 10 ms).
+func threadSys(path string) time.Duration {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) is in parentheses and may hold spaces.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ticks, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ticks) * 10 * time.Millisecond
+}
+
 func schedstat(path string) time.Duration {
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -208,6 +208,10 @@ type Sample struct {
 	// receive or send loops, syscalls included; not the generator, not
 	// softirq work on other CPUs) per packet: what the library costs.
 	AppNsPerPkt float64 `json:"app_ns_per_pkt,omitempty"`
+	// AppSysNsPerPkt is the part of AppNsPerPkt spent in the kernel
+	// (system time, at 10 ms tick resolution): syscalls, and in copy mode
+	// the kernel's TX work done in the sender's kick.
+	AppSysNsPerPkt float64 `json:"app_sys_ns_per_pkt,omitempty"`
 	// NAPIIDs are the sockets' SO_INCOMING_NAPI_ID at the end of the
 	// window (xdpio-busypoll only): 0 means busy polling could not run.
 	NAPIIDs []int `json:"napi_ids,omitempty"`
@@ -215,14 +219,16 @@ type Sample struct {
 
 // Result is the summary of one backend at one size.
 type Result struct {
-	Mode        string   `json:"mode"`
-	Size        int      `json:"size"`
-	Backend     string   `json:"backend"`
-	PPS         float64  `json:"pps_median"`
-	OfferedPPS  float64  `json:"offered_pps_median"`
-	PerCPU      float64  `json:"pps_per_cpu_median"`
-	AppNsPerPkt float64  `json:"app_ns_per_pkt_median,omitempty"`
-	Samples     []Sample `json:"samples"`
+	Mode        string  `json:"mode"`
+	Size        int     `json:"size"`
+	Backend     string  `json:"backend"`
+	PPS         float64 `json:"pps_median"`
+	OfferedPPS  float64 `json:"offered_pps_median"`
+	PerCPU      float64 `json:"pps_per_cpu_median"`
+	AppNsPerPkt float64 `json:"app_ns_per_pkt_median,omitempty"`
+	// AppSysNsPerPkt is the median of the samples' system part.
+	AppSysNsPerPkt float64  `json:"app_sys_ns_per_pkt_median,omitempty"`
+	Samples        []Sample `json:"samples"`
 }
 
 // Ratio compares two backends at one size.
@@ -374,6 +380,7 @@ func measure(ctx context.Context, pair *netnstest.Pair, o Options, log io.Writer
 				r.OfferedPPS = median(ss, func(s Sample) float64 { return s.OfferedPPS })
 				r.PerCPU = median(ss, func(s Sample) float64 { return s.PerCPU })
 				r.AppNsPerPkt = median(ss, func(s Sample) float64 { return s.AppNsPerPkt })
+				r.AppSysNsPerPkt = median(ss, func(s Sample) float64 { return s.AppSysNsPerPkt })
 				medApp[key(mode, size, be)] = r.AppNsPerPkt
 				med[key(mode, size, be)] = r.PPS
 				medCPU[key(mode, size, be)] = r.PerCPU
@@ -569,13 +576,13 @@ func measureRx(ctx context.Context, pair *netnstest.Pair, o *Options, gen *traff
 		defer func() { s.NAPIIDs = x.napiIDs() }()
 	}
 	if !o.Verbose {
-		return window(ctx, o, rx.count, gen.Sent, appCPUOf(rx))
+		return window(ctx, o, rx.count, gen.Sent, appCPUOf(rx), appSysOf(rx))
 	}
 	a0, _ := vethStats(ctx, pair.A)
 	b0, _ := vethStats(ctx, pair.B)
 	x0 := extra(rx)
 	t0 := time.Now()
-	s, err = window(ctx, o, rx.count, gen.Sent, appCPUOf(rx))
+	s, err = window(ctx, o, rx.count, gen.Sent, appCPUOf(rx), appSysOf(rx))
 	secs := time.Since(t0).Seconds()
 	a1, _ := vethStats(ctx, pair.A)
 	b1, _ := vethStats(ctx, pair.B)
@@ -621,7 +628,16 @@ func measureTx(ctx context.Context, pair *netnstest.Pair, o *Options, be string)
 	if err := tx.start(pair.B, o); err != nil {
 		return s, err
 	}
-	return window(ctx, o, tx.count, func() (uint64, error) { return tx.sent(), nil }, appCPUOf(tx))
+	return window(ctx, o, tx.count, func() (uint64, error) { return tx.sent(), nil }, appCPUOf(tx), appSysOf(tx))
+}
+
+// appSysOf returns the system-time clock of the backend's application
+// threads, if it has one.
+func appSysOf(b any) func() time.Duration {
+	if x, ok := b.(interface{ appSys() time.Duration }); ok {
+		return x.appSys
+	}
+	return nil
 }
 
 // appCPUOf returns the backend's application-thread CPU clock, if it has
@@ -635,7 +651,7 @@ func appCPUOf(b any) func() time.Duration {
 
 // window waits the warm-up, then reads both counters at the start and
 // end of the window.
-func window(ctx context.Context, o *Options, got, offered func() (uint64, error), app func() time.Duration) (Sample, error) {
+func window(ctx context.Context, o *Options, got, offered func() (uint64, error), app, sys func() time.Duration) (Sample, error) {
 	if err := sleep(ctx, o.Warmup); err != nil {
 		return Sample{}, err
 	}
@@ -652,9 +668,12 @@ func window(ctx context.Context, o *Options, got, offered func() (uint64, error)
 		return Sample{}, err
 	}
 	c0 := o.cpu.used()
-	var a0, a1 time.Duration
+	var a0, a1, s0, s1 time.Duration
 	if app != nil {
 		a0 = app()
+	}
+	if sys != nil {
+		s0 = sys()
 	}
 	t0 := time.Now()
 	if err := sleep(ctx, o.Window); err != nil {
@@ -663,6 +682,9 @@ func window(ctx context.Context, o *Options, got, offered func() (uint64, error)
 	c1 := o.cpu.used()
 	if app != nil {
 		a1 = app()
+	}
+	if sys != nil {
+		s1 = sys()
 	}
 	r1, err := got()
 	if err != nil {
@@ -680,23 +702,27 @@ func window(ctx context.Context, o *Options, got, offered func() (uint64, error)
 	if app != nil && r1 > r0 {
 		s.AppNsPerPkt = float64(a1-a0) / float64(r1-r0)
 	}
+	if sys != nil && r1 > r0 {
+		s.AppSysNsPerPkt = float64(s1-s0) / float64(r1-r0)
+	}
 	return s, nil
 }
 
 // printTable writes the human-readable report.
 func printTable(w io.Writer, rep *Report) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "mode\tsize\tbackend\tMpps (median)\toffered Mpps\tMpps/CPU\tapp ns/pkt\tsamples (Mpps)\t\n")
+	fmt.Fprintf(tw, "mode\tsize\tbackend\tMpps (median)\toffered Mpps\tMpps/CPU\tapp ns/pkt\tof it sys\tsamples (Mpps)\t\n")
 	for _, r := range rep.Results {
 		var ss []string
 		for _, s := range r.Samples {
 			ss = append(ss, fmt.Sprintf("%.2f", s.PPS/1e6))
 		}
-		app := "-"
+		app, sys := "-", "-"
 		if r.AppNsPerPkt > 0 {
 			app = fmt.Sprintf("%.1f", r.AppNsPerPkt)
+			sys = fmt.Sprintf("%.0f%%", 100*r.AppSysNsPerPkt/r.AppNsPerPkt)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%.3f\t%.3f\t%.3f\t%s\t%s\t\n", r.Mode, r.Size, r.Backend, r.PPS/1e6, r.OfferedPPS/1e6, r.PerCPU/1e6, app, strings.Join(ss, " "))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.3f\t%.3f\t%.3f\t%s\t%s\t%s\t\n", r.Mode, r.Size, r.Backend, r.PPS/1e6, r.OfferedPPS/1e6, r.PerCPU/1e6, app, sys, strings.Join(ss, " "))
 	}
 	tw.Flush()
 	fmt.Fprintln(w)

@@ -6,9 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
-	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -104,11 +103,10 @@ func (l *loops) halt() error {
 	return l.err
 }
 
-// appCPU returns the CPU time the loop threads have used so far, from the
-// scheduler's nanosecond accounting (/proc/self/task/TID/schedstat).
-func (l *loops) appCPU() time.Duration {
-	var d time.Duration
-	seen := map[int64]bool{}
+// threads returns the IDs of the loop threads and of a runner's threads,
+// each once.
+func (l *loops) threads() []int64 {
+	var ts []int64
 	for i := range len(l.tids) + len(l.runner) {
 		var tid int64
 		if i < len(l.tids) {
@@ -116,20 +114,29 @@ func (l *loops) appCPU() time.Duration {
 		} else {
 			tid = l.runner[i-len(l.tids)].Load()
 		}
-		if tid == 0 || seen[tid] {
-			continue
+		if tid != 0 && !slices.Contains(ts, tid) {
+			ts = append(ts, tid)
 		}
-		seen[tid] = true
-		b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/schedstat", tid))
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(b))
-		if len(f) == 0 {
-			continue
-		}
-		ns, _ := strconv.ParseInt(f[0], 10, 64)
-		d += time.Duration(ns)
+	}
+	return ts
+}
+
+// appCPU returns the CPU time the loop threads have used so far, from the
+// scheduler's nanosecond accounting (/proc/self/task/TID/schedstat).
+func (l *loops) appCPU() time.Duration {
+	var d time.Duration
+	for _, tid := range l.threads() {
+		d += schedstat(fmt.Sprintf("/proc/self/task/%d/schedstat", tid))
+	}
+	return d
+}
+
+// appSys returns the part of appCPU spent in the kernel (system time, at
+// the kernel's tick resolution).
+func (l *loops) appSys() time.Duration {
+	var d time.Duration
+	for _, tid := range l.threads() {
+		d += threadSys(fmt.Sprintf("/proc/self/task/%d/stat", tid))
 	}
 	return d
 }
@@ -662,8 +669,11 @@ func newAsavieSocket(ifindex, queue int, opts *asavie.SocketOptions) (*asavie.So
 }
 
 func (r *xdpioRx) appCPU() time.Duration  { return r.l.appCPU() }
+func (r *xdpioRx) appSys() time.Duration  { return r.l.appSys() }
 func (r *asavieRx) appCPU() time.Duration { return r.l.appCPU() }
+func (r *asavieRx) appSys() time.Duration { return r.l.appSys() }
 func (r *socketRx) appCPU() time.Duration { return r.l.appCPU() }
+func (r *socketRx) appSys() time.Duration { return r.l.appSys() }
 
 // nap sleeps d in one nanosleep system call on the calling (locked)
 // thread, without Go's timers (time.Sleep wakes a locked thread late and

@@ -239,7 +239,9 @@ func (t *asavieTx) stop() error {
 }
 
 func (t *xdpioTx) appCPU() time.Duration  { return t.l.appCPU() }
+func (t *xdpioTx) appSys() time.Duration  { return t.l.appSys() }
 func (t *asavieTx) appCPU() time.Duration { return t.l.appCPU() }
+func (t *asavieTx) appSys() time.Duration { return t.l.appSys() }
 
 // ---- kernel UDP sockets with UDP_SEGMENT (GSO) ----
 
@@ -335,3 +337,4 @@ func (t *socketGSOTx) stop() error {
 }
 
 func (t *socketGSOTx) appCPU() time.Duration { return t.l.appCPU() }
+func (t *socketGSOTx) appSys() time.Duration { return t.l.appSys() }

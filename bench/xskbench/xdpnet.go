@@ -100,6 +100,7 @@ func (r *xdpnetRx) stop() error {
 }
 
 func (r *xdpnetRx) appCPU() time.Duration { return r.l.appCPU() }
+func (r *xdpnetRx) appSys() time.Duration { return r.l.appSys() }
 
 func (r *xdpnetRx) stats() map[string]uint64 {
 	if r.c == nil {
@@ -220,3 +221,4 @@ func (r *socketGRORx) stop() error {
 }
 
 func (r *socketGRORx) appCPU() time.Duration { return r.l.appCPU() }
+func (r *socketGRORx) appSys() time.Duration { return r.l.appSys() }
