@@ -49,9 +49,12 @@ type Config struct {
 	Bind xsk.BindMode
 	// Attach chooses driver or generic XDP (xsk.AttachAuto by default).
 	Attach xsk.AttachMode
-	// RxNap is xsk.SocketConfig.RxNap for the queues' sockets: while
-	// datagrams flow, a waiting reader naps this long before it polls,
-	// trading up to RxNap of latency for fewer wake-ups. 0: poll at once.
+	// RxNap is the longest nap of a reader that found its queues empty
+	// (0: xsk.DefaultNap; negative: never nap, always wait in poll).
+	// Readers nap NAPI style, as xsk's runner does (xsk.Napper): only
+	// while datagrams arrive fast enough that a nap gathers a batch, so
+	// one wake-up serves many datagrams under load, while at low rates a
+	// reader waits in poll and wakes for each datagram at once.
 	RxNap time.Duration
 	// BatchSize is how many descriptors a ring operation moves at most
 	// (default 64, at most 1024).
@@ -135,8 +138,6 @@ func (c *Config) validate() error {
 		return bad("Ports", c.Ports, "must be between 1 and 1024")
 	case c.ResolveTimeout < 0:
 		return bad("ResolveTimeout", c.ResolveTimeout, "must not be negative")
-	case c.RxNap < 0:
-		return bad("RxNap", c.RxNap, "must not be negative")
 	case c.FramesPerQueue < 0:
 		return bad("FramesPerQueue", c.FramesPerQueue, "must not be negative")
 	case c.FramesPerQueue > 0 && c.FramesPerQueue < 4*c.BatchSize:

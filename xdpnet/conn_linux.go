@@ -77,7 +77,7 @@ type UDPConn struct {
 	rmu    sync.Mutex // the conn's own reads
 	rturn  int
 	kready bool        // the kernel socket may have datagrams (under rmu)
-	rflow  bool        // the last read got datagrams: a wait may nap (under rmu)
+	rnap   xsk.Napper  // whether a conn-level read waits or naps (under rmu)
 	rwait  atomic.Bool // a read is blocked in poll: a deadline change must wake it
 	rfds   []unix.PollFd
 	rdl    atomic.Int64 // read deadline, Unix nanoseconds; 0: none
@@ -168,7 +168,7 @@ func open(ifname string, laddr, raddr netip.AddrPort, cfg Config) (_ *UDPConn, e
 	xc := xsk.Config{
 		Queues:  cfg.Queues,
 		Program: xsk.ProgramConfig{Filter: []xsk.Rule{rule}, Attach: cfg.Attach},
-		Socket:  xsk.SocketConfig{Bind: cfg.Bind, RxNap: cfg.RxNap, TxBudget: max(cfg.BatchSize, 64)},
+		Socket:  xsk.SocketConfig{Bind: cfg.Bind, TxBudget: max(cfg.BatchSize, 64)}, // the readers nap themselves (Config.RxNap)
 		UMEM:    xsk.UMEMConfig{NumFrames: cfg.FramesPerQueue},
 	}
 	if cfg.TxChecksum == TxChecksumOffload {
@@ -188,6 +188,7 @@ func open(ifname string, laddr, raddr netip.AddrPort, cfg Config) (_ *UDPConn, e
 	}
 	c.kernel = newKernelQueue(c)
 	c.queues = append(c.queues, c.kernel)
+	c.rnap = xsk.NewNapper(cfg.RxNap, c.dev.Sockets()...)
 	c.rfds = make([]unix.PollFd, len(c.queues)+len(c.kss))
 	return c, nil
 }
@@ -633,7 +634,7 @@ func (c *UDPConn) readBatch(msgs []Message, gro bool) (int, error) {
 		}
 		c.rturn++
 		if n > 0 {
-			c.rflow = true
+			c.rnap.Received(n)
 			return n, nil
 		}
 		if err := c.waitRead(); err != nil {
@@ -663,10 +664,9 @@ func (c *UDPConn) waitRead() error {
 		}
 		timeout = min(timeout, left)
 	}
-	if nap := c.cfg.RxNap; nap > 0 && c.rflow {
-		// Datagrams were flowing: nap on a timer, off the sockets' wait
-		// queues (see Config.RxNap), and look again.
-		c.rflow = false
+	if nap := c.rnap.Idle(); nap > 0 {
+		// Datagrams are flowing fast: nap on a timer, off the sockets'
+		// wait queues (see Config.RxNap), and look again.
 		w := [1]unix.PollFd{{Fd: int32(c.wakeFD), Events: unix.POLLIN}}
 		ts := unix.NsecToTimespec(int64(min(nap, timeout)))
 		unix.Ppoll(w[:], &ts, nil)

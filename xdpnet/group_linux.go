@@ -33,6 +33,7 @@ type Group struct {
 	holding bool
 	per     int // with the poller: the views each queue's batch can hold
 	turn    int
+	nap     xsk.Napper // with the poller: nap or wait in poll (Config.RxNap)
 }
 
 // Group returns the conn's reader of every queue. It makes the conn read
@@ -59,6 +60,7 @@ func (c *UDPConn) Group() (*Group, error) {
 		}
 	} else {
 		g.poller = xsk.NewPoller(socks...)
+		g.nap = xsk.NewNapper(c.cfg.RxNap, socks...)
 	}
 	return g, nil
 }
@@ -132,6 +134,12 @@ func (g *Group) ReadView(msgs []Message, timeout time.Duration) (int, error) {
 			c.kready = true // the group receiver waited a slice for nothing
 			continue
 		}
+		if d := g.nap.Idle(); d > 0 {
+			if err := g.poller.Sleep(min(d, left)); err != nil {
+				return 0, c.opErr("read", netip.AddrPort{}, net.ErrClosed)
+			}
+			continue
+		}
 		ready, err := g.poller.WaitRX(left)
 		if err != nil {
 			if errors.Is(err, xsk.ErrClosed) || c.closed.Load() {
@@ -189,9 +197,11 @@ func (g *Group) receive(msgs []Message) int {
 	for i := 0; i < len(g.qs) && n+per <= len(msgs); i++ {
 		j := (g.turn + i) % len(g.qs)
 		q, b := g.qs[j], g.bs[j]
-		if q.s.Receive(b) == 0 {
+		k := q.s.Receive(b)
+		if k == 0 {
 			continue
 		}
+		g.nap.Received(k)
 		q.vb = b
 		n += q.viewsOf(msgs[n:])
 	}

@@ -59,6 +59,7 @@ type Queue struct {
 	txmu sync.Mutex
 	tb   *xsk.Batch
 	ipID uint16
+	nap  xsk.Napper // the reader's: nap or wait in poll (Config.RxNap)
 
 	ctr queueCounters
 }
@@ -70,7 +71,7 @@ type queueCounters struct {
 }
 
 func newQueue(c *UDPConn, s *xsk.Socket) *Queue {
-	q := &Queue{c: c, s: s, id: s.Queue(), fd: s.FD()}
+	q := &Queue{c: c, s: s, id: s.Queue(), fd: s.FD(), nap: xsk.NewNapper(c.cfg.RxNap, s)}
 	q.tb = s.NewBatch(maxSegments + c.cfg.BatchSize)
 	q.ipID = uint16(s.Queue() << 12)
 	return q
@@ -177,7 +178,8 @@ func (q *Queue) ReadView(msgs []Message, timeout time.Duration) (int, error) {
 	}
 	var deadline time.Time
 	for {
-		if q.s.Receive(q.vb) > 0 {
+		if k := q.s.Receive(q.vb); k > 0 {
+			q.nap.Received(k)
 			if k := q.viewsOf(msgs); k > 0 {
 				q.holding = true
 				q.views.Store(true)
@@ -196,6 +198,15 @@ func (q *Queue) ReadView(msgs []Message, timeout time.Duration) (int, error) {
 			}
 		} else if timeout == 0 {
 			return 0, nil
+		}
+		if d := q.nap.Idle(); d > 0 {
+			if left > 0 {
+				d = min(d, left)
+			}
+			if err := q.s.Sleep(d); err != nil {
+				return 0, q.c.opErr("read", netip.AddrPort{}, net.ErrClosed)
+			}
+			continue
 		}
 		if _, err := q.s.Wait(left, false); err != nil {
 			if errors.Is(err, xsk.ErrClosed) || q.c.closed.Load() {
@@ -354,6 +365,15 @@ func (q *Queue) wait(timeout time.Duration) error {
 		return net.ErrClosed
 	}
 	defer q.release()
+	if d := q.nap.Idle(); d > 0 {
+		if timeout > 0 {
+			d = min(d, timeout)
+		}
+		if err := q.s.Sleep(d); err != nil {
+			return net.ErrClosed
+		}
+		return nil
+	}
 	if _, err := q.s.Wait(timeout, false); err != nil {
 		if errors.Is(err, xsk.ErrClosed) || q.c.closed.Load() {
 			return net.ErrClosed
@@ -390,9 +410,11 @@ func (q *Queue) copyOut(msgs []Message, gro bool) (int, error) {
 				q.s.Release(q.rb)
 				q.rnext = 0
 			}
-			if q.s.Receive(q.rb) == 0 {
+			k := q.s.Receive(q.rb)
+			if k == 0 {
 				break
 			}
+			q.nap.Received(k)
 		}
 		for q.rnext < q.rb.Len() && n < len(msgs) {
 			why := q.parseDeferred(q.rb.Frame(q.rnext), &d)

@@ -102,10 +102,14 @@ func (c *RunConfig) withDefaults(batch int) (RunConfig, error) {
 	return r, nil
 }
 
-// napper decides, NAPI style, whether a receiver that found its rings
-// empty naps on a timer or waits in poll, from the rate frames arrived at
-// over the last window.
-type napper struct {
+// A Napper decides, NAPI style, whether a receive loop that found its RX
+// rings empty should nap on a timer or wait in poll, from the rate frames
+// arrived at over the last millisecond: it naps while a nap would gather
+// at least NapMinFrames frames, and then never longer than its maximum or
+// than a quarter of the smallest RX ring takes to fill. Device.Receive
+// uses one; loops of your own (or a Poller's) can too. A Napper belongs
+// to the goroutine that runs the loop.
+type Napper struct {
 	max   time.Duration
 	ring  int // frames a quarter of the RX rings hold
 	start time.Time
@@ -115,14 +119,42 @@ type napper struct {
 	waits uint64  // idle rings answered with a poll wait
 }
 
+// NewNapper returns a Napper for a loop over socks whose naps last at
+// most maxNap (0: DefaultNap; negative: it never naps).
+func NewNapper(maxNap time.Duration, socks ...*Socket) Napper {
+	if maxNap == 0 {
+		maxNap = DefaultNap
+	}
+	q := 0
+	for _, s := range socks {
+		if s == nil || s.rx == nil {
+			continue
+		}
+		if n := int(s.rx.mask+1) / 4; q == 0 || n < q {
+			q = n
+		}
+	}
+	if q == 0 {
+		q = 512
+	}
+	return newNapper(maxNap, q)
+}
+
+// Received counts frames the loop received.
+func (n *Napper) Received(frames int) { n.got += frames }
+
+// Idle is called when the rings are empty: it returns how long to nap, or
+// 0 to wait in poll.
+func (n *Napper) Idle() time.Duration { return n.idle(time.Now()) }
+
 // napWindow is how long the napper counts frames before it updates its rate.
 const napWindow = time.Millisecond
 
 // minNap is the shortest nap: shorter ones cost a timer for too few frames.
 const minNap = 20 * time.Microsecond
 
-func newNapper(max time.Duration, ringQuarter int) napper {
-	return napper{max: max, ring: max1(ringQuarter), start: time.Now()}
+func newNapper(max time.Duration, ringQuarter int) Napper {
+	return Napper{max: max, ring: max1(ringQuarter), start: time.Now()}
 }
 
 func max1(n int) int {
@@ -132,12 +164,7 @@ func max1(n int) int {
 	return n
 }
 
-// add counts frames received.
-func (n *napper) add(frames int) { n.got += frames }
-
-// idle is called when the rings are empty; it returns how long to nap, or
-// 0 to wait in poll.
-func (n *napper) idle(now time.Time) time.Duration {
+func (n *Napper) idle(now time.Time) time.Duration {
 	if el := now.Sub(n.start); el >= napWindow {
 		n.rate = float64(n.got) / el.Seconds()
 		n.got, n.start = 0, now

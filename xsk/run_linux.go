@@ -179,19 +179,6 @@ func lockThread() func() {
 	}
 }
 
-// ringQuarter is a quarter of the smallest RX ring of socks: the most
-// frames a nap may let pile up.
-func ringQuarter(socks []*Socket) int {
-	q := 0
-	for _, s := range socks {
-		n := int(s.rx.mask+1) / 4
-		if q == 0 || n < q {
-			q = n
-		}
-	}
-	return q
-}
-
 // handle runs h on a non-empty batch from s, gives back what h left in
 // it and reclaims what h transmitted.
 func handle(s *Socket, b *Batch, h Handler) {
@@ -207,11 +194,11 @@ func handle(s *Socket, b *Batch, h Handler) {
 // receiveOne is the loop of a goroutine that owns one socket.
 func (r *runner) receiveOne(s *Socket, h Handler) error {
 	b := s.NewBatch(r.rc.Batch)
-	nap := newNapper(r.rc.Nap, ringQuarter([]*Socket{s}))
+	nap := NewNapper(r.rc.Nap, s)
 	for {
 		n := s.Receive(b)
 		if n > 0 {
-			nap.add(n)
+			nap.Received(n)
 			handle(s, b, h)
 			if n == b.Cap() {
 				continue
@@ -251,7 +238,7 @@ func (r *runner) receivePoller(socks []*Socket, h Handler) error {
 		bs[i] = s.NewBatch(r.rc.Batch)
 	}
 	p := NewPoller(socks...)
-	nap := newNapper(r.rc.Nap, ringQuarter(socks))
+	nap := NewNapper(r.rc.Nap, socks...)
 	for {
 		total, pending := 0, false
 		for i, s := range socks {
@@ -275,7 +262,7 @@ func (r *runner) receivePoller(socks []*Socket, h Handler) error {
 			return nil
 		}
 		if total > 0 {
-			nap.add(total)
+			nap.Received(total)
 			continue
 		}
 		if anyClosed(socks) {

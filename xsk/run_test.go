@@ -13,7 +13,7 @@ func TestNapper(t *testing.T) {
 	n := newNapper(100*time.Microsecond, 512)
 	n.start = t0
 	feed := func(rate float64, from time.Time, d time.Duration) time.Time {
-		n.add(int(rate * d.Seconds()))
+		n.Received(int(rate * d.Seconds()))
 		return from.Add(d)
 	}
 	// Idle: poll.
@@ -40,7 +40,7 @@ func TestNapper(t *testing.T) {
 	}
 	off := newNapper(-1, 512)
 	off.start = t0
-	off.add(1e6)
+	off.Received(1e6)
 	if d := off.idle(t0.Add(time.Second)); d != 0 {
 		t.Errorf("a napper with a negative maximum napped %v", d)
 	}
