@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+
+	"github.com/xdpio/xdpio/internal/errs"
 )
 
 // State is a one-byte message of the iperf3 control protocol: the sender
@@ -66,7 +68,7 @@ var (
 	// ErrServerTerminated: the server sent SERVER_TERMINATE.
 	ErrServerTerminated = errors.New("the server has terminated")
 	// ErrUnsupported: a requested test mode this package does not implement yet.
-	ErrUnsupported = errors.New("not supported")
+	ErrUnsupported = errs.ErrNotSupported
 )
 
 // ServerError is iperf3's SERVER_ERROR message: the server's iperf error

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"strconv"
+
+	"github.com/xdpio/xdpio/internal/errs"
 )
 
 // Sentinel errors of the checksum functions (FillChecksum, FillPartial,
@@ -13,7 +15,7 @@ var (
 	// an IPv4 IHL below 5, an IP or transport length beyond the frame or
 	// inconsistent with another, an IPv6 extension header chain that runs
 	// past the packet or is longer than the walk's bound.
-	ErrMalformed = errors.New("malformed frame")
+	ErrMalformed = errs.ErrMalformed
 	// ErrChecksumRange means csum_start/csum_offset do not point inside the
 	// frame.
 	ErrChecksumRange = errors.New("checksum offsets out of range")

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+
+	"github.com/xdpio/xdpio/internal/errs"
 )
 
 // ErrNotIP reports a frame that carries neither IPv4 nor IPv6 (ARP, LLDP,
@@ -12,7 +14,7 @@ import (
 var ErrNotIP = errors.New("not an IP frame")
 
 // ErrMalformed reports a frame whose headers are cut short or inconsistent.
-var ErrMalformed = errors.New("malformed frame")
+var ErrMalformed = errs.ErrMalformed
 
 // EtherType values the parser knows.
 const (

@@ -1,6 +1,10 @@
 package xdpnet
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/xdpio/xdpio/internal/errs"
+)
 
 var (
 	// ErrInvalidConfig is wrapped by errors about a Config field or a
@@ -12,5 +16,5 @@ var (
 	// and the first read decides which.
 	ErrReadConflict = errors.New("the conn is read another way (its own methods, its Queues or its Group)")
 	// ErrUnsupported is wrapped where the platform has no AF_XDP.
-	ErrUnsupported = errors.ErrUnsupported
+	ErrUnsupported = errs.ErrNotSupported
 )

@@ -3,6 +3,10 @@ package xsk
 import (
 	"errors"
 	"fmt"
+	"net"
+	"os"
+
+	"github.com/xdpio/xdpio/internal/errs"
 )
 
 var (
@@ -10,7 +14,7 @@ var (
 	// configuration asks for (zero-copy, multi-buffer, TX metadata, ...).
 	// The error text names the feature; the errno stays reachable with
 	// errors.Is.
-	ErrNotSupported = errors.New("not supported")
+	ErrNotSupported = errs.ErrNotSupported
 	// ErrPermission: the process lacks CAP_NET_ADMIN, CAP_BPF or CAP_NET_RAW
 	// (run as root).
 	ErrPermission = errors.New("permission denied (needs CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF: run as root)")
@@ -27,7 +31,7 @@ var (
 	// ErrInvalidConfig: a Config field has a value the kernel would refuse.
 	ErrInvalidConfig = errors.New("invalid configuration")
 	// ErrClosed: the socket or device was closed.
-	ErrClosed = errors.New("closed")
+	ErrClosed = errs.ErrClosed
 )
 
 // OpError names the operation, the interface and queue, and wraps the cause.
@@ -53,6 +57,16 @@ func (e *OpError) Error() string {
 
 // Unwrap returns the cause.
 func (e *OpError) Unwrap() error { return e.Err }
+
+// Timeout reports whether the operation timed out (net.Error).
+func (e *OpError) Timeout() bool { return errors.Is(e.Err, os.ErrDeadlineExceeded) }
+
+// Temporary reports whether the cause may go away by itself: a link that
+// is down (net.Error; the standard library deprecates the method, it is
+// here to satisfy the interface).
+func (e *OpError) Temporary() bool { return errors.Is(e.Err, ErrLinkDown) }
+
+var _ net.Error = (*OpError)(nil)
 
 // invalid returns an ErrInvalidConfig error naming field and value.
 func invalid(field string, value any, rule string) error {

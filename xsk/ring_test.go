@@ -3,9 +3,15 @@
 package xsk
 
 import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
 	"sync/atomic"
 	"testing"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // The kernel's side of a ring is played here by plain index arithmetic:
@@ -152,4 +158,27 @@ func FuzzValidRX(f *testing.F) {
 			t.Fatalf("descriptor %d+%d crosses its frame at %d", addr, length, base)
 		}
 	})
+}
+
+// Errors of the package match the standard library's sentinels and the
+// same errors of the other xdpio packages, and an OpError is a net.Error.
+func TestErrorVocabulary(t *testing.T) {
+	err := error(&OpError{Op: "read", Ifname: "veth0", Queue: 1, Err: ErrClosed})
+	if !errors.Is(err, net.ErrClosed) {
+		t.Errorf("%v does not match net.ErrClosed", err)
+	}
+	var ne net.Error
+	if !errors.As(err, &ne) || ne.Timeout() {
+		t.Errorf("%v: net.Error %v, Timeout %v", err, ne != nil, ne != nil && ne.Timeout())
+	}
+	if !errors.Is(fmt.Errorf("bind: %w", ErrNotSupported), errors.ErrUnsupported) {
+		t.Error("ErrNotSupported does not match errors.ErrUnsupported")
+	}
+	down := &OpError{Op: "transmit on", Ifname: "veth0", Queue: 0, Err: fmt.Errorf("%w: %w", ErrLinkDown, unix.ENETDOWN)}
+	if !down.Temporary() {
+		t.Errorf("%v is not temporary", down)
+	}
+	if to := (&OpError{Op: "wait", Queue: -1, Err: os.ErrDeadlineExceeded}); !to.Timeout() {
+		t.Errorf("%v is not a timeout", to)
+	}
 }

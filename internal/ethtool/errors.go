@@ -1,14 +1,15 @@
 package ethtool
 
 import (
-	"errors"
 	"strings"
+
+	"github.com/xdpio/xdpio/internal/errs"
 )
 
 // ErrNotSupported is matched (errors.Is) by every error that means the
 // running kernel or the device's driver does not offer an ethtool message,
 // attribute or operation. The error's text says what is missing.
-var ErrNotSupported = errors.New("not supported")
+var ErrNotSupported = errs.ErrNotSupported
 
 // Error is the error of one ethtool request. It wraps the kernel's errno
 // (errors.Is(err, unix.EINVAL) works) and, when the request is something
