@@ -22,6 +22,8 @@ type Client struct {
 	family genetlink.Family
 	ops    map[uint32]bool // nil: the controller listed none (test server)
 
+	netns uint64 // inode of the socket's network namespace
+
 	polOnce sync.Once
 	policy  map[uint8]map[uint16]bool // op → request attributes its "do" accepts
 	polErr  error
@@ -56,8 +58,38 @@ func NewClient(c *genetlink.Conn) (*Client, error) {
 	}
 	_ = c.SetOption(netlink.ExtendedAcknowledge, true)
 	_ = c.SetOption(netlink.GetStrictCheck, true)
-	return &Client{c: c, family: f, ops: ops}, nil
+	return &Client{c: c, family: f, ops: ops, netns: socketNetNS(c)}, nil
 }
+
+// socketNetNS returns the inode of the network namespace c's socket lives
+// in (SIOCGSKNS), or of the calling thread's when the socket cannot say.
+func socketNetNS(c *genetlink.Conn) uint64 {
+	var ino uint64
+	if rc, err := c.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) {
+			nsfd, err := unix.IoctlRetInt(int(fd), unix.SIOCGSKNS)
+			if err != nil {
+				return
+			}
+			var st unix.Stat_t
+			if unix.Fstat(nsfd, &st) == nil {
+				ino = st.Ino
+			}
+			unix.Close(nsfd)
+		})
+	}
+	if ino == 0 {
+		var st unix.Stat_t
+		if unix.Stat("/proc/thread-self/ns/net", &st) == nil {
+			ino = st.Ino
+		}
+	}
+	return ino
+}
+
+// NetNS returns the inode number of the network namespace the client
+// talks to (its socket's), which identifies the namespace while it lives.
+func (c *Client) NetNS() uint64 { return c.netns }
 
 // Close closes the netlink socket.
 func (c *Client) Close() error { return c.c.Close() }

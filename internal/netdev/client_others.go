@@ -49,3 +49,6 @@ func (c *Client) SetNAPI(id uint32, cfg NAPIConfig) error { return errNotLinux }
 func (c *Client) QStats(ifindex int) ([]QStats, error) { return nil, errNotLinux }
 
 func causeText(err error) string { return err.Error() }
+
+// NetNS returns 0.
+func (c *Client) NetNS() uint64 { return 0 }
