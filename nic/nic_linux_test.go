@@ -55,7 +55,7 @@ func sysfs(t *testing.T, h *netnstest.Host, file string) uint64 {
 	return v
 }
 
-func u32(v uint32) *uint32                { return &v }
+func u32(v uint32) *uint32               { return &v }
 func dur(v time.Duration) *time.Duration { return &v }
 
 func TestQueuesAndFeatures(t *testing.T) {
