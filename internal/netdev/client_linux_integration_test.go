@@ -461,3 +461,59 @@ func TestConcurrentUse(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestMonitor: toggling GRO on one veth end changes what its peer offers
+// (ndo-xmit: the peer can now transmit XDP frames into it): a
+// dev-change-ntf in the peer's namespace with the new features, which
+// agree with dev-get; deleting the veth: dev-del-ntf.
+func TestMonitor(t *testing.T) {
+	p, _ := napiPair(t, 1)
+	var c *Client
+	var m *Monitor
+	if err := p.B.Do(func() (err error) {
+		if c, err = Dial(); err != nil {
+			return err
+		}
+		m, err = c.Monitor()
+		return err
+	}); err != nil {
+		t.Fatalf("Monitor: %v", err)
+	}
+	defer c.Close()
+	defer m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if out, err := p.A.Command(ctx, "ethtool", "-K", p.A.Link, "gro", "off").CombinedOutput(); err != nil {
+		t.Fatalf("ethtool: %v: %s", err, out)
+	}
+	want, err := c.Dev(p.B.Ifindex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want.XDPFeatures&XDPActNDOXmit != 0 {
+		t.Fatalf("peer of a veth with GRO off offers ndo-xmit: %v", FlagNames(want.XDPFeatures, XDPActNames))
+	}
+	wait := func(kind string) Notification {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			ns, err := m.Receive(deadline)
+			if err != nil {
+				t.Fatalf("waiting for dev-%s-ntf: %v", kind, err)
+			}
+			for _, n := range ns {
+				if n.Dev.Ifindex == p.B.Ifindex && n.Kind() == kind {
+					return n
+				}
+			}
+		}
+	}
+	n := wait("change")
+	if n.Dev.XDPFeatures != want.XDPFeatures {
+		t.Errorf("change notification features %v, dev-get %v", FlagNames(n.Dev.XDPFeatures, XDPActNames), FlagNames(want.XDPFeatures, XDPActNames))
+	}
+	if out, err := p.B.Command(ctx, "ip", "link", "del", p.B.Link).CombinedOutput(); err != nil {
+		t.Fatalf("ip link del: %v: %s", err, out)
+	}
+	wait("del")
+}

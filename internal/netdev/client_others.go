@@ -52,3 +52,18 @@ func causeText(err error) string { return err.Error() }
 
 // NetNS returns 0.
 func (c *Client) NetNS() uint64 { return 0 }
+
+// Monitor is unavailable on this system.
+type Monitor struct{}
+
+// Notification is a device notification.
+type Notification struct {
+	Cmd uint8
+	Dev Dev
+}
+
+// Monitor returns ErrNotSupported.
+func (c *Client) Monitor() (*Monitor, error) { return nil, errNotLinux }
+
+// Close does nothing.
+func (m *Monitor) Close() error { return nil }
