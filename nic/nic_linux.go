@@ -111,7 +111,7 @@ func (d *Device) NAPIs(sel Selector) ([]NAPI, error) {
 		}
 	}
 	if len(napis) == 0 {
-		return nil, d.err("get NAPIs", &noNAPIError{dev: d.name})
+		return nil, d.err("get NAPIs", &notFound{d.name + " has no NAPI instance (veth gets them with GRO on or an XDP program attached)"})
 	}
 	var out []NAPI
 	for _, n := range napis {
@@ -132,12 +132,12 @@ func (d *Device) NAPIs(sel Selector) ([]NAPI, error) {
 	if len(out) == 0 {
 		switch sel.kind {
 		case 1:
-			return nil, d.err("get NAPIs", fmt.Errorf("no NAPI %d on %s: %w", sel.v, d.name, unix.ENOENT))
+			return nil, d.err("get NAPIs", &notFound{fmt.Sprintf("no NAPI %d", sel.v)})
 		case 2:
 			if _, err := d.nl.Queue(d.index, netdev.QueueRX, sel.v); err != nil {
 				return nil, d.err("get NAPIs", fmt.Errorf("no RX queue %d: %w", sel.v, err))
 			}
-			return nil, d.err("get NAPIs", fmt.Errorf("RX queue %d has no NAPI instance: the driver does not link queues to NAPIs (veth does not); select by NAPI id: %w", sel.v, unix.ENOENT))
+			return nil, d.err("get NAPIs", &notFound{fmt.Sprintf("RX queue %d has no NAPI instance: the driver does not link queues to NAPIs (veth does not); select by NAPI id", sel.v)})
 		}
 	}
 	if needsSysfs(out) {
@@ -164,14 +164,11 @@ func needsSysfs(ns []NAPI) bool {
 	return false
 }
 
-// noNAPIError: the device has no NAPI instance.
-type noNAPIError struct{ dev string }
+// notFound is an error that matches unix.ENOENT without printing it.
+type notFound struct{ msg string }
 
-func (e *noNAPIError) Error() string {
-	return e.dev + " has no NAPI instance (veth gets them with GRO on or an XDP program attached)"
-}
-
-func (e *noNAPIError) Unwrap() error { return unix.ENOENT }
+func (e *notFound) Error() string { return e.msg }
+func (e *notFound) Unwrap() error { return unix.ENOENT }
 
 // SetNAPI changes the settings of the selected NAPI instances and returns
 // them before and after. Without napi-set in the kernel, the settings of
