@@ -89,6 +89,9 @@ type NAPI struct {
 	PID int
 	// Queues lists the RX queues the NAPI services, when the driver says.
 	Queues []int
+	// Threaded is the NAPI's threaded mode ("disabled", "enabled",
+	// "busy-poll"), "" when the kernel does not report it.
+	Threaded string
 	// NAPISettings are the current settings.
 	NAPISettings
 }

@@ -87,9 +87,13 @@ func (d *Device) Queues() ([]Queue, error) {
 }
 
 func fromNetdev(n netdev.NAPI) NAPI {
-	return NAPI{ID: n.ID, IRQ: n.IRQ, PID: n.PID, NAPISettings: NAPISettings{
+	out := NAPI{ID: n.ID, IRQ: n.IRQ, PID: n.PID, NAPISettings: NAPISettings{
 		DeferHardIRQs: n.DeferHardIRQs, GROFlushTimeout: n.GROFlushTimeout, IRQSuspendTimeout: n.IRQSuspendTimeout,
 	}}
+	if n.Threaded != nil {
+		out.Threaded = n.Threaded.String()
+	}
+	return out
 }
 
 // NAPIs returns the selected NAPI instances of the device. When napi-get

@@ -144,8 +144,15 @@ func napiJSON(n nic.NAPI) map[string]any {
 	return map[string]any{
 		"id": n.ID, "irq": optInt(n.IRQ), "pid": pid, "queues": qs,
 		"defer_hard_irqs": u32OrNil(n.DeferHardIRQs), "gro_flush_timeout_ns": durNS(n.GROFlushTimeout),
-		"irq_suspend_timeout_ns": durNS(n.IRQSuspendTimeout),
+		"irq_suspend_timeout_ns": durNS(n.IRQSuspendTimeout), "threaded": nilIfEmpty(n.Threaded),
 	}
+}
+
+func nilIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }
 
 func napiSettingsText(s nic.NAPISettings) []change {
@@ -175,8 +182,11 @@ func printNAPI(w io.Writer, n nic.NAPI) {
 		qs = strings.Trim(strings.ReplaceAll(fmt.Sprint(n.Queues), " ", ","), "[]")
 	}
 	thread := ""
+	if n.Threaded != "" {
+		thread = ", threaded " + n.Threaded
+	}
 	if n.PID > 0 {
-		thread = fmt.Sprintf(", thread pid %d", n.PID)
+		thread += fmt.Sprintf(" (pid %d)", n.PID)
 	}
 	var parts []string
 	for _, c := range napiSettingsText(n.NAPISettings) {

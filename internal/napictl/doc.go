@@ -14,4 +14,8 @@
 // Entries carry the network namespace of the device, and only entries of
 // the caller's namespace are restored: NAPI IDs are per namespace. A NAPI
 // another live process holds is never touched: Apply refuses it.
+//
+// Layering: xsk (Config.NAPIDeferral) and cmd/xdpio (napi reset) use this
+// package, which uses internal/netdev; the public package nic also sits on
+// internal/netdev, and neither nic nor xsk imports the other.
 package napictl
