@@ -125,19 +125,25 @@ func procStart(pid int) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	// The command name (field 2) is in parentheses and may hold spaces.
-	s := string(b)
+	return parseStat(string(b))
+}
+
+// parseStat returns the start time (field 22) of a /proc/PID/stat line,
+// or an error for a zombie or a malformed line.
+func parseStat(s string) (uint64, error) {
+	// The command name (field 2) is in parentheses and may hold spaces
+	// and parentheses: the last ')' ends it.
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+		return 0, fmt.Errorf("stat: no command name")
 	}
 	f := strings.Fields(s[i+1:])
 	// f[0] is field 3 (state); field 22 is f[19].
 	if len(f) < 20 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
+		return 0, fmt.Errorf("stat: %d fields", len(f)+2)
 	}
 	if f[0] == "Z" || f[0] == "X" {
-		return 0, fmt.Errorf("process %d is a zombie", pid)
+		return 0, fmt.Errorf("stat: the process is a zombie")
 	}
 	return strconv.ParseUint(f[19], 10, 64)
 }
