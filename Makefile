@@ -1,13 +1,13 @@
 # xdpio — make targets a newcomer needs. Everything installs what it uses.
 SHELL := /bin/bash
 GO ?= go
-DEB_PKGS := iproute2 iputils-ping ethtool iperf3 tcpdump tshark strace procps
+DEB_PKGS := iproute2 iputils-ping ethtool iperf3 tcpdump tshark strace procps python3-yaml linux-source-6.12
 # The separate modules under contrib/ (adapters for wireguard-go and
 # quic-go, so that the core module does not pull their dependencies).
 CONTRIB := $(sort $(dir $(wildcard contrib/*/go.mod)))
 
 # Packages with goroutines that share state: run them under the race detector.
-RACE_PKGS := ./xsk/... ./xdpnet/... ./internal/... ./rss/... ./coalesce/... ./examples/... ./cmd/...
+RACE_PKGS := ./xsk/... ./xdpnet/... ./internal/... ./rss/... ./coalesce/... ./nic/... ./examples/... ./cmd/...
 # bench is left out: its iperf3 interop tests send at fixed rates into iperf3,
 # which reads one datagram at a time from a 208 KiB buffer; the race
 # detector slows the paced sender into bursts that overflow it. Its engine

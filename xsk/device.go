@@ -1,6 +1,9 @@
 package xsk
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // Config describes the sockets Open creates on a device. The zero value
 // binds one socket to every RX queue, each with its own UMEM of 4096
@@ -27,6 +30,27 @@ type Config struct {
 	// caller attaches its own program and registers the sockets in its
 	// XSKMAP (Socket.FD).
 	NoProgram bool
+	// NAPIDeferral, when not nil, applies NAPI deferral to the NAPI
+	// instances of the bound queues for as long as the Device is open
+	// (netdev napi-set, Linux 6.13+), and puts the previous values back
+	// on Close. The previous values are recorded in
+	// /run/xdpio/<ifname>-<ifindex>.json first, so that after a crash
+	// the next Open of the device (with or without this option) or
+	// `xdpio napi reset DEV` restores them. Open fails when a bound queue
+	// has no NAPI instance the driver reports (veth reports none).
+	NAPIDeferral *NAPIDeferral
+}
+
+// NAPIDeferral is the kernel's software interrupt coalescing for the NAPI
+// instances of an AF_XDP receiver's queues: after a poll that found
+// packets, hardware IRQs stay masked for DeferHardIRQs empty polls, and a
+// timer of GROFlushTimeout polls instead of the IRQ.
+type NAPIDeferral struct {
+	// DeferHardIRQs is how many consecutive empty polls keep IRQs
+	// masked; 2 is a common choice.
+	DeferHardIRQs uint32
+	// GROFlushTimeout is the timer; 200µs is a common choice.
+	GROFlushTimeout time.Duration
 }
 
 // Device holds the sockets bound to the queues of one interface, the XDP
@@ -37,6 +61,7 @@ type Device struct {
 	sockets []*Socket
 	umems   []*UMEM
 	prog    *Program
+	napi    napiHolder // NAPI deferral to restore on Close; nil without
 
 	// mu orders Close against the runners' look at the sockets.
 	mu sync.Mutex
@@ -47,6 +72,21 @@ func (d *Device) snapshot() []*Socket {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return append([]*Socket(nil), d.sockets...)
+}
+
+// napiHolder restores NAPI settings on Close.
+type napiHolder interface {
+	Close() error
+	NAPIs() []uint32
+}
+
+// NAPIDeferred returns the NAPI instances whose deferral this Device set
+// (Config.NAPIDeferral), nil when none.
+func (d *Device) NAPIDeferred() []uint32 {
+	if d.napi == nil {
+		return nil
+	}
+	return d.napi.NAPIs()
 }
 
 // Sockets returns the sockets in queue order.
@@ -70,6 +110,12 @@ func (d *Device) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var first error
+	if d.napi != nil {
+		if err := d.napi.Close(); err != nil {
+			first = err
+		}
+		d.napi = nil
+	}
 	if d.prog != nil {
 		if err := d.prog.Close(); err != nil {
 			first = err

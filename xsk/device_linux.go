@@ -24,6 +24,7 @@ func Open(ifname string, cfg Config) (_ *Device, err error) {
 		return nil, &OpError{Op: "open", Ifname: ifname, Queue: -1, Err: fmt.Errorf("%w: %w", ErrNoDevice, err)}
 	}
 	d := &Device{name: ifname, ifindex: ifi.Index}
+	restoreStaleNAPI(ifname, ifi.Index)
 	defer func() {
 		if err != nil {
 			d.Close()
@@ -96,6 +97,11 @@ func Open(ifname string, cfg Config) (_ *Device, err error) {
 			return nil, err
 		}
 		d.sockets = append(d.sockets, s)
+	}
+	if cfg.NAPIDeferral != nil {
+		if d.napi, err = applyNAPIDeferral(ifname, ifi.Index, queues, *cfg.NAPIDeferral); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.NoProgram {
 		return d, nil
