@@ -19,8 +19,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/xdpio/xdpio/internal/netnstest"
 	"github.com/xdpio/xdpio/internal/trafficgen"
+	"github.com/xdpio/xdpio/internal/vethpair"
 	"github.com/xdpio/xdpio/xsk"
 )
 
@@ -101,7 +101,7 @@ type cPeer struct {
 
 func (c *cPeer) u32(off int) *uint32 { return (*uint32)(unsafe.Pointer(&c.mem[off])) }
 
-func (c *cPeer) start(h *netnstest.Host, o *Options) (err error) {
+func (c *cPeer) start(h *vethpair.Host, o *Options) (err error) {
 	if o.Queues > ctlQueues {
 		return fmt.Errorf("c peer: at most %d queues", ctlQueues)
 	}
@@ -202,7 +202,7 @@ ready:
 // startInProcess runs the C peer's code inside this process (cgo): the
 // control page is anonymous shared memory, the sockets are created in h's
 // namespace on a locked thread, and the threads are the C code's own.
-func (c *cPeer) startInProcess(h *netnstest.Host, o *Options) (err error) {
+func (c *cPeer) startInProcess(h *vethpair.Host, o *Options) (err error) {
 	c.mem, err = unix.Mmap(-1, 0, ctlSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return fmt.Errorf("c peer: mmap: %w", err)

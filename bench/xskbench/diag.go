@@ -10,14 +10,14 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/xdpio/xdpio/internal/netnstest"
+	"github.com/xdpio/xdpio/internal/vethpair"
 )
 
 var queuePrefix = regexp.MustCompile(`^(rx|tx)_queue_\d+_`)
 
 // vethStats reads `ethtool -S` of h's veth and sums the per-queue
 // counters by name (rx_queue_0_drops + rx_queue_1_drops -> rx_drops).
-func vethStats(ctx context.Context, h *netnstest.Host) (map[string]uint64, error) {
+func vethStats(ctx context.Context, h *vethpair.Host) (map[string]uint64, error) {
 	out, err := h.Command(ctx, "ethtool", "-S", h.Link).Output()
 	if err != nil {
 		return nil, fmt.Errorf("ethtool -S %s: %w", h.Link, err)

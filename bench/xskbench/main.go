@@ -65,7 +65,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/xdpio/xdpio/internal/netnstest"
+	"github.com/xdpio/xdpio/internal/vethpair"
 )
 
 type usageError struct{ error }
@@ -160,7 +160,7 @@ func run(ctx context.Context, args []string) (err error) {
 	}
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(*procs))
 
-	pair, err := netnstest.NewPair(netnstest.Config{Queues: o.Queues})
+	pair, err := vethpair.NewPair(vethpair.Config{Queues: o.Queues})
 	if err != nil {
 		return err
 	}

@@ -14,8 +14,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/xdpio/xdpio/internal/netnstest"
 	"github.com/xdpio/xdpio/internal/trafficgen"
+	"github.com/xdpio/xdpio/internal/vethpair"
 )
 
 // Options configure a benchmark run.
@@ -270,7 +270,7 @@ type Report struct {
 // measure runs every selected mode, size and backend o.Rounds times on
 // pair (frames flow from A to B for rxdrop, from B to A for txonly) and
 // summarises. Progress goes to log.
-func measure(ctx context.Context, pair *netnstest.Pair, o Options, log io.Writer) (*Report, error) {
+func measure(ctx context.Context, pair *vethpair.Pair, o Options, log io.Writer) (*Report, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
@@ -555,7 +555,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // measureRx runs the generator from A into backend be on B.
-func measureRx(ctx context.Context, pair *netnstest.Pair, o *Options, gen *trafficgen.Generator, be string) (s Sample, err error) {
+func measureRx(ctx context.Context, pair *vethpair.Pair, o *Options, gen *trafficgen.Generator, be string) (s Sample, err error) {
 	rx := newRx(be, o)
 	defer func() { err = errors.Join(err, rx.stop()) }()
 	if err := rx.start(pair.B, o); err != nil {
@@ -600,7 +600,7 @@ func extra(r receiver) map[string]uint64 {
 }
 
 // measureTx sends from B with backend be and counts at A.
-func measureTx(ctx context.Context, pair *netnstest.Pair, o *Options, be string) (s Sample, err error) {
+func measureTx(ctx context.Context, pair *vethpair.Pair, o *Options, be string) (s Sample, err error) {
 	var c *trafficgen.Counter
 	if err := pair.A.Do(func() (err error) {
 		c, err = trafficgen.AttachCounter(pair.A.Ifindex, trafficgen.Drop)

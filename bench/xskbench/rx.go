@@ -19,8 +19,8 @@ import (
 
 	"github.com/xdpio/xdpio/coalesce"
 	"github.com/xdpio/xdpio/internal/asaviefix"
-	"github.com/xdpio/xdpio/internal/netnstest"
 	"github.com/xdpio/xdpio/internal/trafficgen"
+	"github.com/xdpio/xdpio/internal/vethpair"
 	"github.com/xdpio/xdpio/xsk"
 )
 
@@ -29,7 +29,7 @@ import (
 // for senders, that the peer's counter saw); stop ends the goroutines and
 // releases everything start created.
 type receiver interface {
-	start(h *netnstest.Host, o *Options) error
+	start(h *vethpair.Host, o *Options) error
 	count() (uint64, error)
 	stop() error
 }
@@ -156,7 +156,7 @@ const idle = 10 * time.Millisecond
 
 type dropRx struct{ c *trafficgen.Counter }
 
-func (r *dropRx) start(h *netnstest.Host, o *Options) error {
+func (r *dropRx) start(h *vethpair.Host, o *Options) error {
 	return h.Do(func() (err error) {
 		r.c, err = trafficgen.AttachCounter(h.Ifindex, trafficgen.Drop)
 		return err
@@ -197,11 +197,11 @@ type xdpioRx struct {
 	// run receives through the runner with its defaults (Device.Receive,
 	// RunConfig{}): its shape, batch and naps are the library's choice.
 	run     bool
-	h       *netnstest.Host
+	h       *vethpair.Host
 	napiSet bool
 }
 
-func (r *xdpioRx) start(h *netnstest.Host, o *Options) error {
+func (r *xdpioRx) start(h *vethpair.Host, o *Options) error {
 	r.h = h
 	sc := xsk.SocketConfig{NoTX: true, RxRingSize: o.RingSize, FillRingSize: o.RingSize}
 	spin := o.Spin
@@ -379,7 +379,7 @@ func (r *xdpioRx) stop() error {
 // and the kernel takes over only if the application does not come back
 // within that time. The files are the netns's own, so the tool runs
 // inside h's namespace (ip netns exec mounts its sysfs).
-func setNAPIDefer(h *netnstest.Host, defer_ int, flush time.Duration) error {
+func setNAPIDefer(h *vethpair.Host, defer_ int, flush time.Duration) error {
 	script := fmt.Sprintf("echo %d > /sys/class/net/%s/napi_defer_hard_irqs && echo %d > /sys/class/net/%s/gro_flush_timeout",
 		defer_, h.Link, flush.Nanoseconds(), h.Link)
 	if out, err := h.Command(context.Background(), "sh", "-c", script).CombinedOutput(); err != nil {
@@ -402,7 +402,7 @@ func (r *xdpioRx) napiIDs() []int {
 // ---- asavie/xdp rxdrop ----
 
 type asavieRx struct {
-	h     *netnstest.Host
+	h     *vethpair.Host
 	prog  *asavie.Program
 	socks []*asavie.Socket
 	l     loops
@@ -427,7 +427,7 @@ func asavieOptions(o *Options) *asavie.SocketOptions {
 	}
 }
 
-func (r *asavieRx) start(h *netnstest.Host, o *Options) error {
+func (r *asavieRx) start(h *vethpair.Host, o *Options) error {
 	r.h = h
 	err := h.Do(func() (err error) {
 		r.prog, err = asavie.NewProgram(o.Queues)
@@ -586,7 +586,7 @@ type mmsghdr struct {
 	_   [4]byte
 }
 
-func (r *socketRx) start(h *netnstest.Host, o *Options) error {
+func (r *socketRx) start(h *vethpair.Host, o *Options) error {
 	n := o.Sockets
 	err := h.Do(func() error {
 		for i := 0; i < n; i++ {

@@ -12,8 +12,8 @@ import (
 
 	asavie "github.com/asavie/xdp"
 
-	"github.com/xdpio/xdpio/internal/netnstest"
 	"github.com/xdpio/xdpio/internal/trafficgen"
+	"github.com/xdpio/xdpio/internal/vethpair"
 	"github.com/xdpio/xdpio/xsk"
 	"golang.org/x/sys/unix"
 )
@@ -39,7 +39,7 @@ type xdpioTx struct {
 	dev *xsk.Device
 }
 
-func (t *xdpioTx) start(h *netnstest.Host, o *Options) error {
+func (t *xdpioTx) start(h *vethpair.Host, o *Options) error {
 	if t.run {
 		return t.startRun(h, o)
 	}
@@ -119,7 +119,7 @@ func (t *xdpioTx) start(h *netnstest.Host, o *Options) error {
 
 // startRun opens every queue with Open's defaults for a sender and sends
 // through Device.Send.
-func (t *xdpioTx) startRun(h *netnstest.Host, o *Options) error {
+func (t *xdpioTx) startRun(h *vethpair.Host, o *Options) error {
 	err := h.Do(func() (err error) {
 		t.dev, err = xsk.Open(h.Link, xsk.Config{Queues: seq(o.Queues), NoProgram: true, Socket: xsk.SocketConfig{NoRX: true}})
 		return err
@@ -185,7 +185,7 @@ type asavieTx struct {
 	rx    *trafficgen.Counter
 }
 
-func (t *asavieTx) start(h *netnstest.Host, o *Options) error {
+func (t *asavieTx) start(h *vethpair.Host, o *Options) error {
 	err := h.Do(func() error {
 		// asavie/xdp's Poll reads the RX ring unconditionally: keep one.
 		opts := asavieOptions(o)
@@ -260,7 +260,7 @@ type socketGSOTx struct {
 // up to 64 segments and 64 KiB).
 func gsoBatch(payload int) int { return max(1, min(64, 65000/payload)) }
 
-func (t *socketGSOTx) start(h *netnstest.Host, o *Options) error {
+func (t *socketGSOTx) start(h *vethpair.Host, o *Options) error {
 	f := o.frame
 	if len(f) < 14+20+8 || binary.BigEndian.Uint16(f[12:]) != 0x0800 {
 		return fmt.Errorf("socket-gso: the template is not an IPv4 frame")

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/xdpio/xdpio/internal/netnstest"
+	"github.com/xdpio/xdpio/internal/vethpair"
 	"github.com/xdpio/xdpio/xdpnet"
 )
 
@@ -30,7 +30,7 @@ type xdpnetRx struct {
 	l      loops
 }
 
-func (r *xdpnetRx) start(h *netnstest.Host, o *Options) error {
+func (r *xdpnetRx) start(h *vethpair.Host, o *Options) error {
 	cfg := xdpnet.Config{BatchSize: o.Batch}
 	if r.nap {
 		cfg.RxNap = o.Nap
@@ -122,7 +122,7 @@ type socketGRORx struct {
 	l   loops
 }
 
-func (r *socketGRORx) start(h *netnstest.Host, o *Options) error {
+func (r *socketGRORx) start(h *vethpair.Host, o *Options) error {
 	n := o.Sockets
 	err := h.Do(func() error {
 		for i := 0; i < n; i++ {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/xdpio/xdpio/bench"
-	"github.com/xdpio/xdpio/internal/netnstest"
+	"github.com/xdpio/xdpio/internal/vethpair"
 )
 
 // demoRow is one backend's result in the demo table.
@@ -56,7 +56,7 @@ func newBenchDemoCmd(g *globals) *cobra.Command {
 			if seconds < 1 || seconds > 60 || queues < 1 || queues > 64 || length < 16 || length > 1472 {
 				return usagef("demo: --duration 1-60, --queues 1-64, --length 16-1472")
 			}
-			pair, err := netnstest.NewPair(netnstest.Config{Queues: queues})
+			pair, err := vethpair.NewPair(vethpair.Config{Queues: queues})
 			if err != nil {
 				return fmt.Errorf("bench demo: %w", err)
 			}
@@ -217,7 +217,7 @@ func demoSVG(rows []demoRow, queues, length int) []byte {
 var demoBackends = []string{"xsk", "asavie", "socket"}
 
 // demoPlane returns backend's data plane on host h.
-func demoPlane(backend string, h *netnstest.Host, onClose func([]bench.QueueCount)) bench.DataPlane {
+func demoPlane(backend string, h *vethpair.Host, onClose func([]bench.QueueCount)) bench.DataPlane {
 	switch backend {
 	case "xsk":
 		return &bench.XSKDataPlane{Iface: h.Link, Do: h.Do, OnClose: onClose}
@@ -229,7 +229,7 @@ func demoPlane(backend string, h *netnstest.Host, onClose func([]bench.QueueCoun
 
 // demoRun runs one test with backend at both ends: the server in
 // namespace B, the client sending from A at full speed.
-func demoRun(ctx context.Context, g *globals, pair *netnstest.Pair, backend string, port, streams int, d time.Duration, length int) (demoRow, error) {
+func demoRun(ctx context.Context, g *globals, pair *vethpair.Pair, backend string, port, streams int, d time.Duration, length int) (demoRow, error) {
 	row := demoRow{Backend: backend}
 	dp := demoPlane(backend, pair.B, func(qs []bench.QueueCount) { row.Queues = qs })
 	var ln net.Listener

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -6,8 +8,8 @@ import (
 	"time"
 
 	"github.com/xdpio/xdpio/examples/internal/exutil"
-	"github.com/xdpio/xdpio/internal/netnstest"
 	"github.com/xdpio/xdpio/internal/trafficgen"
+	"github.com/xdpio/xdpio/internal/vethpair"
 	"github.com/xdpio/xdpio/xsk"
 )
 
@@ -19,7 +21,7 @@ func runDemo(o *options, queues int) error {
 	if f.Duration <= 0 {
 		f.Duration = 5 * time.Second
 	}
-	pair, err := netnstest.NewPair(netnstest.Config{Queues: queues})
+	pair, err := vethpair.NewPair(vethpair.Config{Queues: queues})
 	if err != nil {
 		return fmt.Errorf("demo network: %w", err)
 	}

@@ -1,7 +1,9 @@
 // Package netnstest builds throwaway test hosts for integration tests that
 // need a real kernel network: two fresh network namespaces joined by a veth
 // pair with N queues, addressed on 198.18.0.0/24 and 2001:db8::/64, with
-// static neighbour entries both ways and loopback up.
+// static neighbour entries both ways and loopback up. The network itself is
+// package vethpair's (which has no testing import, for the demo and the
+// tools); this package ties it to a testing.TB.
 //
 // Everything New creates is removed in tb.Cleanup, also when the test fails
 // or panics. Namespace names carry the process ID, so parallel tests and

@@ -1,4 +1,4 @@
-package netnstest
+package vethpair
 
 import (
 	"context"

@@ -1,22 +1,20 @@
-package netnstest
+//go:build linux
+
+package vethpair
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"os"
 )
 
-// ErrNotPrivileged is returned by NewPair when the process is not root.
-var ErrNotPrivileged = errors.New("needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN and CAP_BPF) to create namespaces and attach XDP")
-
-// NewPair creates the same test network as New, for programs that have no
-// testing.TB (benchmarks, demos). The caller must call Close, also on the
-// error paths of its own setup; namespaces left behind by a process that was
-// killed are swept by the next New or NewPair.
+// NewPair creates two fresh network namespaces joined by a veth pair. The
+// caller must call Close, also on the error paths of its own setup;
+// namespaces left behind by a process that was killed are swept by the
+// next NewPair.
 func NewPair(cfg Config) (*Pair, error) {
 	if os.Geteuid() != 0 {
-		return nil, fmt.Errorf("netnstest: create pair: %w", ErrNotPrivileged)
+		return nil, fmt.Errorf("vethpair: create pair: %w", ErrNotPrivileged)
 	}
 	if cfg.Queues <= 0 {
 		cfg.Queues = 1
@@ -35,7 +33,7 @@ func NewPair(cfg Config) (*Pair, error) {
 	}
 	if err := p.build(); err != nil {
 		p.Close()
-		return nil, fmt.Errorf("netnstest: %w", err)
+		return nil, fmt.Errorf("vethpair: %w", err)
 	}
 	return p, nil
 }
