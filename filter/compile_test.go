@@ -2,6 +2,7 @@ package filter
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -101,7 +102,7 @@ func TestCompileSemantics(t *testing.T) {
 func TestCompileLong(t *testing.T) {
 	var parts []string
 	for i := 0; i < 60; i++ {
-		parts = append(parts, "port "+string(rune('1'+i%9))+"0"+string(rune('0'+i/9)))
+		parts = append(parts, fmt.Sprintf("host 198.18.%d.%d", i/8, i))
 	}
 	prog, err := Compile(strings.Join(parts, " or "))
 	if err != nil {

@@ -110,6 +110,8 @@ func (b *builder) gen(n node, t, f label) {
 	case cmpNode:
 		b.emit(n.code...)
 		b.items = append(b.items, item{kind: 1, cond: n.cond, val: n.val, x: n.x, t: t, f: f})
+	case portNode:
+		b.gen(n.lower(), t, f)
 	case notNode:
 		b.gen(n.a, f, t)
 	case andNode:

@@ -110,7 +110,11 @@ func (p *parser) parseExpr() (node, error) {
 			if err != nil {
 				return nil, err
 			}
-			n = orNode{n, m}
+			if merged, ok := mergePorts(n, m); ok {
+				n = merged
+			} else {
+				n = orNode{n, m}
+			}
 		default:
 			return n, nil
 		}

@@ -63,30 +63,73 @@ func (p *parser) port(q qual, id token) (node, error) {
 		}
 		hi = lo
 	}
-	var protos []uint32
 	switch q.proto {
-	case "":
-		protos = []uint32{132, 6, 17}
-	case "tcp", "udp", "sctp":
-		protos = []uint32{ipProtos[q.proto]}
+	case "", "tcp", "udp", "sctp":
 	default:
 		return nil, p.errAt(id, true, "%s %s is not implemented (ports belong to tcp, udp or sctp)", q.proto, q.typ)
 	}
+	return portNode{proto: q.proto, dir: q.dir, off: p.off, ranges: [][2]uint32{{lo, hi}}}, nil
+}
+
+// portNode is a port or portrange primitive, kept whole until code
+// generation so that "port 53 or port 80" (or "port 53 or 80") becomes
+// one test of a set of ports: one load of each port, as libpcap's
+// optimizer makes it. The verdicts then agree with tcpdump's also on
+// frames cut inside the transport header.
+type portNode struct {
+	proto, dir string
+	off        uint32
+	ranges     [][2]uint32
+}
+
+func (portNode) isNode() {}
+
+// mergePorts joins two port primitives that differ only in their ports.
+func mergePorts(a, b node) (node, bool) {
+	x, ok1 := a.(portNode)
+	y, ok2 := b.(portNode)
+	if !ok1 || !ok2 || x.proto != y.proto || x.dir != y.dir || x.off != y.off {
+		return nil, false
+	}
+	x.ranges = append(append([][2]uint32(nil), x.ranges...), y.ranges...)
+	return x, true
+}
+
+// lower compiles the primitive: TCP, UDP and SCTP (or the one named) over
+// IPv6 (the fixed header's next header only) and IPv4 (not a fragment
+// other than the first).
+func (n portNode) lower() node {
+	p := &parser{off: n.off}
+	var protos []uint32
+	if n.proto == "" {
+		protos = []uint32{132, 6, 17}
+	} else {
+		protos = []uint32{ipProtos[n.proto]}
+	}
 	test := func(code []bpf.Instruction) node {
-		if lo == hi {
-			return cmpNode{code: code, cond: bpf.JumpEqual, val: lo}
+		var alts []node
+		for i, r := range n.ranges {
+			var c []bpf.Instruction
+			if i == 0 {
+				c = code // A keeps the port for the other comparisons
+			}
+			if r[0] == r[1] {
+				alts = append(alts, cmpNode{code: c, cond: bpf.JumpEqual, val: r[0]})
+			} else {
+				alts = append(alts, and(cmpNode{code: c, cond: bpf.JumpGreaterOrEqual, val: r[0]}, cmpNode{cond: bpf.JumpLessOrEqual, val: r[1]}))
+			}
 		}
-		return and(cmpNode{code: code, cond: bpf.JumpGreaterOrEqual, val: lo}, cmpNode{cond: bpf.JumpLessOrEqual, val: hi})
+		return or(alts...)
 	}
 	var p6, p4 []node
-	for _, n := range protos {
-		p6 = append(p6, cmpNode{code: p.ldb(20), cond: bpf.JumpEqual, val: n})
-		p4 = append(p4, cmpNode{code: p.ldb(23), cond: bpf.JumpEqual, val: n})
+	for _, pr := range protos {
+		p6 = append(p6, cmpNode{code: p.ldb(20), cond: bpf.JumpEqual, val: pr})
+		p4 = append(p4, cmpNode{code: p.ldb(23), cond: bpf.JumpEqual, val: pr})
 	}
-	v6 := and(p.etherType(0x86dd), or(p6...), dirs(q.dir, test(p.ldh(54)), test(p.ldh(56))))
+	v6 := and(p.etherType(0x86dd), or(p6...), dirs(n.dir, test(p.ldh(54)), test(p.ldh(56))))
 	ind := func(off uint32) []bpf.Instruction {
 		return []bpf.Instruction{bpf.LoadMemShift{Off: 14 + p.off}, bpf.LoadIndirect{Off: off + p.off, Size: 2}}
 	}
-	v4 := and(p.etherType(0x0800), or(p4...), p.notFrag4(), dirs(q.dir, test(ind(14)), test(ind(16))))
-	return or(v6, v4), nil
+	v4 := and(p.etherType(0x0800), or(p4...), p.notFrag4(), dirs(n.dir, test(ind(14)), test(ind(16))))
+	return or(v6, v4)
 }

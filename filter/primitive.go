@@ -273,6 +273,11 @@ func dirs(dir string, src, dst node) node {
 
 // word32 compares the 32-bit word at off, masked, with v.
 func word32(off, mask, v uint32) node {
+	if mask == 0 {
+		// libpcap's optimizer drops the load of a /0 network, which
+		// then matches even frames too short to hold the address.
+		return constNode(true)
+	}
 	code := []bpf.Instruction{bpf.LoadAbsolute{Off: off, Size: 4}}
 	if mask != 0xffffffff {
 		code = append(code, bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: mask})
