@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/xdpio/xdpio/filter"
-	"github.com/xdpio/xdpio/filter/internal/capset"
+	"github.com/xdpio/xdpio/internal/capset"
 	"github.com/xdpio/xdpio/internal/netnstest"
 	"github.com/xdpio/xdpio/xsk"
 )

@@ -122,9 +122,13 @@ func (n portNode) lower() node {
 		return or(alts...)
 	}
 	var p6, p4 []node
-	for _, pr := range protos {
-		p6 = append(p6, cmpNode{code: p.ldb(20), cond: bpf.JumpEqual, val: pr})
-		p4 = append(p4, cmpNode{code: p.ldb(23), cond: bpf.JumpEqual, val: pr})
+	for i, pr := range protos {
+		c6, c4 := p.ldb(20), p.ldb(23)
+		if i > 0 {
+			c6, c4 = nil, nil // A still holds the protocol
+		}
+		p6 = append(p6, cmpNode{code: c6, cond: bpf.JumpEqual, val: pr})
+		p4 = append(p4, cmpNode{code: c4, cond: bpf.JumpEqual, val: pr})
 	}
 	v6 := and(p.etherType(0x86dd), or(p6...), dirs(n.dir, test(p.ldh(54)), test(p.ldh(56))))
 	ind := func(off uint32) []bpf.Instruction {
