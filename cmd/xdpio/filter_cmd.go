@@ -6,8 +6,8 @@ import (
 	"io"
 
 	"github.com/gopacket/gopacket/layers"
-	"golang.org/x/net/bpf"
 	"github.com/spf13/cobra"
+	"golang.org/x/net/bpf"
 
 	"github.com/xdpio/xdpio/filter"
 	"github.com/xdpio/xdpio/xsk"
