@@ -169,7 +169,10 @@ type xdpioRx struct {
 	// least any receiver that looks at its packets does, and what the
 	// kernel's copy into the UMEM costs the first reader of a frame (its
 	// cache lines come from the CPU that wrote them).
-	touch   bool
+	touch bool
+	// program, when set, gives the XDP program's configuration (a
+	// filter); nil redirects every frame.
+	program func(o *Options) xsk.ProgramConfig
 	h       *netnstest.Host
 	napiSet bool
 }
@@ -190,10 +193,14 @@ func (r *xdpioRx) start(h *netnstest.Host, o *Options) error {
 		sc.RxNap = o.Nap
 	}
 	err := h.Do(func() (err error) {
-		r.dev, err = xsk.Open(h.Link, xsk.Config{
+		cfg := xsk.Config{
 			UMEM:   xsk.UMEMConfig{FrameSize: o.FrameSize, NumFrames: o.NumFrames},
 			Socket: sc,
-		})
+		}
+		if r.program != nil {
+			cfg.Program = r.program(o)
+		}
+		r.dev, err = xsk.Open(h.Link, cfg)
 		return err
 	})
 	if err != nil {
