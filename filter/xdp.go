@@ -137,7 +137,8 @@ func XDP(prog []bpf.Instruction, match, noMatch string) (asm.Instructions, error
 	if err := Validate(prog); err != nil {
 		return nil, err
 	}
-	lbl := func(i int) string { return "cbpf_" + strconv.Itoa(i) }
+	var prefix string
+	lbl := func(i int) string { return prefix + strconv.Itoa(i) }
 	in := asm.Instructions{
 		asm.LoadMem(regData, regCtx, 0, asm.Word),
 		asm.LoadMem(regDataEnd, regCtx, 4, asm.Word),
@@ -182,17 +183,72 @@ func XDP(prog []bpf.Instruction, match, noMatch string) (asm.Instructions, error
 		}
 		return out
 	}
+	redundant := redundantLoads(prog)
+	translate := func(in asm.Instructions, prog []bpf.Instruction, live []bool, fast uint32) asm.Instructions {
+		return translateBody(in, prog, live, redundant, fast, match, noMatch, lbl, load, slot, reg)
+	}
 	live := reachable(prog)
+	// The fast path: when the frame holds the bytes of every constant
+	// offset load (up to fastMax), those loads need no check of their
+	// own; shorter frames take the checked translation.
+	var fast uint32
+	for i, ins := range prog {
+		var end uint32
+		switch ins := ins.(type) {
+		case bpf.LoadAbsolute:
+			end = ins.Off + uint32(ins.Size)
+		case bpf.LoadMemShift:
+			end = ins.Off + 1
+		}
+		if live[i] && end <= fastMax {
+			fast = max(fast, end)
+		}
+	}
+	if fast > 0 {
+		in = append(in,
+			asm.Mov.Reg(asm.R1, regData),
+			asm.Add.Imm(asm.R1, int32(fast)),
+			asm.JGT.Reg(asm.R1, regDataEnd, "cbpf_0"),
+		)
+		prefix = "cbpf_fast_"
+		in = translate(in, prog, live, fast)
+	}
+	prefix = "cbpf_"
+	return translate(in, prog, live, 0), nil
+}
+
+// fastMax bounds the constant loads the fast path covers: frames shorter
+// than the farthest one take the checked path.
+const fastMax = 128
+
+func translateBody(in asm.Instructions, prog []bpf.Instruction, live, redundant []bool, fast uint32, match, noMatch string, lbl func(int) string,
+	load func(int) asm.Instructions, slot func(int) int16, reg func(bpf.Register) asm.Register) asm.Instructions {
 	for i, ins := range prog {
 		if !live[i] {
 			// The verifier refuses unreachable code.
 			continue
 		}
 		start := len(in)
+		if redundant[i] {
+			// The register holds this load's value on every path here;
+			// one instruction carries the jump label.
+			in = append(in, asm.Mov.Reg32(regA, regA))
+			in[start] = in[start].WithSymbol(lbl(i))
+			continue
+		}
 		switch ins := ins.(type) {
 		case bpf.LoadAbsolute:
 			if uint64(ins.Off)+uint64(ins.Size) > maxPacketOff {
 				in = append(in, asm.Ja.Label(noMatch))
+				break
+			}
+			if ins.Off+uint32(ins.Size) <= fast {
+				// Inside the bytes the fast path checked already.
+				sz := map[int]asm.Size{1: asm.Byte, 2: asm.Half, 4: asm.Word}[ins.Size]
+				in = append(in, asm.LoadMem(regA, regData, int16(ins.Off), sz))
+				if ins.Size > 1 {
+					in = append(in, asm.HostTo(asm.BE, regA, sz))
+				}
 				break
 			}
 			in = append(in, asm.Mov.Imm(asm.R1, int32(ins.Off)))
@@ -212,6 +268,14 @@ func XDP(prog []bpf.Instruction, match, noMatch string) (asm.Instructions, error
 		case bpf.LoadMemShift:
 			if uint64(ins.Off)+1 > maxPacketOff {
 				in = append(in, asm.Ja.Label(noMatch))
+				break
+			}
+			if ins.Off+1 <= fast {
+				in = append(in,
+					asm.LoadMem(regX, regData, int16(ins.Off), asm.Byte),
+					asm.And.Imm32(regX, 0xf),
+					asm.LSh.Imm32(regX, 2),
+				)
 				break
 			}
 			in = append(in,
@@ -290,7 +354,7 @@ func XDP(prog []bpf.Instruction, match, noMatch string) (asm.Instructions, error
 		}
 		in[start] = in[start].WithSymbol(lbl(i))
 	}
-	return in, nil
+	return in
 }
 
 func aluOp(op bpf.ALUOp) asm.ALUOp {
@@ -390,4 +454,79 @@ func reachable(prog []bpf.Instruction) []bool {
 		}
 	}
 	return live
+}
+
+// redundantLoads marks the packet loads (ld [k], ldx 4*([k]&0xf)) whose
+// register already holds the same load's value on every path reaching
+// them, as compilers of tcpdump expressions emit (ldh [12] before each
+// protocol test). Jumps go forward only, so one pass in order sees every
+// predecessor of an instruction before the instruction.
+func redundantLoads(prog []bpf.Instruction) []bool {
+	type state struct {
+		a, x    bpf.Instruction // the load A and X hold, nil if unknown
+		reached bool
+	}
+	in := make([]state, len(prog)+1)
+	in[0].reached = true
+	meet := func(j int, s state) {
+		if j >= len(in) {
+			return
+		}
+		if !in[j].reached {
+			in[j] = s
+			return
+		}
+		if in[j].a != s.a {
+			in[j].a = nil
+		}
+		if in[j].x != s.x {
+			in[j].x = nil
+		}
+	}
+	out := make([]bool, len(prog))
+	for i, ins := range prog {
+		s := in[i]
+		if !s.reached {
+			continue
+		}
+		switch ins := ins.(type) {
+		case bpf.LoadAbsolute:
+			out[i] = s.a == bpf.Instruction(ins)
+			s.a = ins
+		case bpf.LoadMemShift:
+			out[i] = s.x == bpf.Instruction(ins)
+			s.x = ins
+		case bpf.LoadIndirect, bpf.LoadExtension, bpf.ALUOpConstant, bpf.ALUOpX, bpf.NegateA, bpf.TXA:
+			s.a = nil
+		case bpf.TAX:
+			s.x = nil
+		case bpf.LoadConstant:
+			if ins.Dst == bpf.RegX {
+				s.x = nil
+			} else {
+				s.a = nil
+			}
+		case bpf.LoadScratch:
+			if ins.Dst == bpf.RegX {
+				s.x = nil
+			} else {
+				s.a = nil
+			}
+		case bpf.Jump:
+			meet(i+1+int(ins.Skip), s)
+			continue
+		case bpf.JumpIf:
+			meet(i+1+int(ins.SkipTrue), s)
+			meet(i+1+int(ins.SkipFalse), s)
+			continue
+		case bpf.JumpIfX:
+			meet(i+1+int(ins.SkipTrue), s)
+			meet(i+1+int(ins.SkipFalse), s)
+			continue
+		case bpf.RetA, bpf.RetConstant:
+			continue
+		}
+		meet(i+1, s)
+	}
+	return out
 }
