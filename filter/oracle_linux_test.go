@@ -5,7 +5,11 @@ package filter_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"io"
+	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +21,7 @@ import (
 	"github.com/xdpio/xdpio/internal/capset"
 	"github.com/xdpio/xdpio/internal/netnstest"
 	"github.com/xdpio/xdpio/xsk"
+	"golang.org/x/sys/unix"
 )
 
 // oracleExprs are the expressions checked against tcpdump: each
@@ -93,7 +98,8 @@ func oracleExprs() []string {
 func TestTcpdumpOracle(t *testing.T) {
 	netnstest.RequirePriv(t)
 	tcpdump := netnstest.RequireTool(t, "tcpdump")
-	frames := capset.Frames()
+	frames := append(capset.Frames(), kernelFrames(t)...)
+	t.Logf("%d frames, %d expressions", len(frames), len(oracleExprs()))
 	dir := t.TempDir()
 	capFile := filepath.Join(dir, "set.pcap")
 	var buf bytes.Buffer
@@ -178,4 +184,103 @@ func tcpdumpVerdicts(tcpdump, capFile, dir, expr string, n int) ([]bool, error) 
 		v[i] = true
 	}
 	return v, nil
+}
+
+// kernelFrames captures real kernel traffic on a veth pair (AF_PACKET on
+// B, both directions): ARP and neighbour discovery for addresses without
+// static neighbours, ping over IPv4 and IPv6, a TCP connection, and UDP
+// datagrams over both families, some large enough to be fragmented.
+func kernelFrames(t *testing.T) [][]byte {
+	t.Helper()
+	pair := netnstest.New(t, netnstest.Config{Queues: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	b4 := pair.B.IPv4.As4()
+	b4[3] = 77
+	b6 := pair.B.IPv6.As16()
+	b6[15] = 0x77
+	second4, second6 := netip.AddrFrom4(b4), netip.AddrFrom16(b6)
+	for _, a := range []string{second4.String() + "/24", second6.String() + "/64"} {
+		if out, err := pair.B.Command(ctx, "ip", "addr", "add", a, "dev", pair.B.Link, "nodad").CombinedOutput(); err != nil {
+			t.Fatalf("ip addr add %s: %v %s", a, err, out)
+		}
+	}
+	var fd int
+	if err := pair.B.Do(func() (err error) {
+		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, int(htons(unix.ETH_P_ALL)))
+		if err != nil {
+			return err
+		}
+		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: pair.B.Ifindex})
+	}); err != nil {
+		t.Fatalf("AF_PACKET socket: %v", err)
+	}
+	defer unix.Close(fd)
+	tv := unix.NsecToTimeval((300 * time.Millisecond).Nanoseconds())
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		t.Fatal(err)
+	}
+	var ln net.Listener
+	if err := pair.B.Do(func() (err error) { ln, err = net.Listen("tcp", ":9170"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			io.Copy(io.Discard, c)
+			c.Close()
+		}
+	}()
+
+	ping := netnstest.RequireTool(t, "ping")
+	for _, dst := range []netip.Addr{pair.B.IPv4, second4, pair.B.IPv6, second6} {
+		pair.A.Command(ctx, ping, "-c", "1", "-W", "1", "-s", "100", dst.String()).Run()
+	}
+	if err := pair.A.Do(func() error {
+		c, err := net.DialTimeout("tcp", net.JoinHostPort(pair.B.IPv4.String(), "9170"), 2*time.Second)
+		if err != nil {
+			return err
+		}
+		c.Write([]byte("hello over TCP"))
+		return c.Close()
+	}); err != nil {
+		t.Fatalf("TCP: %v", err)
+	}
+	for _, dst := range []netip.Addr{pair.B.IPv4, pair.B.IPv6} {
+		for _, size := range []int{20, 3000} {
+			if err := pair.A.Do(func() error {
+				c, err := net.Dial("udp", net.JoinHostPort(dst.String(), "53"))
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				_, err = c.Write(make([]byte, size))
+				return err
+			}); err != nil {
+				t.Fatalf("UDP to %v: %v", dst, err)
+			}
+		}
+	}
+	var frames [][]byte
+	buf := make([]byte, 65536)
+	for len(frames) < 200 {
+		n, _, err := unix.Recvfrom(fd, buf, 0)
+		if err != nil {
+			break // quiet for 300 ms
+		}
+		if n >= 14 {
+			frames = append(frames, append([]byte(nil), buf[:n]...))
+		}
+	}
+	if len(frames) < 20 {
+		t.Fatalf("captured only %d frames of kernel traffic", len(frames))
+	}
+	return frames
+}
+
+// htons is v in network byte order, as AF_PACKET wants the protocol.
+func htons(v uint16) uint16 {
+	var b [2]byte
+	binary.BigEndian.PutUint16(b[:], v)
+	return binary.NativeEndian.Uint16(b[:])
 }
