@@ -603,6 +603,12 @@ func checkFree(ifindex int) error {
 		mode = strconv.Itoa(int(x.AttachMode))
 	}
 	ifname := l.Attrs().Name
+	if name == "xdp_dispatcher" {
+		return fmt.Errorf("%w: another XDP program is attached to %s: id %d name %q in %s mode, libxdp's multi-program dispatcher (xdp-loader, xdp-filter), "+
+			"which xdpio cannot join; unload its programs (xdp-loader unload %s --all), or load xdpio's sockets' redirect into it yourself "+
+			"as one of its programs and pass that program's XSKMAP as ProgramConfig.UserMap",
+			ErrBusy, ifname, x.ProgId, name, mode, ifname)
+	}
 	return fmt.Errorf("%w: another XDP program is attached to %s: id %d name %q in %s mode; "+
 		"detach it (ip link set dev %s xdp off, or close the program that owns its bpf_link), "+
 		"or let it redirect to xdpio's sockets: pass its XSKMAP as ProgramConfig.UserMap and have it call bpf_redirect_map(map, rx_queue_index, XDP_PASS)",
