@@ -18,8 +18,12 @@ const (
 )
 
 // ScratchStack is how many bytes below the frame pointer the translated
-// program uses for the scratch memory M[0..15].
-const ScratchStack = 4 * scratchSlots
+// program uses: the scratch memory M[0..15] and a buffer for loads from
+// the buffers of a multi-buffer frame after the first.
+const ScratchStack = 4*scratchSlots + 8
+
+// loadBuf is where bpf_xdp_load_bytes puts what it reads.
+const loadBuf = -ScratchStack
 
 // maxPacketOff bounds every packet offset the translation computes, so
 // the verifier can prove its loads stay in the packet.
@@ -128,10 +132,10 @@ func knownALU(op bpf.ALUOp) bool {
 // to R5 and R7 to R9 and the ScratchStack bytes below the frame pointer,
 // and uses labels starting "cbpf_".
 //
-// The packet is what the program sees between data and data_end: for a
-// multi-buffer (xdp.frags) frame only its first buffer, so loads beyond it
-// fail (no match), while len is the whole frame's length
-// (bpf_xdp_get_buff_len, Linux 5.18 and later).
+// The packet is the whole frame: loads beyond its first buffer (the
+// others of a multi-buffer, xdp.frags, frame) go through
+// bpf_xdp_load_bytes, and len is bpf_xdp_get_buff_len; both helpers need
+// Linux 5.18 or later.
 func XDP(prog []bpf.Instruction, match, noMatch string) (asm.Instructions, error) {
 	prog = append([]bpf.Instruction(nil), prog...)
 	if err := Validate(prog); err != nil {
@@ -153,33 +157,49 @@ func XDP(prog []bpf.Instruction, match, noMatch string) (asm.Instructions, error
 	for _, ins := range prog {
 		if _, ok := ins.(bpf.LoadScratch); ok {
 			in = append(in, asm.Mov.Imm(asm.R0, 0))
-			for off := -ScratchStack; off < 0; off += 8 {
+			for off := -4 * scratchSlots; off < 0; off += 8 {
 				in = append(in, asm.StoreMem(asm.RFP, int16(off), asm.R0, asm.DWord))
 			}
 			break
 		}
 	}
-	slot := func(n int) int16 { return int16(-ScratchStack + 4*n) }
+	slot := func(n int) int16 { return int16(-4*scratchSlots + 4*n) }
 	reg := func(r bpf.Register) asm.Register {
 		if r == bpf.RegX {
 			return regX
 		}
 		return regA
 	}
-	// load reads size bytes at R1 (a packet offset below maxPacketOff)
-	// into A, or jumps to noMatch beyond the packet's end.
-	load := func(size int) asm.Instructions {
+	// load reads size bytes at packet offset R1 (below maxPacketOff) into
+	// dst: from the first buffer directly, from beyond it (the other
+	// buffers of a multi-buffer frame) with bpf_xdp_load_bytes; past the
+	// frame's end it jumps to noMatch. at names the instruction, for
+	// labels.
+	load := func(at string, dst asm.Register, size int) asm.Instructions {
 		sz := map[int]asm.Size{1: asm.Byte, 2: asm.Half, 4: asm.Word}[size]
+		slow, done := at+"_frags", at+"_loaded"
 		out := asm.Instructions{
 			asm.Mov.Reg(asm.R2, regData),
 			asm.Add.Reg(asm.R2, asm.R1),
 			asm.Mov.Reg(asm.R3, asm.R2),
 			asm.Add.Imm(asm.R3, int32(size)),
-			asm.JGT.Reg(asm.R3, regDataEnd, noMatch),
-			asm.LoadMem(regA, asm.R2, 0, sz),
+			asm.JGT.Reg(asm.R3, regDataEnd, slow),
+			asm.LoadMem(dst, asm.R2, 0, sz),
+			asm.Ja.Label(done),
+			asm.Mov.Reg(asm.R2, asm.R1).WithSymbol(slow),
+			asm.Mov.Reg(asm.R1, regCtx),
+			asm.Mov.Reg(asm.R3, asm.RFP),
+			asm.Add.Imm(asm.R3, loadBuf),
+			asm.Mov.Imm(asm.R4, int32(size)),
+			asm.FnXdpLoadBytes.Call(),
+			asm.LoadMem(regDataEnd, regCtx, 4, asm.Word),
+			asm.JNE.Imm(asm.R0, 0, noMatch),
+			asm.LoadMem(dst, asm.RFP, loadBuf, sz),
 		}
 		if size > 1 {
-			out = append(out, asm.HostTo(asm.BE, regA, sz))
+			out = append(out, asm.HostTo(asm.BE, dst, sz).WithSymbol(done))
+		} else {
+			out = append(out, asm.Mov.Reg32(dst, dst).WithSymbol(done))
 		}
 		return out
 	}
@@ -222,7 +242,7 @@ func XDP(prog []bpf.Instruction, match, noMatch string) (asm.Instructions, error
 const fastMax = 128
 
 func translateBody(in asm.Instructions, prog []bpf.Instruction, live, redundant []bool, fast uint32, match, noMatch string, lbl func(int) string,
-	load func(int) asm.Instructions, slot func(int) int16, reg func(bpf.Register) asm.Register) asm.Instructions {
+	load func(string, asm.Register, int) asm.Instructions, slot func(int) int16, reg func(bpf.Register) asm.Register) asm.Instructions {
 	for i, ins := range prog {
 		if !live[i] {
 			// The verifier refuses unreachable code.
@@ -252,7 +272,7 @@ func translateBody(in asm.Instructions, prog []bpf.Instruction, live, redundant 
 				break
 			}
 			in = append(in, asm.Mov.Imm(asm.R1, int32(ins.Off)))
-			in = append(in, load(ins.Size)...)
+			in = append(in, load(lbl(i), regA, ins.Size)...)
 		case bpf.LoadIndirect:
 			if uint64(ins.Off)+uint64(ins.Size) > maxPacketOff {
 				in = append(in, asm.Ja.Label(noMatch))
@@ -264,7 +284,7 @@ func translateBody(in asm.Instructions, prog []bpf.Instruction, live, redundant 
 				asm.Add.Imm(asm.R1, int32(ins.Off)),
 				asm.JGT.Imm(asm.R1, int32(maxPacketOff-ins.Size), noMatch),
 			)
-			in = append(in, load(ins.Size)...)
+			in = append(in, load(lbl(i), regA, ins.Size)...)
 		case bpf.LoadMemShift:
 			if uint64(ins.Off)+1 > maxPacketOff {
 				in = append(in, asm.Ja.Label(noMatch))
@@ -278,13 +298,9 @@ func translateBody(in asm.Instructions, prog []bpf.Instruction, live, redundant 
 				)
 				break
 			}
+			in = append(in, asm.Mov.Imm(asm.R1, int32(ins.Off)))
+			in = append(in, load(lbl(i), regX, 1)...)
 			in = append(in,
-				asm.Mov.Reg(asm.R2, regData),
-				asm.Add.Imm(asm.R2, int32(ins.Off)),
-				asm.Mov.Reg(asm.R3, asm.R2),
-				asm.Add.Imm(asm.R3, 1),
-				asm.JGT.Reg(asm.R3, regDataEnd, noMatch),
-				asm.LoadMem(regX, asm.R2, 0, asm.Byte),
 				asm.And.Imm32(regX, 0xf),
 				asm.LSh.Imm32(regX, 2),
 			)

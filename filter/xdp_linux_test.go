@@ -13,6 +13,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/xdpio/xdpio/internal/netnstest"
 	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
 )
 
 const (
@@ -23,6 +24,10 @@ const (
 // loadXDP loads prog, translated, in an XDP program returning XDP_TX on a
 // match and XDP_PASS otherwise. The caller closes it; closeXDP paces.
 func loadXDP(tb testing.TB, prog []bpf.Instruction) (*ebpf.Program, error) {
+	return loadXDPFlags(tb, prog, 0)
+}
+
+func loadXDPFlags(tb testing.TB, prog []bpf.Instruction, flags uint32) (*ebpf.Program, error) {
 	tb.Helper()
 	body, err := XDP(prog, "match", "nomatch")
 	if err != nil {
@@ -35,7 +40,7 @@ func loadXDP(tb testing.TB, prog []bpf.Instruction) (*ebpf.Program, error) {
 		asm.Mov.Imm(asm.R0, xdpPass).WithSymbol("nomatch"),
 		asm.Return(),
 	)
-	return ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, Instructions: in, License: "Dual MIT/GPL"})
+	return ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, Instructions: in, License: "Dual MIT/GPL", Flags: flags})
 }
 
 // closeXDP closes p and waits 2 ms, so a test never loads programs in a
@@ -233,6 +238,68 @@ func TestXDPRefuses(t *testing.T) {
 	} {
 		if _, err := XDP(prog, "m", "n"); err == nil {
 			t.Errorf("XDP(%v) succeeded", prog)
+		}
+	}
+}
+
+// A multi-buffer frame (the test run splits one larger than a page into
+// buffers for a frags-aware program): loads beyond the first buffer and
+// len see the whole frame, as tcpdump would.
+func TestXDPMultiBuffer(t *testing.T) {
+	netnstest.RequirePriv(t)
+	frame := make([]byte, 9000)
+	for i := range frame {
+		frame[i] = byte(i * 7)
+	}
+	frame[12], frame[13] = 0x08, 0x00
+	off := uint32(8000)
+	want := binary.BigEndian.Uint32(frame[off:])
+	// The frame does not fit the first buffer: the direct loads would not
+	// see all of it.
+	lin, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, License: "MIT", Flags: unix.BPF_F_XDP_HAS_FRAGS,
+		Instructions: asm.Instructions{
+			asm.LoadMem(asm.R2, asm.R1, 0, asm.Word),
+			asm.LoadMem(asm.R3, asm.R1, 4, asm.Word),
+			asm.Add.Imm(asm.R2, 9000),
+			asm.Mov.Imm(asm.R0, xdpTX),
+			asm.JGT.Reg(asm.R2, asm.R3, "short"),
+			asm.Mov.Imm(asm.R0, xdpPass),
+			asm.Return().WithSymbol("short"),
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := runXDP(t, lin, frame)
+	closeXDP(lin)
+	if !short {
+		t.Fatal("the test run put all 9000 bytes in the first buffer: the test would not exercise multi-buffer loads")
+	}
+	for _, tc := range []struct {
+		prog  []bpf.Instruction
+		match bool
+	}{
+		{[]bpf.Instruction{bpf.LoadAbsolute{Off: off, Size: 4}, bpf.JumpIf{Cond: bpf.JumpEqual, Val: want, SkipFalse: 1}, bpf.RetConstant{Val: 1}, bpf.RetConstant{}}, true},
+		{[]bpf.Instruction{bpf.LoadAbsolute{Off: off, Size: 4}, bpf.JumpIf{Cond: bpf.JumpEqual, Val: want + 1, SkipFalse: 1}, bpf.RetConstant{Val: 1}, bpf.RetConstant{}}, false},
+		{[]bpf.Instruction{bpf.LoadConstant{Dst: bpf.RegX, Val: 7000}, bpf.LoadIndirect{Off: 1990, Size: 2}, bpf.RetA{}}, binary.BigEndian.Uint16(frame[8990:]) != 0},
+		{[]bpf.Instruction{bpf.LoadAbsolute{Off: 8998, Size: 4}, bpf.RetConstant{Val: 1}}, false},
+		{[]bpf.Instruction{bpf.LoadMemShift{Off: 6000}, bpf.TXA{}, bpf.RetA{}}, frame[6000]&0xf != 0},
+		{[]bpf.Instruction{bpf.LoadExtension{Num: bpf.ExtLen}, bpf.JumpIf{Cond: bpf.JumpEqual, Val: 9000, SkipFalse: 1}, bpf.RetConstant{Val: 1}, bpf.RetConstant{}}, true},
+	} {
+		vm, err := bpf.NewVM(tc.prog)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := vmVerdict(t, vm, frame); got != tc.match {
+			t.Fatalf("%v: the VM says %v, the test wants %v", tc.prog, got, tc.match)
+		}
+		p, err := loadXDPFlags(t, tc.prog, unix.BPF_F_XDP_HAS_FRAGS)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.prog, err)
+		}
+		got := runXDP(t, p, frame)
+		closeXDP(p)
+		if got != tc.match {
+			t.Errorf("%v over a 9000-byte multi-buffer frame: match=%v, want %v", tc.prog, got, tc.match)
 		}
 	}
 }

@@ -100,8 +100,9 @@ type ProgramConfig struct {
 	// BPF is a classic BPF program (compiled with libpcap, tcpdump -dd,
 	// or package filter) run on each frame from its Ethernet header: a
 	// non-zero return redirects the frame, 0 passes it to the kernel.
-	// Loads beyond the end of the frame (of its first buffer, for
-	// multi-buffer frames) return 0, as in classic BPF.
+	// It sees the whole frame, every buffer of a multi-buffer one; a
+	// load beyond its end returns 0, as in classic BPF. Expr and BPF need
+	// Linux 5.18 or later (bpf_xdp_load_bytes, bpf_xdp_get_buff_len).
 	BPF []bpf.Instruction
 	// UserProgram is an XDP program of the caller's own that decides
 	// which frames reach the sockets ("bring your own program"): xdpio
