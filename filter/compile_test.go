@@ -139,3 +139,34 @@ func FuzzCompile(f *testing.F) {
 		}
 	})
 }
+
+// Raw instructions (tcpdump -ddd, bpf.Assemble) translate as their
+// disassembly does, and the caller's slice is left alone.
+func TestXDPRawInstructions(t *testing.T) {
+	prog, err := Compile("udp port 53")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := bpf.Assemble(prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := make([]bpf.Instruction, len(raw))
+	for i, r := range raw {
+		in[i] = r
+	}
+	a, err := XDP(in, "m", "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := XDP(prog, "m", "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a) != len(b) {
+		t.Errorf("raw: %d eBPF instructions, disassembled: %d", len(a), len(b))
+	}
+	if _, ok := in[0].(bpf.RawInstruction); !ok {
+		t.Errorf("XDP rewrote the caller's program: %T", in[0])
+	}
+}

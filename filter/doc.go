@@ -14,7 +14,9 @@
 // loads such as tcp[tcpflags] & tcp-syn != 0 or ip[6:2] & 0x3fff != 0 with
 // libpcap's arithmetic and named constants; and, or, not with parentheses
 // (and and or have the same precedence and associate left to right, as in
-// tcpdump). Anything else — host names, gateway, protochain, mpls,
+// tcpdump). vlan matches tags present in the frame: a NIC with VLAN
+// stripping on (ethtool -k: rx-vlan-offload) removes them before XDP
+// runs. Anything else — host names, gateway, protochain, mpls,
 // pppoes, geneve, inbound, ... — is refused with an *Error that names the
 // construct and wraps ErrUnsupported: never a filter that silently
 // matches more or less than tcpdump.

@@ -49,9 +49,6 @@ type parser struct {
 	// primitive whatever the and/or structure.
 	off  uint32
 	last qual
-	// err is the error of a failed attempt at a relation, kept in case
-	// the other reading fails too.
-	bestErr *Error
 }
 
 func (p *parser) peek() token { return p.toks[p.i] }
@@ -147,12 +144,6 @@ func (p *parser) mayStartArith() bool {
 	return err == nil
 }
 
-func (p *parser) keep(err error) {
-	if e, ok := err.(*Error); ok && (p.bestErr == nil || e.Pos > p.bestErr.Pos) {
-		p.bestErr = e
-	}
-}
-
 func (p *parser) parseUnary() (node, error) {
 	t := p.peek()
 	if t.s == "not" || t.s == "!" {
@@ -169,7 +160,6 @@ func (p *parser) parseUnary() (node, error) {
 		if err == nil {
 			return n, nil
 		}
-		p.keep(err)
 		e := err.(*Error)
 		p.i = save
 		// A word that is a protocol load or len can only be a relation.

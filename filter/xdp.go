@@ -32,13 +32,22 @@ const maxPacketOff = 0xffff
 // Validate checks that prog is classic BPF the XDP translation accepts:
 // known instructions, jumps inside the program, no constant division by
 // zero, no extension but the packet length, and a return at the end.
+// A bpf.RawInstruction (as from tcpdump -ddd) is checked as what it
+// disassembles to.
 func Validate(prog []bpf.Instruction) error {
+	_, err := validate(prog)
+	return err
+}
+
+// validate returns a copy of prog with raw instructions disassembled.
+func validate(prog []bpf.Instruction) ([]bpf.Instruction, error) {
 	if len(prog) == 0 {
-		return fmt.Errorf("classic BPF: empty program")
+		return nil, fmt.Errorf("classic BPF: empty program")
 	}
 	if len(prog) > maxInstructions {
-		return fmt.Errorf("classic BPF: %d instructions, more than %d", len(prog), maxInstructions)
+		return nil, fmt.Errorf("classic BPF: %d instructions, more than %d", len(prog), maxInstructions)
 	}
+	prog = append([]bpf.Instruction(nil), prog...)
 	for i, ins := range prog {
 		if raw, ok := ins.(bpf.RawInstruction); ok {
 			ins = raw.Disassemble()
@@ -51,68 +60,68 @@ func Validate(prog []bpf.Instruction) error {
 		switch ins := ins.(type) {
 		case bpf.Jump:
 			if int64(ins.Skip) >= int64(left) {
-				return bad("jumps past the end")
+				return nil, bad("jumps past the end")
 			}
 		case bpf.JumpIf:
 			if int(ins.SkipTrue) >= left || int(ins.SkipFalse) >= left {
-				return bad("jumps past the end")
+				return nil, bad("jumps past the end")
 			}
 			if ins.Cond > bpf.JumpBitsNotSet {
-				return bad("unknown condition")
+				return nil, bad("unknown condition")
 			}
 		case bpf.JumpIfX:
 			if int(ins.SkipTrue) >= left || int(ins.SkipFalse) >= left {
-				return bad("jumps past the end")
+				return nil, bad("jumps past the end")
 			}
 			if ins.Cond > bpf.JumpBitsNotSet {
-				return bad("unknown condition")
+				return nil, bad("unknown condition")
 			}
 		case bpf.ALUOpConstant:
 			if ins.Val == 0 && (ins.Op == bpf.ALUOpDiv || ins.Op == bpf.ALUOpMod) {
-				return bad("divides by zero")
+				return nil, bad("divides by zero")
 			}
 			if !knownALU(ins.Op) {
-				return bad("unknown operation")
+				return nil, bad("unknown operation")
 			}
 		case bpf.ALUOpX:
 			if !knownALU(ins.Op) {
-				return bad("unknown operation")
+				return nil, bad("unknown operation")
 			}
 		case bpf.LoadExtension:
 			if ins.Num != bpf.ExtLen {
-				return bad("extension %v is not available to XDP (only the packet length is)", ins.Num)
+				return nil, bad("extension %v is not available to XDP (only the packet length is)", ins.Num)
 			}
 		case bpf.LoadAbsolute:
 			if ins.Size != 1 && ins.Size != 2 && ins.Size != 4 {
-				return bad("load size %d", ins.Size)
+				return nil, bad("load size %d", ins.Size)
 			}
 		case bpf.LoadIndirect:
 			if ins.Size != 1 && ins.Size != 2 && ins.Size != 4 {
-				return bad("load size %d", ins.Size)
+				return nil, bad("load size %d", ins.Size)
 			}
 		case bpf.LoadScratch:
 			if ins.N < 0 || ins.N >= scratchSlots || (ins.Dst != bpf.RegA && ins.Dst != bpf.RegX) {
-				return bad("scratch slot or register out of range")
+				return nil, bad("scratch slot or register out of range")
 			}
 		case bpf.StoreScratch:
 			if ins.N < 0 || ins.N >= scratchSlots || (ins.Src != bpf.RegA && ins.Src != bpf.RegX) {
-				return bad("scratch slot or register out of range")
+				return nil, bad("scratch slot or register out of range")
 			}
 		case bpf.LoadConstant:
 			if ins.Dst != bpf.RegA && ins.Dst != bpf.RegX {
-				return bad("register out of range")
+				return nil, bad("register out of range")
 			}
 		case bpf.LoadMemShift, bpf.RetA, bpf.RetConstant, bpf.TAX, bpf.TXA, bpf.NegateA:
 		default:
-			return bad("not supported")
+			return nil, bad("not supported")
 		}
 	}
 	switch prog[len(prog)-1].(type) {
 	case bpf.RetA, bpf.RetConstant:
 	default:
-		return fmt.Errorf("classic BPF: the last instruction must be a return")
+		return nil, fmt.Errorf("classic BPF: the last instruction must be a return")
 	}
-	return nil
+	return prog, nil
 }
 
 func knownALU(op bpf.ALUOp) bool {
@@ -137,8 +146,8 @@ func knownALU(op bpf.ALUOp) bool {
 // bpf_xdp_load_bytes, and len is bpf_xdp_get_buff_len; both helpers need
 // Linux 5.18 or later.
 func XDP(prog []bpf.Instruction, match, noMatch string) (asm.Instructions, error) {
-	prog = append([]bpf.Instruction(nil), prog...)
-	if err := Validate(prog); err != nil {
+	prog, err := validate(prog)
+	if err != nil {
 		return nil, err
 	}
 	var prefix string
