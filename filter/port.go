@@ -66,7 +66,7 @@ func (p *parser) port(q qual, id token) (node, error) {
 	switch q.proto {
 	case "", "tcp", "udp", "sctp":
 	default:
-		return nil, p.errAt(id, true, "%s %s is not implemented (ports belong to tcp, udp or sctp)", q.proto, q.typ)
+		return nil, p.errAt(id, false, "illegal qualifier %s of %s (ports belong to tcp, udp or sctp)", q.proto, q.typ)
 	}
 	return portNode{proto: q.proto, dir: q.dir, off: p.off, ranges: [][2]uint32{{lo, hi}}}, nil
 }
