@@ -90,8 +90,8 @@ func TestExprOnVeth(t *testing.T) {
 	sendUDP(t, pair.A, netip.AddrPortFrom(pair.B.IPv4, other), 1, 25, 64, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if out, err := pair.A.Command(ctx, ping, "-c", "3", "-i", "0.2", "-W", "2", pair.B.IPv4.String()).CombinedOutput(); err != nil {
-		t.Errorf("ping through the filter: %v\n%s", err, out)
+	if out, err := pair.A.Command(ctx, ping, "-c", "3", "-i", "0.2", "-W", "2", pair.B.IPv4.String()).CombinedOutput(); err != nil || !strings.Contains(string(out), " 3 received") {
+		t.Errorf("ping through the filter: %v, want 3 of 3 replies\n%s", err, out)
 	}
 	var echoed string
 	if err := pair.A.Do(func() error {
