@@ -30,10 +30,10 @@ func lex(s string) ([]token, error) {
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
 			i++
 			continue
-		case isWordStart(c):
+		case isWordStart(c) || c == ':' && depth == 0:
 			start := i
 			i++
-			digit := c >= '0' && c <= '9'
+			digit := c >= '0' && c <= '9' || c == ':'
 			for i < len(s) {
 				c := s[i]
 				if isAlnum(c) || c == '.' || c == '_' {

@@ -88,6 +88,8 @@ func oracleExprs() []string {
 		"udp port 5353 and (ip multicast or ip6 multicast)", "ether[0] = 0x33 and ether[1] = 0x33",
 		"port 53 and len > 50", "tcp[tcpflags] = tcp-syn or tcp[tcpflags] = (tcp-syn|tcp-ack)",
 		"", "udp and udp[8:2] = 0x3031 and len > 40",
+		"host ::1 or net ::/0 and udp", "tcp[13]&2!=0", "ip[6:2]&0x1fff=0&&udp", "src net ::ffff:0:0/96",
+		"icmp6 and ip6[40] = 135", "ip6 and ip6[6] = 58 and ip6[40] = 1",
 	}
 	return es
 }
