@@ -222,15 +222,15 @@ func XDP(prog []bpf.Instruction, match, noMatch string) (asm.Instructions, error
 	// own; shorter frames take the checked translation.
 	var fast uint32
 	for i, ins := range prog {
-		var end uint32
+		var end uint64
 		switch ins := ins.(type) {
 		case bpf.LoadAbsolute:
-			end = ins.Off + uint32(ins.Size)
+			end = uint64(ins.Off) + uint64(ins.Size)
 		case bpf.LoadMemShift:
-			end = ins.Off + 1
+			end = uint64(ins.Off) + 1
 		}
 		if live[i] && end <= fastMax {
-			fast = max(fast, end)
+			fast = max(fast, uint32(end))
 		}
 	}
 	if fast > 0 {
@@ -271,7 +271,7 @@ func translateBody(in asm.Instructions, prog []bpf.Instruction, live, redundant 
 				in = append(in, asm.Ja.Label(noMatch))
 				break
 			}
-			if ins.Off+uint32(ins.Size) <= fast {
+			if uint64(ins.Off)+uint64(ins.Size) <= uint64(fast) {
 				// Inside the bytes the fast path checked already.
 				sz := map[int]asm.Size{1: asm.Byte, 2: asm.Half, 4: asm.Word}[ins.Size]
 				in = append(in, asm.LoadMem(regA, regData, int16(ins.Off), sz))
@@ -299,7 +299,7 @@ func translateBody(in asm.Instructions, prog []bpf.Instruction, live, redundant 
 				in = append(in, asm.Ja.Label(noMatch))
 				break
 			}
-			if ins.Off+1 <= fast {
+			if uint64(ins.Off)+1 <= uint64(fast) {
 				in = append(in,
 					asm.LoadMem(regX, regData, int16(ins.Off), asm.Byte),
 					asm.And.Imm32(regX, 0xf),
