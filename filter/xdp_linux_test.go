@@ -197,6 +197,22 @@ func TestXDPAgreesWithVM(t *testing.T) {
 	netnstest.RequirePriv(t)
 	r := rand.New(rand.NewPCG(1, 2))
 	next := func() byte { return byte(r.Uint32()) }
+	// Edges the random programs rarely reach: offsets near 2^32, X + k
+	// past 64 KiB, shifts by 32 or more, division by X = 0.
+	for _, prog := range [][]bpf.Instruction{
+		{bpf.LoadAbsolute{Off: 0xfffffffe, Size: 4}, bpf.RetConstant{Val: 1}},
+		{bpf.LoadMemShift{Off: 0xffffffff}, bpf.RetConstant{Val: 1}},
+		{bpf.LoadConstant{Dst: bpf.RegX, Val: 0xfffffff0}, bpf.LoadIndirect{Off: 0x20, Size: 1}, bpf.RetConstant{Val: 1}},
+		{bpf.LoadConstant{Dst: bpf.RegX, Val: 0xffff}, bpf.LoadIndirect{Off: 0, Size: 1}, bpf.RetConstant{Val: 1}},
+		{bpf.LoadConstant{Dst: bpf.RegA, Val: 7}, bpf.ALUOpConstant{Op: bpf.ALUOpShiftLeft, Val: 32}, bpf.RetA{}},
+		{bpf.LoadConstant{Dst: bpf.RegA, Val: 7}, bpf.LoadConstant{Dst: bpf.RegX, Val: 33}, bpf.ALUOpX{Op: bpf.ALUOpShiftRight}, bpf.RetA{}},
+		{bpf.LoadConstant{Dst: bpf.RegA, Val: 7}, bpf.LoadConstant{Dst: bpf.RegX, Val: 31}, bpf.ALUOpX{Op: bpf.ALUOpShiftLeft}, bpf.RetA{}},
+		{bpf.LoadConstant{Dst: bpf.RegA, Val: 7}, bpf.ALUOpX{Op: bpf.ALUOpDiv}, bpf.RetConstant{Val: 1}},
+		{bpf.LoadConstant{Dst: bpf.RegA, Val: 0xffffffff}, bpf.ALUOpConstant{Op: bpf.ALUOpAdd, Val: 1}, bpf.RetA{}},
+		{bpf.LoadAbsolute{Off: 12, Size: 2}, bpf.LoadAbsolute{Off: 12, Size: 2}, bpf.JumpIf{Cond: bpf.JumpGreaterThan, Val: 0x7fff, SkipTrue: 1}, bpf.RetConstant{}, bpf.RetConstant{Val: 1}},
+	} {
+		checkAgainstVM(t, prog, randomFrames(r, 16))
+	}
 	for i := 0; i < 30; i++ {
 		prog := randomProgram(next, 2+r.IntN(40))
 		checkAgainstVM(t, prog, randomFrames(r, 64))
