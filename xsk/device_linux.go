@@ -40,6 +40,13 @@ func Open(ifname string, cfg Config) (_ *Device, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if !cfg.NoProgram && (cfg.Program.UserMap == nil || cfg.Program.UserProgram != nil) {
+		// Before binding sockets: another XDP program on the interface
+		// is the likelier conflict, and the more useful error.
+		if err := checkFree(ifi.Index); err != nil {
+			return nil, err
+		}
+	}
 	queues := cfg.Queues
 	if queues == nil {
 		for q := 0; q < nq; q++ {

@@ -101,6 +101,20 @@
 // The XDP program is attached through a bpf_link, so it disappears from
 // the interface when the process exits or is killed.
 //
+// # Choosing the frames
+//
+// ProgramConfig selects what the program redirects: hand-built rules
+// (Filter), a tcpdump expression (Expr, compiled in pure Go by package
+// filter), or classic BPF (BPF, e.g. from libpcap); frames that do not
+// match go to the kernel stack. Verdicts runs frames through that program
+// in the kernel's test run, attaching nothing. A program of the caller's
+// own can make the decision instead (UserProgram), redirecting into an
+// XSKMAP xdpio fills (UserMap: key the RX queue, value the socket); with
+// UserMap alone xdpio only fills the map of a program attached by someone
+// else. xdpio attaches one program per interface: when another XDP
+// program is attached already, Open fails with ErrBusy naming it (id,
+// name, mode); xdpio does not join libxdp's multi-program dispatcher.
+//
 // # Waiting for packets
 //
 // At high packet rates the cost of a receiver is mostly how it waits, not

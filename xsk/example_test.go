@@ -45,6 +45,24 @@ func Example() {
 	fmt.Println("frames:", total)
 }
 
+// Redirect VXLAN from outside one subnet to the sockets, chosen with a
+// tcpdump expression; check first what it does to some frames.
+func ExampleProgramConfig_expr() {
+	cfg := xsk.ProgramConfig{Expr: "udp dst port 4789 and not src net 198.18.1.0/24"}
+	frame := make([]byte, 64) // a captured frame
+	verdicts, err := xsk.Verdicts(cfg, [][]byte{frame})
+	if err != nil {
+		log.Fatal(err) // an unsupported construct is named here
+	}
+	fmt.Println("redirected:", verdicts[0])
+
+	dev, err := xsk.Open("eth0", xsk.Config{Program: cfg})
+	if err != nil {
+		log.Fatal(err) // errors.Is(err, xsk.ErrBusy): another XDP program is attached
+	}
+	defer dev.Close()
+}
+
 // Send one frame from queue 0.
 func ExampleSocket_Transmit() {
 	dev, err := xsk.Open("eth0", xsk.Config{Queues: []int{0}})

@@ -252,9 +252,14 @@ func TestOpenErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer first.Close()
-		err := open(pair.B.Link, xsk.Config{Queues: []int{0}})
+		err := open(pair.B.Link, xsk.Config{Queues: []int{0}, NoProgram: true})
 		if !errors.Is(err, xsk.ErrBusy) || !strings.Contains(err.Error(), "socket is bound to this queue") {
 			t.Fatalf("second Open on a bound queue = %v, want ErrBusy naming the queue", err)
+		}
+		// With a program of its own, Open names the attached one first.
+		err = open(pair.B.Link, xsk.Config{Queues: []int{0}})
+		if !errors.Is(err, xsk.ErrBusy) || !strings.Contains(err.Error(), "another XDP program") {
+			t.Fatalf("second Open = %v, want ErrBusy naming the attached program", err)
 		}
 		for _, mode := range []xsk.AttachMode{xsk.AttachAuto, xsk.AttachDriver} {
 			err = pair.B.Do(func() error {

@@ -3,6 +3,9 @@ package xsk
 import (
 	"net/netip"
 	"strconv"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/net/bpf"
 )
 
 // AttachMode chooses where the XDP program runs.
@@ -85,11 +88,49 @@ func UDPPort(port uint16) Rule {
 type ProgramConfig struct {
 	// Filter: frames matching any rule are redirected; the rest go to the
 	// kernel stack (XDP_PASS), so ARP, SSH and control connections keep
-	// working. Empty: redirect everything.
+	// working. Empty: redirect everything. At most one of Filter, Expr
+	// and BPF may be set.
 	Filter []Rule
+	// Expr is a tcpdump (pcap-filter) expression, such as "udp dst port
+	// 4789 and not src net 198.18.1.0/24": matching frames are
+	// redirected, the rest passed to the kernel. Package filter compiles
+	// it and documents what it supports; an unsupported construct is an
+	// error naming it.
+	Expr string
+	// BPF is a classic BPF program (compiled with libpcap, tcpdump -dd,
+	// or package filter) run on each frame from its Ethernet header: a
+	// non-zero return redirects the frame, 0 passes it to the kernel.
+	// It sees the whole frame, every buffer of a multi-buffer one; a
+	// load beyond its end returns 0, as in classic BPF. Expr and BPF need
+	// Linux 5.18 or later (bpf_xdp_load_bytes, bpf_xdp_get_buff_len).
+	BPF []bpf.Instruction
+	// UserProgram is an XDP program of the caller's own that decides
+	// which frames reach the sockets ("bring your own program"): xdpio
+	// attaches it instead of building one, and registers the sockets in
+	// UserMap, which must then be set. The program must redirect with
+	// bpf_redirect_map(&map, ctx->rx_queue_index, XDP_PASS) into that
+	// map; see UserMap for its contract. Filter, Expr, BPF and RxHash
+	// apply to xdpio's program only and must be unset. For multi-buffer
+	// sockets (SocketConfig.MultiBuffer) the program must be loaded
+	// frags-aware (BPF_F_XDP_HAS_FRAGS, section "xdp.frags"), or the
+	// kernel refuses the attach. xdpio does not close the program or the
+	// map; Program.Close detaches the program.
+	UserProgram *ebpf.Program
+	// UserMap is the caller's XSKMAP that xdpio registers the sockets
+	// in. Its contract: type BPF_MAP_TYPE_XSKMAP, key a u32 RX queue
+	// index, value a u32 AF_XDP socket file descriptor, max_entries above
+	// the highest queue bound; xdpio puts the socket of queue q at key q
+	// (Program.Register) and deletes it on Unregister. With UserProgram,
+	// xdpio attaches that program; without, xdpio loads and attaches
+	// nothing and only fills the map, for a program the caller (or
+	// another loader) attached already.
+	UserMap *ebpf.Map
 	// RxHash stores the NIC's RSS hash (kfunc bpf_xdp_metadata_rx_hash) in
 	// the metadata in front of each frame; read it with Batch.RxHash. The
 	// program is then bound to the device (BPF_F_XDP_DEV_BOUND_ONLY).
+	// A user's program (UserProgram) writes metadata itself: a u32 hash,
+	// a u32 hash type, a u32 with bit 0 set when the hash is valid and a
+	// reserved u32, ending where the frame starts.
 	RxHash bool
 	// Queues is the size of the socket map: the highest queue index + 1
 	// that can have a socket. Default: the device's queue count.

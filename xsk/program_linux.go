@@ -8,11 +8,15 @@ import (
 	"fmt"
 	"net/netip"
 	"strconv"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
+	"github.com/vishvananda/netlink"
+	"github.com/xdpio/xdpio/filter"
+	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,6 +30,9 @@ type Program struct {
 	ifindex int
 	mode    AttachMode
 	rxHash  bool
+	// borrowed: prog and xsks are the caller's (UserProgram, UserMap),
+	// not closed by Close.
+	borrowed bool
 }
 
 // NewProgram builds the program for the interface with index ifindex (in
@@ -36,10 +43,15 @@ func NewProgram(ifindex int, cfg ProgramConfig) (_ *Program, err error) {
 			err = &OpError{Op: "load XDP program for", Ifindex: ifindex, Queue: -1, Err: err}
 		}
 	}()
-	for i, r := range cfg.Filter {
-		if r.ports() && r.DstPortMin > r.DstPortMax {
-			return nil, invalid(fmt.Sprintf("filter rule %d port range", i), fmt.Sprintf("%d-%d", r.DstPortMin, r.DstPortMax), "minimum above maximum")
-		}
+	filterProg, err := checkProgramConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.UserMap != nil {
+		return userProgram(ifindex, cfg)
+	}
+	if err := checkFree(ifindex); err != nil {
+		return nil, err
 	}
 	if cfg.Queues <= 0 {
 		n, err := maxQueues(ifindex)
@@ -48,15 +60,9 @@ func NewProgram(ifindex int, cfg ProgramConfig) (_ *Program, err error) {
 		}
 		cfg.Queues = n
 	}
-	xsks, err := ebpf.NewMap(&ebpf.MapSpec{
-		Name:       "xdpio_xsks",
-		Type:       ebpf.XSKMap,
-		KeySize:    4,
-		ValueSize:  4,
-		MaxEntries: uint32(cfg.Queues),
-	})
+	xsks, err := newXSKMap(cfg.Queues)
 	if err != nil {
-		return nil, bpfError("create XSKMAP", err)
+		return nil, err
 	}
 	p := &Program{xsks: xsks, ifindex: ifindex, mode: cfg.Attach, rxHash: cfg.RxHash}
 	defer func() {
@@ -64,6 +70,7 @@ func NewProgram(ifindex int, cfg ProgramConfig) (_ *Program, err error) {
 			p.Close()
 		}
 	}()
+	cfg.BPF = filterProg
 	p.prog, err = loadProgram(ifindex, xsks, cfg)
 	if err != nil && cfg.RxHash && errors.Is(err, ErrNotSupported) {
 		return nil, fmt.Errorf("RX hash metadata: %w", err)
@@ -72,6 +79,95 @@ func NewProgram(ifindex int, cfg ProgramConfig) (_ *Program, err error) {
 		return nil, err
 	}
 	if err := p.attach(cfg.Attach); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func newXSKMap(queues int) (*ebpf.Map, error) {
+	xsks, err := ebpf.NewMap(&ebpf.MapSpec{
+		Name:       "xdpio_xsks",
+		Type:       ebpf.XSKMap,
+		KeySize:    4,
+		ValueSize:  4,
+		MaxEntries: uint32(queues),
+	})
+	if err != nil {
+		return nil, bpfError("create XSKMAP", err)
+	}
+	return xsks, nil
+}
+
+// checkProgramConfig refuses contradictory options and returns the
+// classic BPF filter (compiled from Expr, or BPF), nil without one.
+func checkProgramConfig(cfg ProgramConfig) ([]bpf.Instruction, error) {
+	for i, r := range cfg.Filter {
+		if r.ports() && r.DstPortMin > r.DstPortMax {
+			return nil, invalid(fmt.Sprintf("filter rule %d port range", i), fmt.Sprintf("%d-%d", r.DstPortMin, r.DstPortMax), "minimum above maximum")
+		}
+	}
+	var set []string
+	if len(cfg.Filter) > 0 {
+		set = append(set, "Filter")
+	}
+	if cfg.Expr != "" {
+		set = append(set, "Expr")
+	}
+	if cfg.BPF != nil {
+		set = append(set, "BPF")
+	}
+	if len(set) > 1 {
+		return nil, invalid("ProgramConfig", strings.Join(set, " and "), "Filter, Expr and BPF are alternatives: set one")
+	}
+	if cfg.UserProgram != nil && cfg.UserMap == nil {
+		return nil, invalid("ProgramConfig.UserProgram", cfg.UserProgram, "needs UserMap, the XSKMAP the program redirects through")
+	}
+	if cfg.UserMap != nil {
+		if len(set) > 0 || cfg.RxHash {
+			return nil, invalid("ProgramConfig.UserMap", cfg.UserMap, "Filter, Expr, BPF and RxHash configure xdpio's own program; with your program (UserProgram/UserMap) leave them unset")
+		}
+		return nil, nil
+	}
+	switch {
+	case cfg.Expr != "":
+		prog, err := filter.Compile(cfg.Expr)
+		if err != nil {
+			return nil, fmt.Errorf("%w: Expr: %w", ErrInvalidConfig, err)
+		}
+		return prog, nil
+	case cfg.BPF != nil:
+		prog := append([]bpf.Instruction(nil), cfg.BPF...)
+		if err := filter.Validate(prog); err != nil {
+			return nil, fmt.Errorf("%w: BPF: %w", ErrInvalidConfig, err)
+		}
+		return prog, nil
+	}
+	return nil, nil
+}
+
+// userProgram registers sockets in the caller's XSKMAP and attaches the
+// caller's program, if any.
+func userProgram(ifindex int, cfg ProgramConfig) (*Program, error) {
+	info, err := cfg.UserMap.Info()
+	if err != nil {
+		return nil, fmt.Errorf("UserMap: %w", err)
+	}
+	if info.Type != ebpf.XSKMap || info.KeySize != 4 || info.ValueSize != 4 {
+		return nil, invalid("ProgramConfig.UserMap", fmt.Sprintf("%v key %d value %d", info.Type, info.KeySize, info.ValueSize), "must be an XSKMAP with 4-byte keys (queue) and values (socket descriptor)")
+	}
+	p := &Program{xsks: cfg.UserMap, ifindex: ifindex, mode: cfg.Attach, borrowed: true}
+	if cfg.UserProgram == nil {
+		return p, nil
+	}
+	if t := cfg.UserProgram.Type(); t != ebpf.XDP {
+		return nil, invalid("ProgramConfig.UserProgram", t, "must be an XDP program")
+	}
+	if err := checkFree(ifindex); err != nil {
+		return nil, err
+	}
+	p.prog = cfg.UserProgram
+	if err := p.attach(cfg.Attach); err != nil {
+		p.Close()
 		return nil, err
 	}
 	return p, nil
@@ -86,7 +182,10 @@ func loadProgram(ifindex int, xsks *ebpf.Map, cfg ProgramConfig) (*ebpf.Program,
 		}
 		kfunc = id
 	}
-	insns := buildInstructions(xsks.FD(), cfg.Filter, kfunc)
+	insns, err := buildInstructions(xsks.FD(), cfg, kfunc, xdpPass)
+	if err != nil {
+		return nil, err
+	}
 	spec := &ebpf.ProgramSpec{
 		Name:         "xdpio_redirect",
 		Type:         ebpf.XDP,
@@ -135,12 +234,16 @@ const (
 	ctxDataMeta     = 8
 	ctxRxQueueIndex = 16
 	xdpPass         = 2
+	xdpTX           = 3
 )
 
 // buildInstructions writes the redirect program. Registers: R6 context,
 // R2/R3 packet start/end, R7 EtherType, R8 IP protocol (256: none), R9
-// destination port (65536: none).
-func buildInstructions(mapFD int, rules []Rule, kfunc btf.TypeID) asm.Instructions {
+// destination port (65536: none); a classic BPF filter (cfg.BPF) uses its
+// own (see filter.XDP). noSocket is the action when no socket is
+// registered for the frame's queue: XDP_PASS, or XDP_TX for Verdicts.
+func buildInstructions(mapFD int, cfg ProgramConfig, kfunc btf.TypeID, noSocket int32) (asm.Instructions, error) {
+	rules := cfg.Filter
 	var in asm.Instructions
 	in = append(in, asm.Mov.Reg(asm.R6, asm.R1))
 
@@ -178,7 +281,17 @@ func buildInstructions(mapFD int, rules []Rule, kfunc btf.TypeID) asm.Instructio
 		)
 	}
 
-	if len(rules) > 0 {
+	if cfg.BPF != nil {
+		f, err := filter.XDP(cfg.BPF, "redirect", "pass")
+		if err != nil {
+			return nil, fmt.Errorf("%w: BPF: %w", ErrInvalidConfig, err)
+		}
+		in = append(in, f...)
+		in = append(in,
+			asm.Mov.Imm(asm.R0, xdpPass).WithSymbol("pass"),
+			asm.Return(),
+		)
+	} else if len(rules) > 0 {
 		in = append(in, parseInstructions()...)
 		for i, r := range rules {
 			next := "rule_" + strconv.Itoa(i+1)
@@ -219,11 +332,11 @@ func buildInstructions(mapFD int, rules []Rule, kfunc btf.TypeID) asm.Instructio
 		asm.LoadMem(asm.R2, asm.R6, ctxRxQueueIndex, asm.Word).WithSymbol("redirect"),
 		asm.LoadMapPtr(asm.R1, mapFD),
 		// flags: the action when no socket is registered for the queue.
-		asm.Mov.Imm(asm.R3, xdpPass),
+		asm.Mov.Imm(asm.R3, noSocket),
 		asm.FnRedirectMap.Call(),
 		asm.Return(),
 	)
-	return in
+	return in, nil
 }
 
 // dstInstructions jump to next unless the frame's destination address lies
@@ -372,6 +485,9 @@ func (p *Program) attach(mode AttachMode) error {
 	}
 	switch {
 	case errors.Is(err, unix.EBUSY), errors.Is(err, unix.EEXIST):
+		if busy := checkFree(p.ifindex); busy != nil {
+			return fmt.Errorf("%w (attach: %w)", busy, err)
+		}
 		return fmt.Errorf("attach: another XDP program is attached to the interface (see `ip link show`; detach it or use its socket map): %w: %w", ErrBusy, err)
 	case errors.Is(err, unix.EOPNOTSUPP):
 		return fmt.Errorf("attach in %v mode: the driver does not support it: %w: %w", mode, ErrNotSupported, err)
@@ -419,6 +535,9 @@ func (p *Program) Unregister(queue int) error {
 
 // ProgramID returns the kernel's ID of the loaded program.
 func (p *Program) ProgramID() (uint32, error) {
+	if p.prog == nil {
+		return 0, fmt.Errorf("no program: xdpio only fills the caller's XSKMAP (UserMap)")
+	}
 	info, err := p.prog.Info()
 	if err != nil {
 		return 0, err
@@ -436,14 +555,14 @@ func (p *Program) Close() error {
 		}
 		p.link = nil
 	}
-	if p.prog != nil {
+	if p.prog != nil && !p.borrowed {
 		p.prog.Close()
-		p.prog = nil
 	}
-	if p.xsks != nil {
+	p.prog = nil
+	if p.xsks != nil && !p.borrowed {
 		p.xsks.Close()
-		p.xsks = nil
 	}
+	p.xsks = nil
 	return first
 }
 
@@ -455,4 +574,97 @@ func bpfError(op string, err error) error {
 		return fmt.Errorf("%s: %w: %w", op, ErrNotSupported, err)
 	}
 	return fmt.Errorf("%s: %w", op, err)
+}
+
+// checkFree returns an error wrapping ErrBusy that names the XDP program
+// already attached to the interface, if any. xdpio attaches one program
+// per interface and does not join other loaders' multi-program
+// dispatchers.
+func checkFree(ifindex int) error {
+	l, err := netlink.LinkByIndex(ifindex)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrNoDevice, err)
+	}
+	x := l.Attrs().Xdp
+	if x == nil || !x.Attached {
+		return nil
+	}
+	name := "?"
+	if prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(x.ProgId)); err == nil {
+		if info, err := prog.Info(); err == nil {
+			name = info.Name
+		}
+		prog.Close()
+	}
+	mode := map[uint32]string{
+		1: "driver", 2: "generic", 3: "offload", 4: "several", // XDP_ATTACHED_*
+	}[uint32(x.AttachMode)]
+	if mode == "" {
+		mode = strconv.Itoa(int(x.AttachMode))
+	}
+	ifname := l.Attrs().Name
+	if name == "xdp_dispatcher" {
+		return fmt.Errorf("%w: another XDP program is attached to %s: id %d name %q in %s mode, libxdp's multi-program dispatcher (xdp-loader, xdp-filter), "+
+			"which xdpio cannot join; unload its programs (xdp-loader unload %s --all), or load xdpio's sockets' redirect into it yourself "+
+			"as one of its programs and pass that program's XSKMAP as ProgramConfig.UserMap",
+			ErrBusy, ifname, x.ProgId, name, mode, ifname)
+	}
+	return fmt.Errorf("%w: another XDP program is attached to %s: id %d name %q in %s mode; "+
+		"detach it (ip link set dev %s xdp off, or close the program that owns its bpf_link), "+
+		"or let it redirect to xdpio's sockets: pass its XSKMAP as ProgramConfig.UserMap and have it call bpf_redirect_map(map, rx_queue_index, XDP_PASS)",
+		ErrBusy, ifname, x.ProgId, name, mode, ifname)
+}
+
+// Verdicts runs each frame through the XDP program NewProgram would
+// build for cfg, in the kernel's test run (BPF_PROG_RUN; nothing is
+// attached), and reports whether the program would redirect it to a
+// socket (true) or pass it to the kernel (false). The program is the same
+// but for the action when no socket is registered, which is what tells the
+// two apart here. Frames must be at least 14 bytes long.
+func Verdicts(cfg ProgramConfig, frames [][]byte) ([]bool, error) {
+	if cfg.UserMap != nil || cfg.UserProgram != nil || cfg.RxHash {
+		return nil, invalid("ProgramConfig", "UserMap/UserProgram/RxHash", "Verdicts runs xdpio's own filter only")
+	}
+	prog, err := checkProgramConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cfg.BPF = prog
+	xsks, err := newXSKMap(1)
+	if err != nil {
+		return nil, err
+	}
+	defer xsks.Close()
+	insns, err := buildInstructions(xsks.FD(), cfg, 0, xdpTX)
+	if err != nil {
+		return nil, err
+	}
+	p, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name:         "xdpio_verdicts",
+		Type:         ebpf.XDP,
+		Instructions: insns,
+		License:      "Dual MIT/GPL",
+	})
+	if err != nil {
+		return nil, bpfError("load program", err)
+	}
+	defer p.Close()
+	out := make([]bool, len(frames))
+	for i, f := range frames {
+		if len(f) < 14 {
+			return nil, invalid(fmt.Sprintf("frame %d", i), len(f), "shorter than an Ethernet header (14 bytes)")
+		}
+		ret, err := p.Run(&ebpf.RunOptions{Data: f})
+		if err != nil {
+			return nil, fmt.Errorf("frame %d: %w", i, bpfError("BPF_PROG_RUN", err))
+		}
+		switch ret {
+		case xdpTX:
+			out[i] = true
+		case xdpPass:
+		default:
+			return nil, fmt.Errorf("frame %d: the program returned %d", i, ret)
+		}
+	}
+	return out, nil
 }

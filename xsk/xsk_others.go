@@ -54,6 +54,9 @@ type Program struct{}
 // NewProgram returns ErrNotSupported: XDP exists only on Linux.
 func NewProgram(ifindex int, cfg ProgramConfig) (*Program, error) { return nil, errOS }
 
+// Verdicts returns ErrNotSupported: XDP exists only on Linux.
+func Verdicts(cfg ProgramConfig, frames [][]byte) ([]bool, error) { return nil, errOS }
+
 // Mode returns AttachAuto.
 func (p *Program) Mode() AttachMode { return AttachAuto }
 

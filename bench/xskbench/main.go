@@ -38,6 +38,10 @@
 // machine with fewer CPUs than queues, they show what the shape of the
 // receiver is worth apart from the library. xdpio-coalesce is one
 // coalesce.GroupReceiver for every queue with rx-usecs -nap.
+// xdpio-rule, xdpio-expr and xdpio-expr10 (only when named in -backends)
+// are xdpio's rxdrop behind a filter every generated frame passes: the
+// hand-built xsk.UDPPort rule, the expression "udp dst port PORT"
+// compiled by package filter, and a 10-clause expression.
 //
 // On veth the kernel's receive work (XDP, the copy into the UMEM, the
 // stack for kernel sockets) runs in the sender's context, so the two
@@ -113,7 +117,7 @@ func run(ctx context.Context, args []string) (err error) {
 	fs.IntVar(&o.Flows, "flows", 64, "UDP flows (source ports), a power of two")
 	port := fs.Uint("port", 7777, "UDP destination port")
 	modes := fs.String("modes", "", "comma-separated modes to run: rxdrop, txonly (default both)")
-	backends := fs.String("backends", "", "comma-separated backends: generator, xdpio, xdpio-nap, xdpio-group, xdpio-group-nap, xdpio-coalesce, xdpio-busypoll, asavie, asavie-doc, asavie-nap, asavie-group, asavie-group-nap, socket, c, c-nap, c-group, c-group-nap, c-proc (default all; c needs a C compiler and kernel headers)")
+	backends := fs.String("backends", "", "comma-separated backends: generator, xdpio, xdpio-nap, xdpio-group, xdpio-group-nap, xdpio-coalesce, xdpio-busypoll, asavie, asavie-doc, asavie-nap, asavie-group, asavie-group-nap, socket, c, c-nap, c-group, c-group-nap, c-proc, xdpio-rule, xdpio-expr, xdpio-expr10 (default all but c-proc and the xdpio filter backends; c needs a C compiler and kernel headers)")
 	fs.BoolVar(&o.Verbose, "v", false, "log veth and socket counters of every rxdrop measurement")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")

@@ -16,6 +16,7 @@ import (
 
 	"github.com/xdpio/xdpio/internal/trafficgen"
 	"github.com/xdpio/xdpio/internal/vethpair"
+	"github.com/xdpio/xdpio/xsk"
 )
 
 // Options configure a benchmark run.
@@ -134,6 +135,16 @@ const (
 	// beSocketGSO (txonly) is kernel UDP sockets writing UDP_SEGMENT
 	// batches: the kernel's fastest UDP sender.
 	beSocketGSO = "socket-gso"
+	// beXDPIORule, beXDPIOExpr and beXDPIOExpr10 are xdpio's rxdrop with
+	// a filter that every generated frame passes: the hand-built rule
+	// xsk.UDPPort(-port), the expression "udp dst port PORT" compiled by
+	// package filter, and a 10-clause expression ending in the same
+	// test. Next to each other they give the cost of the compiled filter
+	// against the hand-built one, and of a longer expression. Measured
+	// only when -backends names them.
+	beXDPIORule   = "xdpio-rule"
+	beXDPIOExpr   = "xdpio-expr"
+	beXDPIOExpr10 = "xdpio-expr10"
 	// beC is the C peer (c/xskpeer.c): inside this process through cgo
 	// when the binary has cgo, else as a child process built with the
 	// system's compiler when there is one. beCProc is always the child
@@ -146,10 +157,10 @@ const (
 )
 
 var (
-	rxBackends = []string{beGen, beXDPIORun, beXDPIO, beXDPIONap, beXDPIOGroup, beXDPIOGroupNap, beXDPIOCoalesce, beXDPIOBusy, beAsavie, beAsavieDoc, beAsavieNap, beAsavieGroup, beAsavieGroupNap, beSocket, beSocketGRO, beXDPIOTouch, beXDPNet, beXDPNetQueues, beXDPNetNap, beXDPNetQueuesNap, beC, beCNap, beCGroup, beCGroupNap, beCProc}
+	rxBackends = []string{beGen, beXDPIORun, beXDPIO, beXDPIONap, beXDPIOGroup, beXDPIOGroupNap, beXDPIOCoalesce, beXDPIOBusy, beAsavie, beAsavieDoc, beAsavieNap, beAsavieGroup, beAsavieGroupNap, beSocket, beSocketGRO, beXDPIOTouch, beXDPNet, beXDPNetQueues, beXDPNetNap, beXDPNetQueuesNap, beC, beCNap, beCGroup, beCGroupNap, beCProc, beXDPIORule, beXDPIOExpr, beXDPIOExpr10}
 	txBackends = []string{beXDPIORun, beXDPIO, beAsavie, beC, beCProc, beSocketGSO}
 	// onRequest are backends measured only when -backends names them.
-	onRequest = []string{beCProc}
+	onRequest = []string{beCProc, beXDPIORule, beXDPIOExpr, beXDPIOExpr10}
 )
 
 func (o *Options) wants(mode, backend string) bool {
@@ -528,6 +539,16 @@ func newRx(be string, o *Options) receiver {
 		return &asavieRx{doc: true}
 	case beXDPIOTouch:
 		return &xdpioRx{touch: true}
+	case beXDPIORule:
+		return &xdpioRx{program: func(o *Options) xsk.ProgramConfig {
+			return xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(o.Port)}}
+		}}
+	case beXDPIOExpr:
+		return &xdpioRx{program: func(o *Options) xsk.ProgramConfig {
+			return xsk.ProgramConfig{Expr: fmt.Sprintf("udp dst port %d", o.Port)}
+		}}
+	case beXDPIOExpr10:
+		return &xdpioRx{program: func(o *Options) xsk.ProgramConfig { return xsk.ProgramConfig{Expr: expr10(o.Port)} }}
 	case beXDPNet:
 		return &xdpnetRx{}
 	case beXDPNetQueues:
@@ -748,4 +769,11 @@ func printTable(w io.Writer, rep *Report) {
 	}
 	fmt.Fprintf(w, "(%d queues, %d rounds × %.1f s windows after %.1f s warm-up, batch %d; %.0f s in all)\n",
 		rep.Queues, rep.Rounds, rep.WindowS, rep.WarmupS, rep.Batch, rep.Elapsed)
+}
+
+// expr10 is a 10-clause expression every generated frame (UDP to port,
+// from the generator's addresses) passes after evaluating all clauses.
+func expr10(port uint16) string {
+	return fmt.Sprintf("not arp and not icmp and not tcp port 22 and not port 53 and not ip6 "+
+		"and not ether broadcast and len >= 60 and ip[8] != 0 and not src net 203.0.113.0/24 and udp dst port %d", port)
 }

@@ -196,7 +196,10 @@ type xdpioRx struct {
 	touch bool
 	// run receives through the runner with its defaults (Device.Receive,
 	// RunConfig{}): its shape, batch and naps are the library's choice.
-	run     bool
+	run bool
+	// program, when set, gives the XDP program's configuration (a
+	// filter); nil redirects every frame.
+	program func(o *Options) xsk.ProgramConfig
 	h       *vethpair.Host
 	napiSet bool
 }
@@ -217,10 +220,14 @@ func (r *xdpioRx) start(h *vethpair.Host, o *Options) error {
 		sc.RxNap = o.Nap
 	}
 	err := h.Do(func() (err error) {
-		r.dev, err = xsk.Open(h.Link, xsk.Config{
+		cfg := xsk.Config{
 			UMEM:   xsk.UMEMConfig{FrameSize: o.FrameSize, NumFrames: o.NumFrames},
 			Socket: sc,
-		})
+		}
+		if r.program != nil {
+			cfg.Program = r.program(o)
+		}
+		r.dev, err = xsk.Open(h.Link, cfg)
 		return err
 	})
 	if err != nil {

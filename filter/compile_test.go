@@ -1,0 +1,172 @@
+package filter
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"golang.org/x/net/bpf"
+)
+
+func TestCompileRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		expr, construct string
+		unsupported     bool
+	}{
+		{"ip protochain 6", "protochain", true},
+		{"gateway router", "gateway", true},
+		{"host example.com", "example.com", true},
+		{"mpls 5 and udp", "mpls", true},
+		{"udp and pppoes", "pppoes", true},
+		{"inbound", "inbound", true},
+		{"ip broadcast", "broadcast", true},
+		{"port http-alt", "http-alt", true},
+		{"pim[0] = 1", "pim", true},
+		{"udp port", "", false},
+		{"port 70000", "70000", false},
+		{"tcp[13] & 2 !=", "", false},
+		{"(udp", "", false},
+		{"udp)", ")", false},
+		{"net 198.18.0.1/15", "198.18.0.1/15", false},
+		{"ip[0:3] = 1", "3", false},
+		{"ip[0] / 0 = 1", "/", false},
+		{"vlan 5000", "5000", false},
+		{"tcp host 1.2.3.4", "1.2.3.4", true},
+		{"ip6 host 1.2.3.4", "1.2.3.4", true},
+		{"ip host 2001:db8::1", "2001:db8::1", false},
+		{"udp and $", "$", false},
+	} {
+		_, err := Compile(tc.expr)
+		var e *Error
+		if !errors.As(err, &e) {
+			t.Errorf("Compile(%q) = %v, want an *Error", tc.expr, err)
+			continue
+		}
+		if e.Construct != tc.construct || e.Unsupported != tc.unsupported || errors.Is(err, ErrUnsupported) != tc.unsupported {
+			t.Errorf("Compile(%q): construct %q unsupported %v, want %q %v (%v)", tc.expr, e.Construct, e.Unsupported, tc.construct, tc.unsupported, err)
+		}
+		if !strings.Contains(err.Error(), tc.construct) {
+			t.Errorf("Compile(%q): %q does not name %q", tc.expr, err, tc.construct)
+		}
+	}
+}
+
+// TestCompileSemantics spot-checks verdicts in the x/net/bpf VM (the
+// tcpdump oracle test covers the rest).
+func TestCompileSemantics(t *testing.T) {
+	udp4 := func(sport, dport uint16) []byte {
+		f := make([]byte, 14+20+8)
+		f[12], f[13] = 0x08, 0x00
+		f[14] = 0x45
+		f[23] = 17
+		copy(f[26:], []byte{198, 18, 0, 1})
+		copy(f[30:], []byte{198, 18, 1, 2})
+		f[34], f[35], f[36], f[37] = byte(sport>>8), byte(sport), byte(dport>>8), byte(dport)
+		return f
+	}
+	for _, tc := range []struct {
+		expr  string
+		frame []byte
+		want  bool
+	}{
+		{"udp dst port 4789", udp4(1, 4789), true},
+		{"udp dst port 4789", udp4(4789, 1), false},
+		{"port 53 or 80", udp4(80, 1), true},
+		{"udp and not src net 198.18.0.0/24", udp4(1, 1), false},
+		{"udp and not src net 198.18.1.0/24", udp4(1, 1), true},
+		{"portrange 100-200", udp4(150, 1), true},
+		{"host 198.18.1.2 and len = 42", udp4(1, 1), true},
+		{"tcp or udp and ip[8] = 0", udp4(1, 1), true},
+		{"udp or tcp and ip[8] = 1", udp4(1, 1), false}, // (udp or tcp) and ...
+		{"ip6 or arp", udp4(1, 1), false},
+		{"", udp4(1, 1), true},
+	} {
+		prog, err := Compile(tc.expr)
+		if err != nil {
+			t.Fatalf("Compile(%q): %v", tc.expr, err)
+		}
+		vm, err := bpf.NewVM(prog)
+		if err != nil {
+			t.Fatalf("Compile(%q): VM: %v", tc.expr, err)
+		}
+		n, err := vm.Run(tc.frame)
+		if err != nil || (n != 0) != tc.want {
+			t.Errorf("%q: got %d, %v; want match %v", tc.expr, n, err, tc.want)
+		}
+	}
+}
+
+// TestCompileLong: conditional jumps farther than 255 instructions go
+// through unconditional ones.
+func TestCompileLong(t *testing.T) {
+	var parts []string
+	for i := 0; i < 60; i++ {
+		parts = append(parts, fmt.Sprintf("host 198.18.%d.%d", i/8, i))
+	}
+	prog, err := Compile(strings.Join(parts, " or "))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(prog) < 600 {
+		t.Fatalf("only %d instructions", len(prog))
+	}
+	if _, err := bpf.NewVM(prog); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bpf.Assemble(prog); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// FuzzCompile: any expression compiles to a valid program or gives an
+// *Error; never a panic.
+func FuzzCompile(f *testing.F) {
+	f.Fuzz(func(t *testing.T, expr string) {
+		prog, err := Compile(expr)
+		if err != nil {
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("Compile(%q): %T %v", expr, err, err)
+			}
+			return
+		}
+		if _, err := bpf.NewVM(prog); err != nil {
+			t.Fatalf("Compile(%q): invalid program: %v\n%v", expr, err, prog)
+		}
+		if err := Validate(prog); err != nil {
+			t.Fatalf("Compile(%q): %v", expr, err)
+		}
+	})
+}
+
+// Raw instructions (tcpdump -ddd, bpf.Assemble) translate as their
+// disassembly does, and the caller's slice is left alone.
+func TestXDPRawInstructions(t *testing.T) {
+	prog, err := Compile("udp port 53")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := bpf.Assemble(prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := make([]bpf.Instruction, len(raw))
+	for i, r := range raw {
+		in[i] = r
+	}
+	a, err := XDP(in, "m", "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := XDP(prog, "m", "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a) != len(b) {
+		t.Errorf("raw: %d eBPF instructions, disassembled: %d", len(a), len(b))
+	}
+	if _, ok := in[0].(bpf.RawInstruction); !ok {
+		t.Errorf("XDP rewrote the caller's program: %T", in[0])
+	}
+}
