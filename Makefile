@@ -57,7 +57,7 @@ demo: deps
 	@echo "chart: demo.svg"
 
 bench: deps
-	$(GO) run ./bench/xskbench
+	$(GO) run ./cmd/xskbench
 
 # lab boots a Debian kernel under qemu with netdevsim and a virtio-net RSS NIC
 # and runs the lab-tagged tests inside it (test/lab/README.md). Root; installs

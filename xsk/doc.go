@@ -125,7 +125,7 @@
 //
 //   - SocketConfig.RxNap: while packets flow, Wait sleeps on a timer, off
 //     the wait queue, and polls only when a nap found nothing. It trades up
-//     to RxNap of latency for far fewer wake-ups; in bench/xskbench on veth
+//     to RxNap of latency for far fewer wake-ups; in cmd/xskbench on veth
 //     it cut the receiver's CPU per packet by about half.
 //   - SocketConfig.BusyPoll: the receiving goroutine runs the driver's NAPI
 //     itself. It needs a driver whose XDP receive queues carry a NAPI ID

@@ -95,7 +95,7 @@ type SocketConfig struct {
 	// may wait up to RxNap (plus the kernel's timer slack, 50 µs by default)
 	// before the application sees it. Tens of microseconds suit
 	// throughput-bound receivers; leave it 0 (poll at once) when latency
-	// matters more. Measure with bench/xskbench's xdpio-nap backend.
+	// matters more. Measure with cmd/xskbench's xdpio-nap backend.
 	RxNap time.Duration
 	// TxBudget raises how many frames one TX kick sends in copy mode
 	// (XDP_MAX_TX_SKB_BUDGET, Linux 6.17; default 32 in the kernel). 0

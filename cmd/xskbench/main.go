@@ -5,7 +5,7 @@
 // kernel UDP sockets (recvmmsg), on a veth pair with several queues in two
 // network namespaces it creates and removes itself. Run it as root:
 //
-//	go run ./bench/xskbench [-queues 4] [-sizes 64,1514] [-rounds 4] [-window 800ms] [-json]
+//	go run ./cmd/xskbench [-queues 4] [-sizes 64,1514] [-rounds 4] [-window 800ms] [-json]
 //
 // rxdrop: an XDP live-frames generator (internal/trafficgen) in namespace
 // A sends UDP frames out of veth-a; every receiver takes them on veth-b

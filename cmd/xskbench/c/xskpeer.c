@@ -44,7 +44,7 @@
 #define CTL_FD 3
 #define IDLE_MS 10
 
-// ctl is the shared control page; xskbench (bench/xskbench/cpeer.go)
+// ctl is the shared control page; xskbench (cmd/xskbench/cpeer.go)
 // reads and writes the same layout.
 struct ctl {
 	uint32_t ready;	    // set to 1 when every socket is bound, 2 on failure
