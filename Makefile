@@ -6,6 +6,9 @@ DEB_PKGS := iproute2 iputils-ping ethtool iperf3 tcpdump tshark strace procps py
 # quic-go, so that the core module does not pull their dependencies).
 CONTRIB := $(sort $(dir $(wildcard contrib/*/go.mod)))
 
+# staticcheck, at the version the project pins (from the Go module proxy).
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
 # Packages with goroutines that share state: run them under the race detector.
 RACE_PKGS := ./xsk/... ./xdpnet/... ./internal/... ./rss/... ./coalesce/... ./nic/... ./examples/... ./cmd/xdpio/...
 # bench is left out: its iperf3 interop tests send at fixed rates into iperf3,
@@ -38,7 +41,8 @@ build:
 
 vet:
 	$(GO) vet ./...
-	@for m in $(CONTRIB); do echo "go vet ($$m)"; (cd $$m && $(GO) vet ./...) || exit 1; done
+	$(GO) run $(STATICCHECK) ./...
+	@for m in $(CONTRIB); do echo "go vet, staticcheck ($$m)"; (cd $$m && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...) || exit 1; done
 
 # test runs everything: vet, all tests (root tests included when root), and
 # the race detector on the concurrent packages. Packages run one at a time

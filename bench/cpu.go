@@ -59,7 +59,6 @@ type cpuTicks [8]uint64
 // cpuStat is a reading of /proc/stat: the "cpu" total line and one line
 // per core, in the order listed, with their core numbers.
 type cpuStat struct {
-	at    time.Time
 	total cpuTicks
 	ids   []int
 	cores []cpuTicks

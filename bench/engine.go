@@ -27,14 +27,13 @@ type Counters struct {
 
 // stream is one UDP flow of a test.
 type stream struct {
-	id     int
-	peer   netip.AddrPort // the other end's address
-	local  netip.AddrPort
-	mu     sync.Mutex
-	recv   RecvStats
-	sentB  uint64
-	sentP  int64
-	lastIv Counters // counters at the start of the current interval
+	id    int
+	peer  netip.AddrPort // the other end's address
+	local netip.AddrPort
+	mu    sync.Mutex
+	recv  RecvStats
+	sentB uint64
+	sentP int64
 }
 
 func (s *stream) counters() Counters {

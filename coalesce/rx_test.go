@@ -258,7 +258,8 @@ func TestTakeHold(t *testing.T) {
 	if holders.Load() != 0 {
 		t.Fatalf("%d holders before the test", holders.Load())
 	}
-	if !takeHold() || !takeHold() {
+	first, second := takeHold(), takeHold()
+	if !first || !second {
 		t.Fatal("GOMAXPROCS 3: the first two sleepers must keep their P")
 	}
 	if takeHold() {

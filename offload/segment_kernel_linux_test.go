@@ -518,7 +518,7 @@ func TestKernelAcceptsSegments(t *testing.T) {
 			t.Fatalf("AF_PACKET send: %v", err)
 		}
 	}
-	type counters struct{ tcpIn, tcpErr, udpIn, udpNoPorts, udpErr, ipErr, udp6Err, udp6In int64 }
+	type counters struct{ tcpIn, tcpErr, udpNoPorts, udpErr, ipErr, udp6Err, udp6In int64 }
 	read := func() (c counters) {
 		pair.B.Do(func() error {
 			c.tcpIn = segSNMPCounter(t, "Tcp", "InSegs")

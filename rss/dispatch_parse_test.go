@@ -49,7 +49,6 @@ type frameCase struct {
 	frame     []byte
 	ports     bool  // want ports in the key
 	wantErr   error // nil, ErrNotIP or ErrMalformed
-	noOracle  bool  // gopacket does not decode this shape (skip the comparison)
 	wantProto uint8
 }
 

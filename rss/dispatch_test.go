@@ -217,10 +217,7 @@ func TestDispatchCloseUnblocks(t *testing.T) {
 }
 
 func TestDispatchClasses(t *testing.T) {
-	var cs []frameCase
-	for _, c := range frameCases(t) {
-		cs = append(cs, c)
-	}
+	cs := frameCases(t)
 	var got atomic.Uint64
 	d, err := NewDispatcher(DispatchOptions{Workers: 3}, func(w int, fs [][]byte) { got.Add(uint64(len(fs))) })
 	if err != nil {

@@ -18,9 +18,6 @@ const (
 	etherIPv4 = 0x0800
 	etherIPv6 = 0x86dd
 	protoUDP  = 17
-
-	// maxHeader is the longest header this package writes.
-	maxHeader = ethLen + ipv6Len + udpLen
 )
 
 // cause is why a received frame was not delivered; causeOK: it was.
@@ -313,20 +310,6 @@ func (p *rxParser) finishSum(d *rxDatagram, payloadSum uint16) cause {
 		return causePartialChecksum
 	}
 	return causeOK
-}
-
-// accepts reports whether a datagram to dst is for the local address
-// local: the same address, or any address of the family when local is
-// unspecified (an unspecified IPv6 address takes IPv4 too, like a
-// dual-stack socket).
-func accepts(local, dst netip.Addr) bool {
-	switch {
-	case !local.IsValid():
-		return true
-	case local.IsUnspecified():
-		return local.Is6() || dst.Is4()
-	}
-	return local == dst
 }
 
 // txHeader describes the headers of datagrams from one source to one

@@ -89,15 +89,3 @@ func parseStrace(out string) ([]straceMsg, error) {
 	}
 	return msgs, nil
 }
-
-// withoutHeaderFlags drops ETHTOOL_A_HEADER_FLAGS lines: they legitimately
-// differ (which reply form a program asks for).
-func withoutHeaderFlags(lines []string) []string {
-	var out []string
-	for _, l := range lines {
-		if !strings.HasPrefix(l, "1/3=") {
-			out = append(out, l)
-		}
-	}
-	return out
-}

@@ -36,9 +36,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "sender: -listen and -ifname are required")
 		os.Exit(2)
 	}
-	if err := run(*listen, *ifname, *dstMAC, *gap); err != nil {
-		log.Fatalf("sender: %v", err)
-	}
+	// run serves until it fails.
+	log.Fatalf("sender: %v", run(*listen, *ifname, *dstMAC, *gap))
 }
 
 type tx struct {
