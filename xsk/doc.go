@@ -10,28 +10,44 @@
 //	Program   an XDP program redirects each frame of queue q to socket q (or to the kernel stack)
 //	Socket    one per queue, owned by one goroutine; Batch moves frames between rings and the app
 //
-// Open does all of it for a device:
+// Open does all of it for a device, and Device.Receive runs the receive
+// loop the package recommends:
 //
 //	dev, err := xsk.Open("eth0", xsk.Config{
 //		Program: xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(9000)}},
 //	})
 //	...
 //	defer dev.Close()
-//	for _, s := range dev.Sockets() {
-//		go func(s *xsk.Socket) {
-//			b := s.NewBatch(64)
-//			for {
-//				if s.Receive(b) == 0 {
-//					s.Wait(time.Second, false)
-//					continue
-//				}
-//				for i := 0; i < b.Len(); i++ {
-//					handle(b.Frame(i))
-//				}
-//				s.Release(b) // frames go back to the fill ring
-//			}
-//		}(s)
-//	}
+//	err = dev.Receive(ctx, xsk.RunConfig{}, func(s *xsk.Socket, b *xsk.Batch) {
+//		for i := range b.Len() {
+//			handle(b.Frame(i)) // valid until the handler returns
+//		}
+//	})
+//
+// # The runner
+//
+// Device.Receive and Device.Send (the runner) are the loops to start from.
+// They pick the shape from the CPUs the process may use (GOMAXPROCS and
+// its CPU set): a goroutine per queue, each locked to its thread, when
+// there are two CPUs per queue (one for the goroutine, one for the
+// kernel's softirq work that feeds it), else one goroutine that waits on
+// every queue at once through a Poller. RunConfig.Shape overrides it.
+//
+// A receiver that finds its rings empty naps NAPI style (Napper): while
+// frames arrive fast enough that a nap of up to RunConfig.Nap (100 µs by
+// default) gathers at least NapMinFrames of them, it sleeps on a timer
+// and takes them in one batch; below that rate it waits in poll and wakes
+// for each frame, so a lone packet waits no longer than with a plain poll
+// loop. A nap never lasts longer than a quarter of the RX ring takes to
+// fill. The runner's threads ask for timers without slack (1 ns instead
+// of 50 µs), so a nap ends on time. Stats.Naps counts the naps.
+//
+// The sender reclaims completions before every allocation, kicks the
+// kernel once per batch (raising the socket's TX budget to the batch in
+// copy mode), waits out a link that is down (RunConfig.LinkChange tells)
+// and stops on a device that is gone. Both stop on ctx and return the
+// first error a socket meets. The raw calls below stay for loops of one's
+// own.
 //
 // # Frame ownership
 //
