@@ -121,7 +121,14 @@ func (t *xdpioTx) start(h *vethpair.Host, o *Options) error {
 // through Device.Send.
 func (t *xdpioTx) startRun(h *vethpair.Host, o *Options) error {
 	err := h.Do(func() (err error) {
-		t.dev, err = xsk.Open(h.Link, xsk.Config{Queues: seq(o.Queues), NoProgram: true, Socket: xsk.SocketConfig{NoRX: true}})
+		// The same UMEM and rings as every other sender: what is
+		// measured is the runner's loop.
+		t.dev, err = xsk.Open(h.Link, xsk.Config{
+			Queues:    seq(o.Queues),
+			NoProgram: true,
+			UMEM:      xsk.UMEMConfig{FrameSize: o.FrameSize, NumFrames: o.NumFrames},
+			Socket:    xsk.SocketConfig{NoRX: true, TxRingSize: o.RingSize, CompletionRingSize: o.RingSize, Frames: o.NumFrames},
+		})
 		return err
 	})
 	if err != nil {
@@ -130,7 +137,7 @@ func (t *xdpioTx) startRun(h *vethpair.Host, o *Options) error {
 	size := len(o.frame)
 	for _, s := range t.dev.Sockets() {
 		// Frames keep the template as they cycle, as for xdpio.
-		b := s.NewBatch(xsk.DefaultFrames(o.Queues))
+		b := s.NewBatch(o.NumFrames)
 		n := s.Alloc(b, b.Cap())
 		for i := 0; i < n; i++ {
 			copy(b.Buffer(i), o.frame)
