@@ -81,7 +81,9 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "server [-i IFACE] [--port 5201] [--bind ADDR] [-1] [--backend xsk|socket|asavie] [--queues LIST|all] [--rx-usecs N --rx-frames N | --adaptive] [--one-reader] [--tcp-port N] [--cookie-timeout 2s]",
 		Short: "Serve iperf3 clients (UDP tests) until Ctrl-C, or for one test with -1",
-		Args:  cobra.NoArgs,
+		// Short forms people type for it, for "Did you mean".
+		SuggestFor: []string{"srv", "serve", "s"},
+		Args:       cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			queues := &queueLog{print: g.printQueues(iface)}
 			dp, backend, err := g.dataPlane(backend, iface, queues.record)
@@ -211,9 +213,10 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 		tso      string
 	)
 	c := &cobra.Command{
-		Use:   "client -c SERVER [--port 5201] [-P FLOWS] [-t SECONDS] [-l LENGTH] [-b RATE] [-R] [-4|-6] [--mode udp|tcp] [--tso on|off] [--rss-queues N | --rss-table LIST] [--rss-key HEX]",
-		Short: "Run a UDP test against an iperf3 server (or xdpio bench server), or a TCP-mode test over AF_XDP against xdpio bench server",
-		Args:  cobra.NoArgs,
+		Use:        "client -c SERVER [--port 5201] [-P FLOWS] [-t SECONDS] [-l LENGTH] [-b RATE] [-R] [-4|-6] [--mode udp|tcp] [--tso on|off] [--rss-queues N | --rss-table LIST] [--rss-key HEX]",
+		Short:      "Run a UDP test against an iperf3 server (or xdpio bench server), or a TCP-mode test over AF_XDP against xdpio bench server",
+		SuggestFor: []string{"cli", "c"},
+		Args:       cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			queues := &queueLog{print: g.printQueues(iface)}
 			dp, backend, err := g.dataPlane(backend, iface, queues.record)
@@ -282,6 +285,13 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 			bps, err := parseRate(rate)
 			if err != nil {
 				return usagef("-b %q: %v", rate, err)
+			}
+			if m == bench.ModeUDP && cmd.Flags().Changed("length") {
+				if lo := bench.HeaderLen(!counters); length < lo || length > 65507 {
+					return usagef("-l %d: a UDP payload is %d-65507 bytes", length, lo)
+				}
+			} else if m == bench.ModeTCP && length < 0 {
+				return usagef("-l %d: bytes per write must be positive", length)
 			}
 			if x, ok := dp.(checker); ok {
 				if err := x.Check(); err != nil {

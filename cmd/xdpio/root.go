@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/xdpio/xdpio/internal/nsdo"
@@ -43,12 +45,24 @@ func newRoot(g *globals) *cobra.Command {
 		Short:         "AF_XDP packet I/O toolkit: NIC tuning, benchmark, software offloads",
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		Version:       version(),
 		// Cobra validates the command line (command names, argument
 		// counts) before it runs this hook: an error before it is a usage
-		// error, one after it comes from the operation.
-		PersistentPreRun: func(*cobra.Command, []string) { g.running = true },
+		// error, one after it comes from the operation. Cobra checks
+		// required flags only after the hook, so it checks them here.
+		PersistentPreRunE: func(c *cobra.Command, _ []string) error {
+			if err := c.ValidateRequiredFlags(); err != nil {
+				return &usageError{fmt.Errorf("%w\n%s", err, c.UsageString())}
+			}
+			if err := c.ValidateFlagGroups(); err != nil {
+				return &usageError{fmt.Errorf("%w\n%s", err, c.UsageString())}
+			}
+			g.running = true
+			return nil
+		},
 	}
-	root.PersistentFlags().BoolVar(&g.json, "json", false, "print machine-readable JSON on stdout")
+	root.SetVersionTemplate("xdpio {{.Version}}\n")
+	root.PersistentFlags().BoolVarP(&g.json, "json", "J", false, "print machine-readable JSON on stdout (also iperf3's -J); a failure prints {\"error\": …}")
 	root.PersistentFlags().StringVar(&g.netns, "netns", "", "run the command inside the named network namespace")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &usageError{fmt.Errorf("%w\n%s", err, c.UsageString())}
@@ -56,7 +70,70 @@ func newRoot(g *globals) *cobra.Command {
 	for _, mk := range subcommands {
 		root.AddCommand(mk(g))
 	}
+	groupsRejectUnknown(root)
 	return root
+}
+
+// groupsRejectUnknown makes every command that only groups subcommands
+// (channels, pcap, bench …) reject an unknown subcommand as a usage error
+// with cobra's suggestions, as the root does: without it cobra prints the
+// group's help and exits 0 for `channels shw`. A group given no
+// subcommand prints its help.
+func groupsRejectUnknown(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		groupsRejectUnknown(sub)
+	}
+	if c.HasParent() && c.HasSubCommands() && !c.Runnable() {
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return c.Help()
+			}
+			return unknownCommand(c, args[0])
+		}
+	}
+}
+
+// unknownCommand is the usage error for an unknown subcommand of c, with
+// cobra's "Did you mean this?" suggestions.
+func unknownCommand(c *cobra.Command, name string) error {
+	msg := fmt.Sprintf("unknown command %q for %q", name, c.CommandPath())
+	if c.SuggestionsMinimumDistance <= 0 {
+		c.SuggestionsMinimumDistance = 2
+	}
+	if s := c.SuggestionsFor(name); len(s) > 0 {
+		msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
+	}
+	msg += fmt.Sprintf("\n\nRun '%s --help' for usage.", c.CommandPath())
+	return &usageError{errors.New(msg)}
+}
+
+// version is the module's version and VCS revision as the build recorded
+// them, for --version.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown version)"
+	}
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "+dirty"
+			}
+		}
+	}
+	if rev != "" && !strings.Contains(v, rev[:min(12, len(rev))]) {
+		v += " " + rev[:min(12, len(rev))] + dirty
+	}
+	return v + " " + bi.GoVersion
 }
 
 // run parses args and runs the selected command. Errors from flag parsing
@@ -69,14 +146,34 @@ func run(ctx context.Context, args []string) error {
 func runWith(ctx context.Context, g *globals, args []string) error {
 	root := newRoot(g)
 	root.SetArgs(args)
-	root.SetOut(g.stdout)
+	out := &countingWriter{w: g.stdout}
+	g.stdout = out
+	root.SetOut(out)
 	root.SetErr(g.stderr)
 	_, err := root.ExecuteContextC(ctx)
 	var ue *usageError
 	if err != nil && !g.running && !errors.As(err, &ue) {
-		return &usageError{err}
+		err = &usageError{err}
+	}
+	if err != nil && g.json && out.n == 0 {
+		// A script that parses stdout gets an answer too; the text
+		// still goes to stderr.
+		writeJSON(out, map[string]any{"error": err.Error(), "exit_status": exitStatus(err)})
 	}
 	return err
+}
+
+// countingWriter counts what a command wrote to stdout, so that a failure
+// under --json prints its JSON error object only when nothing else was.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // inNetns runs fn on a locked OS thread inside the namespace named by

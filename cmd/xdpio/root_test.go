@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
@@ -52,6 +54,64 @@ func TestUsageErrorsAreTold(t *testing.T) {
 		var ue *usageError
 		if err == nil || errors.As(err, &ue) != tc.usage {
 			t.Errorf("%v: error %v, usage error %v, want usage %v", tc.args, err, errors.As(err, &ue), tc.usage)
+		}
+	}
+}
+
+// What a script sees: the exit status of a mistyped subcommand, a missing
+// or bad flag, with cobra's suggestions where a command was mistyped, and
+// nothing connected (the client's server address is one nobody answers
+// for: a connect attempt would fail as an operation error, status 1).
+func TestExitStatus(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		status int
+		want   string
+	}{
+		{[]string{"channels", "shw", "eth0"}, 2, "Did you mean this?\n\tset\n\tshow"},
+		{[]string{"pcap", "verfy", "x.pcap"}, 2, "Did you mean this?\n\tverify"},
+		{[]string{"features", "sett", "lo", "gro", "on"}, 2, "Did you mean this?\n\tset"},
+		{[]string{"bench", "srv"}, 2, "Did you mean this?\n\tserver"},
+		{[]string{"rss", "hsh"}, 2, "Did you mean this?\n\thash"},
+		{[]string{"bench", "client"}, 2, `required flag(s) "client" not set`},
+		{[]string{"bench", "client", "-c", "198.18.0.99", "-l", "70000"}, 2, "-l 70000"},
+		{[]string{"bench", "client", "-c", "198.18.0.99", "-l", "8"}, 2, "-l 8"},
+		{[]string{"features", "set", "lo", "no-such-feature", "on"}, 2, `unknown feature "no-such-feature"`},
+		{[]string{"channels"}, 0, "Available Commands"},
+		{[]string{"--version"}, 0, "xdpio "},
+	} {
+		var out, errOut bytes.Buffer
+		err := runWith(context.Background(), &globals{stdout: &out, stderr: &errOut}, tc.args)
+		got := out.String()
+		if err != nil {
+			got = err.Error()
+		}
+		if exitStatus(err) != tc.status || !strings.Contains(got, tc.want) {
+			t.Errorf("%q: status %d, %q; want status %d and %q", tc.args, exitStatus(err), got, tc.status, tc.want)
+		}
+	}
+}
+
+// Under --json (or iperf3's -J) a failure prints a JSON object with the
+// error on stdout, so that a script parsing stdout gets an answer.
+func TestJSONError(t *testing.T) {
+	for _, args := range [][]string{
+		{"--json", "features", "set", "lo", "no-such-feature", "on"},
+		{"-J", "channels", "show", "no-such-dev0"},
+		{"-J", "pcap", "verify", "/nonexistent/x.pcap"},
+	} {
+		var out, errOut bytes.Buffer
+		err := runWith(context.Background(), &globals{stdout: &out, stderr: &errOut}, args)
+		var v struct {
+			Error      *string `json:"error"`
+			ExitStatus int     `json:"exit_status"`
+		}
+		if err == nil {
+			t.Errorf("%q: no error", args)
+			continue
+		}
+		if jerr := json.Unmarshal(out.Bytes(), &v); jerr != nil || v.Error == nil || *v.Error != err.Error() || v.ExitStatus != exitStatus(err) {
+			t.Errorf("%q: stdout %q (%v), want {\"error\": %q, \"exit_status\": %d}", args, out.String(), jerr, err, exitStatus(err))
 		}
 	}
 }
