@@ -314,6 +314,9 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return usagef("-b %q: %v", rate, err)
 			}
+			if !cmd.Flags().Changed("length") {
+				length = 0 // iperf3's choice: the control connection's MSS
+			}
 			if m == bench.ModeUDP && cmd.Flags().Changed("length") {
 				if lo := bench.HeaderLen(!counters); length < lo || length > 65507 {
 					return usagef("-l %d: a UDP payload is %d-65507 bytes", length, lo)
@@ -402,7 +405,7 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 	c.Flags().IntVarP(&port, "port", "p", 5201, "server's TCP control port")
 	c.Flags().IntVarP(&streams, "parallel", "P", 1, "parallel streams")
 	c.Flags().IntVarP(&seconds, "time", "t", 10, "seconds to send")
-	c.Flags().IntVarP(&length, "length", "l", 1460, "UDP payload bytes")
+	c.Flags().IntVarP(&length, "length", "l", 0, "UDP payload bytes (default: the control connection's TCP MSS, as iperf3 picks it: 1448 on a 1500-byte MTU)")
 	c.Flags().StringVarP(&rate, "bitrate", "b", "1M", "target per stream, bits/s with k/M/G suffix (0: unlimited)")
 	c.Flags().BoolVarP(&reverse, "reverse", "R", false, "the server sends, the client receives")
 	ipf.add(c)

@@ -73,3 +73,51 @@ func TestBenchServerIperf3TCPAndBackToBack(t *testing.T) {
 		t.Errorf("server's stderr %q: want it to end with the stop", e)
 	}
 }
+
+// With no -l, the client picks the UDP length as iperf3 does on the same
+// link (the control connection's TCP MSS): both send the same blksize.
+func TestBenchDefaultLengthMatchesIperf3(t *testing.T) {
+	netnstest.RequireTool(t, "iperf3")
+	pair := netnstest.New(t, netnstest.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var blk [2]int
+	for i, client := range [][]string{
+		{"iperf3", "-u", "-c", pair.B.IPv4.String(), "-p", "15243", "-k", "5", "-J"},
+		nil,
+	} {
+		srv := pair.B.Command(ctx, "iperf3", "-s", "-1", "-J", "-B", pair.B.IPv4.String(), "-p", "15243")
+		var srvOut syncBuffer
+		srv.Stdout = &srvOut
+		if err := srv.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitListening(ctx, t, pair.B, 15243)
+		if client != nil {
+			if out, err := pair.A.Command(ctx, client[0], client[1:]...).CombinedOutput(); err != nil {
+				t.Fatalf("iperf3 client: %v\n%s", err, out)
+			}
+		} else {
+			var out syncBuffer
+			if err := runWith(ctx, &globals{stdout: &out, stderr: &out}, []string{"bench", "client", "--netns", pair.A.NS, "-c", pair.B.IPv4.String(), "--port", "15243", "-t", "1", "-b", "100k"}); err != nil {
+				t.Fatalf("bench client: %v\n%s", err, out.String())
+			}
+		}
+		srv.Wait()
+		var j struct {
+			Start struct {
+				TestStart struct {
+					Blksize int `json:"blksize"`
+				} `json:"test_start"`
+			} `json:"start"`
+		}
+		if err := json.Unmarshal([]byte(srvOut.String()), &j); err != nil {
+			t.Fatalf("iperf3 -s -J: %v\n%s", err, srvOut.String())
+		}
+		blk[i] = j.Start.TestStart.Blksize
+	}
+	if blk[0] == 0 || blk[0] != blk[1] {
+		t.Errorf("iperf3 -s saw blksize %d from iperf3 -c and %d from xdpio bench client, want the same", blk[0], blk[1])
+	}
+	t.Logf("blksize %d", blk[0])
+}
