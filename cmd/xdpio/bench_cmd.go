@@ -417,8 +417,8 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 	c.Flags().BoolVarP(&only4, "version4", "4", false, "IPv4 only (resolve -c NAME to an IPv4 address)")
 	c.Flags().BoolVarP(&only6, "version6", "6", false, "IPv6 only (resolve -c NAME to an IPv6 address)")
 	c.Flags().IntVar(&rssQs, "rss-queues", 0, "place the streams on the server NIC's RSS queues: its table spreads equally over this many (as the kernel's default table)")
-	c.Flags().StringVar(&rssTable, "rss-table", "", "place the streams by the server NIC's indirection table, entries as `xdpio rss show` lists them (q0,q1,…)")
-	c.Flags().StringVar(&rssKey, "rss-key", "", "the server NIC's RSS hash key in hex (default: Microsoft's published key; Linux NICs usually have a random one, see `xdpio rss show DEV` on the server)")
+	c.Flags().StringVar(&rssTable, "rss-table", "", "place the streams by the server NIC's indirection table, entries as 'xdpio rss show' lists them (q0,q1,…)")
+	c.Flags().StringVar(&rssKey, "rss-key", "", "the server NIC's RSS hash key in hex (default: Microsoft's published key; Linux NICs usually have a random one, see 'xdpio rss show DEV' on the server)")
 	c.Flags().BoolVar(&rssAddrs, "rss-addresses-only", false, "the server NIC hashes UDP by addresses only (then ports cannot place streams)")
 	return c
 }

@@ -104,6 +104,7 @@ func newChannelsCmd(g *globals) *cobra.Command {
 	set.Flags().Uint32Var(&other, "other", 0, "number of other channels (link interrupts, …)")
 	set.Flags().Uint32Var(&combined, "combined", 0, "number of combined RX/TX channels")
 	set.Flags().BoolVar(&dryRun, "dry-run", false, "show what would change without changing it")
+	ethtoolStyle(set, "dry-run")
 	c.AddCommand(set)
 	return c
 }

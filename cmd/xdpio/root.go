@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/xdpio/xdpio/internal/nsdo"
 )
 
@@ -65,7 +68,7 @@ func newRoot(g *globals) *cobra.Command {
 	root.PersistentFlags().BoolVarP(&g.json, "json", "J", false, "print machine-readable JSON on stdout (also iperf3's -J); a failure prints {\"error\": …}")
 	root.PersistentFlags().StringVar(&g.netns, "netns", "", "run the command inside the named network namespace")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &usageError{fmt.Errorf("%w\n%s", err, c.UsageString())}
+		return &usageError{fmt.Errorf("%s\n%s", plainFlagError(err), c.UsageString())}
 	})
 	for _, mk := range subcommands {
 		root.AddCommand(mk(g))
@@ -184,4 +187,75 @@ func (g *globals) inNetns(fn func() error) error {
 		return fn()
 	}
 	return nsdo.DoNamed(g.netns, fn)
+}
+
+// flagValueError matches pflag's report of a value its parser refused.
+var flagValueError = regexp.MustCompile(`^invalid argument "(.*)" for "(.*)" flag: (strconv\.Parse(Uint|Int|Float|Bool)|time: .*|.*)`)
+
+// plainFlagError says what a flag wants in words, not Go's
+// ("strconv.ParseUint: parsing "-1": invalid syntax").
+func plainFlagError(err error) string {
+	m := flagValueError.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err.Error()
+	}
+	want := ""
+	switch {
+	case m[4] == "Uint":
+		want = "a whole number, 0 or more"
+	case m[4] == "Int":
+		want = "a whole number"
+	case m[4] == "Float":
+		want = "a number"
+	case m[4] == "Bool":
+		want = "true or false"
+	case strings.HasPrefix(m[3], "time: "):
+		want = "a duration such as 500ms or 2s"
+	default:
+		return fmt.Sprintf("%s %q: %s", m[2], m[1], m[3])
+	}
+	if strings.Contains(err.Error(), "value out of range") {
+		want += " in range"
+	}
+	return fmt.Sprintf("%s %q: want %s", m[2], m[1], want)
+}
+
+// ethtoolStyle lets a set command take ethtool's positional settings
+// after the device (`channels set DEV rx 2`, `coalesce set DEV rx-usecs
+// 50 adaptive-rx on`) as well as flags: each NAME VALUE pair sets the
+// flag --NAME, as if given so.
+func ethtoolStyle(c *cobra.Command, noPositional ...string) {
+	run := c.RunE
+	c.Args = cobra.MinimumNArgs(1)
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		pairs := args[1:]
+		if len(pairs)%2 != 0 {
+			return usagef("%s: want NAME VALUE pairs after the device, as ethtool takes them, got %q\n%s", cmd.CommandPath(), strings.Join(pairs, " "), cmd.UsageString())
+		}
+		for i := 0; i < len(pairs); i += 2 {
+			name, val := pairs[i], pairs[i+1]
+			f := cmd.Flags().Lookup(name)
+			if f == nil || f.Name == "help" || slices.Contains(noPositional, name) {
+				return usagef("%s: unknown setting %q", cmd.CommandPath(), name)
+			}
+			if f.Changed {
+				return usagef("%s: %s given twice", cmd.CommandPath(), name)
+			}
+			if err := cmd.Flags().Set(name, val); err != nil {
+				return usagef("%s", plainFlagError(err)) // pflag names the flag
+			}
+		}
+		return run(cmd, args[:1])
+	}
+}
+
+// noDefaults drops the "(default …)" cobra prints after a set command's
+// flags: a setting not given is left as the device has it, not set to a
+// default.
+func noDefaults(c *cobra.Command) {
+	c.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Value.Type() == "on|off" {
+			f.DefValue = "" // pflag prints no default for ""
+		}
+	})
 }
