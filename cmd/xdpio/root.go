@@ -158,6 +158,7 @@ func runWith(ctx context.Context, g *globals, args []string) error {
 	if err != nil && !g.running && !errors.As(err, &ue) {
 		err = &usageError{err}
 	}
+	err = inUserWords(err)
 	if err != nil && g.json && out.n == 0 {
 		// A script that parses stdout gets an answer too; the text
 		// still goes to stderr.
