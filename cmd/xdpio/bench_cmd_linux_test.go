@@ -261,10 +261,10 @@ func TestBenchDemo(t *testing.T) {
 	netnstest.RequirePriv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var out bytes.Buffer
+	var out, progress bytes.Buffer
 	plot := filepath.Join(t.TempDir(), "demo.svg")
-	if err := runWith(ctx, &globals{stdout: &out, stderr: &out}, []string{"bench", "demo", "--duration", "1", "--json", "--plot", plot}); err != nil {
-		t.Fatalf("demo: %v\n%s", err, out.String())
+	if err := runWith(ctx, &globals{stdout: &out, stderr: &progress}, []string{"bench", "demo", "--duration", "1", "--json", "--plot", plot}); err != nil {
+		t.Fatalf("demo: %v\n%s%s", err, out.String(), progress.String())
 	}
 	// The plot is well-formed SVG with a line per receiver and a bar per
 	// queue.
@@ -286,11 +286,21 @@ func TestBenchDemo(t *testing.T) {
 			counts[se.Name.Local]++
 		}
 	}
-	if counts["svg"] != 1 || counts["polyline"] != 3 || counts["rect"] < 2+2*2 {
-		t.Errorf("SVG elements %v: want one svg, three polylines, a frame and a bar per queue of each AF_XDP backend", counts)
+	if counts["svg"] != 1 || counts["polyline"] != 6 || counts["rect"] < 3+2*2 {
+		t.Errorf("SVG elements %v: want one svg, six polylines (sent and received of each data plane), two frames and a bar per queue of each AF_XDP backend", counts)
+	}
+	// The chart says why the socket backend has no bars, and its legend
+	// is not over the data.
+	if !strings.Contains(string(svg), "socket: no bars") || !strings.Contains(string(svg), "(dashed)") {
+		t.Errorf("SVG lacks the legend for sent and received, or the note on the socket backend's bars")
+	}
+	// Progress: one line per phase on stderr.
+	if p := progress.String(); strings.Count(p, "demo: [") != 3 || !strings.Contains(p, "demo: done") {
+		t.Errorf("progress on stderr:\n%s", p)
 	}
 	var res struct {
-		Results []demoRow `json:"results"`
+		Results  []demoRow `json:"results"`
+		Headline []string  `json:"headline"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
 		t.Fatalf("demo --json: %v\n%s", err, out.String())
@@ -305,6 +315,14 @@ func TestBenchDemo(t *testing.T) {
 		// most a few rings' or buffers' worth.
 		if got := r.RecvPackets + r.LostPackets; r.SentPackets == 0 || r.RecvPackets <= 0 || got > r.SentPackets || got < r.SentPackets-max(16384, r.SentPackets/10) {
 			t.Errorf("%s: sent %d, received %d, lost %d: does not add up", r.Backend, r.SentPackets, r.RecvPackets, r.LostPackets)
+		}
+	}
+	if len(res.Headline) == 0 || !strings.Contains(res.Headline[0], "× the kernel socket") {
+		t.Errorf("headline %q", res.Headline)
+	}
+	for _, r := range res.Results {
+		if r.SentPPS <= 0 || r.SentPPS < r.PPS*0.9 || len(r.SentIntervals) == 0 || r.Sender != r.Backend || r.Receiver != r.Backend {
+			t.Errorf("%s: sent %.0f/s, received %.0f/s, %d sender intervals, sender %q receiver %q", r.Backend, r.SentPPS, r.PPS, len(r.SentIntervals), r.Sender, r.Receiver)
 		}
 	}
 	for _, r := range res.Results {
