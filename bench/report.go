@@ -422,6 +422,10 @@ func pow(b float64, n int) float64 {
 	return r
 }
 
+// TCPIntervalHeader is the column header of a TCP-mode test's intervals
+// (WriteInterval's lines without a receiver's jitter and losses).
+const TCPIntervalHeader = "[ ID] Interval           Transfer     Bitrate         Segments  Segs/s\n"
+
 // IntervalHeader is the column header WriteInterval's lines go under.
 const IntervalHeader = "[ ID] Interval           Transfer     Bitrate         Packets   Pkts/s   Jitter    Lost/Total Datagrams\n"
 

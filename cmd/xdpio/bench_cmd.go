@@ -365,7 +365,7 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 					return c, err
 				},
 			}
-			ivs := &intervalPrinter{g: g, unit: ipf.unit()}
+			ivs := &intervalPrinter{g: g, unit: ipf.unit(), tcp: m == bench.ModeTCP}
 			if !g.json {
 				rateText := "unlimited rate"
 				if bps != bench.BitrateUnlimited {
@@ -549,18 +549,27 @@ func printBenchReport(g *globals, r *bench.Report, err error, unit byte) {
 type intervalPrinter struct {
 	g      *globals
 	unit   byte
+	tcp    bool // a TCP-mode test: segments, no jitter or losses
 	mu     sync.Mutex
 	header bool
 }
 
 func (p *intervalPrinter) print(iv bench.Interval) {
-	if iv.Sum.End <= iv.Sum.Start && len(iv.Streams) > 0 && iv.Streams[0].End <= iv.Streams[0].Start {
-		return // an empty tail: nothing happened in no time
+	s := iv.Sum
+	if len(iv.Streams) == 1 {
+		s = iv.Streams[0]
+	}
+	if fmt.Sprintf("%.2f", s.Start) == fmt.Sprintf("%.2f", s.End) {
+		return // the last few ms after the last interval: "1.00-1.00 sec" says nothing
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.header {
-		fmt.Fprint(p.g.stdout, bench.IntervalHeader)
+		h := bench.IntervalHeader
+		if p.tcp {
+			h = bench.TCPIntervalHeader
+		}
+		fmt.Fprint(p.g.stdout, h)
 		p.header = true
 	}
 	bench.WriteIntervalUnit(p.g.stdout, iv, p.unit)

@@ -492,31 +492,39 @@ func TestBenchClientResolvesNames(t *testing.T) {
 // both reports.
 func serveOnce(t *testing.T, pair *netnstest.Pair, port int, serverArgs, clientArgs []string) (srv, cli bench.Report) {
 	t.Helper()
+	srvOut, out := serveOnceText(t, pair, port, append([]string{"--json"}, serverArgs...), append([]string{"--json"}, clientArgs...))
+	if err := json.Unmarshal([]byte(srvOut), &srv); err != nil {
+		t.Fatalf("server --json: %v\n%s", err, srvOut)
+	}
+	if err := json.Unmarshal([]byte(out), &cli); err != nil {
+		t.Fatalf("client --json: %v\n%s", err, out)
+	}
+	return srv, cli
+}
+
+// serveOnceText runs a one-off server in B and a client in A with their
+// args, and returns what each printed.
+func serveOnceText(t *testing.T, pair *netnstest.Pair, port int, serverArgs, clientArgs []string) (srv, cli string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ps := strconv.Itoa(port)
 	var srvOut syncBuffer
 	done := make(chan error, 1)
 	go func() {
-		args := append([]string{"bench", "server", "--netns", pair.B.NS, "--port", ps, "-1", "--json"}, serverArgs...)
+		args := append([]string{"bench", "server", "--netns", pair.B.NS, "--port", ps, "-1"}, serverArgs...)
 		done <- runWith(ctx, &globals{stdout: &srvOut, stderr: &srvOut}, args)
 	}()
 	waitListening(ctx, t, pair.B, port)
 	var out bytes.Buffer
-	args := append([]string{"bench", "client", "--netns", pair.A.NS, "-c", pair.B.IPv4.String(), "--port", ps, "-t", "1", "--json"}, clientArgs...)
+	args := append([]string{"bench", "client", "--netns", pair.A.NS, "-c", pair.B.IPv4.String(), "--port", ps, "-t", "1"}, clientArgs...)
 	if err := runWith(ctx, &globals{stdout: &out, stderr: &out}, args); err != nil {
 		t.Fatalf("client: %v\n%s", err, out.String())
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("server: %v\n%s", err, srvOut.String())
 	}
-	if err := json.Unmarshal([]byte(srvOut.String()), &srv); err != nil {
-		t.Fatalf("server --json: %v\n%s", err, srvOut.String())
-	}
-	if err := json.Unmarshal(out.Bytes(), &cli); err != nil {
-		t.Fatalf("client --json: %v\n%s", err, out.String())
-	}
-	return srv, cli
+	return srvOut.String(), out.String()
 }
 
 // allReceived fails the test unless the server received every datagram
@@ -671,6 +679,22 @@ func TestBenchTCPMode(t *testing.T) {
 		}
 		if srv.TCP.Sum.ReceivedBytes != s.ReceivedBytes {
 			t.Errorf("tso %s: server says %d bytes in order, client was told %d", tso, srv.TCP.Sum.ReceivedBytes, s.ReceivedBytes)
+		}
+	}
+	// As text: the first line names the mode and an unlimited rate, no
+	// interval has zero length, and the sending client lists no RX
+	// queues (they carried nothing of the test).
+	_, out := serveOnceText(t, pair, 15285, []string{"--backend", "xsk", "-i", pair.B.Link},
+		[]string{"--backend", "xsk", "-i", pair.A.Link, "--mode", "tcp"})
+	first, _, _ := strings.Cut(out, "\n")
+	if !strings.Contains(first, "1 TCP-mode stream(s), unlimited rate each") || strings.Contains(out, "RX queues") {
+		t.Errorf("TCP mode client:\n%s", out)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		var id string
+		var a, b float64
+		if n, _ := fmt.Sscanf(l, "[%s %f-%f sec", &id, &a, &b); n == 3 && b-a < 0.01 {
+			t.Errorf("a zero-length interval: %q\n%s", l, out)
 		}
 	}
 }
