@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -159,7 +160,7 @@ func runWith(ctx context.Context, g *globals, args []string) error {
 		err = &usageError{err}
 	}
 	err = inUserWords(err)
-	if err != nil && g.json && out.n == 0 {
+	if err != nil && g.json && out.n.Load() == 0 {
 		// A script that parses stdout gets an answer too; the text
 		// still goes to stderr.
 		writeJSON(out, map[string]any{"error": err.Error(), "exit_status": exitStatus(err)})
@@ -169,14 +170,15 @@ func runWith(ctx context.Context, g *globals, args []string) error {
 
 // countingWriter counts what a command wrote to stdout, so that a failure
 // under --json prints its JSON error object only when nothing else was.
+// The bench commands write from several goroutines.
 type countingWriter struct {
 	w io.Writer
-	n int64
+	n atomic.Int64
 }
 
 func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
-	c.n += int64(n)
+	c.n.Add(int64(n))
 	return n, err
 }
 
