@@ -87,6 +87,16 @@ func groupsRejectUnknown(c *cobra.Command) {
 	for _, sub := range c.Commands() {
 		groupsRejectUnknown(sub)
 	}
+	if args := c.Args; args != nil && !c.HasSubCommands() {
+		// Cobra says "accepts 1 arg(s), received 0": say which command
+		// and what it takes.
+		c.Args = func(cmd *cobra.Command, a []string) error {
+			if err := args(cmd, a); err != nil {
+				return &usageError{fmt.Errorf("%s: %w\nUsage: %s", strings.TrimPrefix(cmd.CommandPath(), "xdpio "), err, cmd.UseLine())}
+			}
+			return nil
+		}
+	}
 	if c.HasParent() && c.HasSubCommands() && !c.Runnable() {
 		c.Args = cobra.ArbitraryArgs
 		c.RunE = func(c *cobra.Command, args []string) error {

@@ -77,6 +77,7 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"bench", "client", "-c", "198.18.0.99", "-l", "70000"}, 2, "-l 70000"},
 		{[]string{"bench", "client", "-c", "198.18.0.99", "-l", "8"}, 2, "-l 8"},
 		{[]string{"features", "set", "lo", "no-such-feature", "on"}, 2, `unknown feature "no-such-feature"`},
+		{[]string{"channels", "show"}, 2, "channels show: accepts 1 arg(s), received 0\nUsage: xdpio channels show DEV"},
 		{[]string{"channels"}, 0, "Available Commands"},
 		{[]string{"--version"}, 0, "xdpio "},
 	} {
