@@ -533,8 +533,8 @@ func (r *Report) WriteTextUnit(w io.Writer, unit byte) error {
 	c := r.End.CPU
 	if c.HostTotal > 0 || c.RemoteTotal > 0 {
 		fmt.Fprintf(&b, "CPU Utilization: local/%s %.1f%% (%.1f%%u/%.1f%%s), remote/%s %.1f%% (%.1f%%u/%.1f%%s)\n",
-			senderWord(r.End.SumSent.Sender), c.HostTotal, c.HostUser, c.HostSystem,
-			senderWord(!r.End.SumSent.Sender), c.RemoteTotal, c.RemoteUser, c.RemoteSystem)
+			senderWord(r.End.Sum.Sender), c.HostTotal, c.HostUser, c.HostSystem,
+			senderWord(!r.End.Sum.Sender), c.RemoteTotal, c.RemoteUser, c.RemoteSystem)
 	}
 	if h := r.End.HostCPU; h != nil && len(h.Cores) > 0 {
 		b.WriteString("CPU     %usr   %nice    %sys %iowait    %irq   %soft  %steal  %idle\n")

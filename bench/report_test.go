@@ -99,6 +99,15 @@ func fmtRate(bps float64, unit byte) string {
 func TestReportTextOneStream(t *testing.T) {
 	sent := Results{Streams: []StreamResults{{ID: 1, Bytes: 3000, Packets: 3, EndTime: 1}}}
 	recv := Results{Streams: []StreamResults{{ID: 1, Bytes: 2000, Packets: 3, Errors: 1, Jitter: 0.001, EndTime: 1}}}
+	// At the receiving end (a server) the CPU line names this end the
+	// receiver, as iperf3 -s does.
+	rr := Report{End: buildEnd(sent, recv, false, nil)}
+	rr.End.CPU = CPUUtil{HostTotal: 1, RemoteTotal: 2}
+	var rout strings.Builder
+	rr.WriteText(&rout)
+	if !strings.Contains(rout.String(), "CPU Utilization: local/receiver 1.0%") || !strings.Contains(rout.String(), "remote/sender 2.0%") {
+		t.Errorf("receiver's report:\n%s", rout.String())
+	}
 	r := Report{End: buildEnd(sent, recv, true, nil)}
 	var out strings.Builder
 	if err := r.WriteText(&out); err != nil {
