@@ -326,8 +326,8 @@ func TestAsavieClientAgainstIperf3Server(t *testing.T) {
 				if got := recv.Packets - recv.LostPackets; got != dIn-streams || recv.Packets > ours || recv.Packets < ours-dBufErr {
 					t.Errorf("iperf3 read %d datagrams (sequence numbers up to %d), its kernel delivered %d of our %d", got, recv.Packets, dIn-streams, ours)
 				}
-				if recv.Bytes != uint64(dIn-streams)*1460 {
-					t.Errorf("iperf3 received %d bytes, want %d datagrams of 1460", recv.Bytes, dIn-streams)
+				if bl := rep.Start.TestStart.Blksize; recv.Bytes != uint64(dIn-streams)*uint64(bl) {
+					t.Errorf("iperf3 received %d bytes, want %d datagrams of %d", recv.Bytes, dIn-streams, bl)
 				}
 			} else if sent.Packets == 0 || sent.Packets != rep.End.SumReceived.Packets || sent.Bytes != rep.End.SumReceived.Bytes || rep.End.SumReceived.LostPackets != 0 {
 				t.Errorf("we received %d packets/%d bytes (lost %d) through asavie, iperf3 sent %d/%d",

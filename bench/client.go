@@ -34,7 +34,9 @@ type Client struct {
 	Streams int
 	// Duration is the test length (-t), whole seconds; 0 means 10 s.
 	Duration time.Duration
-	// Length is the UDP payload length (-l); 0 means 1460.
+	// Length is the UDP payload length (-l); 0 means iperf3's choice: the
+	// control connection's TCP MSS (1448 on a 1500-byte MTU link with
+	// timestamps), or 1460 when that is unknown.
 	Length int
 	// Bitrate is the target per stream in bits/s (-b); 0 means 1 Mbit/s,
 	// BitrateUnlimited no limit.
@@ -142,6 +144,13 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 	}
 	defer conn.Close()
 	defer stopClose()
+	if c.Length == 0 {
+		// As iperf3 does: a datagram the size of a TCP segment on this
+		// path fits the link's MTU.
+		if mss := controlMSS(conn); mss >= HeaderLen(!c.Counters32) && mss <= 65507 {
+			p.Len = mss
+		}
+	}
 	setup := orDefault(c.SetupTimeout, 10*time.Second)
 
 	cookie := NewCookie()

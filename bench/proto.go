@@ -95,6 +95,11 @@ const (
 	ieStreamRead   = 206
 )
 
+// linuxEPROTONOSUPPORT is Linux's errno "Protocol not supported", sent
+// with ieStreamListen when an iperf3 client asks for a TCP test: the
+// client appends its strerror to the error text.
+const linuxEPROTONOSUPPORT = 93
+
 func ieText(code int32) string {
 	switch code {
 	case ieUnimp:
@@ -302,12 +307,19 @@ type Params struct {
 	ClientVersion    string `json:"client_version,omitempty"`
 }
 
+// maxTCPBlksize is iperf3's largest block (-l) of a TCP test (MAX_BLOCKSIZE).
+const maxTCPBlksize = 1 << 20
+
 func (p *Params) check() error {
 	switch {
 	case p.Parallel < 0 || p.Parallel > 128:
 		return fmt.Errorf("invalid parallel %d: must be 0..128: %w", p.Parallel, ErrProtocol)
-	case p.Len < 0 || p.Len > 65507:
+	case p.Len < 0 || (p.UDP && p.Len > 65507):
 		return fmt.Errorf("invalid len %d: must be 0..65507: %w", p.Len, ErrProtocol)
+	case p.Len > maxTCPBlksize:
+		// iperf3's TCP tests write 128 KiB blocks by default, up to 1 MiB
+		// (-l); such a test is refused later, for being TCP, not here.
+		return fmt.Errorf("invalid len %d: must be 0..%d: %w", p.Len, maxTCPBlksize, ErrProtocol)
 	case p.Time < 0 || p.Omit < 0:
 		return fmt.Errorf("invalid time %d or omit %d: %w", p.Time, p.Omit, ErrProtocol)
 	}

@@ -347,32 +347,84 @@ func senderWord(sender bool) string {
 	return "receiver"
 }
 
-// FormatBytes formats a byte count like iperf3 (KBytes, MBytes, GBytes, 1024-based).
-func FormatBytes(b uint64) string {
-	f := float64(b)
+// iperfNumber prints v with three significant digits as iperf3 does
+// (9.99, 99.9, 999), then the unit.
+func iperfNumber(v float64, unit string) string {
 	switch {
-	case f >= 1<<30:
-		return fmt.Sprintf("%.2f GBytes", f/(1<<30))
-	case f >= 1<<20:
-		return fmt.Sprintf("%.2f MBytes", f/(1<<20))
-	case f >= 1<<10:
-		return fmt.Sprintf("%.2f KBytes", f/(1<<10))
+	case v < 9.995:
+		return fmt.Sprintf("%.2f %s", v, unit)
+	case v < 99.95:
+		return fmt.Sprintf("%.1f %s", v, unit)
 	}
-	return fmt.Sprintf("%.0f Bytes", f)
+	return fmt.Sprintf("%.0f %s", v, unit)
 }
 
-// FormatBitrate formats bits per second like iperf3 (1000-based).
-func FormatBitrate(bps float64) string {
-	switch {
-	case bps >= 1e9:
-		return fmt.Sprintf("%.2f Gbits/sec", bps/1e9)
-	case bps >= 1e6:
-		return fmt.Sprintf("%.1f Mbits/sec", bps/1e6)
-	case bps >= 1e3:
-		return fmt.Sprintf("%.1f Kbits/sec", bps/1e3)
-	}
-	return fmt.Sprintf("%.0f bits/sec", bps)
+// FormatBytes formats a byte count like iperf3 (KBytes, MBytes, GBytes,
+// 1024-based, three significant digits: "11.9 MBytes").
+func FormatBytes(b uint64) string {
+	return formatUnit(float64(b), 'A', "")
 }
+
+// FormatBitrate formats bits per second like iperf3 (1000-based, three
+// significant digits: "100 Mbits/sec").
+func FormatBitrate(bps float64) string {
+	return formatUnit(bps, 'a', "/sec")
+}
+
+// FormatRate formats bits per second in the unit of iperf3's -f: k, m, g
+// or t for Kbits … Tbits (1000-based), K, M, G or T for KBytes … TBytes
+// (1024-based), a or A to pick the unit from the value. It reports false
+// for any other unit.
+func FormatRate(bps float64, unit byte) (string, bool) {
+	if !ValidFormat(unit) {
+		return "", false
+	}
+	return formatUnit(bps, unit, "/sec"), true
+}
+
+// ValidFormat tells whether unit is one iperf3's -f accepts (or a/A,
+// adaptive).
+func ValidFormat(unit byte) bool {
+	return strings.IndexByte("kmgtKMGTaA", unit) >= 0
+}
+
+// formatUnit formats v (bits for lowercase units, bytes for A; a rate in
+// bits is turned into bytes for K, M, G and T) in unit with suffix.
+func formatUnit(v float64, unit byte, suffix string) string {
+	names := []string{"", "K", "M", "G", "T"}
+	bytesUnit := unit >= 'A' && unit <= 'Z'
+	base := 1000.0
+	if bytesUnit {
+		base = 1024
+		if suffix != "" { // a rate in bits/s shown in bytes/s
+			v /= 8
+		}
+	}
+	idx := strings.IndexByte("_kmgt", unit|0x20)
+	if unit == 'a' || unit == 'A' {
+		idx = 0
+		for idx < 4 && v >= pow(base, idx+1) {
+			idx++
+		}
+	}
+	word := "bits"
+	if bytesUnit {
+		word = "Bytes"
+	}
+	return iperfNumber(v/pow(base, idx), names[idx]+word+suffix)
+}
+
+func pow(b float64, n int) float64 {
+	r := 1.0
+	for range n {
+		r *= b
+	}
+	return r
+}
+
+// TCPIntervalHeader is the column header of a TCP-mode test's intervals
+// (WriteInterval's lines without a receiver's jitter and losses).
+const TCPIntervalHeader = "[ ID] Interval           Transfer     Bitrate         Segments  Segs/s\n"
 
 // IntervalHeader is the column header WriteInterval's lines go under.
 const IntervalHeader = "[ ID] Interval           Transfer     Bitrate         Packets   Pkts/s   Jitter    Lost/Total Datagrams\n"
@@ -390,14 +442,22 @@ func formatSI(v float64) string {
 	return fmt.Sprintf("%.0f", v)
 }
 
+// id is a stream's label as iperf3's client prints it: iperf3 shows its
+// sockets' descriptors, 5, 7, 9 … for the streams of a UDP test, where
+// the protocol numbers them 1, 3, 4 …; 0 is the sum.
 func id(n int) string {
-	if n == 0 {
+	switch {
+	case n == 0:
 		return "SUM"
+	case n == 1:
+		return fmt.Sprintf("%3d", 5)
+	case n > 2:
+		return fmt.Sprintf("%3d", 5+2*(n-2))
 	}
 	return fmt.Sprintf("%3d", n)
 }
 
-func line(w io.Writer, sid int, start, end float64, bytes uint64, rate float64, packets int64, sender bool, jitter float64, lost, total int64, tag string) error {
+func line(w io.Writer, unit byte, sid int, start, end float64, bytes uint64, rate float64, packets int64, sender bool, jitter float64, lost, total int64, tag string) error {
 	var tail string
 	if !sender {
 		tail = fmt.Sprintf("  %.3f ms  %d/%d (%.2g%%)", jitter, lost, total, lostPercent(lost, total))
@@ -406,47 +466,75 @@ func line(w io.Writer, sid int, start, end float64, bytes uint64, rate float64, 
 	if end > start {
 		pps = formatSI(float64(packets) / (end - start))
 	}
-	_, err := fmt.Fprintf(w, "[%s] %6.2f-%-6.2f sec  %12s  %15s  %7d  %7s%s%s\n", id(sid), start, end, FormatBytes(bytes), FormatBitrate(rate), packets, pps, tail, tag)
+	r, ok := FormatRate(rate, unit)
+	if !ok {
+		r = FormatBitrate(rate)
+	}
+	_, err := fmt.Fprintf(w, "[%s] %6.2f-%-6.2f sec  %12s  %15s  %7d  %7s%s%s\n", id(sid), start, end, FormatBytes(bytes), r, packets, pps, tail, tag)
 	return err
 }
 
 // WriteInterval prints an interval as iperf3 does: a line per stream and,
-// with more than one stream, a [SUM] line.
+// with more than one stream, a [SUM] line. Jitter and losses are a
+// receiver's figures: a sender's lines have none.
 func WriteInterval(w io.Writer, iv Interval) error {
+	return WriteIntervalUnit(w, iv, 'a')
+}
+
+// WriteIntervalUnit is WriteInterval with bit rates in unit, as
+// FormatRate takes it (iperf3's -f).
+func WriteIntervalUnit(w io.Writer, iv Interval, unit byte) error {
 	for _, s := range iv.Streams {
-		if err := line(w, s.Socket, s.Start, s.End, s.Bytes, s.BitsPerSecond, s.Packets, s.Sender, s.JitterMS, s.LostPackets, s.Packets, ""); err != nil {
+		if err := line(w, unit, s.Socket, s.Start, s.End, s.Bytes, s.BitsPerSecond, s.Packets, s.Sender, s.JitterMS, s.LostPackets, s.Packets, ""); err != nil {
 			return err
 		}
 	}
 	if len(iv.Streams) > 1 {
 		s := iv.Sum
-		return line(w, 0, s.Start, s.End, s.Bytes, s.BitsPerSecond, s.Packets, s.Sender, s.JitterMS, s.LostPackets, s.Packets, "")
+		return line(w, unit, 0, s.Start, s.End, s.Bytes, s.BitsPerSecond, s.Packets, s.Sender, s.JitterMS, s.LostPackets, s.Packets, "")
 	}
 	return nil
 }
 
 // WriteText prints the whole report as text: the intervals and the
-// summary with a sender and a receiver line per stream and their sums.
+// summary, as iperf3 does: a stream's sender line and, with one stream,
+// its receiver line; with more, a sender line per stream and the [SUM]
+// sender and receiver lines. Jitter and losses are on receiver lines
+// only.
 func (r *Report) WriteText(w io.Writer) error {
+	return r.WriteTextUnit(w, 'a')
+}
+
+// WriteTextUnit is WriteText with bit rates in unit, as FormatRate takes
+// it (iperf3's -f).
+func (r *Report) WriteTextUnit(w io.Writer, unit byte) error {
 	var b strings.Builder
-	b.WriteString(IntervalHeader)
-	for _, iv := range r.Intervals {
-		WriteInterval(&b, iv)
+	if len(r.Intervals) > 0 {
+		b.WriteString(IntervalHeader)
+		for _, iv := range r.Intervals {
+			WriteIntervalUnit(&b, iv, unit)
+		}
 	}
 	b.WriteString("- - - - - - - - - - - - - - - - - - - - - - - - -\n")
 	b.WriteString(IntervalHeader)
-	for _, s := range r.End.Streams {
-		u := s.UDP
-		line(&b, u.Socket, 0, u.End, u.Bytes, u.BitsPerSecond, u.Packets, false, u.JitterMS, u.LostPackets, u.Packets, "  sender")
-	}
 	ss, sr := r.End.SumSent, r.End.SumReceived
-	line(&b, 0, 0, ss.End, ss.Bytes, ss.BitsPerSecond, ss.Packets, true, 0, 0, 0, "  sender")
-	line(&b, 0, 0, sr.End, sr.Bytes, sr.BitsPerSecond, sr.Packets, false, sr.JitterMS, sr.LostPackets, sr.Packets, "  receiver")
+	if len(r.End.Streams) == 1 {
+		u := r.End.Streams[0].UDP
+		line(&b, unit, u.Socket, 0, u.End, u.Bytes, u.BitsPerSecond, u.Packets, true, 0, 0, 0, "  sender")
+		line(&b, unit, u.Socket, 0, sr.End, sr.Bytes, sr.BitsPerSecond, sr.Packets, false, sr.JitterMS, sr.LostPackets, sr.Packets, "  receiver")
+	} else {
+		for _, s := range r.End.Streams {
+			u := s.UDP
+			line(&b, unit, u.Socket, 0, u.End, u.Bytes, u.BitsPerSecond, u.Packets, true, 0, 0, 0, "  sender")
+		}
+		line(&b, unit, 0, 0, ss.End, ss.Bytes, ss.BitsPerSecond, ss.Packets, true, 0, 0, 0, "  sender")
+		line(&b, unit, 0, 0, sr.End, sr.Bytes, sr.BitsPerSecond, sr.Packets, false, sr.JitterMS, sr.LostPackets, sr.Packets, "  receiver")
+	}
 	c := r.End.CPU
 	if c.HostTotal > 0 || c.RemoteTotal > 0 {
 		fmt.Fprintf(&b, "CPU Utilization: local/%s %.1f%% (%.1f%%u/%.1f%%s), remote/%s %.1f%% (%.1f%%u/%.1f%%s)\n",
-			senderWord(r.End.SumSent.Sender), c.HostTotal, c.HostUser, c.HostSystem,
-			senderWord(!r.End.SumSent.Sender), c.RemoteTotal, c.RemoteUser, c.RemoteSystem)
+			senderWord(r.End.Sum.Sender), c.HostTotal, c.HostUser, c.HostSystem,
+			senderWord(!r.End.Sum.Sender), c.RemoteTotal, c.RemoteUser, c.RemoteSystem)
 	}
 	if h := r.End.HostCPU; h != nil && len(h.Cores) > 0 {
 		b.WriteString("CPU     %usr   %nice    %sys %iowait    %irq   %soft  %steal  %idle\n")

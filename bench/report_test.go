@@ -58,7 +58,7 @@ func TestReportJSONAndText(t *testing.T) {
 	if err := r.WriteText(&out); err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []string{"1.00 MBytes", "8.4 Mbits/sec", "0.012 ms  2/724", "[SUM]", "receiver", "1/5 (20%)"} {
+	for _, w := range []string{"1.00 MBytes", "8.39 Mbits/sec", "0.012 ms  2/724", "[SUM]", "receiver", "1/5 (20%)"} {
 		if !strings.Contains(out.String(), w) {
 			t.Errorf("text lacks %q:\n%s", w, out.String())
 		}
@@ -71,10 +71,53 @@ func TestFormat(t *testing.T) {
 	}{
 		{FormatBytes(512), "512 Bytes"}, {FormatBytes(1536), "1.50 KBytes"}, {FormatBytes(3 << 30), "3.00 GBytes"},
 		{FormatBitrate(999), "999 bits/sec"}, {FormatBitrate(52.4e6), "52.4 Mbits/sec"}, {FormatBitrate(9.41e9), "9.41 Gbits/sec"},
+		// iperf3's own figures for a 1 s test at -b 100M: three
+		// significant digits.
+		{FormatBytes(382 * 32768), "11.9 MBytes"}, {FormatBitrate(99.96e6), "100 Mbits/sec"}, {FormatBitrate(99.7e6), "99.7 Mbits/sec"}, {FormatBitrate(9.96e6), "9.96 Mbits/sec"},
+		{FormatBytes(0), "0.00 Bytes"},
+		{fmtRate(100e6, 'k'), "100000 Kbits/sec"}, {fmtRate(100e6, 'm'), "100 Mbits/sec"}, {fmtRate(100e6, 'g'), "0.10 Gbits/sec"},
+		{fmtRate(100e6, 'M'), "11.9 MBytes/sec"}, {fmtRate(8192, 'K'), "1.00 KBytes/sec"}, {fmtRate(2e12, 'a'), "2.00 Tbits/sec"},
+		{fmtRate(1, 'x'), "invalid"},
 	} {
 		if c.got != c.want {
 			t.Errorf("got %q, want %q", c.got, c.want)
 		}
+	}
+}
+
+func fmtRate(bps float64, unit byte) string {
+	s, ok := FormatRate(bps, unit)
+	if !ok {
+		return "invalid"
+	}
+	return s
+}
+
+// A one-stream test's summary has the stream's sender and receiver lines
+// and no [SUM] lines, as iperf3 prints it; jitter and losses only on the
+// receiver's line.
+func TestReportTextOneStream(t *testing.T) {
+	sent := Results{Streams: []StreamResults{{ID: 1, Bytes: 3000, Packets: 3, EndTime: 1}}}
+	recv := Results{Streams: []StreamResults{{ID: 1, Bytes: 2000, Packets: 3, Errors: 1, Jitter: 0.001, EndTime: 1}}}
+	// At the receiving end (a server) the CPU line names this end the
+	// receiver, as iperf3 -s does.
+	rr := Report{End: buildEnd(sent, recv, false, nil)}
+	rr.End.CPU = CPUUtil{HostTotal: 1, RemoteTotal: 2}
+	var rout strings.Builder
+	rr.WriteText(&rout)
+	if !strings.Contains(rout.String(), "CPU Utilization: local/receiver 1.0%") || !strings.Contains(rout.String(), "remote/sender 2.0%") {
+		t.Errorf("receiver's report:\n%s", rout.String())
+	}
+	r := Report{End: buildEnd(sent, recv, true, nil)}
+	var out strings.Builder
+	if err := r.WriteText(&out); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 4 || strings.Contains(out.String(), "SUM") || !strings.HasPrefix(lines[0], "- - -") ||
+		!strings.HasPrefix(lines[2], "[  5]") || !strings.HasSuffix(lines[2], "sender") || strings.Contains(lines[2], " ms ") ||
+		!strings.HasPrefix(lines[3], "[  5]") || !strings.HasSuffix(lines[3], "1/3 (33%)  receiver") {
+		t.Errorf("one-stream summary:\n%s", out.String())
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,8 +82,10 @@ func TestClientAgainstServer(t *testing.T) {
 	}
 }
 
-// A second client while a test runs gets ACCESS_DENIED; a TCP test gets
-// SERVER_ERROR "not implemented" (13).
+// A second client while a test runs gets ACCESS_DENIED; an iperf3 TCP
+// test gets SERVER_ERROR "unable to start stream listener" (202) with
+// errno EPROTONOSUPPORT, which iperf3's client prints as "Protocol not
+// supported", and the server's error says it runs UDP tests only.
 func TestServerRefuses(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{})
 	reports := startServerQuiet(t, pair, 5201)
@@ -116,11 +119,11 @@ func TestServerRefuses(t *testing.T) {
 	WriteMessage(conn, &Params{TCP: true, Time: 1, Parallel: 1})
 	st, err := ReadState(conn)
 	var se *ServerError
-	if st != ServerErrorCode || err != nil || !errors.As(readServerError(conn), &se) || se.Code != ieUnimp {
-		t.Errorf("TCP test: %v %v %v, want SERVER_ERROR 13", st, err, se)
+	if st != ServerErrorCode || err != nil || !errors.As(readServerError(conn), &se) || se.Code != ieStreamListen || se.Errno != linuxEPROTONOSUPPORT {
+		t.Errorf("TCP test: %v %v %+v, want SERVER_ERROR 202 with errno 93", st, err, se)
 	}
-	if r := <-reports; !errors.Is(r.err, ErrUnsupported) {
-		t.Errorf("server: %v, want ErrUnsupported", r.err)
+	if r := <-reports; !errors.Is(r.err, ErrUnsupported) || !strings.Contains(r.err.Error(), "UDP tests only") {
+		t.Errorf("server: %v, want ErrUnsupported saying it runs UDP tests only", r.err)
 	}
 }
 

@@ -334,8 +334,10 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie Cookie, free 
 	counters64 := p.UDPCounters64Bit != 0
 	switch {
 	case !p.UDP:
-		writeServerError(c, ieUnimp, 0)
-		return rep, fmt.Errorf("server: %s test: %w (only UDP)", proto, ErrUnsupported)
+		// iperf3's client prints "unable to start stream listener:
+		// Protocol not supported", the clearest its messages allow.
+		writeServerError(c, ieStreamListen, linuxEPROTONOSUPPORT)
+		return rep, fmt.Errorf("server: refused an iperf3 %s test from %v: this server runs UDP tests only (iperf3 -u) and xdpio's TCP mode (bench client --mode tcp): %w", proto, remote.Addr(), ErrUnsupported)
 	case p.Bidirectional:
 		writeServerError(c, ieUnimp, 0)
 		return rep, fmt.Errorf("server: bidirectional test: %w", ErrUnsupported)

@@ -77,12 +77,18 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 		tcpPort  int
 		oneRead  bool
 		cookieTO time.Duration
+		ipf      iperfFlags
 	)
 	c := &cobra.Command{
 		Use:   "server [-i IFACE] [--port 5201] [--bind ADDR] [-1] [--backend xsk|socket|asavie] [--queues LIST|all] [--rx-usecs N --rx-frames N | --adaptive] [--one-reader] [--tcp-port N] [--cookie-timeout 2s]",
 		Short: "Serve iperf3 clients (UDP tests) until Ctrl-C, or for one test with -1",
-		Args:  cobra.NoArgs,
+		// Short forms people type for it, for "Did you mean".
+		SuggestFor: []string{"srv", "serve", "s"},
+		Args:       cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := ipf.check(g, iface); err != nil {
+				return err
+			}
 			queues := &queueLog{print: g.printQueues(iface)}
 			dp, backend, err := g.dataPlane(backend, iface, queues.record)
 			if err != nil {
@@ -90,6 +96,9 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 			}
 			if port < 1 || port > 65535 {
 				return usagef("--port %d: must be 1-65535", port)
+			}
+			if tcpPort < 0 || tcpPort > 65535 || tcpPort == port {
+				return usagef("--tcp-port %d: must be 1-65535 and not the control port (0: control port + 1)", tcpPort)
 			}
 			if cookieTO <= 0 {
 				return usagef("--cookie-timeout %v: must be positive (a client sends its cookie as soon as it is connected)", cookieTO)
@@ -140,19 +149,25 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 				return fmt.Errorf("bench server: %w", err)
 			}
 			var lastErr error
-			if tcpPort < 0 || tcpPort > 65535 || tcpPort == port {
-				return usagef("--tcp-port %d: must be 1-65535 and not the control port (0: control port + 1)", tcpPort)
-			}
+			ivs := &intervalPrinter{g: g, unit: ipf.unit()}
 			s := &bench.Server{
 				DataPlane:     dp,
 				TCPDataPort:   uint16(tcpPort),
 				CookieTimeout: cookieTO,
+				Interval:      ipf.period(),
 				OnReport: func(r *bench.Report, err error) {
 					lastErr = err
 					if r != nil {
 						r.End.RXQueues = queues.take()
 					}
-					printBenchReport(g, r, err)
+					ivs.reset()
+					printBenchReport(g, r, err, ipf.unit())
+					if err != nil && !oneOff {
+						// The server goes on: say what went wrong with
+						// this test, once. With -1 it is the command's
+						// error.
+						fmt.Fprintf(g.stderr, "xdpio: bench server: %v\n", err)
+					}
 					if oneOff {
 						cancel()
 					}
@@ -160,16 +175,20 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 			}
 			if !g.json {
 				fmt.Fprintf(g.stdout, "Server listening on %s (UDP tests, %s backend)\n", ln.Addr(), backend)
-				fmt.Fprint(g.stdout, bench.IntervalHeader)
-				s.OnInterval = func(iv bench.Interval) { bench.WriteInterval(g.stdout, iv) }
+				s.OnInterval = ivs.print
 				s.OnTCPReport = func(r *bench.TCPReport) { r.WriteText(g.stdout) }
 			}
 			err = s.Serve(ctx, ln)
 			if err != nil && ctx.Err() == nil {
 				return fmt.Errorf("bench server: %w", err)
 			}
-			if oneOff && lastErr != nil {
+			if oneOff && lastErr != nil && cmd.Context().Err() == nil {
 				return fmt.Errorf("bench server: %w", lastErr)
+			}
+			if cmd.Context().Err() != nil && !g.json {
+				// Ctrl-C or SIGTERM: the way to stop a server, not an
+				// error (exit 0).
+				fmt.Fprintln(g.stderr, "xdpio: bench server: stopped")
 			}
 			return nil
 		},
@@ -177,6 +196,7 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 	c.Flags().IntVarP(&port, "port", "p", 5201, "TCP control port (iperf3's default 5201)")
 	c.Flags().StringVarP(&bind, "bind", "B", "", "address to listen on (default: all)")
 	c.Flags().BoolVarP(&oneOff, "one-off", "1", false, "exit after one test")
+	ipf.add(c)
 	c.Flags().StringVar(&backend, "backend", "auto", "data plane: "+strings.Join(benchBackends, ", "))
 	c.Flags().StringVarP(&iface, "interface", "i", "", "interface whose queues the xsk backend binds (the control connection stays with the kernel)")
 	c.Flags().IntVar(&tcpPort, "tcp-port", 0, "data port of TCP-mode tests (--mode tcp clients; 0: the control port + 1)")
@@ -209,13 +229,24 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 		only6    bool
 		mode     string
 		tso      string
+		ipf      iperfFlags
 	)
 	c := &cobra.Command{
-		Use:   "client -c SERVER [--port 5201] [-P FLOWS] [-t SECONDS] [-l LENGTH] [-b RATE] [-R] [-4|-6] [--mode udp|tcp] [--tso on|off] [--rss-queues N | --rss-table LIST] [--rss-key HEX]",
-		Short: "Run a UDP test against an iperf3 server (or xdpio bench server), or a TCP-mode test over AF_XDP against xdpio bench server",
-		Args:  cobra.NoArgs,
+		Use:        "client -c SERVER [--port 5201] [-P FLOWS] [-t SECONDS] [-l LENGTH] [-b RATE] [-R] [-4|-6] [--mode udp|tcp] [--tso on|off] [--rss-queues N | --rss-table LIST] [--rss-key HEX]",
+		Short:      "Run a UDP test against an iperf3 server (or xdpio bench server), or a TCP-mode test over AF_XDP against xdpio bench server",
+		SuggestFor: []string{"cli", "c"},
+		Args:       cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			queues := &queueLog{print: g.printQueues(iface)}
+			if err := ipf.check(g, iface); err != nil {
+				return err
+			}
+			// A sending client's RX queues carry nothing of the test:
+			// print them only when it receives (-R).
+			printQ := func([]bench.QueueCount) {}
+			if reverse {
+				printQ = g.printQueues(iface)
+			}
+			queues := &queueLog{print: printQ}
 			dp, backend, err := g.dataPlane(backend, iface, queues.record)
 			if err != nil {
 				return err
@@ -283,6 +314,16 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return usagef("-b %q: %v", rate, err)
 			}
+			if !cmd.Flags().Changed("length") {
+				length = 0 // iperf3's choice: the control connection's MSS
+			}
+			if m == bench.ModeUDP && cmd.Flags().Changed("length") {
+				if lo := bench.HeaderLen(!counters); length < lo || length > 65507 {
+					return usagef("-l %d: a UDP payload is %d-65507 bytes", length, lo)
+				}
+			} else if m == bench.ModeTCP && length < 0 {
+				return usagef("-l %d: bytes per write must be positive", length)
+			}
 			if x, ok := dp.(checker); ok {
 				if err := x.Check(); err != nil {
 					return fmt.Errorf("bench client: %w", err)
@@ -315,6 +356,7 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 				Counters32: counters,
 				Mode:       m,
 				TSO:        tso == "on",
+				Interval:   ipf.period(),
 				Dial: func(ctx context.Context, network, address string) (c net.Conn, err error) {
 					err = g.inNetns(func() (err error) {
 						c, err = (&net.Dialer{}).DialContext(ctx, network, address)
@@ -323,12 +365,18 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 					return c, err
 				},
 			}
+			ivs := &intervalPrinter{g: g, unit: ipf.unit(), tcp: m == bench.ModeTCP}
 			if !g.json {
-				fmt.Fprintf(g.stdout, "Connecting to %v, %d UDP stream(s) of %s for %d s (%s backend)\n", cl.Server, streams, bench.FormatBitrate(float64(bps)), seconds, backend)
-				fmt.Fprint(g.stdout, bench.IntervalHeader)
-				cl.OnInterval = func(iv bench.Interval) { bench.WriteInterval(g.stdout, iv) }
-			}
-			if !g.json {
+				rateText := "unlimited rate"
+				if bps != bench.BitrateUnlimited {
+					rateText, _ = bench.FormatRate(float64(bps), ipf.unit())
+				}
+				kind := "UDP"
+				if m == bench.ModeTCP {
+					kind = "TCP-mode"
+				}
+				fmt.Fprintf(g.stdout, "Connecting to %v, %d %s stream(s), %s each, for %d s (%s backend)\n", cl.Server, streams, kind, rateText, seconds, backend)
+				cl.OnInterval = ivs.print
 				cl.OnTCPReport = func(r *bench.TCPReport) { r.WriteText(g.stdout) }
 			}
 			r, err := cl.Run(cmd.Context())
@@ -345,7 +393,7 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 					fmt.Fprintln(g.stdout)
 				}
 			}
-			printBenchReport(g, r, err)
+			printBenchReport(g, r, err, ipf.unit())
 			if err != nil {
 				return fmt.Errorf("bench client: %w", err)
 			}
@@ -357,9 +405,10 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 	c.Flags().IntVarP(&port, "port", "p", 5201, "server's TCP control port")
 	c.Flags().IntVarP(&streams, "parallel", "P", 1, "parallel streams")
 	c.Flags().IntVarP(&seconds, "time", "t", 10, "seconds to send")
-	c.Flags().IntVarP(&length, "length", "l", 1460, "UDP payload bytes")
+	c.Flags().IntVarP(&length, "length", "l", 0, "UDP payload bytes (default: the control connection's TCP MSS, as iperf3 picks it: 1448 on a 1500-byte MTU)")
 	c.Flags().StringVarP(&rate, "bitrate", "b", "1M", "target per stream, bits/s with k/M/G suffix (0: unlimited)")
 	c.Flags().BoolVarP(&reverse, "reverse", "R", false, "the server sends, the client receives")
+	ipf.add(c)
 	c.Flags().BoolVar(&counters, "udp-counters-32bit", false, "iperf3's 32-bit sequence numbers instead of 64-bit")
 	c.Flags().StringVar(&backend, "backend", "auto", "data plane: "+strings.Join(benchBackends, ", "))
 	c.Flags().StringVarP(&iface, "interface", "i", "", "interface the xsk backend sends and receives on")
@@ -368,8 +417,8 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 	c.Flags().BoolVarP(&only4, "version4", "4", false, "IPv4 only (resolve -c NAME to an IPv4 address)")
 	c.Flags().BoolVarP(&only6, "version6", "6", false, "IPv6 only (resolve -c NAME to an IPv6 address)")
 	c.Flags().IntVar(&rssQs, "rss-queues", 0, "place the streams on the server NIC's RSS queues: its table spreads equally over this many (as the kernel's default table)")
-	c.Flags().StringVar(&rssTable, "rss-table", "", "place the streams by the server NIC's indirection table, entries as `xdpio rss show` lists them (q0,q1,…)")
-	c.Flags().StringVar(&rssKey, "rss-key", "", "the server NIC's RSS hash key in hex (default: Microsoft's published key; Linux NICs usually have a random one, see `xdpio rss show DEV` on the server)")
+	c.Flags().StringVar(&rssTable, "rss-table", "", "place the streams by the server NIC's indirection table, entries as 'xdpio rss show' lists them (q0,q1,…)")
+	c.Flags().StringVar(&rssKey, "rss-key", "", "the server NIC's RSS hash key in hex (default: Microsoft's published key; Linux NICs usually have a random one, see 'xdpio rss show DEV' on the server)")
 	c.Flags().BoolVar(&rssAddrs, "rss-addresses-only", false, "the server NIC hashes UDP by addresses only (then ports cannot place streams)")
 	return c
 }
@@ -472,8 +521,10 @@ func (g *globals) printQueues(iface string) func([]bench.QueueCount) {
 }
 
 // printBenchReport prints a finished test: JSON close to iperf3 -J, or the
-// summary lines.
-func printBenchReport(g *globals, r *bench.Report, err error) {
+// summary lines. A test that failed before it measured anything prints
+// nothing: its error is the one line the user needs, and the caller
+// prints it once.
+func printBenchReport(g *globals, r *bench.Report, err error, unit byte) {
 	if r == nil {
 		return
 	}
@@ -481,9 +532,110 @@ func printBenchReport(g *globals, r *bench.Report, err error) {
 		writeJSON(g.stdout, r)
 		return
 	}
+	if err != nil && len(r.Intervals) == 0 && len(r.End.Streams) == 0 {
+		return
+	}
+	if r.Start.TestStart.Protocol == "TCP" {
+		return // a TCP-mode test's summary is its TCPReport, printed already
+	}
 	summary := *r
 	summary.Intervals = nil
-	summary.WriteText(g.stdout)
+	summary.Error = "" // printed by the caller
+	summary.WriteTextUnit(g.stdout, unit)
+}
+
+// intervalPrinter prints a running test's intervals under their header,
+// which it prints before the first one of each test.
+type intervalPrinter struct {
+	g      *globals
+	unit   byte
+	tcp    bool // a TCP-mode test: segments, no jitter or losses
+	mu     sync.Mutex
+	header bool
+}
+
+func (p *intervalPrinter) print(iv bench.Interval) {
+	s := iv.Sum
+	if len(iv.Streams) == 1 {
+		s = iv.Streams[0]
+	}
+	if fmt.Sprintf("%.2f", s.Start) == fmt.Sprintf("%.2f", s.End) {
+		return // the last few ms after the last interval: "1.00-1.00 sec" says nothing
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.header {
+		h := bench.IntervalHeader
+		if p.tcp {
+			h = bench.TCPIntervalHeader
+		}
+		fmt.Fprint(p.g.stdout, h)
+		p.header = true
+	}
+	bench.WriteIntervalUnit(p.g.stdout, iv, p.unit)
+}
+
+// reset makes the next interval start a new header (a new test).
+func (p *intervalPrinter) reset() {
+	p.mu.Lock()
+	p.header = false
+	p.mu.Unlock()
+}
+
+// iperfFlags are iperf3's flags that xdpio's bench takes too, or
+// explains: -u (UDP is the default), -f (the unit of bit rates) and
+// --interval (iperf3's -i, which is the interface in xdpio).
+type iperfFlags struct {
+	udp      bool
+	format   string
+	interval float64
+}
+
+func (f *iperfFlags) add(c *cobra.Command) {
+	c.Flags().BoolVarP(&f.udp, "udp", "u", false, "iperf3's UDP test: the default, accepted for iperf3 habits (TCP-framed tests: --mode tcp)")
+	c.Flags().StringVarP(&f.format, "format", "f", "", "unit of bit rates as iperf3's -f: k, m, g, t (Kbits … Tbits/sec) or K, M, G, T (KBytes … TBytes/sec); default: adaptive")
+	c.Flags().Float64Var(&f.interval, "interval", 1, "seconds between periodic reports, 0 for none (iperf3's -i; in xdpio -i is the interface)")
+}
+
+// check validates the flags, and -i IFACE against iperf3's -i N: a number
+// that names no interface is the interval the user meant.
+func (f *iperfFlags) check(g *globals, iface string) error {
+	if f.format != "" && (len(f.format) != 1 || !bench.ValidFormat(f.format[0]) || f.format == "a" || f.format == "A") {
+		return usagef("-f %q: want one of k, m, g, t (bits/sec) or K, M, G, T (Bytes/sec), as iperf3's -f", f.format)
+	}
+	if !(f.interval == 0 || (f.interval >= 0.1 && f.interval <= 60)) {
+		return usagef("--interval %v: want 0 (no periodic reports) or 0.1-60 seconds", f.interval)
+	}
+	if iface != "" {
+		if _, err := strconv.ParseFloat(iface, 64); err == nil {
+			var found bool
+			g.inNetns(func() error {
+				_, err := net.InterfaceByName(iface)
+				found = err == nil
+				return nil
+			})
+			if !found {
+				return usagef("-i %s: no interface is named %q. In xdpio -i is the interface (--interface); iperf3's -i, the report interval, is --interval %s", iface, iface, iface)
+			}
+		}
+	}
+	return nil
+}
+
+// unit is the -f unit for bench.FormatRate ('a': adaptive bits).
+func (f *iperfFlags) unit() byte {
+	if f.format == "" {
+		return 'a'
+	}
+	return f.format[0]
+}
+
+// period is --interval as bench.Client and bench.Server take it.
+func (f *iperfFlags) period() time.Duration {
+	if f.interval == 0 {
+		return -1
+	}
+	return time.Duration(f.interval * float64(time.Second))
 }
 
 // parseRate reads a bit rate like iperf3's -b: a number with an optional

@@ -261,10 +261,10 @@ func TestBenchDemo(t *testing.T) {
 	netnstest.RequirePriv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var out bytes.Buffer
+	var out, progress bytes.Buffer
 	plot := filepath.Join(t.TempDir(), "demo.svg")
-	if err := runWith(ctx, &globals{stdout: &out, stderr: &out}, []string{"bench", "demo", "--duration", "1", "--json", "--plot", plot}); err != nil {
-		t.Fatalf("demo: %v\n%s", err, out.String())
+	if err := runWith(ctx, &globals{stdout: &out, stderr: &progress}, []string{"bench", "demo", "--duration", "1", "--json", "--plot", plot}); err != nil {
+		t.Fatalf("demo: %v\n%s%s", err, out.String(), progress.String())
 	}
 	// The plot is well-formed SVG with a line per receiver and a bar per
 	// queue.
@@ -286,11 +286,21 @@ func TestBenchDemo(t *testing.T) {
 			counts[se.Name.Local]++
 		}
 	}
-	if counts["svg"] != 1 || counts["polyline"] != 3 || counts["rect"] < 2+2*2 {
-		t.Errorf("SVG elements %v: want one svg, three polylines, a frame and a bar per queue of each AF_XDP backend", counts)
+	if counts["svg"] != 1 || counts["polyline"] != 6 || counts["rect"] < 3+2*2 {
+		t.Errorf("SVG elements %v: want one svg, six polylines (sent and received of each data plane), two frames and a bar per queue of each AF_XDP backend", counts)
+	}
+	// The chart says why the socket backend has no bars, and its legend
+	// is not over the data.
+	if !strings.Contains(string(svg), "socket: no bars") || !strings.Contains(string(svg), "(dashed)") {
+		t.Errorf("SVG lacks the legend for sent and received, or the note on the socket backend's bars")
+	}
+	// Progress: one line per phase on stderr.
+	if p := progress.String(); strings.Count(p, "demo: [") != 3 || !strings.Contains(p, "demo: done") {
+		t.Errorf("progress on stderr:\n%s", p)
 	}
 	var res struct {
-		Results []demoRow `json:"results"`
+		Results  []demoRow `json:"results"`
+		Headline []string  `json:"headline"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
 		t.Fatalf("demo --json: %v\n%s", err, out.String())
@@ -305,6 +315,14 @@ func TestBenchDemo(t *testing.T) {
 		// most a few rings' or buffers' worth.
 		if got := r.RecvPackets + r.LostPackets; r.SentPackets == 0 || r.RecvPackets <= 0 || got > r.SentPackets || got < r.SentPackets-max(16384, r.SentPackets/10) {
 			t.Errorf("%s: sent %d, received %d, lost %d: does not add up", r.Backend, r.SentPackets, r.RecvPackets, r.LostPackets)
+		}
+	}
+	if len(res.Headline) == 0 || !strings.Contains(res.Headline[0], "× the kernel socket") {
+		t.Errorf("headline %q", res.Headline)
+	}
+	for _, r := range res.Results {
+		if r.SentPPS <= 0 || r.SentPPS < r.PPS*0.9 || len(r.SentIntervals) == 0 || r.Sender != r.Backend || r.Receiver != r.Backend {
+			t.Errorf("%s: sent %.0f/s, received %.0f/s, %d sender intervals, sender %q receiver %q", r.Backend, r.SentPPS, r.PPS, len(r.SentIntervals), r.Sender, r.Receiver)
 		}
 	}
 	for _, r := range res.Results {
@@ -474,31 +492,39 @@ func TestBenchClientResolvesNames(t *testing.T) {
 // both reports.
 func serveOnce(t *testing.T, pair *netnstest.Pair, port int, serverArgs, clientArgs []string) (srv, cli bench.Report) {
 	t.Helper()
+	srvOut, out := serveOnceText(t, pair, port, append([]string{"--json"}, serverArgs...), append([]string{"--json"}, clientArgs...))
+	if err := json.Unmarshal([]byte(srvOut), &srv); err != nil {
+		t.Fatalf("server --json: %v\n%s", err, srvOut)
+	}
+	if err := json.Unmarshal([]byte(out), &cli); err != nil {
+		t.Fatalf("client --json: %v\n%s", err, out)
+	}
+	return srv, cli
+}
+
+// serveOnceText runs a one-off server in B and a client in A with their
+// args, and returns what each printed.
+func serveOnceText(t *testing.T, pair *netnstest.Pair, port int, serverArgs, clientArgs []string) (srv, cli string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ps := strconv.Itoa(port)
 	var srvOut syncBuffer
 	done := make(chan error, 1)
 	go func() {
-		args := append([]string{"bench", "server", "--netns", pair.B.NS, "--port", ps, "-1", "--json"}, serverArgs...)
+		args := append([]string{"bench", "server", "--netns", pair.B.NS, "--port", ps, "-1"}, serverArgs...)
 		done <- runWith(ctx, &globals{stdout: &srvOut, stderr: &srvOut}, args)
 	}()
 	waitListening(ctx, t, pair.B, port)
 	var out bytes.Buffer
-	args := append([]string{"bench", "client", "--netns", pair.A.NS, "-c", pair.B.IPv4.String(), "--port", ps, "-t", "1", "--json"}, clientArgs...)
+	args := append([]string{"bench", "client", "--netns", pair.A.NS, "-c", pair.B.IPv4.String(), "--port", ps, "-t", "1"}, clientArgs...)
 	if err := runWith(ctx, &globals{stdout: &out, stderr: &out}, args); err != nil {
 		t.Fatalf("client: %v\n%s", err, out.String())
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("server: %v\n%s", err, srvOut.String())
 	}
-	if err := json.Unmarshal([]byte(srvOut.String()), &srv); err != nil {
-		t.Fatalf("server --json: %v\n%s", err, srvOut.String())
-	}
-	if err := json.Unmarshal(out.Bytes(), &cli); err != nil {
-		t.Fatalf("client --json: %v\n%s", err, out.String())
-	}
-	return srv, cli
+	return srvOut.String(), out.String()
 }
 
 // allReceived fails the test unless the server received every datagram
@@ -653,6 +679,22 @@ func TestBenchTCPMode(t *testing.T) {
 		}
 		if srv.TCP.Sum.ReceivedBytes != s.ReceivedBytes {
 			t.Errorf("tso %s: server says %d bytes in order, client was told %d", tso, srv.TCP.Sum.ReceivedBytes, s.ReceivedBytes)
+		}
+	}
+	// As text: the first line names the mode and an unlimited rate, no
+	// interval has zero length, and the sending client lists no RX
+	// queues (they carried nothing of the test).
+	_, out := serveOnceText(t, pair, 15285, []string{"--backend", "xsk", "-i", pair.B.Link},
+		[]string{"--backend", "xsk", "-i", pair.A.Link, "--mode", "tcp"})
+	first, _, _ := strings.Cut(out, "\n")
+	if !strings.Contains(first, "1 TCP-mode stream(s), unlimited rate each") || strings.Contains(out, "RX queues") {
+		t.Errorf("TCP mode client:\n%s", out)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		var id string
+		var a, b float64
+		if n, _ := fmt.Sscanf(l, "[%s %f-%f sec", &id, &a, &b); n == 3 && b-a < 0.01 {
+			t.Errorf("a zero-length interval: %q\n%s", l, out)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"os"
@@ -69,5 +70,126 @@ func TestBenchServerSilentConnection(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("server: %v\n%s", err, srvOut.String())
+	}
+}
+
+// freePort returns a loopback TCP port nothing listens on.
+func freePort(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+// The text a user reads, on loopback: iperf3's -u, -f and interval flags
+// taken, one header over each block of lines, no [SUM] line for one
+// stream, jitter and loss on the receiver's line only.
+func TestBenchTextOutput(t *testing.T) {
+	port := freePort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var srvOut syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- runWith(ctx, &globals{stdout: &srvOut, stderr: &srvOut},
+			[]string{"bench", "server", "--backend", "socket", "--bind", "127.0.0.1", "--port", port, "-1"})
+	}()
+	var cliOut bytes.Buffer
+	var err error
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		cliOut.Reset()
+		err = runWith(ctx, &globals{stdout: &cliOut, stderr: &cliOut},
+			[]string{"bench", "client", "-u", "-c", "127.0.0.1", "--port", port, "-t", "1", "-b", "2M", "-l", "200", "-f", "k", "--interval", "0.5"})
+		if err == nil || !strings.Contains(err.Error(), "refused") || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("client: %v\n%s", err, cliOut.String())
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("server: %v\n%s", err, srvOut.String())
+	}
+	for name, out := range map[string]string{"client": cliOut.String(), "server": srvOut.String()} {
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		var headers, intervals, sep int
+		for i, l := range lines {
+			switch {
+			case strings.HasPrefix(l, "[ ID]"):
+				headers++
+				if i+1 == len(lines) || !strings.HasPrefix(lines[i+1], "[  5]") {
+					t.Errorf("%s: a header with no row under it (line %d)", name, i+1)
+				}
+			case strings.HasPrefix(l, "- - -"):
+				sep++
+			case strings.HasPrefix(l, "[  5]") && sep == 0:
+				intervals++
+				if name == "client" && !strings.Contains(l, "Kbits/sec") {
+					t.Errorf("%s: -f k: %q", name, l)
+				}
+			}
+		}
+		// The server reports each second (its own --interval).
+		if headers != 2 || sep != 1 || intervals < 2 && name == "client" || intervals < 1 || strings.Contains(out, "[SUM]") || strings.Contains(out, "error") {
+			t.Errorf("%s: %d headers, %d separators, %d interval lines (want 2, 1, ≥ 2 at --interval 0.5, no [SUM], no error):\n%s", name, headers, sep, intervals, out)
+		}
+		var sender, receiver string
+		for _, l := range lines {
+			if strings.HasSuffix(l, "  sender") {
+				sender = l
+			}
+			if strings.HasSuffix(l, "  receiver") {
+				receiver = l
+			}
+		}
+		if sender == "" || strings.Contains(sender, " ms ") || !strings.Contains(receiver, " ms ") || !strings.Contains(receiver, "(0%)") {
+			t.Errorf("%s: sender line %q, receiver line %q: want jitter and loss on the receiver's only", name, sender, receiver)
+		}
+	}
+}
+
+// A run that fails before it measures anything prints its error once, in
+// one line, and no report; under -J stdout holds one JSON document.
+func TestBenchFailedRun(t *testing.T) {
+	port := freePort(t)
+	var out, errOut bytes.Buffer
+	err := runWith(context.Background(), &globals{stdout: &out, stderr: &errOut},
+		[]string{"bench", "client", "-c", "127.0.0.1", "--port", port, "-t", "1"})
+	if exitStatus(err) != 1 || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("error %v (status %d): want one line saying the connection was refused, status 1", err, exitStatus(err))
+	}
+	if o := out.String(); strings.Count(o, "\n") != 1 || !strings.HasPrefix(o, "Connecting to 127.0.0.1:"+port) || errOut.Len() != 0 {
+		t.Errorf("stdout %q, stderr %q: want the Connecting line only", o, errOut.String())
+	}
+	out.Reset()
+	err = runWith(context.Background(), &globals{stdout: &out, stderr: &errOut},
+		[]string{"bench", "client", "-J", "-c", "127.0.0.1", "--port", port, "-t", "1"})
+	var v map[string]any
+	if jerr := json.Unmarshal(out.Bytes(), &v); err == nil || jerr != nil || v["error"] == nil {
+		t.Errorf("-J: %v; stdout %q (%v): want one JSON object with the error", err, out.String(), jerr)
+	}
+}
+
+// iperf3's flags that mean something else here, or that are mistyped,
+// are usage errors that say what to use, before anything connects.
+func TestBenchIperf3Flags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "client", "-c", "198.18.0.99", "-i", "1"}, "--interval 1"},
+		{[]string{"bench", "server", "-i", "0.5"}, "--interval 0.5"},
+		{[]string{"bench", "client", "-c", "198.18.0.99", "-f", "x"}, "k, m, g, t"},
+		{[]string{"bench", "client", "-c", "198.18.0.99", "-f", "mm"}, "k, m, g, t"},
+		{[]string{"bench", "client", "-c", "198.18.0.99", "--interval", "0.01"}, "0.1-60"},
+		{[]string{"bench", "server", "--interval", "61"}, "0.1-60"},
+	} {
+		var out bytes.Buffer
+		err := runWith(context.Background(), &globals{stdout: &out, stderr: &out}, tc.args)
+		if exitStatus(err) != 2 || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v (status %d), want status 2 and %q", tc.args, err, exitStatus(err), tc.want)
+		}
 	}
 }

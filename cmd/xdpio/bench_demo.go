@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -18,11 +20,17 @@ import (
 
 // demoRow is one backend's result in the demo table.
 type demoRow struct {
-	Backend     string  `json:"backend"`
+	Backend string `json:"backend"`
+	// Sender and Receiver say which end runs which data plane: the
+	// client sends from namespace A, the server receives in B.
+	Sender      string  `json:"sender"`
+	Receiver    string  `json:"receiver"`
 	SentPackets int64   `json:"sent_packets"`
 	RecvPackets int64   `json:"received_packets"`
 	LostPackets int64   `json:"lost_packets"`
 	Seconds     float64 `json:"seconds"`
+	// SentPPS and PPS are packets sent and received per second.
+	SentPPS     float64 `json:"sent_packets_per_second"`
 	PPS         float64 `json:"packets_per_second"`
 	BitsPerSec  float64 `json:"bits_per_second"`
 	RatioSocket float64 `json:"ratio_to_socket,omitempty"`
@@ -30,15 +38,26 @@ type demoRow struct {
 	// machine) per received packet, in nanoseconds: what a packet cost
 	// the machine, sender and receiver together.
 	CPUPerPacket float64 `json:"cpu_ns_per_packet"`
-	// RecvThreadPerPacket and SendThreadPerPacket are the CPU time of the
-	// receiving and sending threads per packet (their share of
-	// CPUPerPacket; the rest is the kernel's softirq work).
+	// RecvThreadPerPacket is the receiving threads' CPU time per packet
+	// received, SendThreadPerPacket the sending threads' per packet sent
+	// (their share of CPUPerPacket; the rest is the kernel's softirq
+	// work, the veth's transfer included).
 	RecvThreadPerPacket float64 `json:"receiver_thread_ns_per_packet"`
 	SendThreadPerPacket float64 `json:"sender_thread_ns_per_packet"`
 	// Cores is the CPU use of each core during the run (mpstat -P ALL).
-	Cores     []bench.CoreCPU    `json:"cores,omitempty"`
-	Queues    []bench.QueueCount `json:"queues,omitempty"`
-	Intervals []bench.Interval   `json:"intervals,omitempty"`
+	Cores  []bench.CoreCPU    `json:"cores,omitempty"`
+	Queues []bench.QueueCount `json:"queues,omitempty"`
+	// Intervals are the receiver's, SentIntervals the sender's, second
+	// by second.
+	Intervals     []bench.Interval `json:"intervals,omitempty"`
+	SentIntervals []bench.Interval `json:"sent_intervals,omitempty"`
+}
+
+// demoPlaneWords says what a backend is, for the demo's text.
+var demoPlaneWords = map[string]string{
+	"xsk":    "AF_XDP (xdpio)",
+	"asavie": "AF_XDP (asavie/xdp)",
+	"socket": "kernel UDP sockets",
 }
 
 func newBenchDemoCmd(g *globals) *cobra.Command {
@@ -49,29 +68,41 @@ func newBenchDemoCmd(g *globals) *cobra.Command {
 		plot    string
 	)
 	c := &cobra.Command{
-		Use:   "demo [--duration S] [--queues N] [--length L]",
+		Use:   "demo [--duration S] [--queues N] [--length L] [--plot FILE.svg]",
 		Short: "Build a veth pair in two namespaces and compare the data planes at full speed: AF_XDP (xdpio) and kernel sockets",
-		Args:  cobra.NoArgs,
+		Long: `Build a veth pair in two namespaces and run the UDP test at full speed with
+each data plane at both ends in turn: the client sends from namespace A, the
+server receives in B. For each it reports packets sent, received and lost,
+the CPU time per packet of the sending and the receiving threads and of the
+whole machine, and the packets each AF_XDP RX queue took. Progress goes to
+stderr, one line per phase.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if seconds < 1 || seconds > 60 || queues < 1 || queues > 64 || length < 16 || length > 1472 {
 				return usagef("demo: --duration 1-60, --queues 1-64, --length 16-1472")
 			}
+			progress := func(format string, a ...any) { fmt.Fprintf(g.stderr, "demo: "+format+"\n", a...) }
+			progress("building a veth pair with %d queues in two namespaces", queues)
 			pair, err := vethpair.NewPair(vethpair.Config{Queues: queues})
 			if err != nil {
 				return fmt.Errorf("bench demo: %w", err)
 			}
 			defer pair.Close()
 			if !g.json {
-				fmt.Fprintf(g.stdout, "demo: %s (%s) → %s (%s), %d queues, %d-byte UDP payloads, %d streams, %d s per backend\n",
-					pair.A.Link, pair.A.NS, pair.B.Link, pair.B.NS, queues, length, 2*queues, seconds)
+				fmt.Fprintf(g.stdout, "demo: client in %s (%s) sends to server in %s (%s): %d queues, %d-byte UDP payloads, %d streams at full speed, %d s per data plane\n",
+					pair.A.NS, pair.A.Link, pair.B.NS, pair.B.Link, queues, length, 2*queues, seconds)
 			}
 			var rows []demoRow
 			for i, backend := range demoBackends {
-				row, err := demoRun(cmd.Context(), g, pair, backend, 15300+i, 2*queues, time.Duration(seconds)*time.Second, length)
+				progress("[%d/%d] %s at both ends: sending for %d s", i+1, len(demoBackends), demoPlaneWords[backend], seconds)
+				row, err := demoRun(cmd.Context(), pair, backend, 15300+i, 2*queues, time.Duration(seconds)*time.Second, length)
 				if err != nil {
 					return fmt.Errorf("bench demo, %s backend: %w", backend, err)
 				}
 				rows = append(rows, row)
+				if !g.json {
+					writeDemoIntervals(g.stdout, row)
+				}
 			}
 			for i := range rows {
 				if base := rows[len(rows)-1].PPS; base > 0 {
@@ -79,134 +110,253 @@ func newBenchDemoCmd(g *globals) *cobra.Command {
 				}
 			}
 			if plot != "" {
+				progress("writing the chart to %s", plot)
 				if err := os.WriteFile(plot, demoSVG(rows, queues, length), 0o644); err != nil {
 					return fmt.Errorf("bench demo: --plot: %w", err)
 				}
 			}
+			progress("done")
 			if g.json {
-				return writeJSON(g.stdout, map[string]any{"queues": queues, "length": length, "seconds": seconds, "results": rows})
+				return writeJSON(g.stdout, map[string]any{"queues": queues, "length": length, "seconds": seconds, "results": rows, "headline": demoHeadline(rows)})
 			}
-			tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintf(tw, "backend\tsent\treceived\tlost\tpackets/s\tbit/s\t× socket\tCPU ns/pkt\trx thread\ttx thread\tper RX queue\t\n")
-			for _, r := range rows {
-				pq := "-"
-				if len(r.Queues) > 0 {
-					pq = ""
-					for _, q := range r.Queues {
-						pq += fmt.Sprintf("q%d:%d ", q.Queue, q.Packets)
-					}
-				}
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.0f\t%s\t%.2f\t%.0f\t%.0f\t%.0f\t%s\t\n", r.Backend, r.SentPackets, r.RecvPackets, r.LostPackets, r.PPS, bench.FormatBitrate(r.BitsPerSec), r.RatioSocket, r.CPUPerPacket, r.RecvThreadPerPacket, r.SendThreadPerPacket, pq)
-			}
-			tw.Flush()
-			fmt.Fprintln(g.stdout, "(each backend at both ends; lost = sent but not received, as iperf3 counts it; CPU ns/pkt = busy time of all cores per received packet, rx/tx thread = the receiving/sending threads' share)")
+			writeDemoTable(g.stdout, rows)
 			return nil
 		},
 	}
-	c.Flags().IntVar(&seconds, "duration", 3, "seconds per backend")
+	c.Flags().IntVar(&seconds, "duration", 3, "seconds per data plane")
 	c.Flags().IntVar(&queues, "queues", 2, "queues of the veth pair")
 	c.Flags().IntVarP(&length, "length", "l", 64, "UDP payload bytes")
-	c.Flags().StringVar(&plot, "plot", "", "write an SVG chart (received packets/s over time per receiver, packets per queue) to this file")
+	c.Flags().StringVar(&plot, "plot", "", "write an SVG chart to this file: packets/s sent and received over time per data plane, and packets per AF_XDP RX queue")
 	return c
 }
 
-// demoSVG draws the demo: received packets/s per second for each receiver
-// as lines, and the AF_XDP receiver's packets per RX queue as bars.
-func demoSVG(rows []demoRow, queues, length int) []byte {
-	const w, h, left, top, plotW, plotH = 780, 420, 70, 50, 420, 300
-	colors := []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd"}
-	// Whole seconds only: the tail of the last second is too short to
-	// mean a rate. Received = datagrams less iperf3's losses.
-	rate := func(iv bench.Interval) (float64, bool) {
-		if iv.Sum.Seconds < 0.5 {
-			return 0, false
+// writeDemoIntervals prints a run's seconds under a header whose columns
+// they fill: what the sender sent and the receiver received.
+func writeDemoIntervals(w io.Writer, r demoRow) {
+	fmt.Fprintf(w, "\n%s at both ends (sender: %s; receiver: %s)\n", r.Backend, demoPlaneWords[r.Backend], demoPlaneWords[r.Backend])
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "interval\tsent pkts/s\treceived pkts/s\tlost pkts/s\t\n")
+	for i, iv := range r.Intervals {
+		s := iv.Sum
+		if s.Seconds < 0.5 {
+			continue // the tail after the last second
 		}
-		return float64(iv.Sum.Packets-iv.Sum.LostPackets) / iv.Sum.Seconds, true
+		recv := float64(s.Packets-s.LostPackets) / s.Seconds
+		sent := "-"
+		if i < len(r.SentIntervals) && r.SentIntervals[i].Sum.Seconds > 0 {
+			sent = fmt.Sprintf("%.0f", float64(r.SentIntervals[i].Sum.Packets)/r.SentIntervals[i].Sum.Seconds)
+		}
+		fmt.Fprintf(tw, "%.0f-%.0f s\t%s\t%.0f\t%.0f\t\n", s.Start, s.End, sent, recv, float64(s.LostPackets)/s.Seconds)
 	}
+	tw.Flush()
+}
+
+// writeDemoTable prints the comparison: per data plane, what was sent,
+// received and lost, what a packet cost at each end, and the headline.
+func writeDemoTable(w io.Writer, rows []demoRow) {
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "both ends\tsent\treceived\tlost\tsent/s\treceived/s\t× socket\tsender ns/pkt\treceiver ns/pkt\tmachine ns/pkt\tper RX queue\t\n")
+	for _, r := range rows {
+		pq := "- (no AF_XDP queues)"
+		if len(r.Queues) > 0 {
+			var qs []string
+			for _, q := range r.Queues {
+				qs = append(qs, fmt.Sprintf("q%d:%d", q.Queue, q.Packets))
+			}
+			pq = strings.Join(qs, " ")
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d (%.1f%%)\t%.0f\t%.0f\t%.2f\t%.0f\t%.0f\t%.0f\t%s\t\n", r.Backend, r.SentPackets, r.RecvPackets, r.LostPackets,
+			100*float64(r.LostPackets)/max(float64(r.SentPackets), 1), r.SentPPS, r.PPS, r.RatioSocket, r.SendThreadPerPacket, r.RecvThreadPerPacket, r.CPUPerPacket, pq)
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "(lost: sent but not received, as iperf3 counts it; sender/receiver ns/pkt: CPU time of the sending threads per packet sent and of the receiving threads per packet received; machine ns/pkt: busy time of all cores per packet received, the kernel's softirq work included; both ends share this machine's cores)")
+	for _, l := range demoHeadline(rows) {
+		fmt.Fprintln(w, l)
+	}
+}
+
+// demoHeadline says where the difference between xsk and the kernel
+// socket comes from: the receiver's rate, what the sender managed, the
+// losses and the per-packet cost at each end; and which end was the
+// limit.
+func demoHeadline(rows []demoRow) []string {
+	var x, s *demoRow
+	for i := range rows {
+		switch rows[i].Backend {
+		case "xsk":
+			x = &rows[i]
+		case "socket":
+			s = &rows[i]
+		}
+	}
+	if x == nil || s == nil || s.PPS == 0 || s.SentPPS == 0 {
+		return nil
+	}
+	lost := func(r *demoRow) float64 { return 100 * float64(r.LostPackets) / max(float64(r.SentPackets), 1) }
+	limit := func(r *demoRow) string {
+		if lost(r) < 1 {
+			return "the sender is the limit: the receiver took all it sent"
+		}
+		return fmt.Sprintf("the receiver is the limit: it lost %.1f%% of what was sent", lost(r))
+	}
+	return []string{
+		fmt.Sprintf("headline: xsk received %.2f× the kernel socket's packets/s (%.0f vs %.0f).", x.PPS/s.PPS, x.PPS, s.PPS),
+		fmt.Sprintf("  sending: xsk's sender sent %.2f× as many (%.0f vs %.0f packets/s) at %.0f vs %.0f ns of CPU per packet.", x.SentPPS/s.SentPPS, x.SentPPS, s.SentPPS, x.SendThreadPerPacket, s.SendThreadPerPacket),
+		fmt.Sprintf("  receiving: %.0f vs %.0f ns of CPU per packet in the receiving thread; xsk lost %.1f%%, the socket %.1f%%.", x.RecvThreadPerPacket, s.RecvThreadPerPacket, lost(x), lost(s)),
+		fmt.Sprintf("  xsk: %s; socket: %s.", limit(x), limit(s)),
+	}
+}
+
+// niceStep is a round tick step (1, 2 or 5 × 10^k) that cuts max into
+// about n steps.
+func niceStep(max float64, n int) float64 {
+	if max <= 0 {
+		return 1
+	}
+	raw := max / float64(n)
+	p := math.Pow(10, math.Floor(math.Log10(raw)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*p >= raw {
+			return m * p
+		}
+	}
+	return 10 * p
+}
+
+// siShort writes a count with k/M prefixes, for chart ticks and labels.
+func siShort(v float64) string {
+	switch {
+	case v >= 1e6:
+		return strconv.FormatFloat(v/1e6, 'f', -1, 64) + "M"
+	case v >= 1e3:
+		return strconv.FormatFloat(v/1e3, 'f', -1, 64) + "k"
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+// demoSVG draws the demo: packets/s received (solid) and sent (dashed)
+// each second for each data plane, points at the end of each interval,
+// and the packets each AF_XDP receiver's RX queues took as bars with
+// their own axis. Legends sit outside the plots.
+func demoSVG(rows []demoRow, queues, length int) []byte {
+	const w, h = 940, 520
+	const left, top, plotW, plotH = 80, 50, 440, 300
+	const bx, bw = 640, 220 // the bar chart's plot area
+	colors := []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd"}
+	whole := func(iv bench.Interval) bool { return iv.Sum.Seconds >= 0.5 }
+	recvRate := func(iv bench.Interval) float64 {
+		return float64(iv.Sum.Packets-iv.Sum.LostPackets) / iv.Sum.Seconds
+	}
+	sentRate := func(iv bench.Interval) float64 { return float64(iv.Sum.Packets) / iv.Sum.Seconds }
 	var maxPPS, maxT float64
 	for _, r := range rows {
 		for _, iv := range r.Intervals {
-			if v, ok := rate(iv); ok {
-				maxPPS = max(maxPPS, v)
-				maxT = max(maxT, iv.Sum.End)
+			if whole(iv) {
+				maxPPS, maxT = max(maxPPS, recvRate(iv)), max(maxT, iv.Sum.End)
+			}
+		}
+		for _, iv := range r.SentIntervals {
+			if whole(iv) {
+				maxPPS, maxT = max(maxPPS, sentRate(iv)), max(maxT, iv.Sum.End)
 			}
 		}
 	}
-	maxPPS = max(maxPPS*1.15, 1)
-	maxT = max(maxT, 1)
-	si := func(v float64) string {
-		switch {
-		case v >= 1e6:
-			return fmt.Sprintf("%.2gM", v/1e6)
-		case v >= 1e3:
-			return fmt.Sprintf("%.3gk", v/1e3)
-		}
-		return fmt.Sprintf("%.0f", v)
-	}
+	maxT = max(math.Round(maxT), 1)
+	step := niceStep(maxPPS, 5)
+	top1 := max(math.Ceil(maxPPS/step), 1) * step
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", w, h)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", w, h)
-	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="14">xdpio bench demo: %d queues, %d-byte UDP payloads, each backend at both ends</text>`+"\n", left, queues, length)
+	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="14">xdpio bench demo: %d queues, %d-byte UDP payloads; each data plane at both ends (client sends in A, server receives in B)</text>`+"\n", 20, queues, length)
 	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#888"/>`+"\n", left, top, plotW, plotH)
-	for i := 0; i <= 4; i++ {
-		y := top + plotH - plotH*i/4
-		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end">%s</text>`+"\n", left-5, y+4, si(maxPPS*float64(i)/4))
+	ypos := func(v, topV float64) float64 { return top + plotH - plotH*v/topV }
+	for v := 0.0; v <= top1+step/2; v += step {
+		y := ypos(v, top1)
+		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#eee"/>`+"\n", left, y, left+plotW, y)
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", left-5, y+4, siShort(v))
 	}
-	for t := 0; t <= int(maxT); t++ {
-		x := left + int(float64(plotW)*float64(t)/maxT)
-		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">%d</text>`+"\n", x, top+plotH+15, t)
+	xpos := func(t float64) float64 { return left + plotW*t/maxT }
+	tstep := max(niceStep(maxT, 6), 1) // whole seconds: the intervals' ends
+	for t := 0.0; t <= maxT+tstep/2; t += tstep {
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", xpos(t), top+plotH+15, siShort(t))
 	}
-	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">seconds</text>`+"\n", left+plotW/2, top+plotH+32)
-	fmt.Fprintf(&b, `<text x="15" y="%d" transform="rotate(-90 15 %d)" text-anchor="middle">received packets/s</text>`+"\n", top+plotH/2, top+plotH/2)
-	for i, r := range rows {
-		col := colors[i%len(colors)]
+	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">seconds (each point: the interval ending there)</text>`+"\n", left+plotW/2, top+plotH+32)
+	fmt.Fprintf(&b, `<text x="18" y="%d" transform="rotate(-90 18 %d)" text-anchor="middle">packets/s</text>`+"\n", top+plotH/2, top+plotH/2)
+	line := func(ivs []bench.Interval, rate func(bench.Interval) float64, col, dash string) {
 		var pts []string
-		for _, iv := range r.Intervals {
-			v, ok := rate(iv)
-			if !ok {
+		for _, iv := range ivs {
+			if !whole(iv) {
 				continue
 			}
-			mid := (iv.Sum.Start + iv.Sum.End) / 2
-			x := left + int(float64(plotW)*mid/maxT)
-			y := top + plotH - int(float64(plotH)*v/maxPPS)
-			pts = append(pts, fmt.Sprintf("%d,%d", x, y))
-			fmt.Fprintf(&b, `<circle cx="%d" cy="%d" r="3" fill="%s"/>`+"\n", x, y, col)
+			x, y := xpos(iv.Sum.End), ypos(rate(iv), top1)
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x, y))
+			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", x, y, col)
 		}
-		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", col, strings.Join(pts, " "))
-		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s">%s receiver: %s packets/s on average</text>`+"\n", left+10, top+18+16*i, col, r.Backend, si(r.PPS))
+		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2"%s points="%s"/>`+"\n", col, dash, strings.Join(pts, " "))
 	}
-	// Packets per RX queue of each AF_XDP receiver, side by side.
-	bx := left + plotW + 60
-	var maxQ uint64 = 1
+	for i, r := range rows {
+		col := colors[i%len(colors)]
+		line(r.Intervals, recvRate, col, "")
+		line(r.SentIntervals, sentRate, col, ` stroke-dasharray="6 4"`)
+	}
+	// The legend, under the plots.
+	ly := top + plotH + 60
+	for i, r := range rows {
+		col := colors[i%len(colors)]
+		y := ly + 18*i
+		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"/>`+"\n", left, y-4, left+25, y-4, col)
+		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2" stroke-dasharray="6 4"/>`+"\n", left+30, y-4, left+55, y-4, col)
+		fmt.Fprintf(&b, `<text x="%d" y="%d">%s at both ends: received %s/s (solid), sent %s/s (dashed), lost %.1f%%</text>`+"\n",
+			left+62, y, r.Backend, siShort(math.Round(r.PPS/1e3)*1e3), siShort(math.Round(r.SentPPS/1e3)*1e3), 100*float64(r.LostPackets)/max(float64(r.SentPackets), 1))
+	}
+	// Packets per RX queue of each AF_XDP receiver, with their own axis.
+	var maxQ float64 = 1
 	nq := 0
-	for _, r := range rows {
+	var withQ, without []int
+	for i, r := range rows {
 		for _, q := range r.Queues {
-			maxQ = max(maxQ, q.Packets)
+			maxQ = max(maxQ, float64(q.Packets))
 		}
 		nq = max(nq, len(r.Queues))
-	}
-	fmt.Fprintf(&b, `<text x="%d" y="%d">AF_XDP packets per RX queue</text>`+"\n", bx, top-8)
-	groupW := 200 / max(nq, 1)
-	var withQ []int
-	for i, r := range rows {
 		if len(r.Queues) > 0 {
 			withQ = append(withQ, i)
+		} else {
+			without = append(without, i)
 		}
 	}
+	qstep := niceStep(maxQ, 5)
+	qtop := max(math.Ceil(maxQ/qstep), 1) * qstep
+	fmt.Fprintf(&b, `<text x="%d" y="%d">packets received per RX queue (AF_XDP)</text>`+"\n", bx-40, top-16)
+	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#888"/>`+"\n", bx, top, bw, plotH)
+	for v := 0.0; v <= qtop+qstep/2; v += qstep {
+		y := ypos(v, qtop)
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", bx-5, y+4, siShort(v))
+	}
+	groupW := bw / max(nq, 1)
 	barW := max((groupW-8)/max(len(withQ), 1), 2)
 	for qi := 0; qi < nq; qi++ {
-		gx := bx + qi*groupW
+		gx := bx + qi*groupW + 4
 		for k, ri := range withQ {
 			if qi >= len(rows[ri].Queues) {
 				continue
 			}
 			q := rows[ri].Queues[qi]
-			bh := int(float64(plotH-20) * float64(q.Packets) / float64(maxQ))
-			x := gx + k*barW
-			fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="%s"/>`+"\n", x, top+plotH-bh, barW-1, bh, colors[ri%len(colors)])
-			fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle" font-size="10">%s</text>`+"\n", x+barW/2, top+plotH-bh-4, si(float64(q.Packets)))
+			y := ypos(float64(q.Packets), qtop)
+			fmt.Fprintf(&b, `<rect x="%d" y="%.1f" width="%d" height="%.1f" fill="%s"/>`+"\n", gx+k*barW, y, barW-1, float64(top+plotH)-y, colors[ri%len(colors)])
 		}
 		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">q%d</text>`+"\n", gx+(groupW-8)/2, top+plotH+15, qi)
+	}
+	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">RX queue</text>`+"\n", bx+bw/2, top+plotH+32)
+	for k, ri := range withQ {
+		y := ly + 18*k
+		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="12" height="12" fill="%s"/>`+"\n", bx, y-10, colors[ri%len(colors)])
+		fmt.Fprintf(&b, `<text x="%d" y="%d">%s</text>`+"\n", bx+18, y, rows[ri].Backend)
+	}
+	for k, ri := range without {
+		y := ly + 18*(len(withQ)+k)
+		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s">%s: no bars, it reads kernel UDP</text>`+"\n", bx, y, colors[ri%len(colors)], rows[ri].Backend)
+		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s">sockets (one per stream), not RX queues</text>`+"\n", bx, y+14, colors[ri%len(colors)])
 	}
 	b.WriteString("</svg>\n")
 	return []byte(b.String())
@@ -229,8 +379,8 @@ func demoPlane(backend string, h *vethpair.Host, onClose func([]bench.QueueCount
 
 // demoRun runs one test with backend at both ends: the server in
 // namespace B, the client sending from A at full speed.
-func demoRun(ctx context.Context, g *globals, pair *vethpair.Pair, backend string, port, streams int, d time.Duration, length int) (demoRow, error) {
-	row := demoRow{Backend: backend}
+func demoRun(ctx context.Context, pair *vethpair.Pair, backend string, port, streams int, d time.Duration, length int) (demoRow, error) {
+	row := demoRow{Backend: backend, Sender: backend, Receiver: backend}
 	dp := demoPlane(backend, pair.B, func(qs []bench.QueueCount) { row.Queues = qs })
 	var ln net.Listener
 	if err := pair.B.Do(func() (err error) {
@@ -264,17 +414,6 @@ func demoRun(ctx context.Context, g *globals, pair *vethpair.Pair, backend strin
 			return c, err
 		},
 	}
-	if !g.json {
-		fmt.Fprintf(g.stdout, "%s receiver:\n", backend)
-		fmt.Fprint(g.stdout, bench.IntervalHeader)
-		cl.OnInterval = func(iv bench.Interval) {
-			s := iv.Sum
-			if s.Seconds < 0.5 {
-				return // the tail of the last second
-			}
-			fmt.Fprintf(g.stdout, "  %5.1f s  sent %9.0f packets/s  %s\n", s.End, float64(s.Packets)/max(s.Seconds, 1e-9), bench.FormatBitrate(s.BitsPerSecond))
-		}
-	}
 	rep, err := cl.Run(ctx)
 	if err != nil {
 		return row, err
@@ -291,6 +430,7 @@ func demoRun(ctx context.Context, g *globals, pair *vethpair.Pair, backend strin
 		return row, fmt.Errorf("server sent no report")
 	}
 	row.Intervals = srvRep.Intervals // what the receiver got, second by second
+	row.SentIntervals = rep.Intervals
 	sum := rep.End.SumReceived
 	row.SentPackets = rep.End.SumSent.Packets
 	row.RecvPackets = sum.Packets - sum.LostPackets
@@ -300,6 +440,9 @@ func demoRun(ctx context.Context, g *globals, pair *vethpair.Pair, backend strin
 		row.Seconds = d.Seconds()
 	}
 	row.PPS = float64(row.RecvPackets) / row.Seconds
+	if ss := rep.End.SumSent.Seconds; ss > 0 {
+		row.SentPPS = float64(row.SentPackets) / ss
+	}
 	row.BitsPerSec = row.PPS * float64(length) * 8
 	if n := float64(row.RecvPackets); n > 0 {
 		if h := srvRep.End.HostCPU; h != nil {
@@ -307,9 +450,9 @@ func demoRun(ctx context.Context, g *globals, pair *vethpair.Pair, backend strin
 			row.RecvThreadPerPacket = h.DataThreadSeconds * 1e9 / n
 			row.Cores = h.Cores
 		}
-		if h := rep.End.HostCPU; h != nil {
-			row.SendThreadPerPacket = h.DataThreadSeconds * 1e9 / n
-		}
+	}
+	if h := rep.End.HostCPU; h != nil && row.SentPackets > 0 {
+		row.SendThreadPerPacket = h.DataThreadSeconds * 1e9 / float64(row.SentPackets)
 	}
 	return row, nil
 }

@@ -17,20 +17,29 @@ func init() {
 }
 
 // channelsJSON is the --json form of a device's channel counts. Keys are
-// stable; a kind the device lacks reads 0 with maximum 0.
+// stable; a kind the device lacks (maximum 0) reads null, as the text
+// says n/a.
 type channelsJSON struct {
-	RX          uint32 `json:"rx"`
-	TX          uint32 `json:"tx"`
-	Other       uint32 `json:"other"`
-	Combined    uint32 `json:"combined"`
-	RXMax       uint32 `json:"rx_max"`
-	TXMax       uint32 `json:"tx_max"`
-	OtherMax    uint32 `json:"other_max"`
-	CombinedMax uint32 `json:"combined_max"`
+	RX          *uint32 `json:"rx"`
+	TX          *uint32 `json:"tx"`
+	Other       *uint32 `json:"other"`
+	Combined    *uint32 `json:"combined"`
+	RXMax       *uint32 `json:"rx_max"`
+	TXMax       *uint32 `json:"tx_max"`
+	OtherMax    *uint32 `json:"other_max"`
+	CombinedMax *uint32 `json:"combined_max"`
 }
 
 func toChannelsJSON(c rss.ChannelCounts) channelsJSON {
-	return channelsJSON{c.RX, c.TX, c.Other, c.Combined, c.RXMax, c.TXMax, c.OtherMax, c.CombinedMax}
+	// naNull is v, or nil (null) where the text prints n/a.
+	naNull := func(v, max uint32) *uint32 {
+		if max == 0 {
+			return nil
+		}
+		return &v
+	}
+	return channelsJSON{naNull(c.RX, c.RXMax), naNull(c.TX, c.TXMax), naNull(c.Other, c.OtherMax), naNull(c.Combined, c.CombinedMax),
+		naNull(c.RXMax, c.RXMax), naNull(c.TXMax, c.TXMax), naNull(c.OtherMax, c.OtherMax), naNull(c.CombinedMax, c.CombinedMax)}
 }
 
 func newChannelsCmd(g *globals) *cobra.Command {
@@ -104,6 +113,7 @@ func newChannelsCmd(g *globals) *cobra.Command {
 	set.Flags().Uint32Var(&other, "other", 0, "number of other channels (link interrupts, …)")
 	set.Flags().Uint32Var(&combined, "combined", 0, "number of combined RX/TX channels")
 	set.Flags().BoolVar(&dryRun, "dry-run", false, "show what would change without changing it")
+	ethtoolStyle(set, "dry-run")
 	c.AddCommand(set)
 	return c
 }

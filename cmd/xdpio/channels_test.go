@@ -104,6 +104,12 @@ func TestCLIChannels(t *testing.T) {
 			t.Errorf("--json lacks key %s:\n%s", k, out)
 		}
 	}
+	// What the text shows as n/a (a veth has no other or combined
+	// channels) is null, not 0.
+	var raw map[string]any
+	if err := json.Unmarshal([]byte(out), &raw); err != nil || raw["other"] != nil || raw["combined_max"] != nil || raw["rx"] == nil {
+		t.Errorf("--json: other %v, combined_max %v, rx %v: want null, null and a number (%v)", raw["other"], raw["combined_max"], raw["rx"], err)
+	}
 
 	// --dry-run reports the change and sends nothing.
 	out, code, err = cli(t, "--netns", ns, "channels", "set", dev, "--rx", "1", "--dry-run")

@@ -46,6 +46,38 @@ var coalesceU32Params = []struct {
 	{"tx-aggr-time-usecs", "tx_aggr_time_usecs", func(h *coalesce.HW) **uint32 { return &h.TXAggrTimeUsecs }},
 }
 
+// coalesceHelp says what each parameter means (the kernel's
+// Documentation/networking/ethtool-netlink.rst, "COALESCE_GET").
+var coalesceHelp = map[string]string{
+	"rx-usecs":           "µs to wait after a packet arrives before raising an RX interrupt",
+	"rx-frames":          "packets to receive before raising an RX interrupt",
+	"rx-usecs-irq":       "as rx-usecs, while an interrupt is being serviced",
+	"rx-frames-irq":      "as rx-frames, while an interrupt is being serviced",
+	"tx-usecs":           "µs to wait after a packet is sent before raising a TX interrupt",
+	"tx-frames":          "packets to send before raising a TX interrupt",
+	"tx-usecs-irq":       "as tx-usecs, while an interrupt is being serviced",
+	"tx-frames-irq":      "as tx-frames, while an interrupt is being serviced",
+	"stats-block-usecs":  "µs between statistics block updates",
+	"sample-interval":    "seconds between packet rate samples of adaptive coalescing",
+	"pkt-rate-low":       "packet rate (packets/s) below which the -low values apply",
+	"pkt-rate-high":      "packet rate (packets/s) above which the -high values apply",
+	"rx-usecs-low":       "rx-usecs below pkt-rate-low",
+	"rx-frames-low":      "rx-frames below pkt-rate-low",
+	"tx-usecs-low":       "tx-usecs below pkt-rate-low",
+	"tx-frames-low":      "tx-frames below pkt-rate-low",
+	"rx-usecs-high":      "rx-usecs above pkt-rate-high",
+	"rx-frames-high":     "rx-frames above pkt-rate-high",
+	"tx-usecs-high":      "tx-usecs above pkt-rate-high",
+	"tx-frames-high":     "tx-frames above pkt-rate-high",
+	"tx-aggr-max-bytes":  "largest TX aggregate in bytes",
+	"tx-aggr-max-frames": "most frames in a TX aggregate",
+	"tx-aggr-time-usecs": "µs to wait for a TX aggregate to fill",
+	"adaptive-rx":        "let the driver pick RX coalescing from the packet rate: on or off",
+	"adaptive-tx":        "let the driver pick TX coalescing from the packet rate: on or off",
+	"cqe-mode-rx":        "start the RX coalescing timer at completion queue entries, not packets: on or off",
+	"cqe-mode-tx":        "start the TX coalescing timer at completion queue entries, not packets: on or off",
+}
+
 var coalesceBoolParams = []struct {
 	flag, key string
 	field     func(*coalesce.HW) **bool
@@ -222,11 +254,13 @@ func newCoalesceCmd(g *globals) *cobra.Command {
 	set.Flags().BoolVar(&dry, "dry-run", false, "show what would change without changing it (not with --queues)")
 	set.Flags().StringVar(&setQueues, "queues", "", "set these queues only (e.g. 0,2-3), via the ETHTOOL_PERQUEUE ioctl")
 	for i, x := range coalesceBoolParams {
-		set.Flags().Var(onOffValue{&bools[i]}, x.flag, x.flag+" on|off")
+		set.Flags().Var(onOffValue{&bools[i]}, x.flag, coalesceHelp[x.flag])
 	}
 	for i, x := range coalesceU32Params {
-		set.Flags().Uint32Var(&u32[i], x.flag, 0, x.flag)
+		set.Flags().Uint32Var(&u32[i], x.flag, 0, coalesceHelp[x.flag])
 	}
+	noDefaults(set)
+	ethtoolStyle(set, "dry-run", "queues")
 	c.AddCommand(set)
 	return c
 }

@@ -96,6 +96,18 @@ func newFeaturesCmd(g *globals) *cobra.Command {
 				if before, err = rss.Features(dev); err != nil {
 					return err
 				}
+				// A name that is neither an ethtool -k group nor one of
+				// the kernel's feature names is a typing error: say so
+				// (exit 2) before changing anything.
+				isKnown := make(map[string]bool, len(before))
+				for _, f := range before {
+					isKnown[f.Name] = true
+				}
+				for i := 0; i < len(pairs); i += 2 {
+					if _, ok := rss.LookupOffload(pairs[i]); !ok && !isKnown[pairs[i]] {
+						return usagef("features set: unknown feature %q: use an ethtool -k name (`xdpio features show %s` lists them) or a kernel feature name", pairs[i], args[0])
+					}
+				}
 				if dry {
 					known := make([]string, len(before))
 					for i, f := range before {

@@ -18,10 +18,20 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "xdpio:", err)
-		var ue *usageError
-		if errors.As(err, &ue) {
-			os.Exit(2)
-		}
-		os.Exit(1)
+		os.Exit(exitStatus(err))
 	}
+}
+
+// exitStatus is the process's exit status after err: 0 for none, 2 for a
+// usage error (as ethtool and iperf3 scripts expect), 1 for a failed
+// operation.
+func exitStatus(err error) int {
+	var ue *usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ue):
+		return 2
+	}
+	return 1
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -74,12 +75,20 @@ func openCapture(path string) (*captureReader, error) {
 		return nil, fmt.Errorf("open capture %s: file too short for a pcap or pcapng header: %w", path, err)
 	}
 	r := &captureReader{f: f}
+	if !bytes.Equal(magic, pcapngMagic) && !isPcapMagic(magic) {
+		f.Close()
+		return nil, fmt.Errorf("open capture %s: not a pcap or pcapng file (it starts with %q)", path, magic)
+	}
 	if bytes.Equal(magic, pcapngMagic) {
 		r.Format = formatPcapng
 		r.ng, err = pcapgo.NewNgReader(br, pcapgo.NgReaderOptions{WantMixedLinkType: true, SkipUnknownVersion: true})
 	} else {
 		r.Format = formatPcap
 		r.pcap, err = pcapgo.NewReader(br)
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		f.Close()
+		return nil, fmt.Errorf("open capture %s: the file ends inside its %s header (truncated?)", path, r.Format)
 	}
 	if err != nil {
 		f.Close()
@@ -88,11 +97,25 @@ func openCapture(path string) (*captureReader, error) {
 	return r, nil
 }
 
+// isPcapMagic tells whether b starts a classic pcap file: the magic
+// number for microsecond or nanosecond timestamps, in either byte order.
+func isPcapMagic(b []byte) bool {
+	for _, m := range []uint32{0xa1b2c3d4, 0xa1b23c4d} {
+		if binary.LittleEndian.Uint32(b) == m || binary.BigEndian.Uint32(b) == m {
+			return true
+		}
+	}
+	return false
+}
+
 // Next returns the next packet, its capture information and its link
 // type, or io.EOF after the last one. data is the reader's own copy.
 func (r *captureReader) Next() (data []byte, ci gopacket.CaptureInfo, lt layers.LinkType, err error) {
 	if r.ng != nil {
 		data, ci, err = r.ng.ReadPacketData()
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			err = errTruncated
+		}
 		if err != nil {
 			return nil, ci, 0, err
 		}
@@ -103,8 +126,14 @@ func (r *captureReader) Next() (data []byte, ci gopacket.CaptureInfo, lt layers.
 		return data, ci, intf.LinkType, nil
 	}
 	data, ci, err = r.pcap.ReadPacketData()
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		err = errTruncated
+	}
 	return data, ci, r.pcap.LinkType(), err
 }
+
+// errTruncated is a capture that ends inside a packet record.
+var errTruncated = errors.New("the capture ends inside a packet record (a truncated file?)")
 
 // Close closes the file.
 func (r *captureReader) Close() error { return r.f.Close() }

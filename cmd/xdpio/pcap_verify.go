@@ -28,7 +28,11 @@ type verifyFrameJSON struct {
 	L3        string    `json:"l3,omitempty"`
 	L4        string    `json:"l4,omitempty"`
 	Reason    string    `json:"reason,omitempty"`
-	Text      string    `json:"text"`
+	// PartialChecksum: a bad transport checksum that holds the
+	// pseudo-header sum, as a Linux CHECKSUM_PARTIAL packet does before
+	// the device (or software) completes it.
+	PartialChecksum bool   `json:"partial_checksum,omitempty"`
+	Text            string `json:"text"`
 }
 
 // verifySummary counts frames by status; every frame is in exactly one.
@@ -42,6 +46,25 @@ type verifySummary struct {
 	NotIP           int `json:"not_ip"`
 	Truncated       int `json:"truncated"`
 	UnsupportedLink int `json:"unsupported_link"`
+	// PartialChecksum counts the bad frames whose transport checksum
+	// field holds only the pseudo-header sum (captured before TX
+	// checksum offload filled it in).
+	PartialChecksum int `json:"partial_checksum"`
+}
+
+// partialHint explains frames with partial checksums and what to do.
+const partialHint = "checksum field holds only the pseudo-header sum: captured before TX checksum offload filled it in (CHECKSUM_PARTIAL: veth, or a capture on the sending host); fill it with 'xdpio pcap checksum IN OUT', or capture with TX checksum offload off ('xdpio features set DEV tx-checksumming off')"
+
+// isPartialChecksum tells whether frame's transport checksum field holds
+// the pseudo-header sum that Linux seeds a CHECKSUM_PARTIAL packet with:
+// offload.PreparePartial writes exactly that into a copy.
+func isPartialChecksum(frame []byte) bool {
+	c := append([]byte(nil), frame...)
+	start, off, err := offload.PreparePartial(c)
+	if err != nil || start+off+2 > len(frame) {
+		return false
+	}
+	return frame[start+off] == c[start+off] && frame[start+off+1] == c[start+off+1]
 }
 
 func (s *verifySummary) add(status string) {
@@ -87,7 +110,12 @@ IPv4 with checksum 0), not_ip, truncated (the capture kept fewer bytes than
 the frame had: snap length), unsupported_link (another link type).
 
 Frames captured on the sending host before the NIC filled in offloaded
-checksums show up as bad; capture on the receiver, or with offloads off.
+checksums show up as bad, and so does every TCP or UDP frame captured on a
+veth (its packets keep CHECKSUM_PARTIAL: the checksum field holds only the
+pseudo-header sum); tshark calls them bad too. Such a frame's verdict says
+"partial checksum". Fill them in with 'xdpio pcap checksum IN OUT', or
+capture with TX checksum offload off ('xdpio features set DEV
+tx-checksumming off'), or on the receiving host of a real NIC.
 
 Exit status 1 when any frame is bad or malformed.`,
 		Args: cobra.ExactArgs(1),
@@ -118,6 +146,9 @@ func runPcapVerify(g *globals, path string, quiet bool) error {
 		fj := verifyFrame(data, ci.Length, lt)
 		fj.Index, fj.Timestamp, fj.Length, fj.Captured = i, ci.Timestamp.UTC(), ci.Length, len(data)
 		sum.add(fj.Status)
+		if fj.PartialChecksum {
+			sum.PartialChecksum++
+		}
 		if quiet && fj.Status != "bad" && fj.Status != "malformed" {
 			continue
 		}
@@ -137,9 +168,16 @@ func runPcapVerify(g *globals, path string, quiet bool) error {
 	} else {
 		fmt.Fprintf(g.stdout, "%d frames: %d ok, %d bad, %d malformed, %d l4 skipped, %d without l4 checksum, %d not ip, %d truncated, %d unsupported link type\n",
 			sum.Frames, sum.OK, sum.Bad, sum.Malformed, sum.L4Skipped, sum.NoL4Checksum, sum.NotIP, sum.Truncated, sum.UnsupportedLink)
+		if sum.PartialChecksum > 0 {
+			fmt.Fprintf(g.stdout, "%d of the bad frames carry a partial checksum: %s\n", sum.PartialChecksum, partialHint)
+		}
 	}
 	if sum.Bad > 0 || sum.Malformed > 0 {
-		return fmt.Errorf("pcap verify %s: %w: %d bad, %d malformed of %d frames", path, errVerifyFailed, sum.Bad, sum.Malformed, sum.Frames)
+		note := ""
+		if sum.PartialChecksum > 0 {
+			note = fmt.Sprintf(" (%d with a partial checksum, from TX checksum offload: see above)", sum.PartialChecksum)
+		}
+		return fmt.Errorf("pcap verify %s: %w: %d bad%s, %d malformed of %d frames", path, errVerifyFailed, sum.Bad, note, sum.Malformed, sum.Frames)
 	}
 	return nil
 }
@@ -169,6 +207,10 @@ func verifyFrame(data []byte, length int, lt layers.LinkType) verifyFrameJSON {
 		return fj
 	case res.Bad():
 		fj.Status = "bad"
+		if isPartialChecksum(frame) {
+			fj.PartialChecksum = true
+			fj.Text += "; partial checksum: " + partialHint
+		}
 	case res.EtherType != offload.EtherTypeIPv4 && res.EtherType != offload.EtherTypeIPv6:
 		fj.Status = "not_ip"
 		fj.L3, fj.L4 = "", ""

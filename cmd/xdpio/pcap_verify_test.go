@@ -15,6 +15,8 @@ import (
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
+
+	"github.com/xdpio/xdpio/offload"
 )
 
 // pcapFrame is one packet of a test capture.
@@ -250,11 +252,67 @@ func TestPcapVerifyErrors(t *testing.T) {
 	}
 	junk := filepath.Join(dir, "junk.pcap")
 	os.WriteFile(junk, []byte("this is not a capture file"), 0o644)
-	if _, _, err := runCLI(t, "pcap", "verify", junk); err == nil {
-		t.Error("junk file: no error")
+	if _, _, err := runCLI(t, "pcap", "verify", junk); err == nil || !strings.Contains(err.Error(), "not a pcap or pcapng file") {
+		t.Errorf("junk file: %v, want it called no capture", err)
+	}
+	// Cut short in its header, and inside its last packet: both say the
+	// file is truncated, not "unexpected EOF".
+	frames, _ := mixedCapture(t)
+	for _, format := range []string{"pcap", "pcapng"} {
+		whole := filepath.Join(dir, "whole."+format)
+		writeTestCapture(t, whole, format, frames)
+		b, err := os.ReadFile(whole)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []int{10, len(b) - 5} {
+			cut := filepath.Join(dir, "cut."+format)
+			os.WriteFile(cut, b[:n], 0o644)
+			_, _, err := runCLI(t, "pcap", "verify", cut)
+			if err == nil || !strings.Contains(err.Error(), "truncated") || strings.Contains(err.Error(), "unexpected EOF") {
+				t.Errorf("%s cut to %d of %d bytes: %v, want it called truncated", format, n, len(b), err)
+			}
+		}
 	}
 	var ue *usageError
 	if _, _, err := runCLI(t, "pcap", "verify"); !errors.As(err, &ue) {
 		t.Errorf("no argument: %v, want a usage error", err)
+	}
+}
+
+// A frame captured with its transport checksum still partial (as every
+// TCP frame on a veth) is bad, and its verdict and the summary say why
+// and what to do; a frame with a plainly wrong checksum is not called
+// partial.
+func TestPcapVerifyPartialChecksum(t *testing.T) {
+	partial := tcp4Frame(t, "sent through veth")
+	if _, _, err := offload.PreparePartial(partial); err != nil {
+		t.Fatal(err)
+	}
+	wrong := tcp4Frame(t, "corrupted payload")
+	wrong[len(wrong)-1] ^= 0x20
+	path := filepath.Join(t.TempDir(), "veth.pcap")
+	writeTestCapture(t, path, "pcap", []pcapFrame{{data: partial}, {data: wrong}})
+	out, _, err := runCLI(t, "pcap", "verify", path)
+	if err == nil || !strings.Contains(err.Error(), "1 with a partial checksum") {
+		t.Errorf("error %v: want the partial checksum counted", err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 4 || !strings.Contains(lines[0], "partial checksum") || !strings.Contains(lines[0], "xdpio pcap checksum") ||
+		strings.Contains(lines[1], "partial") || !strings.Contains(lines[3], "1 of the bad frames carry a partial checksum") {
+		t.Errorf("pcap verify:\n%s", out)
+	}
+	out, _, _ = runCLI(t, "--json", "pcap", "verify", path)
+	var v struct {
+		Frames []struct {
+			Status  string `json:"status"`
+			Partial bool   `json:"partial_checksum"`
+		} `json:"frames"`
+		Summary struct {
+			Partial int `json:"partial_checksum"`
+		} `json:"summary"`
+	}
+	if err := json.Unmarshal([]byte(out), &v); err != nil || len(v.Frames) != 2 || v.Frames[0].Status != "bad" || !v.Frames[0].Partial || v.Frames[1].Partial || v.Summary.Partial != 1 {
+		t.Errorf("--json: %v %+v\n%s", err, v, out)
 	}
 }

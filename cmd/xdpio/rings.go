@@ -155,10 +155,12 @@ func newRingsCmd(g *globals) *cobra.Command {
 	}
 	for _, name := range []string{"tx-push", "rx-push"} {
 		push[name] = new(bool)
-		set.Flags().Var(onOffValue{push[name]}, name, name+" on|off")
+		set.Flags().Var(onOffValue{push[name]}, name, map[string]string{"tx-push": "push TX descriptors to the device with the doorbell (on|off)", "rx-push": "push RX descriptors to the device with the doorbell (on|off)"}[name])
 	}
 	set.Flags().StringVar(&tds, "tcp-data-split", "", "TCP header/data split: on, off or auto")
 	set.Flags().BoolVar(&dry, "dry-run", false, "show what would change without changing it")
+	ethtoolStyle(set, "dry-run")
+	noDefaults(set)
 	c.AddCommand(set)
 	return c
 }

@@ -6,8 +6,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync/atomic"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/xdpio/xdpio/internal/nsdo"
 )
 
@@ -43,20 +49,105 @@ func newRoot(g *globals) *cobra.Command {
 		Short:         "AF_XDP packet I/O toolkit: NIC tuning, benchmark, software offloads",
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		Version:       version(),
 		// Cobra validates the command line (command names, argument
 		// counts) before it runs this hook: an error before it is a usage
-		// error, one after it comes from the operation.
-		PersistentPreRun: func(*cobra.Command, []string) { g.running = true },
+		// error, one after it comes from the operation. Cobra checks
+		// required flags only after the hook, so it checks them here.
+		PersistentPreRunE: func(c *cobra.Command, _ []string) error {
+			if err := c.ValidateRequiredFlags(); err != nil {
+				return &usageError{fmt.Errorf("%w\n%s", err, c.UsageString())}
+			}
+			if err := c.ValidateFlagGroups(); err != nil {
+				return &usageError{fmt.Errorf("%w\n%s", err, c.UsageString())}
+			}
+			g.running = true
+			return nil
+		},
 	}
-	root.PersistentFlags().BoolVar(&g.json, "json", false, "print machine-readable JSON on stdout")
+	root.SetVersionTemplate("xdpio {{.Version}}\n")
+	root.PersistentFlags().BoolVarP(&g.json, "json", "J", false, "print machine-readable JSON on stdout (also iperf3's -J); a failure prints {\"error\": …}")
 	root.PersistentFlags().StringVar(&g.netns, "netns", "", "run the command inside the named network namespace")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &usageError{fmt.Errorf("%w\n%s", err, c.UsageString())}
+		return &usageError{fmt.Errorf("%s\n%s", plainFlagError(err), c.UsageString())}
 	})
 	for _, mk := range subcommands {
 		root.AddCommand(mk(g))
 	}
+	groupsRejectUnknown(root)
 	return root
+}
+
+// groupsRejectUnknown makes every command that only groups subcommands
+// (channels, pcap, bench …) reject an unknown subcommand as a usage error
+// with cobra's suggestions, as the root does: without it cobra prints the
+// group's help and exits 0 for `channels shw`. A group given no
+// subcommand prints its help.
+func groupsRejectUnknown(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		groupsRejectUnknown(sub)
+	}
+	if args := c.Args; args != nil && !c.HasSubCommands() {
+		// Cobra says "accepts 1 arg(s), received 0": say which command
+		// and what it takes.
+		c.Args = func(cmd *cobra.Command, a []string) error {
+			if err := args(cmd, a); err != nil {
+				return &usageError{fmt.Errorf("%s: %w\nUsage: %s", strings.TrimPrefix(cmd.CommandPath(), "xdpio "), err, cmd.UseLine())}
+			}
+			return nil
+		}
+	}
+	if c.HasParent() && c.HasSubCommands() && !c.Runnable() {
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return c.Help()
+			}
+			return unknownCommand(c, args[0])
+		}
+	}
+}
+
+// unknownCommand is the usage error for an unknown subcommand of c, with
+// cobra's "Did you mean this?" suggestions.
+func unknownCommand(c *cobra.Command, name string) error {
+	msg := fmt.Sprintf("unknown command %q for %q", name, c.CommandPath())
+	if c.SuggestionsMinimumDistance <= 0 {
+		c.SuggestionsMinimumDistance = 2
+	}
+	if s := c.SuggestionsFor(name); len(s) > 0 {
+		msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
+	}
+	msg += fmt.Sprintf("\n\nRun '%s --help' for usage.", c.CommandPath())
+	return &usageError{errors.New(msg)}
+}
+
+// version is the module's version and VCS revision as the build recorded
+// them, for --version.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown version)"
+	}
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "+dirty"
+			}
+		}
+	}
+	if rev != "" && !strings.Contains(v, rev[:min(12, len(rev))]) {
+		v += " " + rev[:min(12, len(rev))] + dirty
+	}
+	return v + " " + bi.GoVersion
 }
 
 // run parses args and runs the selected command. Errors from flag parsing
@@ -69,14 +160,36 @@ func run(ctx context.Context, args []string) error {
 func runWith(ctx context.Context, g *globals, args []string) error {
 	root := newRoot(g)
 	root.SetArgs(args)
-	root.SetOut(g.stdout)
+	out := &countingWriter{w: g.stdout}
+	g.stdout = out
+	root.SetOut(out)
 	root.SetErr(g.stderr)
 	_, err := root.ExecuteContextC(ctx)
 	var ue *usageError
 	if err != nil && !g.running && !errors.As(err, &ue) {
-		return &usageError{err}
+		err = &usageError{err}
+	}
+	err = inUserWords(err)
+	if err != nil && g.json && out.n.Load() == 0 {
+		// A script that parses stdout gets an answer too; the text
+		// still goes to stderr.
+		writeJSON(out, map[string]any{"error": err.Error(), "exit_status": exitStatus(err)})
 	}
 	return err
+}
+
+// countingWriter counts what a command wrote to stdout, so that a failure
+// under --json prints its JSON error object only when nothing else was.
+// The bench commands write from several goroutines.
+type countingWriter struct {
+	w io.Writer
+	n atomic.Int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n.Add(int64(n))
+	return n, err
 }
 
 // inNetns runs fn on a locked OS thread inside the namespace named by
@@ -87,4 +200,75 @@ func (g *globals) inNetns(fn func() error) error {
 		return fn()
 	}
 	return nsdo.DoNamed(g.netns, fn)
+}
+
+// flagValueError matches pflag's report of a value its parser refused.
+var flagValueError = regexp.MustCompile(`^invalid argument "(.*)" for "(.*)" flag: (strconv\.Parse(Uint|Int|Float|Bool)|time: .*|.*)`)
+
+// plainFlagError says what a flag wants in words, not Go's
+// ("strconv.ParseUint: parsing "-1": invalid syntax").
+func plainFlagError(err error) string {
+	m := flagValueError.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err.Error()
+	}
+	want := ""
+	switch {
+	case m[4] == "Uint":
+		want = "a whole number, 0 or more"
+	case m[4] == "Int":
+		want = "a whole number"
+	case m[4] == "Float":
+		want = "a number"
+	case m[4] == "Bool":
+		want = "true or false"
+	case strings.HasPrefix(m[3], "time: "):
+		want = "a duration such as 500ms or 2s"
+	default:
+		return fmt.Sprintf("%s %q: %s", m[2], m[1], m[3])
+	}
+	if strings.Contains(err.Error(), "value out of range") {
+		want += " in range"
+	}
+	return fmt.Sprintf("%s %q: want %s", m[2], m[1], want)
+}
+
+// ethtoolStyle lets a set command take ethtool's positional settings
+// after the device (`channels set DEV rx 2`, `coalesce set DEV rx-usecs
+// 50 adaptive-rx on`) as well as flags: each NAME VALUE pair sets the
+// flag --NAME, as if given so.
+func ethtoolStyle(c *cobra.Command, noPositional ...string) {
+	run := c.RunE
+	c.Args = cobra.MinimumNArgs(1)
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		pairs := args[1:]
+		if len(pairs)%2 != 0 {
+			return usagef("%s: want NAME VALUE pairs after the device, as ethtool takes them, got %q\n%s", cmd.CommandPath(), strings.Join(pairs, " "), cmd.UsageString())
+		}
+		for i := 0; i < len(pairs); i += 2 {
+			name, val := pairs[i], pairs[i+1]
+			f := cmd.Flags().Lookup(name)
+			if f == nil || f.Name == "help" || slices.Contains(noPositional, name) {
+				return usagef("%s: unknown setting %q", cmd.CommandPath(), name)
+			}
+			if f.Changed {
+				return usagef("%s: %s given twice", cmd.CommandPath(), name)
+			}
+			if err := cmd.Flags().Set(name, val); err != nil {
+				return usagef("%s", plainFlagError(err)) // pflag names the flag
+			}
+		}
+		return run(cmd, args[:1])
+	}
+}
+
+// noDefaults drops the "(default …)" cobra prints after a set command's
+// flags: a setting not given is left as the device has it, not set to a
+// default.
+func noDefaults(c *cobra.Command) {
+	c.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Value.Type() == "on|off" {
+			f.DefValue = "" // pflag prints no default for ""
+		}
+	})
 }

@@ -189,6 +189,9 @@ func runRSSHash(g *globals, f rssHashFlags) error {
 		if err != nil {
 			return usagef("rss hash: --index: %w", err)
 		}
+		if n := len(st.Indir); rule == rss.IndexLowBits && n&(n-1) != 0 {
+			return usagef("rss hash: %s's indirection table has %d entries, not a power of two, so its hash cannot index it by its low bits: give --index modulo (hash %% size) or --index scale, as the device does", f.dev, n)
+		}
 		p, err = rss.NewPredictor(rss.PredictorOptions{Key: key, Indirection: st.Indir, Rule: rule, Symmetric: sym})
 		if err != nil {
 			return fmt.Errorf("rss hash: %s: %w", f.dev, err)
@@ -202,6 +205,9 @@ func runRSSHash(g *globals, f rssHashFlags) error {
 		rule, err := rss.ParseIndexRule(f.index)
 		if err != nil {
 			return usagef("rss hash: --index: %w", err)
+		}
+		if n := f.size; rule == rss.IndexLowBits && n > 0 && n&(n-1) != 0 {
+			return usagef("rss hash: --table-size %d is not a power of two: RSS hardware indexes its table by the hash's low bits; for a device that takes hash %% size, add --index modulo", n)
 		}
 		table, err := rss.Equal(f.queues, f.size)
 		if err != nil {

@@ -152,6 +152,12 @@ func TestRSSHashUsage(t *testing.T) {
 			t.Errorf("%v: error %v, want a usage error (exit 2)", args, err)
 		}
 	}
+	// The error about a table the low bits cannot index says what to
+	// give, in flags, not the library's option names.
+	if _, _, err := runRSSHashCLI(t, "rss", "hash", "--src", "198.18.0.1", "--dst", "198.18.0.2", "--queues", "4", "--table-size", "100"); err == nil ||
+		!strings.Contains(err.Error(), "--index modulo") || strings.Contains(err.Error(), "IndexModulo") {
+		t.Errorf("--table-size 100: %v, want it to point to --index modulo", err)
+	}
 	// Non-power-of-two tables work with the modulo rule.
 	out, _, err := runRSSHashCLI(t, "rss", "hash", "--src", "198.18.0.1", "--dst", "198.18.0.2", "--queues", "4", "--table-size", "100", "--index", "modulo")
 	if err != nil || !strings.Contains(out, "% 100") {

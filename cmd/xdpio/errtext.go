@@ -1,0 +1,116 @@
+package main
+
+import (
+	"errors"
+	"strings"
+	"syscall"
+
+	"github.com/xdpio/xdpio/internal/ethtool"
+)
+
+// plainError is an error whose text is said in the user's words; it
+// wraps the original, so exit statuses and errors.Is still see it.
+type plainError struct {
+	text string
+	err  error
+}
+
+func (e *plainError) Error() string { return e.text }
+func (e *plainError) Unwrap() error { return e.err }
+
+// inUserWords rewrites the parts of err's text that speak the kernel's
+// language (ethtool netlink message and attribute names, errno names)
+// into what a user of ethtool would read.
+func inUserWords(err error) error {
+	var ee *ethtool.Error
+	if err == nil || !errors.As(err, &ee) {
+		return err
+	}
+	text := strings.Replace(err.Error(), ee.Error(), ethtoolText(ee), 1)
+	return &plainError{text, err}
+}
+
+// ethtoolText says what an ethtool request's failure means.
+func ethtoolText(e *ethtool.Error) string {
+	dev := e.Device.String()
+	what := opWords(e.Op)
+	var b strings.Builder
+	b.WriteString(dev)
+	b.WriteString(": ")
+	switch {
+	case errors.Is(e.Err, syscall.ENODEV):
+		b.WriteString("no such network device")
+		return b.String()
+	case errors.Is(e.Err, syscall.EPERM) || errors.Is(e.Err, syscall.EACCES):
+		b.WriteString(what + " needs root (CAP_NET_ADMIN): permission denied")
+		return b.String()
+	case e.NotSupported:
+		b.WriteString(what + " is not supported by the driver")
+		if e.Missing != "" && !strings.HasPrefix(e.Missing, "the driver of") {
+			b.WriteString(" (" + attrWords(e.Missing) + ")")
+		}
+		return b.String()
+	}
+	b.WriteString(what + " failed")
+	if e.Message != "" {
+		b.WriteString(": " + e.Message)
+	}
+	if e.Attr != "" {
+		b.WriteString(" (" + attrWords(e.Attr) + ")")
+	}
+	if e.Err != nil {
+		var en syscall.Errno
+		if errors.As(e.Err, &en) {
+			b.WriteString(": " + en.Error())
+		} else {
+			b.WriteString(": " + e.Err.Error())
+		}
+	}
+	return b.String()
+}
+
+// opWords turns an ethtool message name (CHANNELS_SET) into words
+// ("setting channels").
+func opWords(op string) string {
+	op = strings.TrimPrefix(op, "ETHTOOL_MSG_")
+	i := strings.LastIndexByte(op, '_')
+	if i < 0 {
+		return strings.ToLower(op) + " (ethtool " + op + ")"
+	}
+	verb, obj := strings.ToLower(op[i+1:]), strings.ToLower(strings.ReplaceAll(op[:i], "_", " "))
+	switch verb {
+	case "get":
+		verb = "reading"
+	case "set":
+		verb = "setting"
+	case "act":
+		verb = "running"
+	}
+	return verb + " " + obj
+}
+
+// attrWords turns attribute names (ETHTOOL_A_CHANNELS_HEADER.ETHTOOL_A_HEADER_DEV_NAME,
+// ETHTOOL_A_COALESCE_RX_USECS_IRQ) in s into ethtool's setting names
+// (dev-name, rx-usecs-irq).
+func attrWords(s string) string {
+	words := strings.Fields(s)
+	for i, w := range words {
+		if !strings.HasPrefix(w, "ETHTOOL_") {
+			continue
+		}
+		if j := strings.LastIndexByte(w, '.'); j >= 0 {
+			w = w[j+1:]
+		}
+		w = strings.TrimPrefix(w, "ETHTOOL_A_")
+		w = strings.TrimPrefix(w, "ETHTOOL_MSG_")
+		for _, group := range []string{"HEADER_", "CHANNELS_", "COALESCE_", "RINGS_", "FEATURES_", "RSS_", "LINKINFO_", "PAUSE_"} {
+			if strings.HasPrefix(w, group) {
+				w = strings.TrimPrefix(w, group)
+				break
+			}
+		}
+		w = strings.TrimSuffix(w, "_COUNT")
+		words[i] = strings.ToLower(strings.ReplaceAll(w, "_", "-"))
+	}
+	return strings.Join(words, " ")
+}
