@@ -229,11 +229,10 @@ func setBuffers(c *net.UDPConn, size int) {
 	rc, err := c.SyscallConn()
 	if err == nil {
 		rc.Control(func(fd uintptr) {
-			const soRcvbufForce, soSndbufForce = 33, 32
-			if syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, soRcvbufForce, size) != nil {
+			if forceBuffer(fd, true, size) != nil {
 				c.SetReadBuffer(size)
 			}
-			if syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, soSndbufForce, size) != nil {
+			if forceBuffer(fd, false, size) != nil {
 				c.SetWriteBuffer(size)
 			}
 		})
