@@ -375,21 +375,28 @@ func (set *asavieSet) counts() []QueueCount {
 	return qs
 }
 
-// drain kicks the kernel until it has taken everything on the TX ring, or
-// for at most 100 ms: a kick that found the socket's send buffer full
-// leaves frames on the ring, and after the last send nothing else would
-// send them.
+// drain kicks the kernel until everything transmitted has completed, or
+// for at most 100 ms. The TX ring being empty is not enough: in copy mode
+// the kernel may have taken a frame off the ring into an skb that the
+// device refused for now (veth with a full peer ring answers busy), which
+// it sends at the next kick; closing the socket first loses that frame
+// without a trace in any counter.
 func (a *asavieSock) drain() (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("asavie transmit on queue %d: %v", a.queue, p)
 		}
 	}()
-	for deadline := time.Now().Add(100 * time.Millisecond); a.s.NumFreeTxSlots() < a.txMax && time.Now().Before(deadline); {
-		a.kick()
-		if a.s.NumFreeTxSlots() < a.txMax {
-			time.Sleep(time.Millisecond)
+	done := func() bool {
+		if c := a.s.NumCompleted(); c > 0 {
+			a.s.Complete(c)
 		}
+		st, err := a.s.Stats()
+		return err != nil || st.Completed >= st.Transmitted
+	}
+	for deadline := time.Now().Add(100 * time.Millisecond); !done() && time.Now().Before(deadline); {
+		a.s.Transmit(nil) // a kick
+		time.Sleep(100 * time.Microsecond)
 	}
 	return nil
 }
