@@ -10,17 +10,21 @@ import (
 type Shape int
 
 const (
-	// ShapeAuto picks ShapePerQueue when there are CPUs for it (two per
-	// queue, counting GOMAXPROCS and the process's CPU set: one for the
-	// goroutine, one for the kernel's softirq work that feeds it), and
-	// ShapeOne otherwise.
+	// ShapeAuto picks the number of goroutines from the CPUs the process
+	// may use (GOMAXPROCS and its CPU set) and deals the sockets to them:
+	// a receiver takes two CPUs per goroutine (one for the goroutine, one
+	// for the kernel's softirq work that fills its rings), a sender one
+	// (its kicks do the kernel's work in its own syscalls). With as many
+	// goroutines as sockets that is ShapePerQueue; with one, ShapeOne.
 	ShapeAuto Shape = iota
 	// ShapePerQueue runs one goroutine per socket, each locked to its
 	// thread.
 	ShapePerQueue
 	// ShapeOne runs every socket in one goroutine, locked to its thread,
 	// which waits on all of them at once (Poller). With fewer CPUs than
-	// queues it wakes once for many queues instead of once per queue.
+	// queues it wakes once for many queues instead of once per queue. (A
+	// goroutine that ShapeAuto gives several sockets runs them the same
+	// way.)
 	ShapeOne
 )
 

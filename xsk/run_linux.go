@@ -42,7 +42,7 @@ func (d *Device) Receive(ctx context.Context, cfg RunConfig, h Handler) error {
 	if len(socks) == 0 {
 		return invalid("Receive sockets", 0, "the device has no socket with an RX ring (open it with RX rings)")
 	}
-	return run(ctx, rc, socks, func(r *runner, socks []*Socket) error {
+	return run(ctx, rc, socks, false, func(r *runner, socks []*Socket) error {
 		if len(socks) == 1 {
 			return r.receiveOne(socks[0], h)
 		}
@@ -88,7 +88,7 @@ func (d *Device) Send(ctx context.Context, cfg RunConfig, f Filler) error {
 			s.leave()
 		}
 	}
-	return run(ctx, rc, socks, func(r *runner, socks []*Socket) error {
+	return run(ctx, rc, socks, true, func(r *runner, socks []*Socket) error {
 		return r.send(socks, f)
 	})
 }
@@ -101,7 +101,7 @@ type runner struct {
 
 // run spreads socks over goroutines by the configured shape and runs loop
 // on each share, ending all of them at the first error.
-func run(ctx context.Context, rc RunConfig, socks []*Socket, loop func(*runner, []*Socket) error) error {
+func run(ctx context.Context, rc RunConfig, socks []*Socket, tx bool, loop func(*runner, []*Socket) error) error {
 	r := &runner{rc: rc}
 	stop := func() {
 		if r.stopped.Swap(true) {
@@ -121,13 +121,10 @@ func run(ctx context.Context, rc RunConfig, socks []*Socket, loop func(*runner, 
 	if ctx.Err() != nil {
 		return nil
 	}
-	var shares [][]*Socket
-	if pickShape(rc.Shape, len(socks)) == ShapeOne {
-		shares = [][]*Socket{socks}
-	} else {
-		for _, s := range socks {
-			shares = append(shares, []*Socket{s})
-		}
+	// Sockets are dealt round-robin to the goroutines.
+	shares := make([][]*Socket, goroutines(rc.Shape, len(socks), tx))
+	for i, s := range socks {
+		shares[i%len(shares)] = append(shares[i%len(shares)], s)
 	}
 	errs := make([]error, len(shares))
 	var wg sync.WaitGroup
@@ -152,16 +149,24 @@ func run(ctx context.Context, rc RunConfig, socks []*Socket, loop func(*runner, 
 	return nil
 }
 
-// pickShape resolves ShapeAuto for n sockets.
-func pickShape(s Shape, n int) Shape {
-	if s != ShapeAuto {
-		return s
+// goroutines is how many goroutines serve n sockets in shape s. ShapeAuto
+// counts the CPUs the process may use (GOMAXPROCS and its CPU set). A
+// receiver leaves a CPU to the kernel's softirq work that fills its ring
+// (in copy mode, that is where the copy into the UMEM happens): two CPUs
+// per goroutine. A sender's kick does the kernel's work in its own
+// syscall: one CPU per goroutine.
+func goroutines(s Shape, n int, tx bool) int {
+	switch s {
+	case ShapeOne:
+		return 1
+	case ShapePerQueue:
+		return n
 	}
 	cpus := min(runtime.GOMAXPROCS(0), runtime.NumCPU())
-	if n == 1 || 2*n <= cpus {
-		return ShapePerQueue
+	if !tx {
+		cpus /= 2
 	}
-	return ShapeOne
+	return max(1, min(n, cpus))
 }
 
 // lockThread locks the goroutine to its thread and asks the kernel for
