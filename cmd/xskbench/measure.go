@@ -439,6 +439,8 @@ func measure(ctx context.Context, pair *vethpair.Pair, o Options, log io.Writer)
 			ratio("c/c-proc", beC, beCProc, 0)
 			if mode == modeRx {
 				ratio("xdpio-run/asavie-doc", beXDPIORun, beAsavieDoc, 1.3)
+				ratio("xdpio-expr/xdpio-rule", beXDPIOExpr, beXDPIORule, 0.95)
+				ratio("xdpio-expr10/xdpio-expr", beXDPIOExpr10, beXDPIOExpr, 0.9)
 				ratio("xdpio-run/c-group-nap", beXDPIORun, beCGroupNap, 1.0)
 				ratio("xdpio-run/generator", beXDPIORun, beGen, 0)
 				ratio("c/generator", beC, beGen, 0)
