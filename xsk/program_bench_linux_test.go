@@ -32,17 +32,18 @@ func BenchmarkFilterProgram(b *testing.B) {
 			"not ether broadcast and len >= 60 and ip[8] != 0 and not src net 203.0.113.0/24 and udp dst port 9000"}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			prog, err := checkProgramConfig(bc.cfg)
+			cfg := bc.cfg // b.Run calls this again with a larger b.N
+			prog, err := checkProgramConfig(cfg)
 			if err != nil {
 				b.Fatal(err)
 			}
-			bc.cfg.BPF = prog
+			cfg.BPF = prog
 			xsks, err := newXSKMap(1)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer xsks.Close()
-			insns, err := buildInstructions(xsks.FD(), bc.cfg, 0, xdpTX)
+			insns, err := buildInstructions(xsks.FD(), cfg, 0, xdpTX)
 			if err != nil {
 				b.Fatal(err)
 			}
