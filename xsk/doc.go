@@ -28,10 +28,13 @@
 //
 // Device.Receive and Device.Send (the runner) are the loops to start from.
 // They pick the shape from the CPUs the process may use (GOMAXPROCS and
-// its CPU set): a goroutine per queue, each locked to its thread, when
-// there are two CPUs per queue (one for the goroutine, one for the
-// kernel's softirq work that feeds it), else one goroutine that waits on
-// every queue at once through a Poller. RunConfig.Shape overrides it.
+// its CPU set) and deal the sockets to that many goroutines, each locked
+// to its thread and waiting on its share at once through a Poller: a
+// receiver takes two CPUs per goroutine (one for the goroutine, one for
+// the kernel's softirq work that fills its rings), a sender one (in copy
+// mode its kicks do the kernel's work in its own syscalls). On 2 CPUs, 4
+// queues are received by one goroutine and sent by two. RunConfig.Shape
+// overrides it: ShapePerQueue, ShapeOne.
 //
 // A receiver that finds its rings empty naps NAPI style (Napper): while
 // frames arrive fast enough that a nap of up to RunConfig.Nap (100 µs by
