@@ -14,6 +14,7 @@ import (
 
 	"github.com/mdlayher/genetlink"
 	"github.com/mdlayher/netlink"
+	"github.com/xdpio/xdpio/internal/genl"
 	"golang.org/x/sys/unix"
 )
 
@@ -53,7 +54,7 @@ func Dial() (*Client, error) {
 // NewClient wraps an open generic netlink connection (genltest.Dial in
 // tests) and looks up the ethtool family on it. The Client owns c.
 func NewClient(c *genetlink.Conn) (*Client, error) {
-	f, ops, err := lookupFamily(c, unix.ETHTOOL_GENL_NAME)
+	f, ops, err := genl.LookupFamily(c, unix.ETHTOOL_GENL_NAME)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENOENT) {
 			return nil, &Error{Op: "family lookup", NotSupported: true,
@@ -66,92 +67,6 @@ func NewClient(c *genetlink.Conn) (*Client, error) {
 	_ = c.SetOption(netlink.ExtendedAcknowledge, true)
 	_ = c.SetOption(netlink.GetStrictCheck, true)
 	return &Client{c: c, family: f, ops: ops}, nil
-}
-
-// lookupFamily asks the generic netlink controller for a family, like
-// genetlink.Conn.GetFamily, and also decodes the family's operations
-// (CTRL_ATTR_OPS) so that a message the kernel lacks is reported before it
-// is sent. A nil ops map means the controller listed none (a test server):
-// every message is then tried.
-func lookupFamily(c *genetlink.Conn, name string) (genetlink.Family, map[uint32]bool, error) {
-	ae := netlink.NewAttributeEncoder()
-	ae.String(unix.CTRL_ATTR_FAMILY_NAME, name)
-	b, err := ae.Encode()
-	if err != nil {
-		return genetlink.Family{}, nil, err
-	}
-	msgs, err := c.Execute(genetlink.Message{
-		Header: genetlink.Header{Command: unix.CTRL_CMD_GETFAMILY, Version: 1},
-		Data:   b,
-	}, unix.GENL_ID_CTRL, netlink.Request)
-	if err != nil {
-		return genetlink.Family{}, nil, err
-	}
-	if len(msgs) != 1 {
-		return genetlink.Family{}, nil, fmt.Errorf("controller sent %d replies, want 1", len(msgs))
-	}
-	return decodeFamily(msgs[0].Data)
-}
-
-// decodeFamily decodes a CTRL_CMD_NEWFAMILY reply.
-func decodeFamily(b []byte) (genetlink.Family, map[uint32]bool, error) {
-	var f genetlink.Family
-	var ops map[uint32]bool
-	ad, err := newDecoder(b)
-	if err != nil {
-		return f, nil, err
-	}
-	for ad.Next() {
-		switch ad.Type() {
-		case unix.CTRL_ATTR_FAMILY_ID:
-			f.ID = ad.Uint16()
-		case unix.CTRL_ATTR_FAMILY_NAME:
-			f.Name = ad.String()
-		case unix.CTRL_ATTR_VERSION:
-			f.Version = uint8(ad.Uint32())
-		case unix.CTRL_ATTR_OPS:
-			ops = map[uint32]bool{}
-			ad.Nested(func(nad *netlink.AttributeDecoder) error {
-				for nad.Next() {
-					nad.Nested(func(oad *netlink.AttributeDecoder) error {
-						for oad.Next() {
-							if oad.Type() == unix.CTRL_ATTR_OP_ID {
-								ops[oad.Uint32()] = true
-							}
-						}
-						return nil
-					})
-				}
-				return nil
-			})
-		case unix.CTRL_ATTR_MCAST_GROUPS:
-			ad.Nested(func(nad *netlink.AttributeDecoder) error {
-				for nad.Next() {
-					var g genetlink.MulticastGroup
-					nad.Nested(func(gad *netlink.AttributeDecoder) error {
-						for gad.Next() {
-							switch gad.Type() {
-							case unix.CTRL_ATTR_MCAST_GRP_ID:
-								g.ID = gad.Uint32()
-							case unix.CTRL_ATTR_MCAST_GRP_NAME:
-								g.Name = gad.String()
-							}
-						}
-						return nil
-					})
-					f.Groups = append(f.Groups, g)
-				}
-				return nil
-			})
-		}
-	}
-	if err := ad.Err(); err != nil {
-		return genetlink.Family{}, nil, fmt.Errorf("decode family: %w", err)
-	}
-	if f.ID == 0 {
-		return genetlink.Family{}, nil, fmt.Errorf("decode family: no family ID")
-	}
-	return f, ops, nil
 }
 
 // Close closes the netlink socket.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mdlayher/genetlink"
 	"github.com/mdlayher/netlink"
+	"github.com/xdpio/xdpio/internal/genl"
 	"golang.org/x/sys/unix"
 )
 
@@ -156,7 +157,7 @@ func FuzzDecodeFamily(f *testing.F) {
 		})
 	}))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_, _, err := decodeFamily(b)
+		_, _, err := genl.DecodeFamily(b)
 		checkDecode(t, b, err)
 		_, _ = decodeNotification(genetlink.Message{Header: genetlink.Header{Command: msgChannelsNtf}, Data: b}, nil)
 		_, _ = decodeNotification(genetlink.Message{Header: genetlink.Header{Command: msgFeaturesNtf}, Data: b}, []string{"a"})

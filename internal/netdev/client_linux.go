@@ -11,6 +11,7 @@ import (
 
 	"github.com/mdlayher/genetlink"
 	"github.com/mdlayher/netlink"
+	"github.com/xdpio/xdpio/internal/genl"
 	"golang.org/x/sys/unix"
 )
 
@@ -48,7 +49,7 @@ func Dial() (*Client, error) {
 // NewClient wraps an open generic netlink connection and looks up the
 // netdev family on it. The Client owns c.
 func NewClient(c *genetlink.Conn) (*Client, error) {
-	f, ops, err := lookupFamily(c, FamilyName)
+	f, ops, err := genl.LookupFamily(c, FamilyName)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENOENT) {
 			return nil, &Error{Op: "family lookup", NotSupported: true,

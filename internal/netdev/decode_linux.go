@@ -9,45 +9,14 @@ import (
 	"time"
 
 	"github.com/mdlayher/netlink"
+	"github.com/xdpio/xdpio/internal/genl"
 	"golang.org/x/sys/unix"
 )
 
-const nlaFNested = 0x8000 // NLA_F_NESTED
+const nlaFNested = genl.NLAFNested
 
-// newDecoder checks that b is a sequence of whole attributes (descending
-// into nests marked NLA_F_NESTED) and returns a decoder for it. The netlink
-// package skips zero-length attributes silently; the kernel never sends
-// them, so they are rejected here.
-func newDecoder(b []byte) (*netlink.AttributeDecoder, error) {
-	if err := checkFraming(b, 0); err != nil {
-		return nil, err
-	}
-	return netlink.NewAttributeDecoder(b)
-}
-
-func checkFraming(b []byte, depth int) error {
-	if depth > 8 {
-		return fmt.Errorf("attributes nested deeper than 8 levels")
-	}
-	pos := 0
-	for pos < len(b) {
-		if pos+4 > len(b) {
-			return fmt.Errorf("truncated attribute header at byte %d of %d", pos, len(b))
-		}
-		l := int(binary.NativeEndian.Uint16(b[pos:]))
-		typ := binary.NativeEndian.Uint16(b[pos+2:])
-		if l < 4 || pos+l > len(b) {
-			return fmt.Errorf("attribute length %d at byte %d of %d", l, pos, len(b))
-		}
-		if typ&nlaFNested != 0 {
-			if err := checkFraming(b[pos+4:pos+l], depth+1); err != nil {
-				return err
-			}
-		}
-		pos += (l + 3) &^ 3
-	}
-	return nil
-}
+// newDecoder is genl.NewDecoder.
+var newDecoder = genl.NewDecoder
 
 // uintAttr decodes an NLA_UINT: 4 or 8 bytes, native endian.
 func uintAttr(b []byte) (uint64, error) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mdlayher/genetlink"
 	"github.com/mdlayher/netlink"
+	"github.com/xdpio/xdpio/internal/genl"
 	"github.com/xdpio/xdpio/internal/netnstest"
 	"golang.org/x/sys/unix"
 )
@@ -140,7 +141,7 @@ func FuzzDecodeQStats(f *testing.F) {
 
 func FuzzDecodeFamily(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_, _, err := decodeFamily(b)
+		_, _, err := genl.DecodeFamily(b)
 		checkDecode(t, b, err)
 	})
 }
