@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/mdlayher/genetlink"
 	"github.com/mdlayher/netlink"
@@ -145,59 +144,11 @@ func (c *Client) do(r request) ([]genetlink.Message, error) {
 	return msgs, nil
 }
 
-// exchange sends msg with an acknowledgement request and collects the
-// replies up to the acknowledgement. The kernel sends a GET's reply and
-// the ack in separate datagrams, so one receive is not enough (and a
-// leftover ack would confuse the next request). Messages with another
-// sequence number (left over from an interrupted exchange) are dropped.
-// A dump's replies are collected up to NLMSG_DONE.
-// The caller holds c.mu.
+// exchange is genl.Exchange on the client's connection and family. The
+// caller holds c.mu.
 func (c *Client) exchange(msg genetlink.Message, dump bool) ([]genetlink.Message, error) {
-	flags := netlink.Request | netlink.Acknowledge
-	if dump {
-		// A dump ends with NLMSG_DONE (which carries any error); no ack.
-		flags = netlink.Request | netlink.Dump
-	}
-	req, err := c.c.Send(msg, c.family.ID, flags)
-	if err != nil {
-		return nil, err
-	}
-	seq := req.Header.Sequence
-	_ = c.c.SetReadDeadline(time.Now().Add(replyTimeout))
-	defer c.c.SetReadDeadline(time.Time{})
-	var out []genetlink.Message
-	for {
-		gmsgs, nmsgs, err := c.c.Receive()
-		if err != nil {
-			var oe *netlink.OpError
-			if errors.As(err, &oe) && oe.Sequence != 0 && oe.Sequence != seq {
-				continue // an error answering an earlier, abandoned request
-			}
-			return nil, err
-		}
-		stale := 0
-		for i, nm := range nmsgs {
-			if nm.Header.Sequence != seq {
-				stale++
-				continue
-			}
-			switch nm.Header.Type {
-			case netlink.Error, netlink.Done:
-				return out, nil // the acknowledgement (errors come as err)
-			}
-			out = append(out, gmsgs[i])
-		}
-		// The netlink package reads a whole multi-part dump in one
-		// Receive and drops its NLMSG_DONE: the dump is complete unless
-		// everything received belonged to an earlier request.
-		if dump && (stale == 0 || len(out) > 0) {
-			return out, nil
-		}
-	}
+	return genl.Exchange(c.c, c.family.ID, msg, dump)
 }
-
-// replyTimeout bounds the wait for the kernel's answer to one request.
-const replyTimeout = 10 * time.Second
 
 // wrapKernelError turns a netlink error into an *Error: it keeps the
 // kernel's extack text, names the attribute at the extack offset, and

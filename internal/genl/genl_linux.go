@@ -4,7 +4,9 @@ package genl
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/mdlayher/genetlink"
 	"github.com/mdlayher/netlink"
@@ -135,4 +137,59 @@ func DecodeFamily(b []byte) (genetlink.Family, map[uint32]bool, error) {
 		return genetlink.Family{}, nil, fmt.Errorf("decode family: no family ID")
 	}
 	return f, ops, nil
+}
+
+// ReplyTimeout bounds the wait for the kernel's answer to one request.
+const ReplyTimeout = 10 * time.Second
+
+// Exchange sends msg to the family with an acknowledgement request and
+// collects the replies up to the acknowledgement. The kernel sends a GET's
+// reply and the ack in separate datagrams, so one receive is not enough
+// (and a leftover ack would confuse the next request). Messages with
+// another sequence number (left over from an interrupted exchange) are
+// dropped. A dump's replies are collected up to NLMSG_DONE. The wait for
+// the kernel is bounded by ReplyTimeout. The caller serializes exchanges
+// on c.
+func Exchange(c *genetlink.Conn, family uint16, msg genetlink.Message, dump bool) ([]genetlink.Message, error) {
+	flags := netlink.Request | netlink.Acknowledge
+	if dump {
+		// A dump ends with NLMSG_DONE (which carries any error); no ack.
+		flags = netlink.Request | netlink.Dump
+	}
+	req, err := c.Send(msg, family, flags)
+	if err != nil {
+		return nil, err
+	}
+	seq := req.Header.Sequence
+	_ = c.SetReadDeadline(time.Now().Add(ReplyTimeout))
+	defer c.SetReadDeadline(time.Time{})
+	var out []genetlink.Message
+	for {
+		gmsgs, nmsgs, err := c.Receive()
+		if err != nil {
+			var oe *netlink.OpError
+			if errors.As(err, &oe) && oe.Sequence != 0 && oe.Sequence != seq {
+				continue // an error answering an earlier, abandoned request
+			}
+			return nil, err
+		}
+		stale := 0
+		for i, nm := range nmsgs {
+			if nm.Header.Sequence != seq {
+				stale++
+				continue
+			}
+			switch nm.Header.Type {
+			case netlink.Error, netlink.Done:
+				return out, nil // the acknowledgement (errors come as err)
+			}
+			out = append(out, gmsgs[i])
+		}
+		// The netlink package reads a whole multi-part dump in one
+		// Receive and drops its NLMSG_DONE: the dump is complete unless
+		// everything received belonged to an earlier request.
+		if dump && (stale == 0 || len(out) > 0) {
+			return out, nil
+		}
+	}
 }

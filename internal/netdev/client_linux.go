@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"time"
 
 	"github.com/mdlayher/genetlink"
 	"github.com/mdlayher/netlink"
@@ -203,52 +202,11 @@ func (c *Client) do(r request) ([][]byte, error) {
 	return out, nil
 }
 
-// exchange sends msg and collects the replies up to the acknowledgement
-// (or, for a dump, NLMSG_DONE). Messages of another sequence number, left
-// over from an abandoned exchange, are dropped. The caller holds c.mu.
+// exchange is genl.Exchange on the client's connection and family. The
+// caller holds c.mu.
 func (c *Client) exchange(msg genetlink.Message, dump bool) ([]genetlink.Message, error) {
-	flags := netlink.Request | netlink.Acknowledge
-	if dump {
-		flags = netlink.Request | netlink.Dump
-	}
-	req, err := c.c.Send(msg, c.family.ID, flags)
-	if err != nil {
-		return nil, err
-	}
-	seq := req.Header.Sequence
-	_ = c.c.SetReadDeadline(time.Now().Add(replyTimeout))
-	defer c.c.SetReadDeadline(time.Time{})
-	var out []genetlink.Message
-	for {
-		gmsgs, nmsgs, err := c.c.Receive()
-		if err != nil {
-			var oe *netlink.OpError
-			if errors.As(err, &oe) && oe.Sequence != 0 && oe.Sequence != seq {
-				continue
-			}
-			return nil, err
-		}
-		stale := 0
-		for i, nm := range nmsgs {
-			if nm.Header.Sequence != seq {
-				stale++
-				continue
-			}
-			switch nm.Header.Type {
-			case netlink.Error, netlink.Done:
-				return out, nil
-			}
-			out = append(out, gmsgs[i])
-		}
-		// The netlink package reads a whole multi-part dump in one
-		// Receive and drops its NLMSG_DONE.
-		if dump && (stale == 0 || len(out) > 0) {
-			return out, nil
-		}
-	}
+	return genl.Exchange(c.c, c.family.ID, msg, dump)
 }
-
-const replyTimeout = 10 * time.Second
 
 // wrapKernelError turns a netlink error into an *Error with the kernel's
 // extack text; EOPNOTSUPP from the kernel (a driver without the feature)
