@@ -237,6 +237,20 @@ func (p *proc) signal(sig syscall.Signal) error {
 	return p.cmd.Process.Signal(sig)
 }
 
+// benchError returns the first failed test the bench server reported, on
+// stdout or stderr ("stopped" on SIGTERM is not one), and when it came.
+func (p *proc) benchError() (string, time.Time) {
+	for _, b := range []*syncBuffer{&p.stdout, &p.stderr} {
+		for _, m := range benchErrorRe.FindAllString(b.String(), -1) {
+			if strings.HasSuffix(m, "bench server: stopped") {
+				continue
+			}
+			return m, b.when(m)
+		}
+	}
+	return "", time.Time{}
+}
+
 // waitOutput waits up to d for s to appear in stdout or stderr.
 func (p *proc) waitOutput(s string, d time.Duration) bool {
 	deadline := time.Now().Add(d)

@@ -104,12 +104,14 @@ const background = 64
 
 // Lines the programs print at exit.
 var (
-	rxTotalRe    = regexp.MustCompile(`(?m)^total: (\d+) packets received in`)
-	rxKernelRe   = regexp.MustCompile(`(?m)^queue \d+ kernel counters: rx_dropped (\d+) \(fill ring empty \d+\), rx_ring_full (\d+)`)
-	txSummaryRe  = regexp.MustCompile(`(?m)^submitted (\d+) frames: (\d+) sent \(completed by the kernel\), (\d+) not completed`)
-	fwdTotalRe   = regexp.MustCompile(`(?m)^total: (\d+) packets forwarded in`)
-	echoTotalRe  = regexp.MustCompile(`(?m)^received (\d+) datagrams, echoed (\d+) \(\d+ bytes\); dropped (\d+): .*; the kernel dropped (\d+) before the sockets`)
-	benchErrorRe = regexp.MustCompile(`(?m)^error: .*$`)
+	rxTotalRe   = regexp.MustCompile(`(?m)^total: (\d+) packets received in`)
+	rxKernelRe  = regexp.MustCompile(`(?m)^queue \d+ kernel counters: rx_dropped (\d+) \(fill ring empty \d+\), rx_ring_full (\d+)`)
+	txSummaryRe = regexp.MustCompile(`(?m)^submitted (\d+) frames: (\d+) sent \(completed by the kernel\), (\d+) not completed`)
+	fwdTotalRe  = regexp.MustCompile(`(?m)^total: (\d+) packets forwarded in`)
+	echoTotalRe = regexp.MustCompile(`(?m)^received (\d+) datagrams, echoed (\d+) \(\d+ bytes\); dropped (\d+): .*; the kernel dropped (\d+) before the sockets`)
+	// A failed test as the bench server reports it: "error: ..." in its
+	// report, or one "xdpio: bench server: ..." line on stderr.
+	benchErrorRe = regexp.MustCompile(`(?m)^(?:error: |xdpio: bench server: ).*$`)
 )
 
 func atoi(s string) uint64 {
