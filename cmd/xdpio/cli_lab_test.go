@@ -100,9 +100,11 @@ func TestLabCLICoalesceNetdevsim(t *testing.T) {
 	vio := labctl.Virtio(t)
 	_, _, err = labCLI(t, "coalesce", "set", vio, "--rx-usecs-irq", "5")
 	var ue *usageError
+	// The CLI names the setting in the user's words (the flag), not by
+	// its netlink attribute.
 	if err == nil || errors.As(err, &ue) || !errors.Is(err, coalesce.ErrNotSupported) ||
-		!strings.Contains(err.Error(), "ETHTOOL_A_COALESCE_RX_USECS_IRQ") {
-		t.Errorf("coalesce set %s --rx-usecs-irq: %v; want a not-supported failure naming ETHTOOL_A_COALESCE_RX_USECS_IRQ", vio, err)
+		!strings.Contains(err.Error(), "rx-usecs-irq") || strings.Contains(err.Error(), "ETHTOOL_A_") {
+		t.Errorf("coalesce set %s --rx-usecs-irq: %v; want a not-supported failure naming rx-usecs-irq, without netlink names", vio, err)
 	}
 }
 
