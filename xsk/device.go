@@ -63,15 +63,43 @@ type Device struct {
 	prog    *Program
 	napi    napiHolder // NAPI deferral to restore on Close; nil without
 
-	// mu orders Close against the runners' look at the sockets.
-	mu sync.Mutex
+	// mu orders Close against the runners: their look at the sockets,
+	// and their count (runs), which keeps the UMEMs mapped while a
+	// handler or filler may still touch frames after Close.
+	mu     sync.Mutex
+	runs   int
+	closed bool
 }
 
-// snapshot returns the sockets, or none once the device is closed.
-func (d *Device) snapshot() []*Socket {
+// startRun registers a runner and returns the sockets, or false once the
+// device is closed. Until the runner calls endRun, Close leaves the UMEMs
+// mapped: a handler may be reading, or a filler writing, a frame when the
+// sockets close under it.
+func (d *Device) startRun() ([]*Socket, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return append([]*Socket(nil), d.sockets...)
+	if d.closed {
+		return nil, false
+	}
+	d.runs++
+	return append([]*Socket(nil), d.sockets...), true
+}
+
+// endRun unregisters a runner; the last one out after Close unmaps the
+// UMEMs Close left.
+func (d *Device) endRun() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.runs--; d.runs == 0 && d.closed {
+		d.closeUMEMs()
+	}
+}
+
+func (d *Device) closeUMEMs() {
+	for _, u := range d.umems {
+		u.Close()
+	}
+	d.umems = nil
 }
 
 // napiHolder restores NAPI settings on Close.
@@ -102,13 +130,18 @@ func (d *Device) Ifindex() int { return d.ifindex }
 func (d *Device) Name() string { return d.name }
 
 // Close detaches the program and closes the sockets and UMEMs. Sockets may
-// be blocked in Wait on other goroutines: Close wakes them.
+// be blocked in Wait on other goroutines: Close wakes them. While
+// Device.Receive or Device.Send runs, the UMEMs stay mapped until it has
+// returned (ErrClosed), so that a handler or filler busy with a frame
+// when Close comes does not touch unmapped memory. Close may be called
+// from any goroutine, a handler's included.
 func (d *Device) Close() error {
 	if d == nil {
 		return nil
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.closed = true
 	var first error
 	if d.napi != nil {
 		if err := d.napi.Close(); err != nil {
@@ -134,9 +167,10 @@ func (d *Device) Close() error {
 	}
 	wg.Wait()
 	d.sockets = nil
-	for _, u := range d.umems {
-		u.Close()
+	// A runner's handler or filler may still hold frames: the last
+	// runner out unmaps the UMEMs (endRun).
+	if d.runs == 0 {
+		d.closeUMEMs()
 	}
-	d.umems = nil
 	return first
 }

@@ -33,8 +33,13 @@ func (d *Device) Receive(ctx context.Context, cfg RunConfig, h Handler) error {
 	if h == nil {
 		return invalid("Receive handler", "nil", "want a function")
 	}
+	all, ok := d.startRun()
+	if !ok {
+		return ErrClosed
+	}
+	defer d.endRun()
 	var socks []*Socket
-	for _, s := range d.snapshot() {
+	for _, s := range all {
 		if s.rx != nil {
 			socks = append(socks, s)
 		}
@@ -70,8 +75,13 @@ func (d *Device) Send(ctx context.Context, cfg RunConfig, f Filler) error {
 	if f == nil {
 		return invalid("Send filler", "nil", "want a function")
 	}
+	all, ok := d.startRun()
+	if !ok {
+		return ErrClosed
+	}
+	defer d.endRun()
 	var socks []*Socket
-	for _, s := range d.snapshot() {
+	for _, s := range all {
 		if s.tx != nil {
 			socks = append(socks, s)
 		}

@@ -252,3 +252,92 @@ func TestRunnerErrors(t *testing.T) {
 		}
 	}
 }
+
+// Closing the device under a running Send ends it with ErrClosed, in each
+// shape, and the filler is not called again afterwards.
+func TestSendRunnerClose(t *testing.T) {
+	for _, shape := range []xsk.Shape{xsk.ShapePerQueue, xsk.ShapeOne} {
+		t.Run(shape.String(), func(t *testing.T) {
+			pair := netnstest.New(t, netnstest.Config{Queues: 2})
+			d := openOn(t, pair.B, xsk.Config{NoProgram: true})
+			frame := udpFrame(pair.B.MAC, pair.A.MAC, netip.AddrPortFrom(pair.B.IPv4, 41000), netip.AddrPortFrom(pair.A.IPv4, testPort), make([]byte, 18))
+			var closed atomic.Bool
+			var lateCalls atomic.Int64
+			done := make(chan error, 1)
+			go func() {
+				done <- d.Send(context.Background(), xsk.RunConfig{Shape: shape, Batch: 16}, func(s *xsk.Socket, b *xsk.Batch) error {
+					if closed.Load() {
+						lateCalls.Add(1)
+					}
+					for i := range b.Len() {
+						b.SetLen(i, copy(b.Buffer(i), frame))
+					}
+					time.Sleep(100 * time.Microsecond) // a paced sender
+					return nil
+				})
+			}()
+			time.Sleep(50 * time.Millisecond)
+			d.Close()
+			closed.Store(true)
+			select {
+			case err := <-done:
+				if !errors.Is(err, xsk.ErrClosed) {
+					t.Fatalf("Send after Close = %v, want ErrClosed", err)
+				}
+			case <-time.After(3 * time.Second):
+				t.Fatal("Send did not return after Close")
+			}
+			// A filler already running when Close began may finish; none
+			// starts after Send saw the sockets closed.
+			if n := lateCalls.Load(); n > 2 {
+				t.Errorf("the filler ran %d times after Close", n)
+			}
+		})
+	}
+}
+
+// Receive and Send on a closed device return ErrClosed at once.
+func TestRunnerOnClosedDevice(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 1})
+	d := openOn(t, pair.B, xsk.Config{Program: xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(testPort)}}})
+	d.Close()
+	if err := d.Receive(context.Background(), xsk.RunConfig{}, func(*xsk.Socket, *xsk.Batch) {}); !errors.Is(err, xsk.ErrClosed) {
+		t.Errorf("Receive on a closed device = %v, want ErrClosed", err)
+	}
+	if err := d.Send(context.Background(), xsk.RunConfig{}, func(*xsk.Socket, *xsk.Batch) error { return nil }); !errors.Is(err, xsk.ErrClosed) {
+		t.Errorf("Send on a closed device = %v, want ErrClosed", err)
+	}
+}
+
+// A handler may close the device: Receive then returns ErrClosed, and the
+// frames the handler held stayed readable to the end of the call.
+func TestReceiveRunnerCloseFromHandler(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	d := openOn(t, pair.B, xsk.Config{Program: xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(testPort)}}})
+	var seen atomic.Int64
+	done := make(chan error, 1)
+	go func() {
+		done <- d.Receive(context.Background(), xsk.RunConfig{}, func(s *xsk.Socket, b *xsk.Batch) {
+			d.Close()
+			for i := range b.Len() {
+				if _, ok := udpPayload(b.Frame(i), testPort); ok {
+					seen.Add(1)
+				}
+			}
+		})
+	}()
+	// One datagram per flow: after the Close, a second one on a flow
+	// would meet the kernel's port-unreachable for the first.
+	sendUDP(t, pair.A, netip.AddrPortFrom(pair.B.IPv4, testPort), 8, 8, 64, 0)
+	select {
+	case err := <-done:
+		if !errors.Is(err, xsk.ErrClosed) {
+			t.Fatalf("Receive after its handler closed the device = %v, want ErrClosed", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("Receive did not return after its handler closed the device")
+	}
+	if seen.Load() == 0 {
+		t.Fatal("the handler read no datagram")
+	}
+}
