@@ -90,13 +90,32 @@ func roundTrips(t testing.TB, k *net.UDPConn, dst netip.AddrPort, count, size in
 		if size >= 8 {
 			binary.BigEndian.PutUint64(msg, uint64(i))
 		}
-		if _, err := k.WriteToUDPAddrPort(msg, dst); err != nil {
-			t.Fatalf("send %d: %v", i, err)
+		// UDP may lose a datagram on a loaded machine (the race
+		// detector's CI runs): one resend after 1.5 s, and the echo of
+		// an earlier datagram that comes late is skipped. A reader that
+		// never answers still fails.
+		var n int
+		var from netip.AddrPort
+		var err error
+	attempts:
+		for attempt := 0; attempt < 2; attempt++ {
+			if _, err := k.WriteToUDPAddrPort(msg, dst); err != nil {
+				t.Fatalf("send %d: %v", i, err)
+			}
+			k.SetReadDeadline(time.Now().Add(1500 * time.Millisecond * time.Duration(attempt+1)))
+			for {
+				n, from, err = k.ReadFromUDPAddrPort(buf)
+				if err != nil {
+					break
+				}
+				if size >= 8 && n >= 8 && binary.BigEndian.Uint64(buf) < uint64(i) {
+					continue // a late echo of an earlier datagram
+				}
+				break attempts
+			}
 		}
-		k.SetReadDeadline(time.Now().Add(3 * time.Second))
-		n, from, err := k.ReadFromUDPAddrPort(buf)
 		if err != nil {
-			t.Fatalf("echo %d of %d-byte datagrams to %v: %v", i, size, dst, err)
+			t.Fatalf("echo %d of %d-byte datagrams to %v (sent twice): %v", i, size, dst, err)
 		}
 		if from.Addr().Unmap() != dst.Addr() || from.Port() != dst.Port() || !bytes.Equal(buf[:n], msg) {
 			t.Fatalf("echo %d: %d bytes from %v, want %d from %v", i, n, from, size, dst)
@@ -455,6 +474,9 @@ func TestWriteErrors(t *testing.T) {
 	if _, err := c.WriteToUDPAddrPort(make([]byte, 1472), peer); err != nil {
 		t.Errorf("1472 bytes: %v", err)
 	}
+	// That one may leave through the AF_XDP queue (the peer's hop is a
+	// static neighbour, cached or not yet): count from here.
+	st0 := c.Stats().Queues[0]
 	if _, err := c.WriteToUDPAddrPort([]byte("x"), netip.MustParseAddrPort("198.19.200.1:9")); !errors.Is(err, syscall.ENETUNREACH) {
 		t.Errorf("no route: %v, want ENETUNREACH", err)
 	}
@@ -486,8 +508,8 @@ func TestWriteErrors(t *testing.T) {
 	if _, err := c.WriteToUDPAddrPort([]byte("x"), netip.AddrPortFrom(pair.A.IPv6, 9)); !errors.Is(err, syscall.EAFNOSUPPORT) {
 		t.Errorf("IPv6 from an IPv4 conn: %v, want EAFNOSUPPORT", err)
 	}
-	if st := c.Stats().Queues[0]; st.Sent != 0 || st.Socket.TxSubmitted != 0 {
-		t.Errorf("the AF_XDP queue sent %d datagrams: the refused ones must not go, and the others went to the kernel while their hops were resolved", st.Sent)
+	if st := c.Stats().Queues[0]; st.Sent != st0.Sent || st.Socket.TxSubmitted != st0.Socket.TxSubmitted {
+		t.Errorf("the AF_XDP queue sent %d datagrams after the first: the refused ones must not go, and the others went to the kernel while their hops were resolved", st.Sent-st0.Sent)
 	}
 }
 
