@@ -617,8 +617,13 @@ func TestBenchServerQueues(t *testing.T) {
 		[]string{"--backend", "xsk", "-i", pair.A.Link, "-P", "2", "-b", "2M", "-l", "200", "--rss-table", "1"})
 	allReceived(t, srv)
 	got := srv.End.SumReceived.Packets
-	if q := srv.End.RXQueues; len(q) != 1 || q[0].Queue != 1 || q[0].Packets < uint64(got) {
-		t.Fatalf("rx_queues %+v for %d datagrams received: want queue 1 alone with all of them", q, got)
+	// A client's first datagrams may leave through its kernel socket while
+	// it resolves the server's hop (xdpnet never waits for ARP); veth then
+	// delivers them on whichever queue the kernel sent them from, and the
+	// server's kernel socket takes what is not on queue 1. A handful, no
+	// more.
+	if q := srv.End.RXQueues; len(q) != 1 || q[0].Queue != 1 || q[0].Packets+8 < uint64(got) {
+		t.Fatalf("rx_queues %+v for %d datagrams received: want queue 1 alone with all of them but the first few", q, got)
 	}
 }
 
