@@ -3,7 +3,9 @@ package netnstest_test
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,5 +80,41 @@ func TestCounters(t *testing.T) {
 	}
 	if d := after["IcmpInEchos"] - before["IcmpInEchos"]; d != 1 {
 		t.Fatalf("B's IcmpInEchos rose by %d after one ping, want 1", d)
+	}
+}
+
+// The pair's namespaces stay removable after `ip netns add` (iproute2)
+// runs while they exist: iproute2 bind-mounts /run/netns over itself the
+// first time, which would hide mounts made before it.
+func TestPairSurvivesIPNetnsAdd(t *testing.T) {
+	netnstest.RequireTool(t, "ip")
+	p := netnstest.New(t, netnstest.Config{})
+	// The pair made /run/netns a shared mount point of its own, so that
+	// iproute2 has no reason to bind it again.
+	info, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := false
+	for _, l := range strings.Split(string(info), "\n") {
+		if f := strings.Fields(l); len(f) > 6 && f[4] == "/run/netns" && strings.Contains(l, "shared:") {
+			shared = true
+		}
+	}
+	if !shared {
+		t.Errorf("/run/netns is not a shared mount point after New:\n%s", info)
+	}
+	name := netnstest.Prefix + "iproute2-check"
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v %s", err, out)
+	}
+	defer exec.Command("ip", "netns", "del", name).Run()
+	if err := p.Close(); err != nil {
+		t.Fatalf("Close after ip netns add: %v", err)
+	}
+	for _, h := range []*netnstest.Host{p.A, p.B} {
+		if _, err := os.Stat("/run/netns/" + h.NS); !os.IsNotExist(err) {
+			t.Errorf("%s still in /run/netns after Close (%v)", h.NS, err)
+		}
 	}
 }

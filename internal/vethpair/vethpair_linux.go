@@ -78,7 +78,30 @@ func sweep() {
 	}
 }
 
+// shareRunDir makes runDir a shared mount point of its own, as `ip netns
+// add` does the first time it runs. Without it, the first `ip netns add`
+// after our namespaces were made bind-mounts runDir over itself, which
+// hides their mounts: they can then be neither listed as mounts nor
+// removed (EBUSY), and stay until the next boot.
+func shareRunDir() error {
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		return err
+	}
+	err := unix.Mount("", runDir, "none", unix.MS_SHARED|unix.MS_REC, "")
+	if err != unix.EINVAL {
+		return err
+	}
+	// Not a mount point yet.
+	if err := unix.Mount(runDir, runDir, "none", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind %s: %w", runDir, err)
+	}
+	return unix.Mount("", runDir, "none", unix.MS_SHARED|unix.MS_REC, "")
+}
+
 func (p *Pair) build() error {
+	if err := shareRunDir(); err != nil {
+		return fmt.Errorf("prepare %s: %w", runDir, err)
+	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	orig, err := netns.Get()
