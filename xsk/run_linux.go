@@ -33,21 +33,7 @@ func (d *Device) Receive(ctx context.Context, cfg RunConfig, h Handler) error {
 	if h == nil {
 		return invalid("Receive handler", "nil", "want a function")
 	}
-	all, ok := d.startRun()
-	if !ok {
-		return ErrClosed
-	}
-	defer d.endRun()
-	var socks []*Socket
-	for _, s := range all {
-		if s.rx != nil {
-			socks = append(socks, s)
-		}
-	}
-	if len(socks) == 0 {
-		return invalid("Receive sockets", 0, "the device has no socket with an RX ring (open it with RX rings)")
-	}
-	return run(ctx, rc, socks, false, func(r *runner, socks []*Socket) error {
+	return d.run(ctx, rc, false, func(r *runner, socks []*Socket) error {
 		if len(socks) == 1 {
 			return r.receiveOne(socks[0], h)
 		}
@@ -75,30 +61,7 @@ func (d *Device) Send(ctx context.Context, cfg RunConfig, f Filler) error {
 	if f == nil {
 		return invalid("Send filler", "nil", "want a function")
 	}
-	all, ok := d.startRun()
-	if !ok {
-		return ErrClosed
-	}
-	defer d.endRun()
-	var socks []*Socket
-	for _, s := range all {
-		if s.tx != nil {
-			socks = append(socks, s)
-		}
-	}
-	if len(socks) == 0 {
-		return invalid("Send sockets", 0, "the device has no socket with a TX ring (open it with TX rings)")
-	}
-	for _, s := range socks {
-		// One kick per batch: in copy mode the kernel sends at most its
-		// TX budget (32 by default) per kick. Best effort: kernels before
-		// 6.17 lack the option.
-		if s.cfg.TxBudget == 0 && s.enter() {
-			setsockoptInt(s.fd, unix.SOL_XDP, unix.XDP_MAX_TX_SKB_BUDGET, min(rc.Batch, int(s.tx.mask+1)))
-			s.leave()
-		}
-	}
-	return run(ctx, rc, socks, true, func(r *runner, socks []*Socket) error {
+	return d.run(ctx, rc, true, func(r *runner, socks []*Socket) error {
 		return r.send(socks, f)
 	})
 }
@@ -109,9 +72,25 @@ type runner struct {
 	stopped atomic.Bool // ctx is done or a sibling failed
 }
 
-// run spreads socks over goroutines by the configured shape and runs loop
-// on each share, ending all of them at the first error.
-func run(ctx context.Context, rc RunConfig, socks []*Socket, tx bool, loop func(*runner, []*Socket) error) error {
+// run spreads the device's sockets with an RX ring (with tx, a TX ring)
+// over goroutines by the configured shape and runs loop on each share,
+// ending all of them at the first error.
+func (d *Device) run(ctx context.Context, rc RunConfig, tx bool, loop func(*runner, []*Socket) error) error {
+	all, ok := d.startRun()
+	if !ok {
+		return ErrClosed
+	}
+	defer d.endRun()
+	var socks []*Socket
+	for _, s := range all {
+		if tx && s.tx != nil || !tx && s.rx != nil {
+			socks = append(socks, s)
+		}
+	}
+	if len(socks) == 0 {
+		ring := map[bool]string{false: "RX", true: "TX"}[tx]
+		return invalid("runner sockets", 0, "the device has no socket with a "+ring+" ring (open it with "+ring+" rings)")
+	}
 	r := &runner{rc: rc}
 	stop := func() {
 		if r.stopped.Swap(true) {
@@ -315,6 +294,13 @@ type sender struct {
 func (r *runner) send(socks []*Socket, f Filler) error {
 	ss := make([]*sender, len(socks))
 	for i, s := range socks {
+		// One kick per batch: in copy mode the kernel sends at most its
+		// TX budget (32 by default) per kick. Best effort: kernels before
+		// 6.17 lack the option.
+		if s.cfg.TxBudget == 0 && s.enter() {
+			setsockoptInt(s.fd, unix.SOL_XDP, unix.XDP_MAX_TX_SKB_BUDGET, min(r.rc.Batch, int(s.tx.mask+1)))
+			s.leave()
+		}
 		ss[i] = &sender{s: s, b: s.NewBatch(r.rc.Batch), spare: s.NewBatch(r.rc.Batch)}
 	}
 	defer func() {

@@ -593,20 +593,33 @@ type mmsghdr struct {
 	_   [4]byte
 }
 
-func (r *socketRx) start(h *vethpair.Host, o *Options) error {
-	n := o.Sockets
+// udpSinks opens o.Sockets kernel UDP sockets on h's address and o.Port
+// (SO_REUSEPORT, a 32 MiB receive buffer, reads that time out after idle,
+// UDP_GRO when gro), inside h's namespace.
+func udpSinks(h *vethpair.Host, o *Options, gro bool) ([]int, error) {
+	var fds []int
 	err := h.Do(func() error {
-		for i := 0; i < n; i++ {
+		for range o.Sockets {
 			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 			if err != nil {
 				return fmt.Errorf("socket: %w", err)
 			}
-			r.fds = append(r.fds, fd)
-			if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
-				return fmt.Errorf("SO_REUSEPORT: %w", err)
+			fds = append(fds, fd)
+			type sockopt struct {
+				level, name, v int
+				what           string
 			}
-			if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 32<<20); err != nil {
-				return fmt.Errorf("SO_RCVBUFFORCE: %w", err)
+			opts := []sockopt{
+				{unix.SOL_SOCKET, unix.SO_REUSEPORT, 1, "SO_REUSEPORT"},
+				{unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 32 << 20, "SO_RCVBUFFORCE"},
+			}
+			if gro {
+				opts = append(opts, sockopt{unix.IPPROTO_UDP, unix.UDP_GRO, 1, "UDP_GRO"})
+			}
+			for _, opt := range opts {
+				if err := unix.SetsockoptInt(fd, opt.level, opt.name, opt.v); err != nil {
+					return fmt.Errorf("%s: %w", opt.what, err)
+				}
 			}
 			tv := unix.NsecToTimeval(int64(idle))
 			if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
@@ -619,7 +632,16 @@ func (r *socketRx) start(h *vethpair.Host, o *Options) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("kernel socket: %w", err)
+		return fds, fmt.Errorf("kernel socket: %w", err)
+	}
+	return fds, nil
+}
+
+func (r *socketRx) start(h *vethpair.Host, o *Options) error {
+	n := o.Sockets
+	var err error
+	if r.fds, err = udpSinks(h, o, false); err != nil {
+		return err
 	}
 	r.l.run(n, func(i int, ctr *atomic.Uint64) error {
 		fd := r.fds[i]

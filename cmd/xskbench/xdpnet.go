@@ -124,37 +124,9 @@ type socketGRORx struct {
 
 func (r *socketGRORx) start(h *vethpair.Host, o *Options) error {
 	n := o.Sockets
-	err := h.Do(func() error {
-		for i := 0; i < n; i++ {
-			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-			if err != nil {
-				return fmt.Errorf("socket: %w", err)
-			}
-			r.fds = append(r.fds, fd)
-			for _, opt := range []struct {
-				level, name, v int
-				what           string
-			}{
-				{unix.SOL_SOCKET, unix.SO_REUSEPORT, 1, "SO_REUSEPORT"},
-				{unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 32 << 20, "SO_RCVBUFFORCE"},
-				{unix.IPPROTO_UDP, unix.UDP_GRO, 1, "UDP_GRO"},
-			} {
-				if err := unix.SetsockoptInt(fd, opt.level, opt.name, opt.v); err != nil {
-					return fmt.Errorf("%s: %w", opt.what, err)
-				}
-			}
-			tv := unix.NsecToTimeval(int64(idle))
-			if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-				return fmt.Errorf("SO_RCVTIMEO: %w", err)
-			}
-			if err := unix.Bind(fd, &unix.SockaddrInet4{Port: int(o.Port), Addr: h.IPv4.As4()}); err != nil {
-				return fmt.Errorf("bind %v:%d: %w", h.IPv4, o.Port, err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("kernel socket: %w", err)
+	var err error
+	if r.fds, err = udpSinks(h, o, true); err != nil {
+		return err
 	}
 	r.l.run(n, func(i int, ctr *atomic.Uint64) error {
 		fd := r.fds[i]
