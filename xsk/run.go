@@ -110,7 +110,8 @@ func (c *RunConfig) withDefaults(batch int) (RunConfig, error) {
 // rings empty should nap on a timer or wait in poll, from the rate frames
 // arrived at over the last millisecond: it naps while a nap would gather
 // at least NapMinFrames frames, and then never longer than its maximum or
-// than a quarter of the smallest RX ring takes to fill. Device.Receive
+// than a quarter of the smallest RX ring (or fill ring, or the frames the
+// socket lends the kernel) takes to fill. Device.Receive
 // uses one; loops of your own (or a Poller's) can too. A Napper belongs
 // to the goroutine that runs the loop.
 type Napper struct {
@@ -134,7 +135,12 @@ func NewNapper(maxNap time.Duration, socks ...*Socket) Napper {
 		if s == nil || s.rx == nil {
 			continue
 		}
-		if n := int(s.rx.mask+1) / 4; q == 0 || n < q {
+		// What a nap may let pile up: a quarter of the RX ring, of the
+		// fill ring, or of the frames the socket lends the kernel,
+		// whichever is least (a small UMEM under RLIMIT_MEMLOCK lends
+		// fewer frames than the rings hold).
+		n := min(int(s.rx.mask+1), int(s.fill.mask+1), max(s.owned-s.reserve, 4)) / 4
+		if q == 0 || n < q {
 			q = n
 		}
 	}
