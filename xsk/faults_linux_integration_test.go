@@ -315,3 +315,57 @@ func TestLinkDownThenUpResumesSending(t *testing.T) {
 		t.Errorf("after link up: TxFrames %d, TxBytes %d; want %d, %d", st.TxFrames, st.TxBytes, n, n*len(frame))
 	}
 }
+
+// TestTransmitRefusesDescOutsideUMEM: a descriptor the application made up
+// (Batch.Append) that points outside the UMEM, or across the end of a
+// frame, never reaches the TX ring: Transmit refuses it with
+// ErrInvalidConfig, counts nothing as submitted, and the socket goes on
+// sending good frames. In zero-copy mode the driver would otherwise read
+// the device's DMA from wherever the address points.
+func TestTransmitRefusesDescOutsideUMEM(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 1})
+	d := openOn(t, pair.B, xsk.Config{
+		Program: xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(testPort)}},
+	})
+	s := d.Sockets()[0]
+	u := s.UMEM()
+	size := uint64(u.NumFrames() * u.FrameSize())
+	for _, bad := range []xsk.Desc{
+		{Addr: size, Len: 64},                           // past the end
+		{Addr: size - 32, Len: 64},                      // across the end
+		{Addr: uint64(u.FrameSize()) - 16, Len: 64},     // across a frame boundary
+		{Addr: 1 << 40, Len: 64},                        // far outside
+		{Addr: uint64(u.FrameSize()) * 2, Len: 1 << 20}, // longer than a frame
+	} {
+		b := s.NewBatch(1)
+		b.Append(bad)
+		n, err := s.Transmit(b)
+		if n != 0 || !errors.Is(err, xsk.ErrInvalidConfig) {
+			t.Errorf("Transmit(%+v) = %d, %v; want 0 and ErrInvalidConfig", bad, n, err)
+		}
+		b.Reset() // the made-up descriptor was never a frame of the socket
+	}
+	st, err := s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.TxSubmitted != 0 || st.TxInvalidDescs != 0 {
+		t.Fatalf("after refused descriptors: submitted %d, kernel-invalid %d; want 0, 0", st.TxSubmitted, st.TxInvalidDescs)
+	}
+	// The socket still sends.
+	peer := listenUDP(t, pair.A, netip.AddrPortFrom(pair.A.IPv4, testPort+1))
+	frame := udpFrame(pair.B.MAC, pair.A.MAC, netip.AddrPortFrom(pair.B.IPv4, testPort), netip.AddrPortFrom(pair.A.IPv4, testPort+1), []byte("after the refusals"))
+	b := s.NewBatch(1)
+	if s.Alloc(b, 1) != 1 {
+		t.Fatal("no frame to send")
+	}
+	b.SetLen(0, copy(b.Buffer(0), frame))
+	if _, err := s.Transmit(b); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	peer.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, _, err := peer.ReadFrom(buf); err != nil || string(buf[:n]) != "after the refusals" {
+		t.Fatalf("peer read %q, %v", buf[:n], err)
+	}
+}

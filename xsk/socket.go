@@ -214,7 +214,9 @@ func (s *Socket) Alloc(b *Batch, n int) int {
 // the ring: they leave when the link is up again and a later Transmit,
 // Flush or Kick wakes the kernel, so a sender that retries (after a
 // pause) resumes by itself. A device that is gone returns an error
-// matching ErrNoDevice, now and on every later call.
+// matching ErrNoDevice, now and on every later call. A descriptor that
+// does not lie inside one frame of the UMEM (a bad Append) is refused
+// with ErrInvalidConfig before anything of b reaches the ring.
 func (s *Socket) Transmit(b *Batch) (int, error) {
 	if !s.enter() {
 		return 0, ErrClosed
@@ -508,8 +510,13 @@ func (s *Socket) submit(b *Batch) (int, error) {
 	if n == 0 {
 		return 0, nil
 	}
-	idx := r.cachedProd
 	u := s.umem
+	for i, d := range b.descs[:n] {
+		if !u.validTX(d.Addr, d.Len) {
+			return 0, fmt.Errorf("transmit: descriptor %d (addr %#x, len %d) does not lie inside one frame of the UMEM: %w", i, d.Addr, d.Len, ErrInvalidConfig)
+		}
+	}
+	idx := r.cachedProd
 	var bytes uint64
 	for i := uint32(0); i < n; i++ {
 		d := b.descs[i]

@@ -152,6 +152,16 @@ func (u *UMEM) validRX(addr uint64, length uint32) bool {
 	return uint64(length) <= end-addr
 }
 
+// validTX reports whether a descriptor the application puts on the TX
+// ring lies inside the UMEM and inside one frame. In unaligned mode an
+// address may carry an offset in its upper 16 bits, as the kernel reads it.
+func (u *UMEM) validTX(addr uint64, length uint32) bool {
+	if u.cfg.Unaligned {
+		addr = addr&(1<<48-1) + addr>>48
+	}
+	return u.validRX(addr, length)
+}
+
 // takeFrames hands out n frames (their base addresses) for a new socket's
 // pool, or fewer when the region is used up.
 func (u *UMEM) takeFrames(n int) []uint64 {
