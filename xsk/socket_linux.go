@@ -183,6 +183,8 @@ func bindError(err error, cfg SocketConfig, shared bool) error {
 	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.EPROTONOSUPPORT):
 		what := "this bind mode"
 		switch {
+		case cfg.Bind == BindZeroCopy && cfg.MultiBuffer:
+			what = "zero-copy with multi-buffer (XDP_USE_SG; the driver's xdp-zc-max-segs is 1, or it has no zero-copy)"
 		case cfg.Bind == BindZeroCopy:
 			what = "zero-copy"
 		case cfg.MultiBuffer:
@@ -191,6 +193,12 @@ func bindError(err error, cfg SocketConfig, shared bool) error {
 		return fmt.Errorf("bind: the driver does not support %s: %w: %w", what, ErrNotSupported, err)
 	case errors.Is(err, unix.EBUSY):
 		return fmt.Errorf("bind: another AF_XDP socket is bound to this queue: %w: %w", ErrBusy, err)
+	case errors.Is(err, unix.EINVAL) && cfg.Bind == BindZeroCopy:
+		// The driver advertises zero-copy but its queue setup refused
+		// this one (virtio-net: a device without VIRTIO_F_ACCESS_PLATFORM
+		// gives its queues no DMA device; or the queue is beyond the
+		// driver's queue pairs). BindAuto would have fallen back to copy.
+		return fmt.Errorf("bind: the driver refused zero-copy on this queue (for virtio-net, the device must offer VIRTIO_F_ACCESS_PLATFORM, qemu's iommu_platform=on); BindAuto falls back to copy mode: %w: %w", ErrNotSupported, err)
 	case errors.Is(err, unix.EINVAL):
 		return fmt.Errorf("bind: queue does not exist on the device, or the rings do not fit the UMEM: %w: %w", ErrInvalidConfig, err)
 	case errors.Is(err, unix.ENODEV), errors.Is(err, unix.ENXIO):

@@ -109,3 +109,28 @@ func (c *Client) Send(flows []Flow, count int) error {
 	}
 	return nil
 }
+
+// SendGap is Send with a pause of gap between frames; a negative gap sends
+// back to back. It returns how long the sender took.
+func (c *Client) SendGap(flows []Flow, count int, gap time.Duration) (time.Duration, error) {
+	want := len(flows) * max(count, 1)
+	if gap == 0 {
+		gap = -1
+	}
+	start := time.Now()
+	rep, err := c.Do(Request{Op: "send", Flows: flows, Count: count, Gap: int64(gap)}, 120*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	if rep.Sent != want {
+		return 0, fmt.Errorf("lab send: sender wrote %d frames, want %d", rep.Sent, want)
+	}
+	return time.Since(start), nil
+}
+
+// Received returns how many frames from the guest's MAC address the host
+// side has seen on the tap since the sender started.
+func (c *Client) Received() (int, error) {
+	rep, err := c.Do(Request{Op: "received"}, 10*time.Second)
+	return rep.Sent, err
+}

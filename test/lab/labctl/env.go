@@ -3,6 +3,7 @@ package labctl
 import (
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -18,8 +19,9 @@ const (
 	EnvVirtio = "XDPIO_LAB_VIRTIO"
 	// EnvCtl is the path of the control port to the host's sender.
 	EnvCtl = "XDPIO_LAB_CTL"
-	// EnvRequire, when "1", turns a skip for a missing lab device into a
-	// failure.
+	// EnvRequire, when "1", turns a skip for any missing lab device into
+	// a failure; a comma-separated list of these variables' names does so
+	// for those only (a guest without netdevsim lists the others).
 	EnvRequire = "XDPIO_LAB_REQUIRE"
 )
 
@@ -44,7 +46,7 @@ func need(tb testing.TB, name string) string {
 		return v
 	}
 	msg := fmt.Sprintf("skipping: %s is unset: this test runs in the hardware lab (test/lab/run)", name)
-	if os.Getenv(EnvRequire) == "1" {
+	if required(name) {
 		tb.Fatalf("%s; %s=1 forbids skipping", msg, EnvRequire)
 	}
 	tb.Skip(msg)
@@ -57,4 +59,18 @@ func WriteFile(tb testing.TB, path, s string) {
 	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
 		tb.Fatalf("write %q to %s: %v", s, path, err)
 	}
+}
+
+// required reports whether EnvRequire forbids skipping for a missing name.
+func required(name string) bool {
+	v := os.Getenv(EnvRequire)
+	if v == "1" {
+		return true
+	}
+	for _, n := range strings.Split(v, ",") {
+		if strings.TrimSpace(n) == name {
+			return true
+		}
+	}
+	return false
 }

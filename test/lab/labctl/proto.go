@@ -53,11 +53,16 @@ func (f Flow) String() string {
 type Request struct {
 	// ID is echoed in the Reply.
 	ID uint64 `json:"id"`
-	// Op is "ping" (reply only) or "send".
+	// Op is "ping" (reply only), "send", or "received": how many frames
+	// from the guest's MAC address the sender has seen on the tap since
+	// it started (Reply.Sent), for counting what the guest transmits.
 	Op string `json:"op"`
 	// Flows are sent in order, Count frames each (Count 0 means 1).
 	Flows []Flow `json:"flows,omitempty"`
 	Count int    `json:"count,omitempty"`
+	// Gap is the pause between frames in nanoseconds: 0 keeps the
+	// sender's default (-gap), negative sends back to back.
+	Gap int64 `json:"gap,omitempty"`
 }
 
 // Reply is the sender's answer to a Request.

@@ -13,6 +13,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -20,6 +21,7 @@ import (
 	"log"
 	"net"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/xdpio/xdpio/test/lab/labctl"
@@ -45,7 +47,46 @@ type tx struct {
 	ifindex  int
 	src, dst net.HardwareAddr
 	gap      time.Duration
+	received atomic.Int64 // frames from the guest's MAC address
 }
+
+// listen counts the frames the guest transmits into the tap (its source
+// MAC address is the guest's), from a packet socket of its own.
+func (t *tx) listen() error {
+	proto := int(htons(unix.ETH_P_ALL))
+	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, proto)
+	if err != nil {
+		return fmt.Errorf("packet socket: %w", err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: uint16(proto), Ifindex: t.ifindex}); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("bind packet socket: %w", err)
+	}
+	// A large buffer: the guest's zero-copy sender may burst.
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 32<<20)
+	go func() {
+		buf := make([]byte, 65536)
+		for {
+			n, from, err := unix.Recvfrom(fd, buf, 0)
+			if err != nil {
+				if errors.Is(err, unix.EINTR) {
+					continue
+				}
+				log.Printf("sender: receive: %v", err)
+				return
+			}
+			if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
+				continue
+			}
+			if n >= 12 && bytes.Equal(buf[6:12], t.dst) {
+				t.received.Add(1)
+			}
+		}
+	}()
+	return nil
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
 func run(path, ifname, dstMAC string, gap time.Duration) error {
 	ifi, err := net.InterfaceByName(ifname)
@@ -61,6 +102,9 @@ func run(path, ifname, dstMAC string, gap time.Duration) error {
 		return fmt.Errorf("packet socket: %w", err)
 	}
 	t := &tx{fd: fd, ifindex: ifi.Index, src: ifi.HardwareAddr, dst: dst, gap: gap}
+	if err := t.listen(); err != nil {
+		return err
+	}
 	os.Remove(path)
 	l, err := net.Listen("unix", path)
 	if err != nil {
@@ -109,6 +153,8 @@ func (t *tx) do(req labctl.Request) (int, error) {
 	switch req.Op {
 	case "ping":
 		return 0, nil
+	case "received":
+		return int(t.received.Load()), nil
 	case "send":
 	default:
 		return 0, fmt.Errorf("unknown op %q", req.Op)
@@ -129,6 +175,13 @@ func (t *tx) do(req labctl.Request) (int, error) {
 	}
 	sa := &unix.SockaddrLinklayer{Ifindex: t.ifindex, Halen: 6}
 	copy(sa.Addr[:], t.dst)
+	gap := t.gap
+	switch {
+	case req.Gap < 0:
+		gap = 0
+	case req.Gap > 0:
+		gap = time.Duration(req.Gap)
+	}
 	sent := 0
 	for _, b := range frames {
 		for {
@@ -143,7 +196,9 @@ func (t *tx) do(req labctl.Request) (int, error) {
 			break
 		}
 		sent++
-		time.Sleep(t.gap)
+		if gap > 0 {
+			time.Sleep(gap)
+		}
 	}
 	log.Printf("sender: request %d: %d frames of %d flows", req.ID, sent, len(req.Flows))
 	return sent, nil
