@@ -63,7 +63,12 @@ func TestHelperHoldSockets(t *testing.T) {
 	if ifname == "" {
 		t.Skip("helper process for TestKilledProcessDetaches")
 	}
-	d, err := xsk.Open(ifname, xsk.Config{})
+	var cfg xsk.Config
+	if os.Getenv("XDPIO_HELPER_NAPI") != "" {
+		// The lab's crash test: hold NAPI deferral when killed.
+		cfg.NAPIDeferral = &xsk.NAPIDeferral{DeferHardIRQs: 7, GROFlushTimeout: 70 * time.Microsecond}
+	}
+	d, err := xsk.Open(ifname, cfg)
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)
