@@ -115,7 +115,24 @@
 //
 // Zero-copy needs driver support; copy mode works everywhere (veth has
 // native XDP, copy mode). BindAuto asks for zero-copy and accepts copy;
-// Socket.ZeroCopy tells what the kernel granted. With need_wakeup (the
+// Socket.ZeroCopy tells what the kernel granted, and BindZeroCopy fails
+// with ErrNotSupported where it cannot be had. Whether a device offers it
+// is in netdev's dev-get (nic.Device.XDPFeatures: ZeroCopy, ZCMaxSegs;
+// `xdpio queues show DEV` prints it).
+//
+// Drivers xdpio has been granted zero-copy on, in its hardware lab
+// (test/lab): virtio-net on Linux 7.3 (Debian's trixie-backports kernel),
+// with qemu's device offering VIRTIO_F_ACCESS_PLATFORM (iommu_platform=on;
+// without it the driver's queues have no DMA device and the bind fails
+// with EINVAL), RX and TX, aligned and unaligned chunks, a shared UMEM
+// across queues; one segment only (xdp-zc-max-segs 1), so multi-buffer
+// zero-copy is refused. virtio-net on 6.12 has part of the code but does
+// not advertise xsk-zerocopy; veth and netdevsim have no zero-copy. In
+// zero-copy mode the frames the socket lends the kernel are what the
+// device's RX queue is filled from: give the fill ring more room than the
+// device's RX ring (`ethtool -g`), and keep frames flowing back, because
+// virtio-net recovers only in part once its fill ring ran dry (the lab
+// reports how much). With need_wakeup (the
 // default) the library makes a syscall only when the kernel asks for one.
 // The XDP program is attached through a bpf_link, so it disappears from
 // the interface when the process exits or is killed.
