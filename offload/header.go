@@ -210,7 +210,7 @@ func (b IPv6) Src() [16]byte { return [16]byte(b[8:24]) }
 
 // Dst returns the destination address as written in the fixed header (with
 // a routing header, the pseudo-header uses the final destination instead;
-// ParseFrame finds it).
+// Parse finds it: Layout.FinalDst).
 func (b IPv6) Dst() [16]byte { return [16]byte(b[24:40]) }
 
 // TCP is a view of a TCP header (RFC 9293), options included.
@@ -273,8 +273,14 @@ type UDP []byte
 // SrcPort returns the source port.
 func (b UDP) SrcPort() uint16 { return binary.BigEndian.Uint16(b[0:]) }
 
+// SetSrcPort sets the source port. It does not update the checksum.
+func (b UDP) SetSrcPort(p uint16) { binary.BigEndian.PutUint16(b[0:], p) }
+
 // DstPort returns the destination port.
 func (b UDP) DstPort() uint16 { return binary.BigEndian.Uint16(b[2:]) }
+
+// SetDstPort sets the destination port. It does not update the checksum.
+func (b UDP) SetDstPort(p uint16) { binary.BigEndian.PutUint16(b[2:], p) }
 
 // Length returns the length field: header and payload for UDP; for
 // UDP-Lite the checksum coverage (0 means the whole datagram).
