@@ -4,13 +4,8 @@ package xsk
 // is the UMEM address of a frame we lend the kernel to receive a packet
 // into; the frame comes back on the RX ring. Socket.feed and
 // Socket.release write it, from the RX pool and from released batches.
-type fillRing struct {
-	ringHeader
-	ring []uint64
-}
+type fillRing struct{ ringOf[uint64] }
 
 func newFillRing(mem []byte, off ringOffsets, entries uint32) *fillRing {
-	r := &fillRing{ring: ringEntries[uint64](mem, off, entries)}
-	r.initHeader(mem, off, entries, true)
-	return r
+	return &fillRing{newRingOf[uint64](mem, off, entries, true)}
 }

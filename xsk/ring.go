@@ -71,9 +71,20 @@ func (h *ringHeader) initHeader(mem []byte, off ringOffsets, entries uint32, pro
 	h.init(producer)
 }
 
-// ringEntries returns the entries of a ring of element type T in mem.
-func ringEntries[T any](mem []byte, off ringOffsets, entries uint32) []T {
-	return unsafe.Slice((*T)(unsafe.Add(unsafe.Pointer(&mem[0]), off.desc)), entries)
+// ringOf is a ring's header and its entries: UMEM addresses (uint64) on
+// the fill and completion rings, descriptors on the RX and TX rings. The
+// four ring types embed it.
+type ringOf[T any] struct {
+	ringHeader
+	ring []T
+}
+
+// newRingOf maps a ring of entries of type T over mem; a producer ring
+// (fill, TX) starts with every entry free.
+func newRingOf[T any](mem []byte, off ringOffsets, entries uint32, producer bool) ringOf[T] {
+	r := ringOf[T]{ring: unsafe.Slice((*T)(unsafe.Add(unsafe.Pointer(&mem[0]), off.desc)), entries)}
+	r.initHeader(mem, off, entries, producer)
+	return r
 }
 
 // init loads the indices into the cached copies.

@@ -33,7 +33,7 @@ func TestRingWrapsAroundUint32(t *testing.T) {
 	start := ^uint32(0) - 20 // wraps after 21 entries
 	prod := newTestTXRing(t, entries, start)
 	// Consumer view of the same memory, as the RX ring reads it.
-	cons := &rxRing{ringHeader: prod.ringHeader, ring: prod.ring}
+	cons := &rxRing{prod.ringOf}
 	cons.init(false)
 
 	next := uint64(0)
@@ -214,7 +214,7 @@ func TestRingUnsentAndWholePackets(t *testing.T) {
 	if !tx.unsent() {
 		t.Fatal("published descriptors are not unsent")
 	}
-	rx := &rxRing{ringHeader: tx.ringHeader, ring: tx.ring}
+	rx := &rxRing{tx.ringOf}
 	rx.init(false)
 	if n := rx.consAvail(8); n != 3 || rx.wholePackets(n) != 3 || rx.wholePackets(2) != 0 {
 		t.Fatalf("avail %d, whole packets of 3: %d, of 2: %d", n, rx.wholePackets(n), rx.wholePackets(2))

@@ -4,15 +4,10 @@ package xsk
 // descriptor of a received packet in a frame the fill ring lent; the
 // frame stays ours until the batch holding it is released back to the
 // fill ring. Socket.receive reads it.
-type rxRing struct {
-	ringHeader
-	ring []Desc
-}
+type rxRing struct{ ringOf[Desc] }
 
 func newRXRing(mem []byte, off ringOffsets, entries uint32) *rxRing {
-	r := &rxRing{ring: ringEntries[Desc](mem, off, entries)}
-	r.initHeader(mem, off, entries, false)
-	return r
+	return &rxRing{newRingOf[Desc](mem, off, entries, false)}
 }
 
 // wholePackets returns how many of the n descriptors ready from the
