@@ -8,15 +8,16 @@ import (
 )
 
 // Frame layout: Ethernet II without VLAN tags, IPv4 (options allowed on
-// receive, none on send) or IPv6 (no extension headers), UDP.
+// receive, none on send) or IPv6 (no extension headers), UDP; the sizes
+// and numbers are offload's, which parses and builds the frames.
 const (
-	ethLen    = 14
-	ipv4Len   = 20
-	ipv6Len   = 40
-	udpLen    = 8
-	etherIPv4 = 0x0800
-	etherIPv6 = 0x86dd
-	protoUDP  = 17
+	ethLen    = offload.EthernetLen
+	ipv4Len   = offload.IPv4MinLen
+	ipv6Len   = offload.IPv6Len
+	udpLen    = offload.UDPLen
+	etherIPv4 = offload.EtherTypeIPv4
+	etherIPv6 = offload.EtherTypeIPv6
+	protoUDP  = offload.ProtoUDP
 )
 
 // cause is why a received frame was not delivered; causeOK: it was.
