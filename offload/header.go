@@ -75,8 +75,14 @@ type Ethernet []byte
 // Dst returns the destination MAC address.
 func (b Ethernet) Dst() [6]byte { return [6]byte(b[0:6]) }
 
+// SetDst sets the destination MAC address.
+func (b Ethernet) SetDst(a [6]byte) { copy(b[0:6], a[:]) }
+
 // Src returns the source MAC address.
 func (b Ethernet) Src() [6]byte { return [6]byte(b[6:12]) }
+
+// SetSrc sets the source MAC address.
+func (b Ethernet) SetSrc(a [6]byte) { copy(b[6:12], a[:]) }
 
 // Type returns the EtherType (or the TPID of a VLAN tag that follows).
 func (b Ethernet) Type() uint16 { return binary.BigEndian.Uint16(b[12:]) }
