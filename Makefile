@@ -23,7 +23,7 @@ RACE_PKGS := ./xsk/... ./xdpnet/... ./internal/... ./rss/... ./coalesce/... ./ni
 # cmd/xskbench is left out too: it is a benchmark, whose smoke test runs
 # every backend at full speed, which the detector only slows.
 
-.PHONY: all deps build cross vet test test-race bench demo lab fmt
+.PHONY: all deps build cross vet test test-race bench demo demo-rxdrop lab fmt
 
 all: build
 
@@ -68,6 +68,15 @@ test: deps vet
 demo: deps
 	$(GO) run ./cmd/xdpio bench demo --plot demo.svg
 	@echo "chart: demo.svg"
+
+# demo-rxdrop runs examples/rxdrop on a veth pair in two namespaces it
+# creates, fed by an XDP live-frames generator, and accounts for every frame
+# sent. The example uses public packages only; its demo is a test harness,
+# which may use the module's internal test network and generator.
+# DEMO_ARGS are rxdrop's flags (no -i, no -port) and -demo-queues N.
+DEMO_ARGS ?= -t 5s
+demo-rxdrop:
+	$(GO) test -count=1 -v -run '^TestDemo$$' ./examples/rxdrop -args -demo -demo.args='$(DEMO_ARGS)'
 
 bench: deps
 	$(GO) run ./cmd/xskbench

@@ -124,13 +124,24 @@ func validate(prog []bpf.Instruction) ([]bpf.Instruction, error) {
 	return prog, nil
 }
 
+// ebpfALU maps each classic BPF ALU operation to its eBPF one; an
+// operation not in it is unknown (validate refuses it).
+var ebpfALU = map[bpf.ALUOp]asm.ALUOp{
+	bpf.ALUOpAdd:        asm.Add,
+	bpf.ALUOpSub:        asm.Sub,
+	bpf.ALUOpMul:        asm.Mul,
+	bpf.ALUOpDiv:        asm.Div,
+	bpf.ALUOpOr:         asm.Or,
+	bpf.ALUOpAnd:        asm.And,
+	bpf.ALUOpShiftLeft:  asm.LSh,
+	bpf.ALUOpShiftRight: asm.RSh,
+	bpf.ALUOpMod:        asm.Mod,
+	bpf.ALUOpXor:        asm.Xor,
+}
+
 func knownALU(op bpf.ALUOp) bool {
-	switch op {
-	case bpf.ALUOpAdd, bpf.ALUOpSub, bpf.ALUOpMul, bpf.ALUOpDiv, bpf.ALUOpOr, bpf.ALUOpAnd,
-		bpf.ALUOpShiftLeft, bpf.ALUOpShiftRight, bpf.ALUOpMod, bpf.ALUOpXor:
-		return true
-	}
-	return false
+	_, ok := ebpfALU[op]
+	return ok
 }
 
 // XDP translates the classic BPF program prog into eBPF for an XDP
@@ -382,52 +393,32 @@ func translateBody(in asm.Instructions, prog []bpf.Instruction, live, redundant 
 	return in
 }
 
+// aluOp returns the eBPF operation of a validated program's ALU op.
 func aluOp(op bpf.ALUOp) asm.ALUOp {
-	switch op {
-	case bpf.ALUOpAdd:
-		return asm.Add
-	case bpf.ALUOpSub:
-		return asm.Sub
-	case bpf.ALUOpMul:
-		return asm.Mul
-	case bpf.ALUOpDiv:
-		return asm.Div
-	case bpf.ALUOpOr:
-		return asm.Or
-	case bpf.ALUOpAnd:
-		return asm.And
-	case bpf.ALUOpShiftLeft:
-		return asm.LSh
-	case bpf.ALUOpShiftRight:
-		return asm.RSh
-	case bpf.ALUOpMod:
-		return asm.Mod
-	case bpf.ALUOpXor:
-		return asm.Xor
+	o, ok := ebpfALU[op]
+	if !ok {
+		panic("filter: unknown ALU op") // validate refused it
 	}
-	panic("filter: unknown ALU op")
+	return o
+}
+
+// ebpfJump maps each classic BPF comparison to its eBPF jump.
+var ebpfJump = map[bpf.JumpTest]asm.JumpOp{
+	bpf.JumpEqual:          asm.JEq,
+	bpf.JumpNotEqual:       asm.JNE,
+	bpf.JumpGreaterThan:    asm.JGT,
+	bpf.JumpLessThan:       asm.JLT,
+	bpf.JumpGreaterOrEqual: asm.JGE,
+	bpf.JumpLessOrEqual:    asm.JLE,
+	bpf.JumpBitsSet:        asm.JSet,
+	bpf.JumpBitsNotSet:     asm.JSet,
 }
 
 // condJump compares A (32-bit, unsigned) with k or X and jumps to t or f.
 func condJump(c bpf.JumpTest, x bool, k uint32, t, f string) asm.Instructions {
-	var op asm.JumpOp
-	switch c {
-	case bpf.JumpEqual:
-		op = asm.JEq
-	case bpf.JumpNotEqual:
-		op = asm.JNE
-	case bpf.JumpGreaterThan:
-		op = asm.JGT
-	case bpf.JumpLessThan:
-		op = asm.JLT
-	case bpf.JumpGreaterOrEqual:
-		op = asm.JGE
-	case bpf.JumpLessOrEqual:
-		op = asm.JLE
-	case bpf.JumpBitsSet:
-		op = asm.JSet
-	case bpf.JumpBitsNotSet:
-		op, t, f = asm.JSet, f, t
+	op := ebpfJump[c]
+	if c == bpf.JumpBitsNotSet {
+		t, f = f, t // JSet with the targets swapped
 	}
 	var j asm.Instruction
 	if x {

@@ -47,11 +47,26 @@
 // Segment: it merges in-order segments of one flow under the kernel's
 // tcp_gro_receive rules and flushes on any exception.
 //
+// # Parsing and building frames
+//
+// [Parse] is the module's one frame parser: it walks the Ethernet header,
+// VLAN tags (802.1Q, 802.1ad), IPv4 (options) or IPv6 (extension headers)
+// and returns a [Layout] with the offsets of the L3, L4 and payload, the
+// transport protocol and what stands in the way of a checksum, or a
+// [Reason] why the frame is malformed. Everything in this package that
+// reads a frame starts with it, and so do package rss's dispatch and
+// package xdpnet, each adding its own rules on top (xdpnet takes no VLAN
+// tags, Segment no fragments). [Headers] is the one builder: Ethernet,
+// IPv4 or IPv6, then UDP ([Headers.BuildUDP], [Headers.BuildUDPPartial])
+// or TCP ([Headers.BuildTCP]), every checksum right, summed while the
+// payload is copied.
+//
 // Every function that parses a frame returns an error wrapping
 // [ErrMalformed] for a frame it cannot parse, and never panics.
 //
 // Header views ([Ethernet], [VLAN], [IPv4], [IPv6], [TCP], [UDP], [ICMP])
-// read and write fields in place, gVisor style; they do not check bounds.
+// read and write fields in place, gVisor style; they do not check bounds:
+// take them at the offsets of a Layout, which Parse checked.
 //
 // Functions in this package do not keep references to the frames they are
 // given and do not allocate on success. Frames from a UMEM are valid only

@@ -3,6 +3,8 @@ package offload_test
 import (
 	"encoding/binary"
 	"fmt"
+	"net"
+	"net/netip"
 
 	"github.com/xdpio/xdpio/offload"
 )
@@ -89,4 +91,43 @@ func ExamplePreparePartial() {
 	// Output:
 	// csum_start 34 csum_offset 6
 	// ipv4 ok, udp ok
+}
+
+func ExampleParse() {
+	h := offload.Headers{
+		SrcMAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, DstMAC: net.HardwareAddr{2, 0, 0, 0, 0, 2},
+		Src: netip.MustParseAddrPort("[2001:db8::1]:5353"), Dst: netip.MustParseAddrPort("[2001:db8::2]:53"),
+	}
+	frame := make([]byte, 128)
+	n, err := h.BuildUDP(frame, 0, []byte("hello"))
+	if err != nil {
+		panic(err)
+	}
+	lo, r := offload.Parse(frame[:n])
+	if r != offload.ReasonNone {
+		panic(r)
+	}
+	udp := offload.UDP(frame[lo.L4:])
+	fmt.Printf("IPv6 %v, L3 at %d, UDP at %d, port %d→%d, payload %q\n",
+		lo.IPv6, lo.L3, lo.L4, udp.SrcPort(), udp.DstPort(), frame[lo.Payload:lo.End])
+
+	_, r = offload.Parse(frame[:30])
+	fmt.Println(r, r.Malformed())
+	// Output:
+	// IPv6 true, L3 at 14, UDP at 54, port 5353→53, payload "hello"
+	// IP header beyond end of frame true
+}
+
+func ExampleHeaders_BuildUDP() {
+	h := offload.Headers{
+		SrcMAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, DstMAC: net.HardwareAddr{2, 0, 0, 0, 0, 2},
+		Src: netip.MustParseAddrPort("198.18.0.1:5353"), Dst: netip.MustParseAddrPort("198.18.0.2:53"),
+	}
+	frame := make([]byte, 2048) // a UMEM frame, say
+	n, err := h.BuildUDP(frame, 1, []byte("hello"))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(n, h.Len(offload.ProtoUDP), offload.VerifyRx(frame[:n]))
+	// Output: 47 42 ipv4 ok, udp ok
 }

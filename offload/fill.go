@@ -55,7 +55,7 @@ func (f Filled) String() string {
 // is not modified. FillChecksum writes only to the checksum fields and
 // does not allocate unless it returns an error.
 func FillChecksum(frame []byte) (Filled, error) {
-	lo, r := parseFrameLayout(frame)
+	lo, r := Parse(frame)
 	if r == ReasonNotIP {
 		return 0, nil
 	}
@@ -64,7 +64,7 @@ func FillChecksum(frame []byte) (Filled, error) {
 	}
 	var covEnd, field int
 	l4 := false
-	if lo.skip == ReasonNone {
+	if lo.Skip == ReasonNone {
 		var known bool
 		covEnd, field, known, r = layoutL4Span(frame, lo)
 		if r != ReasonNone {
@@ -73,15 +73,15 @@ func FillChecksum(frame []byte) (Filled, error) {
 		l4 = known
 	}
 	var done Filled
-	if !lo.v6 {
-		ip := IPv4(frame[lo.l3:])
+	if !lo.IPv6 {
+		ip := IPv4(frame[lo.L3:])
 		ip.SetChecksum(ip.CalculateChecksum())
 		done |= FilledIPv4
 	}
 	if l4 {
 		binary.BigEndian.PutUint16(frame[field:], 0)
-		v := ^Combine(Checksum(frame[lo.l4:covEnd], 0), layoutPseudoSum(frame, lo))
-		if v == 0 && (lo.proto == ProtoUDP || lo.proto == ProtoUDPLite) {
+		v := ^Combine(Checksum(frame[lo.L4:covEnd], 0), layoutPseudoSum(frame, lo))
+		if v == 0 && (lo.Proto == ProtoUDP || lo.Proto == ProtoUDPLite) {
 			v = 0xffff
 		}
 		binary.BigEndian.PutUint16(frame[field:], v)
@@ -136,30 +136,30 @@ func FillPartial(frame []byte, start, offset int) error {
 // would sum those bytes too. Frames without an offloadable transport
 // checksum return ErrNoL4Checksum. On error the frame is not modified.
 func PreparePartial(frame []byte) (start, offset int, err error) {
-	lo, r := parseFrameLayout(frame)
+	lo, r := Parse(frame)
 	if r == ReasonNotIP {
-		return 0, 0, fmt.Errorf("prepare partial checksum: %w: ethertype %#04x", ErrNoL4Checksum, lo.etherType)
+		return 0, 0, fmt.Errorf("prepare partial checksum: %w: ethertype %#04x", ErrNoL4Checksum, lo.EtherType)
 	}
 	if r != ReasonNone {
 		return 0, 0, fmt.Errorf("prepare partial checksum: %w: %s", ErrMalformed, r)
 	}
-	if lo.skip != ReasonNone {
-		return 0, 0, fmt.Errorf("prepare partial checksum: %w: %s", ErrNoL4Checksum, lo.skip)
+	if lo.Skip != ReasonNone {
+		return 0, 0, fmt.Errorf("prepare partial checksum: %w: %s", ErrNoL4Checksum, lo.Skip)
 	}
 	covEnd, field, known, r := layoutL4Span(frame, lo)
 	if r != ReasonNone {
 		return 0, 0, fmt.Errorf("prepare partial checksum: %w: %s", ErrMalformed, r)
 	}
 	if !known {
-		return 0, 0, fmt.Errorf("prepare partial checksum: %w: %s", ErrNoL4Checksum, protoName(lo.proto))
+		return 0, 0, fmt.Errorf("prepare partial checksum: %w: %s", ErrNoL4Checksum, protoName(lo.Proto))
 	}
 	if covEnd != len(frame) {
 		return 0, 0, fmt.Errorf("prepare partial checksum: %w: checksum coverage ends at byte %d of a %d-byte frame (link padding, short UDP length or partial UDP-Lite coverage)", ErrMalformed, covEnd, len(frame))
 	}
-	if !lo.v6 {
-		ip := IPv4(frame[lo.l3:])
+	if !lo.IPv6 {
+		ip := IPv4(frame[lo.L3:])
 		ip.SetChecksum(ip.CalculateChecksum())
 	}
 	binary.BigEndian.PutUint16(frame[field:], layoutPseudoSum(frame, lo))
-	return lo.l4, field - lo.l4, nil
+	return lo.L4, field - lo.L4, nil
 }

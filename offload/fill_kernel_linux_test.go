@@ -113,31 +113,31 @@ func TestFillKernel(t *testing.T) {
 		f := buildFrame(rng, o)
 		copy(f[0:6], pair.B.MAC)
 		copy(f[6:12], pair.A.MAC)
-		lo, r := parseFrameLayout(f)
+		lo, r := Parse(f)
 		if r != ReasonNone {
 			t.Fatalf("%s: test frame does not parse: %v", k.name, r)
 		}
-		if !lo.v6 {
-			f[lo.l3+1] = 0                                  // TOS
-			binary.BigEndian.PutUint16(f[lo.l3+6:], 0x4000) // DF, not a fragment
+		if !lo.IPv6 {
+			f[lo.L3+1] = 0                                  // TOS
+			binary.BigEndian.PutUint16(f[lo.L3+6:], 0x4000) // DF, not a fragment
 		}
 		sport++
 		switch k.o.proto {
 		case ProtoUDP:
-			binary.BigEndian.PutUint16(f[lo.l4:], sport)
-			binary.BigEndian.PutUint16(f[lo.l4+2:], port)
+			binary.BigEndian.PutUint16(f[lo.L4:], sport)
+			binary.BigEndian.PutUint16(f[lo.L4+2:], port)
 		case ProtoTCP:
-			binary.BigEndian.PutUint16(f[lo.l4:], sport)
-			binary.BigEndian.PutUint16(f[lo.l4+2:], port)
-			binary.BigEndian.PutUint32(f[lo.l4+8:], 0) // ack
-			f[lo.l4+13] = TCPFlagSYN
-			binary.BigEndian.PutUint16(f[lo.l4+14:], 65535)
-			binary.BigEndian.PutUint16(f[lo.l4+18:], 0) // urgent
-			for i := lo.l4 + TCPMinLen; i < lo.l4+TCP(f[lo.l4:]).DataOffset(); i++ {
+			binary.BigEndian.PutUint16(f[lo.L4:], sport)
+			binary.BigEndian.PutUint16(f[lo.L4+2:], port)
+			binary.BigEndian.PutUint32(f[lo.L4+8:], 0) // ack
+			f[lo.L4+13] = TCPFlagSYN
+			binary.BigEndian.PutUint16(f[lo.L4+14:], 65535)
+			binary.BigEndian.PutUint16(f[lo.L4+18:], 0) // urgent
+			for i := lo.L4 + TCPMinLen; i < lo.L4+TCP(f[lo.L4:]).DataOffset(); i++ {
 				f[i] = 1 // NOP options
 			}
 		case ProtoICMP, ProtoICMPv6:
-			f[lo.l4+1] = 0 // code
+			f[lo.L4+1] = 0 // code
 		}
 		return f
 	}
@@ -175,12 +175,12 @@ func TestFillKernel(t *testing.T) {
 				t.Fatalf("%s: frame to send does not verify: %v", k.name, r)
 			}
 			if k.udp {
-				lo, _ := parseFrameLayout(f)
+				lo, _ := Parse(f)
 				c := udp4
-				if lo.v6 {
+				if lo.IPv6 {
 					c = udp6
 				}
-				wantUDP[c] = append(wantUDP[c], string(f[lo.l4+UDPLen:lo.end]))
+				wantUDP[c] = append(wantUDP[c], string(f[lo.L4+UDPLen:lo.End]))
 			}
 			send(f)
 		}
@@ -234,8 +234,8 @@ func TestFillKernel(t *testing.T) {
 		if _, err := FillChecksum(f); err != nil {
 			t.Fatal(err)
 		}
-		lo, _ := parseFrameLayout(f)
-		f[lo.end-1] ^= 0x01 // last byte: payload, or a TCP option/header byte
+		lo, _ := Parse(f)
+		f[lo.End-1] ^= 0x01 // last byte: payload, or a TCP option/header byte
 		if r := VerifyRx(f); r.L4 != VerdictBad {
 			t.Fatalf("%s: corrupted frame verdict %v", k.name, r)
 		}

@@ -79,13 +79,13 @@ func TestFillVerifyTshark(t *testing.T) {
 		}
 		switch i % 4 {
 		case 1: // corrupt the transport segment
-			lo, _ := parseFrameLayout(fr)
-			fr[lo.l4+rng.IntN(lo.end-lo.l4)] ^= byte(1 + rng.IntN(255))
+			lo, _ := Parse(fr)
+			fr[lo.L4+rng.IntN(lo.End-lo.L4)] ^= byte(1 + rng.IntN(255))
 		case 2: // corrupt the IP source address (IPv4 header and pseudo-header)
-			lo, _ := parseFrameLayout(fr)
-			src := lo.l3 + 12
-			if lo.v6 {
-				src = lo.l3 + 8
+			lo, _ := Parse(fr)
+			src := lo.L3 + 12
+			if lo.IPv6 {
+				src = lo.L3 + 8
 			}
 			fr[src+rng.IntN(4)] ^= 0x10
 		}

@@ -109,7 +109,7 @@ func NewGRO(opts GROOptions) (*GRO, error) {
 	return &GRO{
 		opts:    opts,
 		slots:   make([]groSlot, opts.MaxFlows),
-		bufSize: opts.MaxSize + 14 + 4*segMaxVLANTags,
+		bufSize: opts.MaxSize + 14 + VLANLen*MaxVLANTags,
 	}, nil
 }
 
@@ -143,15 +143,15 @@ func (g *GRO) Feed(dst [][]byte, frame []byte) [][]byte {
 		return g.emitCopy(dst, frame)
 	}
 	s := g.lookup(frame, lo)
-	if !groEligible(frame, lo) || lo.end-lo.l3 > g.opts.MaxSize {
+	if !groEligible(frame, lo) || lo.End-lo.L3 > g.opts.MaxSize {
 		if s != nil {
 			dst = g.emitSlot(dst, s)
 		}
 		return g.emitCopy(dst, frame)
 	}
-	th := frame[lo.l4:lo.pay]
+	th := frame[lo.L4:lo.Payload]
 	flags := th[13]
-	plen := lo.end - lo.pay
+	plen := lo.End - lo.Payload
 	if s != nil {
 		if g.canMerge(s, frame, lo) {
 			if !g.appendPayload(s, frame, lo) {
@@ -184,44 +184,44 @@ func (g *GRO) Feed(dst [][]byte, frame []byte) [][]byte {
 // groEligible reports whether a parsed TCP frame may take part in merging
 // at all (inet_gro_receive's and ipv6_gro_receive's flush conditions that
 // depend on the packet alone).
-func groEligible(frame []byte, lo segLayout) bool {
-	if lo.end != len(frame) { // link padding: lengths disagree
+func groEligible(frame []byte, lo Layout) bool {
+	if lo.End != len(frame) { // link padding: lengths disagree
 		return false
 	}
-	if lo.v6 {
+	if lo.IPv6 {
 		return true
 	}
-	ip := frame[lo.l3:lo.l4]
-	if lo.ipOpt || lo.frag {
+	ip := frame[lo.L3:lo.L4]
+	if lo.HasIPv4Options() || lo.Fragment {
 		return false
 	}
 	return Checksum(ip, 0) == 0xffff
 }
 
 // lookup returns the held slot of frame's flow, or nil.
-func (g *GRO) lookup(frame []byte, lo segLayout) *groSlot {
+func (g *GRO) lookup(frame []byte, lo Layout) *groSlot {
 	for i := range g.slots {
 		s := &g.slots[i]
-		if !s.used || s.l3 != lo.l3 || s.v6 != lo.v6 || s.l4 != lo.l4 {
+		if !s.used || s.l3 != lo.L3 || s.v6 != lo.IPv6 || s.l4 != lo.L4 {
 			continue
 		}
 		h := s.buf
-		if !bytes.Equal(h[:lo.l3], frame[:lo.l3]) {
+		if !bytes.Equal(h[:lo.L3], frame[:lo.L3]) {
 			continue
 		}
-		ip, ip2 := frame[lo.l3:], h[lo.l3:]
-		if lo.v6 {
+		ip, ip2 := frame[lo.L3:], h[lo.L3:]
+		if lo.IPv6 {
 			// Version and flow label, addresses, next header, and the
 			// extension headers must match.
 			if binary.BigEndian.Uint32(ip)&0xf00fffff != binary.BigEndian.Uint32(ip2)&0xf00fffff ||
 				ip[6] != ip2[6] || !bytes.Equal(ip[8:40], ip2[8:40]) ||
-				!bytes.Equal(frame[lo.l3+40:lo.l4], h[lo.l3+40:lo.l4]) {
+				!bytes.Equal(frame[lo.L3+40:lo.L4], h[lo.L3+40:lo.L4]) {
 				continue
 			}
 		} else if ip[9] != ip2[9] || !bytes.Equal(ip[12:20], ip2[12:20]) {
 			continue
 		}
-		if !bytes.Equal(frame[lo.l4:lo.l4+4], h[lo.l4:lo.l4+4]) {
+		if !bytes.Equal(frame[lo.L4:lo.L4+4], h[lo.L4:lo.L4+4]) {
 			continue
 		}
 		return s
@@ -231,10 +231,10 @@ func (g *GRO) lookup(frame []byte, lo segLayout) *groSlot {
 
 // canMerge applies tcp_gro_receive's and the network layer's flush
 // conditions between held slot s and the same-flow segment frame.
-func (g *GRO) canMerge(s *groSlot, frame []byte, lo segLayout) bool {
+func (g *GRO) canMerge(s *groSlot, frame []byte, lo Layout) bool {
 	h := s.buf
 	newFixed := s.fixedID
-	th, th2 := frame[lo.l4:lo.pay], h[s.l4:s.pay]
+	th, th2 := frame[lo.L4:lo.Payload], h[s.l4:s.pay]
 	if th[13]&tcpCWR != 0 {
 		return false
 	}
@@ -246,8 +246,8 @@ func (g *GRO) canMerge(s *groSlot, frame []byte, lo segLayout) bool {
 	if !bytes.Equal(th[8:12], th2[8:12]) || !bytes.Equal(th[20:], th2[20:]) {
 		return false
 	}
-	ip, ip2 := frame[lo.l3:], h[s.l3:]
-	if lo.v6 {
+	ip, ip2 := frame[lo.L3:], h[s.l3:]
+	if lo.IPv6 {
 		if binary.BigEndian.Uint32(ip)&0x0ff00000 != binary.BigEndian.Uint32(ip2)&0x0ff00000 || ip[7] != ip2[7] {
 			return false
 		}
@@ -266,7 +266,7 @@ func (g *GRO) canMerge(s *groSlot, frame []byte, lo segLayout) bool {
 		}
 		newFixed = fixed
 	}
-	plen := lo.end - lo.pay
+	plen := lo.End - lo.Payload
 	if plen == 0 || plen > s.mss {
 		return false
 	}
@@ -283,8 +283,8 @@ func (g *GRO) canMerge(s *groSlot, frame []byte, lo segLayout) bool {
 // appendPayload copies frame's payload behind s's, verifying the segment's
 // TCP checksum in the same pass. On a bad checksum it leaves s as it was
 // and returns false.
-func (g *GRO) appendPayload(s *groSlot, frame []byte, lo segLayout) bool {
-	pay := frame[lo.pay:lo.end]
+func (g *GRO) appendPayload(s *groSlot, frame []byte, lo Layout) bool {
+	pay := frame[lo.Payload:lo.End]
 	n := len(s.buf)
 	ps := copySum(s.buf[n:n+len(pay)], pay)
 	if !tcpSumOK(frame, lo, ps) {
@@ -297,27 +297,27 @@ func (g *GRO) appendPayload(s *groSlot, frame []byte, lo segLayout) bool {
 	s.buf = s.buf[:n+len(pay)]
 	s.count++
 	s.nextSeq += uint32(len(pay))
-	s.buf[s.l4+13] |= frame[lo.l4+13] & (tcpFIN | tcpPSH)
+	s.buf[s.l4+13] |= frame[lo.L4+13] & (tcpFIN | tcpPSH)
 	return true
 }
 
 // tcpSumOK reports whether frame's TCP checksum verifies, given the sum of
 // its payload.
-func tcpSumOK(frame []byte, lo segLayout, paySum uint16) bool {
-	sum := uint64(pseudoSum(frame[lo.l3:], lo.v6, ipProtoTCP, lo.end-lo.l4)) +
-		uint64(Checksum(frame[lo.l4:lo.pay], 0)) + uint64(paySum)
+func tcpSumOK(frame []byte, lo Layout, paySum uint16) bool {
+	sum := uint64(pseudoSum(frame[lo.L3:], lo.IPv6, ipProtoTCP, lo.End-lo.L4)) +
+		uint64(Checksum(frame[lo.L4:lo.Payload], 0)) + uint64(paySum)
 	return Fold(sum) == 0xffff
 }
 
 // hold makes frame the head of empty slot s. It fails (leaving s empty)
 // on a bad TCP checksum.
-func (g *GRO) hold(s *groSlot, frame []byte, lo segLayout) bool {
+func (g *GRO) hold(s *groSlot, frame []byte, lo Layout) bool {
 	if cap(s.buf) < g.bufSize {
 		s.buf = make([]byte, 0, g.bufSize)
 	}
-	b := s.buf[:lo.end]
-	copy(b, frame[:lo.pay])
-	ps := copySum(b[lo.pay:], frame[lo.pay:lo.end])
+	b := s.buf[:lo.End]
+	copy(b, frame[:lo.Payload])
+	ps := copySum(b[lo.Payload:], frame[lo.Payload:lo.End])
 	if !tcpSumOK(frame, lo, ps) {
 		return false
 	}
@@ -326,17 +326,17 @@ func (g *GRO) hold(s *groSlot, frame []byte, lo segLayout) bool {
 		used:    true,
 		age:     g.clock,
 		buf:     b,
-		l3:      lo.l3,
-		l4:      lo.l4,
-		pay:     lo.pay,
-		v6:      lo.v6,
+		l3:      lo.L3,
+		l4:      lo.L4,
+		pay:     lo.Payload,
+		v6:      lo.IPv6,
 		count:   1,
-		mss:     lo.end - lo.pay,
-		nextSeq: binary.BigEndian.Uint32(frame[lo.l4+4:]) + uint32(lo.end-lo.pay),
+		mss:     lo.End - lo.Payload,
+		nextSeq: binary.BigEndian.Uint32(frame[lo.L4+4:]) + uint32(lo.End-lo.Payload),
 		paySum:  uint64(ps),
 	}
-	if !lo.v6 {
-		s.id0 = binary.BigEndian.Uint16(frame[lo.l3+4:])
+	if !lo.IPv6 {
+		s.id0 = binary.BigEndian.Uint16(frame[lo.L3+4:])
 	}
 	return true
 }

@@ -13,7 +13,7 @@ func groWeight(f []byte) int {
 	if e.kind != nil {
 		return len(f)
 	}
-	return lo.end - lo.pay
+	return lo.End - lo.Payload
 }
 
 // FuzzGRO feeds GRO the segments Segment makes of the input (with one byte

@@ -74,14 +74,14 @@ func groRefix(t *testing.T, f []byte) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ip := f[lo.l3:]
-	if !lo.v6 {
+	ip := f[lo.L3:]
+	if !lo.IPv6 {
 		binary.BigEndian.PutUint16(ip[10:], 0)
-		binary.BigEndian.PutUint16(ip[10:], ^Checksum(ip[:lo.l4-lo.l3], 0))
+		binary.BigEndian.PutUint16(ip[10:], ^Checksum(ip[:lo.L4-lo.L3], 0))
 	}
-	binary.BigEndian.PutUint16(f[lo.l4+16:], 0)
-	s := Combine(pseudoSum(ip, lo.v6, ipProtoTCP, lo.end-lo.l4), Checksum(f[lo.l4:lo.end], 0))
-	binary.BigEndian.PutUint16(f[lo.l4+16:], ^s)
+	binary.BigEndian.PutUint16(f[lo.L4+16:], 0)
+	s := Combine(pseudoSum(ip, lo.IPv6, ipProtoTCP, lo.End-lo.L4), Checksum(f[lo.L4:lo.End], 0))
+	binary.BigEndian.PutUint16(f[lo.L4+16:], ^s)
 	return f
 }
 
@@ -177,8 +177,8 @@ func TestGRORules(t *testing.T) {
 				if err != nil {
 					t.Fatalf("output frame: %v", err)
 				}
-				got = append(got, (lo.end-lo.pay+999)/1000)
-				if len(f) > lo.end {
+				got = append(got, (lo.End-lo.Payload+999)/1000)
+				if len(f) > lo.End {
 					continue // padded frame passed through
 				}
 				if err := segRefVerify(f, lo); err != nil && !bytes.Contains([]byte(c.name), []byte("bad")) {
@@ -257,8 +257,8 @@ func TestGROPartialChecksum(t *testing.T) {
 	}
 	out = g.Flush(out)
 	lo, _ := parseSegLayout(out[0], ipProtoTCP, "test")
-	want := pseudoSum(out[0][lo.l3:], false, ipProtoTCP, lo.end-lo.l4)
-	if got := binary.BigEndian.Uint16(out[0][lo.l4+16:]); got != want {
+	want := pseudoSum(out[0][lo.L3:], false, ipProtoTCP, lo.End-lo.L4)
+	if got := binary.BigEndian.Uint16(out[0][lo.L4+16:]); got != want {
 		t.Errorf("partial checksum %#04x, want pseudo-header sum %#04x", got, want)
 	}
 }

@@ -75,8 +75,14 @@ type Ethernet []byte
 // Dst returns the destination MAC address.
 func (b Ethernet) Dst() [6]byte { return [6]byte(b[0:6]) }
 
+// SetDst sets the destination MAC address.
+func (b Ethernet) SetDst(a [6]byte) { copy(b[0:6], a[:]) }
+
 // Src returns the source MAC address.
 func (b Ethernet) Src() [6]byte { return [6]byte(b[6:12]) }
+
+// SetSrc sets the source MAC address.
+func (b Ethernet) SetSrc(a [6]byte) { copy(b[6:12], a[:]) }
 
 // Type returns the EtherType (or the TPID of a VLAN tag that follows).
 func (b Ethernet) Type() uint16 { return binary.BigEndian.Uint16(b[12:]) }
@@ -210,7 +216,7 @@ func (b IPv6) Src() [16]byte { return [16]byte(b[8:24]) }
 
 // Dst returns the destination address as written in the fixed header (with
 // a routing header, the pseudo-header uses the final destination instead;
-// ParseFrame finds it).
+// Parse finds it: Layout.FinalDst).
 func (b IPv6) Dst() [16]byte { return [16]byte(b[24:40]) }
 
 // TCP is a view of a TCP header (RFC 9293), options included.
@@ -273,8 +279,14 @@ type UDP []byte
 // SrcPort returns the source port.
 func (b UDP) SrcPort() uint16 { return binary.BigEndian.Uint16(b[0:]) }
 
+// SetSrcPort sets the source port. It does not update the checksum.
+func (b UDP) SetSrcPort(p uint16) { binary.BigEndian.PutUint16(b[0:], p) }
+
 // DstPort returns the destination port.
 func (b UDP) DstPort() uint16 { return binary.BigEndian.Uint16(b[2:]) }
+
+// SetDstPort sets the destination port. It does not update the checksum.
+func (b UDP) SetDstPort(p uint16) { binary.BigEndian.PutUint16(b[2:], p) }
 
 // Length returns the length field: header and payload for UDP; for
 // UDP-Lite the checksum coverage (0 means the whole datagram).

@@ -31,6 +31,12 @@ func TestHeaderViewsGopacket(t *testing.T) {
 	if e.Type() != EtherTypeVLAN || e.Src() != [6]byte(eth.SrcMAC) || e.Dst() != [6]byte(eth.DstMAC) {
 		t.Errorf("Ethernet view: type %#x src %x dst %x", e.Type(), e.Src(), e.Dst())
 	}
+	e2 := Ethernet(append([]byte(nil), f[:EthernetLen]...))
+	e2.SetSrc([6]byte{1, 2, 3, 4, 5, 6})
+	e2.SetDst(e.Src())
+	if e2.Src() != [6]byte{1, 2, 3, 4, 5, 6} || e2.Dst() != [6]byte(eth.SrcMAC) || e2.Type() != EtherTypeVLAN {
+		t.Errorf("Ethernet setters: % x", []byte(e2))
+	}
 	v := VLAN(f[EthernetLen:])
 	if v.ID() != 0x123 || v.TCI()>>13 != 5 || v.Type() != EtherTypeIPv4 {
 		t.Errorf("VLAN view: tci %#x type %#x", v.TCI(), v.Type())

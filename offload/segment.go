@@ -121,7 +121,7 @@ func appendSegments(dst [][]byte, frame []byte, opts SegmentOptions, proto uint8
 
 // segPlan is a parsed and validated segmentation job.
 type segPlan struct {
-	lo   segLayout
+	lo   Layout
 	plen int // payload bytes of the super-packet
 	mss  int
 	n    int // number of output segments
@@ -131,7 +131,7 @@ func (p segPlan) maxLen() int {
 	if p.n == 0 {
 		return 0
 	}
-	return p.lo.pay + min(p.mss, p.plen)
+	return p.lo.Payload + min(p.mss, p.plen)
 }
 
 func planSegments(frame []byte, opts SegmentOptions, proto uint8, op string) (segPlan, error) {
@@ -145,7 +145,7 @@ func planSegments(frame []byte, opts SegmentOptions, proto uint8, op string) (se
 	}
 	p.lo = lo
 	p.mss = opts.MSS
-	p.plen = lo.end - lo.pay
+	p.plen = lo.End - lo.Payload
 	p.n = max(1, (p.plen+p.mss-1)/p.mss)
 	return p, nil
 }
@@ -157,22 +157,22 @@ func segmentCore(frame []byte, opts SegmentOptions, proto uint8, op string, next
 	if err != nil {
 		return 0, err
 	}
-	return segmentPlanned(frame, frame[p.lo.pay:p.lo.end], p, opts, proto, op, next)
+	return segmentPlanned(frame, frame[p.lo.Payload:p.lo.End], p, opts, proto, op, next)
 }
 
 // segmentPlanned writes the segments of plan p: headers from frame (up to
-// p.lo.pay), payload from payload.
+// p.lo.Payload), payload from payload.
 func segmentPlanned(frame, payload []byte, p segPlan, opts SegmentOptions, proto uint8, op string, next func(i, size int) []byte) (int, error) {
 	lo := p.lo
-	hdr := frame[:lo.pay]
-	ip := frame[lo.l3:]
+	hdr := frame[:lo.Payload]
+	ip := frame[lo.L3:]
 
 	// IPv4 header checksum: the sum of the header with total length, ID
 	// and checksum zeroed, to which each segment adds its own two fields.
 	var ipBase uint64
 	var id0 uint16
-	if !lo.v6 {
-		ihl := lo.l4 - lo.l3
+	if !lo.IPv6 {
+		ihl := lo.L4 - lo.L3
 		ipBase = uint64(Checksum(ip[:ihl], 0))
 		ipBase += uint64(^binary.BigEndian.Uint16(ip[2:]))  // remove total length
 		ipBase += uint64(^binary.BigEndian.Uint16(ip[4:]))  // remove ID
@@ -183,8 +183,8 @@ func segmentPlanned(frame, payload []byte, p segPlan, opts SegmentOptions, proto
 	// Transport checksum: pseudo-header without length, plus the header
 	// with the fields that change per segment removed.
 	var l4Base uint64
-	pseudo := uint64(pseudoSum(ip, lo.v6, proto, 0))
-	th := frame[lo.l4:lo.pay]
+	pseudo := uint64(pseudoSum(ip, lo.IPv6, proto, 0))
+	th := frame[lo.L4:lo.Payload]
 	var seq0 uint32
 	var flags0 byte
 	l4Base = pseudo + uint64(Checksum(th, 0))
@@ -203,20 +203,20 @@ func segmentPlanned(frame, payload []byte, p segPlan, opts SegmentOptions, proto
 	for i := 0; i < p.n; i++ {
 		off := i * p.mss
 		segLen := min(p.mss, len(payload)-off)
-		size := lo.pay + segLen
+		size := lo.Payload + segLen
 		out := next(i, size)
 		if len(out) < size {
 			return i, fmt.Errorf("%s: %w: segment %d of %d needs %d bytes", op, ErrDestTooSmall, i, p.n, size)
 		}
 		out = out[:size]
 		copy(out, hdr)
-		paySum := copyAndSum(out[lo.pay:], payload[off:off+segLen])
+		paySum := copyAndSum(out[lo.Payload:], payload[off:off+segLen])
 
-		oip := out[lo.l3:]
-		if lo.v6 {
-			binary.BigEndian.PutUint16(oip[4:], uint16(size-lo.l3-40))
+		oip := out[lo.L3:]
+		if lo.IPv6 {
+			binary.BigEndian.PutUint16(oip[4:], uint16(size-lo.L3-40))
 		} else {
-			tot := uint16(size - lo.l3)
+			tot := uint16(size - lo.L3)
 			id := id0
 			if !opts.FixedID {
 				id += uint16(i)
@@ -226,8 +226,8 @@ func segmentPlanned(frame, payload []byte, p segPlan, opts SegmentOptions, proto
 			binary.BigEndian.PutUint16(oip[10:], ^Fold(ipBase+uint64(tot)+uint64(id)))
 		}
 
-		oth := out[lo.l4:]
-		l4len := uint64(size - lo.l4)
+		oth := out[lo.L4:]
+		l4len := uint64(size - lo.L4)
 		sum := l4Base + l4len + uint64(paySum)
 		if proto == ipProtoTCP {
 			seq := seq0 + uint32(off)

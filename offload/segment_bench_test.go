@@ -43,7 +43,7 @@ func BenchmarkSegment(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		payload := in[lo.pay:lo.end]
+		payload := in[lo.Payload:lo.End]
 		opts := SegmentOptions{MSS: 1448}
 		n, _, _ := SegmentCount(in, opts)
 		bufs := make([][]byte, n)
@@ -78,7 +78,7 @@ func BenchmarkSegment(b *testing.B) {
 			b.SetBytes(int64(len(payload)))
 			b.ReportAllocs()
 			for b.Loop() {
-				benchSink += copyChecksum(bufs, payload, lo.pay, 1448)
+				benchSink += copyChecksum(bufs, payload, lo.Payload, 1448)
 			}
 		})
 		// ratio interleaves both in one loop, so that machine noise hits
@@ -99,7 +99,7 @@ func BenchmarkSegment(b *testing.B) {
 				}
 				SegmentInto(bufs, in, opts)
 				t1 := time.Now()
-				benchSink += copyChecksum(bufs, payload, lo.pay, 1448)
+				benchSink += copyChecksum(bufs, payload, lo.Payload, 1448)
 				t2 := time.Now()
 				dSeg, dPeer := t1.Sub(t0), t2.Sub(t1)
 				minSeg, minPeer = min(minSeg, dSeg), min(minPeer, dPeer)

@@ -81,13 +81,13 @@ func fuzzSegment(t *testing.T, frame []byte, mss uint16, fixed bool, proto uint8
 		t.Fatal(err)
 	}
 	// Split at the payload, the template form must write the same frames.
-	if lo, err := parseSegLayout(frame, proto, "fuzz"); err == nil && lo.pay <= segMaxHeader {
+	if lo, err := parseSegLayout(frame, proto, "fuzz"); err == nil && lo.Payload <= segMaxHeader {
 		fn := SegmentPayload
 		if proto == ipProtoUDP {
 			fn = SegmentUDPPayload
 		}
 		var tsegs [][]byte
-		_, err := fn(frame[:lo.pay], frame[lo.pay:lo.end], opts, func(size int) []byte {
+		_, err := fn(frame[:lo.Payload], frame[lo.Payload:lo.End], opts, func(size int) []byte {
 			b := make([]byte, size)
 			tsegs = append(tsegs, b)
 			return b

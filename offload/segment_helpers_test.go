@@ -137,9 +137,9 @@ func buildSuper(t testing.TB, s superSpec) []byte {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[lo.l4+16-10*segB2I(s.udp)] ^= 0x5a
+		out[lo.L4+16-10*segB2I(s.udp)] ^= 0x5a
 		if !s.v6 {
-			out[lo.l3+10] ^= 0xa5
+			out[lo.L3+10] ^= 0xa5
 		}
 	}
 	return out
@@ -235,29 +235,29 @@ func segRefSum(b []byte) uint32 {
 
 // segRefVerify checks the IPv4 header checksum and the TCP/UDP checksum of a
 // frame with the reference loop, using lo from the frame itself.
-func segRefVerify(frame []byte, lo segLayout) error {
-	ip := frame[lo.l3:lo.end]
-	if !lo.v6 {
-		if s := segRefSum(ip[:lo.l4-lo.l3]); s != 0xffff {
+func segRefVerify(frame []byte, lo Layout) error {
+	ip := frame[lo.L3:lo.End]
+	if !lo.IPv6 {
+		if s := segRefSum(ip[:lo.L4-lo.L3]); s != 0xffff {
 			return fmt.Errorf("IPv4 header checksum: sum %#04x", s)
 		}
 	}
 	var ph []byte
-	l4len := lo.end - lo.l4
-	if lo.v6 {
+	l4len := lo.End - lo.L4
+	if lo.IPv6 {
 		ph = append(ph, ip[8:40]...)
 		ph = binary.BigEndian.AppendUint32(ph, uint32(l4len))
-		ph = append(ph, 0, 0, 0, lo.proto)
+		ph = append(ph, 0, 0, 0, lo.Proto)
 	} else {
 		ph = append(ph, ip[12:20]...)
-		ph = append(ph, 0, lo.proto)
+		ph = append(ph, 0, lo.Proto)
 		ph = binary.BigEndian.AppendUint16(ph, uint16(l4len))
 	}
-	s := segRefSum(append(ph, frame[lo.l4:lo.end]...))
+	s := segRefSum(append(ph, frame[lo.L4:lo.End]...))
 	if s != 0xffff {
 		return fmt.Errorf("L4 checksum: sum %#04x", s)
 	}
-	if lo.proto == ipProtoUDP && binary.BigEndian.Uint16(frame[lo.l4+6:]) == 0 {
+	if lo.Proto == ipProtoUDP && binary.BigEndian.Uint16(frame[lo.L4+6:]) == 0 {
 		return fmt.Errorf("UDP checksum 0 written")
 	}
 	return nil
@@ -272,7 +272,7 @@ func checkReassembles(in []byte, segs [][]byte, opts SegmentOptions, proto uint8
 	if err != nil {
 		return err
 	}
-	payload := in[lo.pay:lo.end]
+	payload := in[lo.Payload:lo.End]
 	want := max(1, (len(payload)+opts.MSS-1)/opts.MSS)
 	if len(segs) != want {
 		return fmt.Errorf("%d segments, want %d", len(segs), want)
@@ -283,28 +283,28 @@ func checkReassembles(in []byte, segs [][]byte, opts SegmentOptions, proto uint8
 		if err != nil {
 			return fmt.Errorf("segment %d: %w", i, err)
 		}
-		if slo.end != len(s) || slo.pay != lo.pay || slo.l4 != lo.l4 || slo.l3 != lo.l3 {
+		if slo.End != len(s) || slo.Payload != lo.Payload || slo.L4 != lo.L4 || slo.L3 != lo.L3 {
 			return fmt.Errorf("segment %d: layout %+v, input %+v, len %d", i, slo, lo, len(s))
 		}
 		if err := segRefVerify(s, slo); err != nil {
 			return fmt.Errorf("segment %d: %w", i, err)
 		}
-		n := len(s) - lo.pay
+		n := len(s) - lo.Payload
 		if n > opts.MSS || (i < len(segs)-1 && n != opts.MSS) {
 			return fmt.Errorf("segment %d: %d payload bytes with MSS %d", i, n, opts.MSS)
 		}
 		// Header equality after masking mutable fields.
-		a := append([]byte(nil), in[:lo.pay]...)
-		b := append([]byte(nil), s[:lo.pay]...)
+		a := append([]byte(nil), in[:lo.Payload]...)
+		b := append([]byte(nil), s[:lo.Payload]...)
 		for _, h := range [][]byte{a, b} {
-			ip := h[lo.l3:]
-			if lo.v6 {
+			ip := h[lo.L3:]
+			if lo.IPv6 {
 				ip[4], ip[5] = 0, 0
 			} else {
 				copy(ip[2:6], []byte{0, 0, 0, 0})
 				ip[10], ip[11] = 0, 0
 			}
-			th := h[lo.l4:]
+			th := h[lo.L4:]
 			if proto == ipProtoTCP {
 				copy(th[4:8], []byte{0, 0, 0, 0})
 				th[13] &^= tcpFIN | tcpPSH | tcpCWR
@@ -316,9 +316,9 @@ func checkReassembles(in []byte, segs [][]byte, opts SegmentOptions, proto uint8
 		if !bytes.Equal(a, b) {
 			return fmt.Errorf("segment %d: headers differ beyond the mutable fields:\n in %x\nout %x", i, a, b)
 		}
-		if !lo.v6 {
-			id0 := binary.BigEndian.Uint16(in[lo.l3+4:])
-			id := binary.BigEndian.Uint16(s[lo.l3+4:])
+		if !lo.IPv6 {
+			id0 := binary.BigEndian.Uint16(in[lo.L3+4:])
+			id := binary.BigEndian.Uint16(s[lo.L3+4:])
 			wantID := id0 + uint16(i)
 			if opts.FixedID {
 				wantID = id0
@@ -328,11 +328,11 @@ func checkReassembles(in []byte, segs [][]byte, opts SegmentOptions, proto uint8
 			}
 		}
 		if proto == ipProtoTCP {
-			seq := binary.BigEndian.Uint32(s[lo.l4+4:])
-			if wantSeq := binary.BigEndian.Uint32(in[lo.l4+4:]) + uint32(len(got)); seq != wantSeq {
+			seq := binary.BigEndian.Uint32(s[lo.L4+4:])
+			if wantSeq := binary.BigEndian.Uint32(in[lo.L4+4:]) + uint32(len(got)); seq != wantSeq {
 				return fmt.Errorf("segment %d: seq %d, want %d", i, seq, wantSeq)
 			}
-			f, f0 := s[lo.l4+13], in[lo.l4+13]
+			f, f0 := s[lo.L4+13], in[lo.L4+13]
 			wantF := f0 &^ (tcpFIN | tcpPSH | tcpCWR)
 			if i == 0 {
 				wantF |= f0 & tcpCWR
@@ -344,7 +344,7 @@ func checkReassembles(in []byte, segs [][]byte, opts SegmentOptions, proto uint8
 				return fmt.Errorf("segment %d: flags %#x, want %#x", i, f, wantF)
 			}
 		}
-		got = append(got, s[lo.pay:]...)
+		got = append(got, s[lo.Payload:]...)
 	}
 	if !bytes.Equal(got, payload) {
 		return fmt.Errorf("payloads do not reassemble to the input (%d vs %d bytes)", len(got), len(payload))

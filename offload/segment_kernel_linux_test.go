@@ -196,24 +196,24 @@ func segKernelTCPTransfer(t *testing.T, pair *netnstest.Pair, v6 bool, n int, so
 
 // segDataFrames returns the frames of proto from src with a non-empty
 // transport payload, parsed.
-func segDataFrames(frames [][]byte, proto uint8, src netip.Addr) ([][]byte, []segLayout) {
+func segDataFrames(frames [][]byte, proto uint8, src netip.Addr) ([][]byte, []Layout) {
 	var out [][]byte
-	var los []segLayout
+	var los []Layout
 	for _, f := range frames {
 		lo, e := parseLayout(f, proto)
-		if e.kind != nil || lo.end-lo.pay == 0 {
+		if e.kind != nil || lo.End-lo.Payload == 0 {
 			continue
 		}
 		var s netip.Addr
-		if lo.v6 {
-			s = netip.AddrFrom16([16]byte(f[lo.l3+8:]))
+		if lo.IPv6 {
+			s = netip.AddrFrom16([16]byte(f[lo.L3+8:]))
 		} else {
-			s = netip.AddrFrom4([4]byte(f[lo.l3+12:]))
+			s = netip.AddrFrom4([4]byte(f[lo.L3+12:]))
 		}
 		if s != src {
 			continue
 		}
-		out = append(out, f[:lo.end])
+		out = append(out, f[:lo.End])
 		los = append(los, lo)
 	}
 	return out, los
@@ -221,18 +221,18 @@ func segDataFrames(frames [][]byte, proto uint8, src netip.Addr) ([][]byte, []se
 
 // maskedHeader returns a copy of f's headers with the fields segmentation
 // changes cleared, for grouping segments that came from one super-packet.
-func maskedHeader(f []byte, lo segLayout) []byte {
-	h := append([]byte(nil), f[:lo.pay]...)
-	ip := h[lo.l3:]
-	if lo.v6 {
+func maskedHeader(f []byte, lo Layout) []byte {
+	h := append([]byte(nil), f[:lo.Payload]...)
+	ip := h[lo.L3:]
+	if lo.IPv6 {
 		ip[4], ip[5] = 0, 0
 	} else {
 		copy(ip[2:6], []byte{0, 0, 0, 0})
 		ip[10], ip[11] = 0, 0
 	}
-	th := h[lo.l4:]
+	th := h[lo.L4:]
 	copy(th[4:8], []byte{0, 0, 0, 0})
-	if lo.proto == ipProtoTCP {
+	if lo.Proto == ipProtoTCP {
 		th[13] &^= tcpPSH | tcpFIN
 		th[16], th[17] = 0, 0
 	} else {
@@ -245,24 +245,24 @@ func maskedHeader(f []byte, lo segLayout) []byte {
 // super-packet segmented at mss would produce: equal headers apart from
 // the per-segment fields, contiguous sequence numbers and IPv4 IDs, every
 // segment but the last exactly mss bytes without FIN/PSH, CWR only first.
-func groupSegments(segs [][]byte, los []segLayout, mss int) [][]int {
+func groupSegments(segs [][]byte, los []Layout, mss int) [][]int {
 	var groups [][]int
 	var cur []int
 	total := 0
 	for i := range segs {
 		f, lo := segs[i], los[i]
-		plen := lo.end - lo.pay
+		plen := lo.End - lo.Payload
 		if len(cur) > 0 {
 			j := cur[len(cur)-1]
 			p, plo := segs[j], los[j]
-			ok := plo.end-plo.pay == mss && bytes.Equal(maskedHeader(f, lo), maskedHeader(p, plo)) &&
-				lo.l4-lo.l3+total+plen+(lo.pay-lo.l4) <= 65535
-			if ok && lo.proto == ipProtoTCP {
-				ok = p[plo.l4+13]&(tcpPSH|tcpFIN) == 0 && f[lo.l4+13]&tcpCWR == 0 &&
-					binary.BigEndian.Uint32(f[lo.l4+4:]) == binary.BigEndian.Uint32(p[plo.l4+4:])+uint32(mss)
+			ok := plo.End-plo.Payload == mss && bytes.Equal(maskedHeader(f, lo), maskedHeader(p, plo)) &&
+				lo.L4-lo.L3+total+plen+(lo.Payload-lo.L4) <= 65535
+			if ok && lo.Proto == ipProtoTCP {
+				ok = p[plo.L4+13]&(tcpPSH|tcpFIN) == 0 && f[lo.L4+13]&tcpCWR == 0 &&
+					binary.BigEndian.Uint32(f[lo.L4+4:]) == binary.BigEndian.Uint32(p[plo.L4+4:])+uint32(mss)
 			}
-			if ok && !lo.v6 {
-				ok = binary.BigEndian.Uint16(f[lo.l3+4:]) == binary.BigEndian.Uint16(p[plo.l3+4:])+1
+			if ok && !lo.IPv6 {
+				ok = binary.BigEndian.Uint16(f[lo.L3+4:]) == binary.BigEndian.Uint16(p[plo.L3+4:])+1
 			}
 			if !ok {
 				groups = append(groups, cur)
@@ -281,51 +281,51 @@ func groupSegments(segs [][]byte, los []segLayout, mss int) [][]int {
 // rebuildSuper joins a group of segments into the super-packet they came
 // from: the first segment's headers, FIN/PSH from the last, lengths fixed,
 // checksums computed with the reference loop (not the code under test).
-func rebuildSuper(segs [][]byte, los []segLayout, group []int) []byte {
+func rebuildSuper(segs [][]byte, los []Layout, group []int) []byte {
 	first, lo := segs[group[0]], los[group[0]]
-	out := append([]byte(nil), first[:lo.pay]...)
+	out := append([]byte(nil), first[:lo.Payload]...)
 	for _, i := range group {
-		out = append(out, segs[i][los[i].pay:los[i].end]...)
+		out = append(out, segs[i][los[i].Payload:los[i].End]...)
 	}
 	last := segs[group[len(group)-1]]
-	ip := out[lo.l3:]
-	if lo.v6 {
-		binary.BigEndian.PutUint16(ip[4:], uint16(len(out)-lo.l3-40))
+	ip := out[lo.L3:]
+	if lo.IPv6 {
+		binary.BigEndian.PutUint16(ip[4:], uint16(len(out)-lo.L3-40))
 	} else {
-		binary.BigEndian.PutUint16(ip[2:], uint16(len(out)-lo.l3))
+		binary.BigEndian.PutUint16(ip[2:], uint16(len(out)-lo.L3))
 		ip[10], ip[11] = 0, 0
-		binary.BigEndian.PutUint16(ip[10:], ^uint16(segRefSum(ip[:lo.l4-lo.l3])))
+		binary.BigEndian.PutUint16(ip[10:], ^uint16(segRefSum(ip[:lo.L4-lo.L3])))
 	}
-	l4len := len(out) - lo.l4
-	ck := lo.l4 + 16
-	if lo.proto == ipProtoTCP {
-		out[lo.l4+13] |= last[los[group[len(group)-1]].l4+13] & (tcpPSH | tcpFIN)
+	l4len := len(out) - lo.L4
+	ck := lo.L4 + 16
+	if lo.Proto == ipProtoTCP {
+		out[lo.L4+13] |= last[los[group[len(group)-1]].L4+13] & (tcpPSH | tcpFIN)
 	} else {
-		binary.BigEndian.PutUint16(out[lo.l4+4:], uint16(l4len))
-		ck = lo.l4 + 6
+		binary.BigEndian.PutUint16(out[lo.L4+4:], uint16(l4len))
+		ck = lo.L4 + 6
 	}
 	out[ck], out[ck+1] = 0, 0
 	var ph []byte
-	if lo.v6 {
+	if lo.IPv6 {
 		ph = append(ph, ip[8:40]...)
 		ph = binary.BigEndian.AppendUint32(ph, uint32(l4len))
-		ph = append(ph, 0, 0, 0, lo.proto)
+		ph = append(ph, 0, 0, 0, lo.Proto)
 	} else {
 		ph = append(ph, ip[12:20]...)
-		ph = append(ph, 0, lo.proto)
+		ph = append(ph, 0, lo.Proto)
 		ph = binary.BigEndian.AppendUint16(ph, uint16(l4len))
 	}
-	binary.BigEndian.PutUint16(out[ck:], ^uint16(segRefSum(append(ph, out[lo.l4:]...))))
+	binary.BigEndian.PutUint16(out[ck:], ^uint16(segRefSum(append(ph, out[lo.L4:]...))))
 	return out
 }
 
 // compareWithKernel rebuilds every group, segments it with the code under
 // test and requires the kernel's segments byte for byte.
-func compareWithKernel(t *testing.T, segs [][]byte, los []segLayout, proto uint8) {
+func compareWithKernel(t *testing.T, segs [][]byte, los []Layout, proto uint8) {
 	t.Helper()
 	mss := 0
 	for _, lo := range los {
-		mss = max(mss, lo.end-lo.pay)
+		mss = max(mss, lo.End-lo.Payload)
 	}
 	groups := groupSegments(segs, los, mss)
 	multi := 0
@@ -397,7 +397,7 @@ func TestKernelTSO(t *testing.T) {
 			if c.sockopt != nil {
 				// The option must really be on the wire.
 				lo := los[0]
-				if extra := lo.l4 - lo.l3 - map[bool]int{false: 20, true: 40}[c.v6]; extra != map[bool]int{false: 4, true: 8}[c.v6] {
+				if extra := lo.L4 - lo.L3 - map[bool]int{false: 20, true: 40}[c.v6]; extra != map[bool]int{false: 4, true: 8}[c.v6] {
 					t.Fatalf("captured segments have %d bytes of IP options/extension headers", extra)
 				}
 			}
@@ -722,14 +722,14 @@ func TestKernelGRO(t *testing.T) {
 			ms, mlos := segDataFrames(merged.received(false), ipProtoTCP, src)
 			mss := 0
 			for _, lo := range wlos {
-				mss = max(mss, lo.end-lo.pay)
+				mss = max(mss, lo.End-lo.Payload)
 			}
 			bySeq := map[uint32]int{}
 			for i, f := range ws {
-				if lo := wlos[i]; lo.end-lo.l3 > 1500 {
-					t.Fatalf("wire segment %d has %d bytes: A's capture saw the packet before GSO", i, lo.end-lo.l3)
+				if lo := wlos[i]; lo.End-lo.L3 > 1500 {
+					t.Fatalf("wire segment %d has %d bytes: A's capture saw the packet before GSO", i, lo.End-lo.L3)
 				}
-				bySeq[binary.BigEndian.Uint32(f[wlos[i].l4+4:])] = i
+				bySeq[binary.BigEndian.Uint32(f[wlos[i].L4+4:])] = i
 			}
 			g, err := NewGRO(GROOptions{PartialChecksum: true})
 			if err != nil {
@@ -738,8 +738,8 @@ func TestKernelGRO(t *testing.T) {
 			nMerged := 0
 			for k, m := range ms {
 				lo := mlos[k]
-				seq := binary.BigEndian.Uint32(m[lo.l4+4:])
-				plen := lo.end - lo.pay
+				seq := binary.BigEndian.Uint32(m[lo.L4+4:])
+				plen := lo.End - lo.Payload
 				start, ok := bySeq[seq]
 				if !ok {
 					t.Fatalf("B packet %d (seq %d) starts at no wire segment", k, seq)
@@ -751,7 +751,7 @@ func TestKernelGRO(t *testing.T) {
 						t.Fatalf("B packet %d runs past the wire capture", k)
 					}
 					in = append(in, ws[i])
-					covered += wlos[i].end - wlos[i].pay
+					covered += wlos[i].End - wlos[i].Payload
 				}
 				if len(in) == 1 {
 					if !bytes.Equal(in[0], m) {
@@ -850,10 +850,10 @@ func TestKernelReceivesSegmentedStream(t *testing.T) {
 			for _, out := range []bool{false, true} {
 				for _, f := range c.received(out) {
 					lo, e := parseLayout(f, ipProtoTCP)
-					if e.kind != nil || lo.v6 != v6 {
+					if e.kind != nil || lo.IPv6 != v6 {
 						continue
 					}
-					th := f[lo.l4:]
+					th := f[lo.L4:]
 					sp, dp := binary.BigEndian.Uint16(th[0:]), binary.BigEndian.Uint16(th[2:])
 					switch {
 					case !out && sp == sport && dp == dport && th[13] == tcpSYN:
@@ -876,12 +876,12 @@ func TestKernelReceivesSegmentedStream(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			th := super[lo.l4:]
+			th := super[lo.L4:]
 			binary.BigEndian.PutUint16(th[0:], sport)
 			binary.BigEndian.PutUint16(th[2:], dport)
 			binary.BigEndian.PutUint32(th[8:], isnB+1)
 			if v6 {
-				binary.BigEndian.PutUint32(super[lo.l3:], 0x60000000) // no traffic class or flow label
+				binary.BigEndian.PutUint32(super[lo.L3:], 0x60000000) // no traffic class or flow label
 			}
 			mss := 1460
 			if v6 {
@@ -911,7 +911,7 @@ func TestKernelReceivesSegmentedStream(t *testing.T) {
 			if _, err := io.ReadFull(peer, got); err != nil {
 				t.Fatalf("B's socket read: %v", err)
 			}
-			if !bytes.Equal(got, super[lo.pay:lo.end]) {
+			if !bytes.Equal(got, super[lo.Payload:lo.End]) {
 				t.Fatal("B's socket delivered other bytes than the segments carried")
 			}
 			var csumAfter int64

@@ -39,15 +39,18 @@ func segmentPayload(hdr, payload []byte, opts SegmentOptions, proto uint8, op st
 	var buf [segMaxHeader]byte
 	h := buf[:len(hdr)]
 	copy(h, hdr)
-	if l3, et, ok := segLinkEnd(h); ok {
+	// Parse finds the IP header even though its length field is not
+	// yet right (it then fails on the IP header, which is fine here).
+	if l, _ := Parse(h); l.EtherType != 0 {
+		l3, et := l.L3, l.EtherType
 		switch {
-		case et == etherTypeIPv4 && len(h) >= l3+4:
+		case et == EtherTypeIPv4 && len(h) >= l3+4:
 			tot := len(h) - l3 + len(payload)
 			if tot > 65535 {
 				return 0, lerr(ErrMalformed, "IPv4 packet of %d bytes: payload beyond the 16-bit total length", tot).err(op)
 			}
 			binary.BigEndian.PutUint16(h[l3+2:], uint16(tot))
-		case et == etherTypeIPv6 && len(h) >= l3+40:
+		case et == EtherTypeIPv6 && len(h) >= l3+40:
 			plen := len(h) - l3 - 40 + len(payload)
 			if plen > 65535 {
 				return 0, lerr(ErrMalformed, "IPv6 payload of %d bytes: beyond the 16-bit payload length", plen).err(op)
@@ -59,28 +62,10 @@ func segmentPayload(hdr, payload []byte, opts SegmentOptions, proto uint8, op st
 	if e.kind != nil {
 		return 0, e.err(op)
 	}
-	if lo.pay != len(h) {
-		return 0, lerr(ErrMalformed, "header template has %d bytes after the transport header", len(h)-lo.pay).err(op)
+	if lo.Payload != len(h) {
+		return 0, lerr(ErrMalformed, "header template has %d bytes after the transport header", len(h)-lo.Payload).err(op)
 	}
 	p := segPlan{lo: lo, plen: len(payload), mss: opts.MSS}
 	p.n = max(1, (p.plen+p.mss-1)/p.mss)
 	return segmentPlanned(h, payload, p, opts, proto, op, func(_, size int) []byte { return next(size) })
-}
-
-// segLinkEnd walks the Ethernet header and VLAN tags of f and returns the
-// offset of the network header and its EtherType.
-func segLinkEnd(f []byte) (l3 int, et uint16, ok bool) {
-	if len(f) < 14 {
-		return 0, 0, false
-	}
-	off := 12
-	et = binary.BigEndian.Uint16(f[off:])
-	for tags := 0; et == etherTypeVLAN || et == etherTypeQinQ || et == etherTypeQinQ2; tags++ {
-		if tags == segMaxVLANTags || len(f) < off+6 {
-			return 0, 0, false
-		}
-		off += 4
-		et = binary.BigEndian.Uint16(f[off:])
-	}
-	return off + 2, et, true
 }

@@ -35,19 +35,19 @@ func TestSegmentPayload(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				hdr := append([]byte(nil), in[:lo.pay]...)
+				hdr := append([]byte(nil), in[:lo.Payload]...)
 				// Garbage in the fields the function must ignore.
-				if lo.v6 {
-					hdr[lo.l3+4], hdr[lo.l3+5] = 0xde, 0xad
+				if lo.IPv6 {
+					hdr[lo.L3+4], hdr[lo.L3+5] = 0xde, 0xad
 				} else {
-					hdr[lo.l3+2], hdr[lo.l3+3], hdr[lo.l3+10] = 0, 7, 0x55
+					hdr[lo.L3+2], hdr[lo.L3+3], hdr[lo.L3+10] = 0, 7, 0x55
 				}
 				if udp {
-					hdr[lo.l4+4], hdr[lo.l4+6] = 0x77, 0x66
+					hdr[lo.L4+4], hdr[lo.L4+6] = 0x77, 0x66
 				} else {
-					hdr[lo.l4+16] ^= 0xff
+					hdr[lo.L4+16] ^= 0xff
 				}
-				payload := in[lo.pay:lo.end]
+				payload := in[lo.Payload:lo.End]
 				bufs := make([][]byte, len(want))
 				for i := range bufs {
 					bufs[i] = make([]byte, 2048)
@@ -80,7 +80,7 @@ func TestSegmentPayload(t *testing.T) {
 func TestSegmentPayloadErrors(t *testing.T) {
 	in := buildSuper(t, superSpec{tsopt: true, flags: tcpACK, payload: 100})
 	lo, _ := parseSegLayout(in, ipProtoTCP, "test")
-	hdr := in[:lo.pay]
+	hdr := in[:lo.Payload]
 	next := func(size int) []byte { return make([]byte, size) }
 	for _, c := range []struct {
 		name    string
@@ -90,9 +90,9 @@ func TestSegmentPayloadErrors(t *testing.T) {
 		want    error
 	}{
 		{"payload beyond 64 KB", hdr, make([]byte, 65535), 1448, ErrMalformed},
-		{"bytes after the TCP header", in[:lo.pay+10], nil, 1448, ErrMalformed},
+		{"bytes after the TCP header", in[:lo.Payload+10], nil, 1448, ErrMalformed},
 		{"template too long", make([]byte, 600), nil, 1448, ErrMalformed},
-		{"truncated TCP header", in[:lo.l4+10], nil, 1448, ErrMalformed},
+		{"truncated TCP header", in[:lo.L4+10], nil, 1448, ErrMalformed},
 		{"UDP template for TCP", buildSuper(t, superSpec{udp: true})[:14+20+8], nil, 1448, ErrWrongProtocol},
 		{"MSS 0", hdr, nil, 0, ErrInvalidMSS},
 	} {

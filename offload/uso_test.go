@@ -48,16 +48,16 @@ func TestSegmentUDPZeroChecksum(t *testing.T) {
 	lo, _ := parseSegLayout(in, ipProtoUDP, "test")
 	// Adjust the last two payload bytes so that the full sum is 0xffff,
 	// i.e. the checksum field computes to zero.
-	in[lo.end-2], in[lo.end-1] = 0, 0
-	binary.BigEndian.PutUint16(in[lo.l4+6:], 0)
-	ph := pseudoSum(in[lo.l3:], false, ipProtoUDP, lo.end-lo.l4)
-	s := Combine(ph, Checksum(in[lo.l4:lo.end], 0))
-	binary.BigEndian.PutUint16(in[lo.end-2:], ^s)
+	in[lo.End-2], in[lo.End-1] = 0, 0
+	binary.BigEndian.PutUint16(in[lo.L4+6:], 0)
+	ph := pseudoSum(in[lo.L3:], false, ipProtoUDP, lo.End-lo.L4)
+	s := Combine(ph, Checksum(in[lo.L4:lo.End], 0))
+	binary.BigEndian.PutUint16(in[lo.End-2:], ^s)
 	segs, err := SegmentUDP(nil, in, SegmentOptions{MSS: 1400})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := binary.BigEndian.Uint16(segs[0][lo.l4+6:]); c != 0xffff {
+	if c := binary.BigEndian.Uint16(segs[0][lo.L4+6:]); c != 0xffff {
 		t.Fatalf("UDP checksum %#04x, want 0xffff", c)
 	}
 	gopacketCheck(t, segs[0])

@@ -21,20 +21,6 @@ var (
 	ErrChecksumRange = errors.New("checksum offsets out of range")
 )
 
-// Bounds of the header walk.
-const (
-	// MaxVLANTags is the longest stack of 802.1Q/802.1ad tags the parser
-	// walks; a frame with more is malformed.
-	MaxVLANTags = 4
-	// MaxExtHeaders is the longest IPv6 extension header chain the parser
-	// walks (the kernel's ipv6_skip_exthdr is bounded only by the packet);
-	// a longer chain is malformed.
-	MaxExtHeaders = 16
-)
-
-// etherTypeQinQOld is the pre-standard 802.1ad TPID some switches still use.
-const etherTypeQinQOld = 0x9100
-
 // Verdict is the outcome of one checksum check.
 type Verdict uint8
 
@@ -224,197 +210,13 @@ func protoName(p uint8) string {
 	return "proto " + strconv.Itoa(int(p))
 }
 
-// frameLayout is where the headers of a parsed frame are. Offsets are from the
-// start of the frame.
-type frameLayout struct {
-	etherType uint16
-	l3        int // IP header
-	l4        int // transport header (after IPv4 options / IPv6 extension headers)
-	end       int // end of the IP packet by its length field; bytes after it are link padding
-	proto     uint8
-	v6        bool
-	skip      Reason // ReasonFragment, ReasonEncrypted, ReasonRoutingUnknown: L4 not verifiable
-	dst6      int    // offset of the IPv6 destination address for the pseudo-header
-}
-
-// parseFrameLayout walks the Ethernet, VLAN and IP headers of frame (and the
-// IPv6 extension headers). A malformed frame returns a malformed reason;
-// a non-IP frame returns ReasonNotIP with etherType set.
-func parseFrameLayout(frame []byte) (frameLayout, Reason) {
-	var lo frameLayout
-	if len(frame) < EthernetLen {
-		return lo, ReasonShortEthernet
-	}
-	off := EthernetLen
-	et := binary.BigEndian.Uint16(frame[12:])
-	for tags := 0; et == EtherTypeVLAN || et == EtherTypeQinQ || et == etherTypeQinQOld; tags++ {
-		if tags == MaxVLANTags {
-			return lo, ReasonVLANTags
-		}
-		if len(frame) < off+VLANLen {
-			return lo, ReasonShortEthernet
-		}
-		et = binary.BigEndian.Uint16(frame[off+2:])
-		off += VLANLen
-	}
-	lo.etherType = et
-	lo.l3 = off
-	switch et {
-	case EtherTypeIPv4:
-		return parseLayoutIPv4(frame, lo)
-	case EtherTypeIPv6:
-		return parseLayoutIPv6(frame, lo)
-	}
-	return lo, ReasonNotIP
-}
-
-func parseLayoutIPv4(frame []byte, lo frameLayout) (frameLayout, Reason) {
-	p := frame[lo.l3:]
-	if len(p) < IPv4MinLen {
-		return lo, ReasonShortIPHeader
-	}
-	ip := IPv4(p)
-	if ip.Version() != 4 {
-		return lo, ReasonIPVersion
-	}
-	hl := ip.HeaderLength()
-	if hl < IPv4MinLen {
-		return lo, ReasonIHL
-	}
-	if hl > len(p) {
-		return lo, ReasonShortIPHeader
-	}
-	tl := int(ip.TotalLength())
-	if tl < hl || tl > len(p) {
-		return lo, ReasonIPLength
-	}
-	lo.l4 = lo.l3 + hl
-	lo.end = lo.l3 + tl
-	lo.proto = ip.Protocol()
-	if ip.IsFragment() {
-		lo.skip = ReasonFragment
-	} else if lo.proto == ProtoESP {
-		lo.skip = ReasonEncrypted
-	}
-	return lo, ReasonNone
-}
-
-func parseLayoutIPv6(frame []byte, lo frameLayout) (frameLayout, Reason) {
-	p := frame[lo.l3:]
-	if len(p) < IPv6Len {
-		return lo, ReasonShortIPHeader
-	}
-	ip := IPv6(p)
-	if ip.Version() != 6 {
-		return lo, ReasonIPVersion
-	}
-	end := IPv6Len + int(ip.PayloadLength())
-	if end > len(p) {
-		return lo, ReasonIPLength
-	}
-	lo.v6 = true
-	lo.end = lo.l3 + end
-	lo.dst6 = lo.l3 + 24
-	p = p[:end]
-	off := IPv6Len
-	nh := ip.NextHeader()
-	for n := 0; ; n++ {
-		var hlen int
-		switch nh {
-		case ProtoHopByHop, ProtoRouting, ProtoDstOpts, ProtoFragment, ProtoAH:
-		default:
-			lo.l4 = lo.l3 + off
-			lo.proto = nh
-			if nh == ProtoESP && lo.skip == ReasonNone {
-				lo.skip = ReasonEncrypted
-			}
-			return lo, ReasonNone
-		}
-		if n == MaxExtHeaders {
-			return lo, ReasonExtHeaderChain
-		}
-		if nh == ProtoHopByHop && n != 0 {
-			return lo, ReasonHopByHop
-		}
-		if len(p) < off+8 {
-			return lo, ReasonExtHeader
-		}
-		h := p[off:]
-		switch nh {
-		case ProtoFragment:
-			hlen = 8
-			// Offset and M flag; an atomic fragment (both zero, RFC 6946)
-			// is a whole datagram and is verified like one.
-			fo := binary.BigEndian.Uint16(h[2:])
-			if fo&0xfff9 != 0 {
-				lo.skip = ReasonFragment
-			}
-			if fo&0xfff8 != 0 {
-				// A later fragment: what follows is data, not headers.
-				lo.l4 = lo.l3 + off + hlen
-				lo.proto = h[0]
-				return lo, ReasonNone
-			}
-		case ProtoAH:
-			hlen = (int(h[1]) + 2) * 4
-		default:
-			hlen = (int(h[1]) + 1) * 8
-		}
-		if len(p) < off+hlen {
-			return lo, ReasonExtHeader
-		}
-		if nh == ProtoRouting {
-			if r := layoutRoutingDst(&lo, h[:hlen], lo.l3+off); r != ReasonNone {
-				if r.Malformed() {
-					return lo, r
-				}
-				if lo.skip == ReasonNone {
-					lo.skip = r
-				}
-			}
-		}
-		nh = h[0]
-		off += hlen
-	}
-}
-
-// layoutRoutingDst points lo.dst6 at the final destination named by a routing
-// header h (at frame offset at) whose segments-left field is nonzero: the
-// pseudo-header uses it (RFC 8200 section 8.1).
-func layoutRoutingDst(lo *frameLayout, h []byte, at int) Reason {
-	typ, left := h[2], int(h[3])
-	if left == 0 {
-		return ReasonNone // at the final destination: the fixed header holds it
-	}
-	n := (len(h) - 8) / 16 // addresses after the 8-byte routing header start
-	switch typ {
-	case 0, 2:
-		// RH0 (RFC 2460, deprecated) and type 2 (RFC 6275): the final
-		// destination is the last address of the list.
-		if n == 0 || left > n {
-			return ReasonRoutingHeader
-		}
-		lo.dst6 = at + 8 + 16*(n-1)
-	case 4:
-		// Segment routing header (RFC 8754): Segment List[0] is the last
-		// segment of the path; Last Entry is h[4].
-		if n == 0 || int(h[4]) >= n || left > int(h[4])+1 {
-			return ReasonRoutingHeader
-		}
-		lo.dst6 = at + 8
-	default:
-		return ReasonRoutingUnknown
-	}
-	return ReasonNone
-}
-
 // layoutL4Span checks the transport header of a parsed frame and returns the end
 // of the bytes its checksum covers (UDP length and UDP-Lite coverage can
 // end before the IP packet does) and the checksum field offset in the
 // frame. ok is false for a protocol without a known checksum.
-func layoutL4Span(frame []byte, lo frameLayout) (covEnd, field int, ok bool, r Reason) {
-	seg := frame[lo.l4:lo.end]
-	switch lo.proto {
+func layoutL4Span(frame []byte, lo Layout) (covEnd, field int, ok bool, r Reason) {
+	seg := frame[lo.L4:lo.End]
+	switch lo.Proto {
 	case ProtoTCP:
 		if len(seg) < TCPMinLen {
 			return 0, 0, true, ReasonShortL4Header
@@ -422,7 +224,7 @@ func layoutL4Span(frame []byte, lo frameLayout) (covEnd, field int, ok bool, r R
 		if d := TCP(seg).DataOffset(); d < TCPMinLen || d > len(seg) {
 			return 0, 0, true, ReasonL4Length
 		}
-		return lo.end, lo.l4 + TCPChecksumOffset, true, ReasonNone
+		return lo.End, lo.L4 + TCPChecksumOffset, true, ReasonNone
 	case ProtoUDP:
 		if len(seg) < UDPLen {
 			return 0, 0, true, ReasonShortL4Header
@@ -435,7 +237,7 @@ func layoutL4Span(frame []byte, lo frameLayout) (covEnd, field int, ok bool, r R
 		if ul < UDPLen || ul > len(seg) {
 			return 0, 0, true, ReasonL4Length
 		}
-		return lo.l4 + ul, lo.l4 + UDPChecksumOffset, true, ReasonNone
+		return lo.L4 + ul, lo.L4 + UDPChecksumOffset, true, ReasonNone
 	case ProtoUDPLite:
 		if len(seg) < UDPLen {
 			return 0, 0, true, ReasonShortL4Header
@@ -449,12 +251,12 @@ func layoutL4Span(frame []byte, lo frameLayout) (covEnd, field int, ok bool, r R
 		if cov < UDPLen || cov > len(seg) {
 			return 0, 0, true, ReasonL4Length
 		}
-		return lo.l4 + cov, lo.l4 + UDPChecksumOffset, true, ReasonNone
+		return lo.L4 + cov, lo.L4 + UDPChecksumOffset, true, ReasonNone
 	case ProtoICMP, ProtoICMPv6:
 		if len(seg) < ICMPLen {
 			return 0, 0, true, ReasonShortL4Header
 		}
-		return lo.end, lo.l4 + ICMPChecksumOffset, true, ReasonNone
+		return lo.End, lo.L4 + ICMPChecksumOffset, true, ReasonNone
 	}
 	return 0, 0, false, ReasonNone
 }
@@ -462,19 +264,12 @@ func layoutL4Span(frame []byte, lo frameLayout) (covEnd, field int, ok bool, r R
 // layoutPseudoSum returns the pseudo-header sum of a parsed frame's transport
 // segment (0 for ICMP over IPv4, which has none). The length is that of
 // the whole transport segment (the IP payload), also for UDP-Lite.
-func layoutPseudoSum(frame []byte, lo frameLayout) uint16 {
-	if lo.proto == ProtoICMP && !lo.v6 {
-		return 0
+func layoutPseudoSum(frame []byte, lo Layout) uint16 {
+	length := lo.End - lo.L4
+	if lo.Proto == ProtoUDP {
+		length = int(UDP(frame[lo.L4:]).Length()) // the trimmed datagram
 	}
-	length := lo.end - lo.l4
-	if lo.proto == ProtoUDP {
-		length = int(binary.BigEndian.Uint16(frame[lo.l4+4:])) // the trimmed datagram
-	}
-	if lo.v6 {
-		return PseudoHeaderIPv6([16]byte(frame[lo.l3+8:lo.l3+24]), [16]byte(frame[lo.dst6:lo.dst6+16]), lo.proto, uint32(length))
-	}
-	ip := IPv4(frame[lo.l3:])
-	return PseudoHeaderIPv4(ip.Src(), ip.Dst(), lo.proto, uint16(length))
+	return lo.PseudoHeaderSum(frame, length)
 }
 
 // VerifyRx checks the checksums of a received Ethernet frame and returns
@@ -508,9 +303,9 @@ func VerifyRxComplete(frame []byte, sum uint16) RxResult {
 
 func verifyRx(frame []byte, sum uint16, haveSum bool) RxResult {
 	var res RxResult
-	lo, r := parseFrameLayout(frame)
-	res.EtherType = lo.etherType
-	res.L3Offset = lo.l3
+	lo, r := Parse(frame)
+	res.EtherType = lo.EtherType
+	res.L3Offset = lo.L3
 	if r != ReasonNone {
 		res.Reason = r
 		if r.Malformed() {
@@ -518,17 +313,17 @@ func verifyRx(frame []byte, sum uint16, haveSum bool) RxResult {
 		}
 		return res
 	}
-	res.Proto = lo.proto
-	res.L4Offset = lo.l4
-	if !lo.v6 {
-		if Checksum(frame[lo.l3:lo.l4], 0) == 0xffff {
+	res.Proto = lo.Proto
+	res.L4Offset = lo.L4
+	if !lo.IPv6 {
+		if Checksum(frame[lo.L3:lo.L4], 0) == 0xffff {
 			res.L3 = VerdictOK
 		} else {
 			res.L3 = VerdictBad
 		}
 	}
-	if lo.skip != ReasonNone {
-		res.L4, res.Reason = VerdictSkipped, lo.skip
+	if lo.Skip != ReasonNone {
+		res.L4, res.Reason = VerdictSkipped, lo.Skip
 		return res
 	}
 	covEnd, field, known, r := layoutL4Span(frame, lo)
@@ -541,8 +336,8 @@ func verifyRx(frame []byte, sum uint16, haveSum bool) RxResult {
 		return res
 	}
 	check := binary.BigEndian.Uint16(frame[field:])
-	if lo.proto == ProtoUDP && check == 0 {
-		if lo.v6 {
+	if lo.Proto == ProtoUDP && check == 0 {
+		if lo.IPv6 {
 			res.L4, res.Reason = VerdictBad, ReasonUDP6ZeroChecksum
 		} else {
 			res.Reason = ReasonUDPZeroChecksum
@@ -557,7 +352,7 @@ func verifyRx(frame []byte, sum uint16, haveSum bool) RxResult {
 		// EthernetLen; the front part has even length, the back part
 		// starts at an odd position when covEnd-EthernetLen is odd, and
 		// then its sum is byte-swapped (RFC 1071 section 1.2(B)).
-		l4 = onesSub(sum, Checksum(frame[EthernetLen:lo.l4], 0))
+		l4 = onesSub(sum, Checksum(frame[EthernetLen:lo.L4], 0))
 		if covEnd < len(frame) {
 			tail := Checksum(frame[covEnd:], 0)
 			if (covEnd-EthernetLen)&1 != 0 {
@@ -566,7 +361,7 @@ func verifyRx(frame []byte, sum uint16, haveSum bool) RxResult {
 			l4 = onesSub(l4, tail)
 		}
 	} else {
-		l4 = Checksum(frame[lo.l4:covEnd], 0)
+		l4 = Checksum(frame[lo.L4:covEnd], 0)
 	}
 	if s := Combine(l4, layoutPseudoSum(frame, lo)); s == 0xffff || s == 0 {
 		// 0 and 0xffff are the same value in one's complement; a derived

@@ -208,6 +208,7 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	for i, s := range seedFrames() {
 		write("FuzzVerifyRx", i, lit(s))
 		write("FuzzFill", i, lit(s))
+		write("FuzzParse", i, lit(s))
 		write("FuzzFillPartial", i, lit(s), fmt.Sprintf("uint16(%d)", EthernetLen+20), fmt.Sprintf("uint16(%d)", 16+i%3))
 	}
 	rng := rand.New(rand.NewPCG(43, 44))

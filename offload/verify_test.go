@@ -73,7 +73,7 @@ func TestFillChecksumGopacket(t *testing.T) {
 			if !l4OK {
 				t.Fatalf("frame %d (%+v): gopacket says the filled transport checksum is wrong", i, o)
 			}
-			lo, _ := parseFrameLayout(f)
+			lo, _ := Parse(f)
 			_, field, _, _ := layoutL4Span(f, lo)
 			if got := binary.BigEndian.Uint16(f[field:]); got != correct && !(got == 0 && correct == 0xffff) {
 				t.Fatalf("frame %d (%+v): filled %#04x, gopacket computes %#04x", i, o, got, correct)
@@ -107,8 +107,8 @@ func TestVerifyRxGopacket(t *testing.T) {
 			if rng.IntN(2) == 0 {
 				// Corrupt one byte of the transport segment (header or
 				// payload); the checksum field itself included.
-				lo, _ := parseFrameLayout(f)
-				at := lo.l4 + rng.IntN(lo.end-lo.l4)
+				lo, _ := Parse(f)
+				at := lo.L4 + rng.IntN(lo.End-lo.L4)
 				f[at] ^= byte(1 + rng.IntN(255))
 			}
 		}
@@ -128,8 +128,8 @@ func TestVerifyRxGopacket(t *testing.T) {
 		if !l4Checked {
 			continue
 		}
-		lo, _ := parseFrameLayout(f)
-		if lo.proto == ProtoUDP && binary.BigEndian.Uint16(f[lo.l4+6:]) == 0 {
+		lo, _ := Parse(f)
+		if lo.Proto == ProtoUDP && binary.BigEndian.Uint16(f[lo.L4+6:]) == 0 {
 			// gopacket takes UDP checksum 0 as "none" over IPv6 too.
 			want := VerdictNone
 			if o.v6 {
@@ -169,8 +169,8 @@ func TestVerifyRxCases(t *testing.T) {
 	}
 	v4 := func(p uint8) frameOpts { return frameOpts{proto: p, payload: 33} }
 	v6 := func(p uint8, ext ...uint8) frameOpts { return frameOpts{v6: true, proto: p, payload: 33, ext: ext} }
-	l3 := func(f []byte) int { lo, _ := parseFrameLayout(f); return lo.l3 }
-	l4 := func(f []byte) int { lo, _ := parseFrameLayout(f); return lo.l4 }
+	l3 := func(f []byte) int { lo, _ := Parse(f); return lo.L3 }
+	l4 := func(f []byte) int { lo, _ := Parse(f); return lo.L4 }
 	cases := []tc{
 		{name: "ipv4 tcp", o: v4(ProtoTCP), l3: VerdictOK, l4: VerdictOK, proto: ProtoTCP},
 		{name: "ipv4 udp", o: v4(ProtoUDP), l3: VerdictOK, l4: VerdictOK, proto: ProtoUDP},

@@ -200,16 +200,16 @@ func (d *Dispatcher) pick(frame []byte) (int, int) {
 	if h, ok := d.fastHash(frame); ok {
 		return d.workerOf(h), classPorts
 	}
-	fi, err := parseFlow(frame)
+	fi, _, r := parseFlow(frame)
 	var h uint32
 	class := classPorts
-	switch {
-	case err == nil:
+	switch r {
+	case flowOK:
 		h = d.t.hashFrame(frame, fi, d.sym)
 		if !fi.ports {
 			class = classNoPorts
 		}
-	case errors.Is(err, ErrNotIP):
+	case flowNotIP, flowTooManyTags:
 		// Keep the frames between two stations in order: hash the MACs.
 		h = d.t.Hash(frame[:12])
 		class = classNonIP

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 
 	"github.com/xdpio/xdpio/internal/errs"
+	"github.com/xdpio/xdpio/offload"
 )
 
 // ErrNotIP reports a frame that carries neither IPv4 nor IPv6 (ARP, LLDP,
@@ -16,19 +17,14 @@ var ErrNotIP = errors.New("not an IP frame")
 // ErrMalformed reports a frame whose headers are cut short or inconsistent.
 var ErrMalformed = errs.ErrMalformed
 
-// EtherType values the parser knows.
+// Limits of the flow parse on top of offload.Parse's.
 const (
-	etherTypeIPv4  = 0x0800
-	etherTypeIPv6  = 0x86dd
-	etherTypeVLAN  = 0x8100 // 802.1Q
-	etherTypeQinQ  = 0x88a8 // 802.1ad service tag
-	etherTypeQinQ1 = 0x9100 // pre-standard double tagging
+	protoTCP = offload.ProtoTCP
+	protoUDP = offload.ProtoUDP
 
-	protoTCP = 6
-	protoUDP = 17
-
-	maxVLANTags  = 2
-	maxIPv6Chain = 8 // extension headers followed before giving up on ports
+	// maxVLANTags: frames with more tags are not hashed as IP (NICs
+	// parse at most a double tag).
+	maxVLANTags = 2
 )
 
 // flowInfo is where a frame's flow fields are: a parse without copies.
@@ -43,140 +39,78 @@ type flowInfo struct {
 // ParseFlowKey returns the RSS flow key of an Ethernet frame: Ethernet II
 // with up to two VLAN tags (802.1Q, 802.1ad), then IPv4 (options skipped)
 // or IPv6 (hop-by-hop, routing, destination options, fragment and AH
-// extension headers skipped), then the ports of TCP and UDP.
+// extension headers skipped), then the ports of TCP and UDP. The headers
+// are found by offload.Parse.
 //
 // Like RSS hardware (and Microsoft's hash types), fragments of IPv4 and
 // IPv6 datagrams, the first one included, and other protocols hash on the
-// addresses alone: Ports is false for them.
+// addresses alone: Ports is false for them, as for a chain of more than
+// offload.MaxExtHeaders IPv6 extension headers (Proto is then the header
+// where the walk stopped).
 //
 // Frames without an IP header return an error wrapping ErrNotIP; frames
 // whose headers are cut short or inconsistent one wrapping ErrMalformed.
 func ParseFlowKey(frame []byte) (FlowKey, error) {
-	fi, err := parseFlow(frame)
-	if err != nil {
-		return FlowKey{}, fmt.Errorf("parse flow key: %w", err)
+	fi, lo, r := parseFlow(frame)
+	if r != flowOK {
+		return FlowKey{}, fmt.Errorf("parse flow key: %w", flowErr(frame, lo, r))
 	}
 	return flowKeyOf(frame, fi), nil
 }
 
-// parseFlow finds the flow fields of an Ethernet frame. Its errors do not
-// name the operation; callers add it.
-func parseFlow(b []byte) (flowInfo, error) {
+// flowResult is parseFlow's verdict, without an allocated error.
+type flowResult uint8
+
+const (
+	flowOK flowResult = iota
+	flowNotIP
+	flowTooManyTags
+	flowMalformed
+	flowShortPorts
+)
+
+// parseFlow finds the flow fields of an Ethernet frame. It does not
+// allocate; flowErr describes a failure.
+func parseFlow(b []byte) (flowInfo, offload.Layout, flowResult) {
 	var fi flowInfo
-	if len(b) < 14 {
-		return fi, fmt.Errorf("%d bytes, shorter than an Ethernet header: %w", len(b), ErrMalformed)
-	}
-	off := 12
-	et := binary.BigEndian.Uint16(b[off:])
-	for tags := 0; et == etherTypeVLAN || et == etherTypeQinQ || et == etherTypeQinQ1; tags++ {
-		if tags == maxVLANTags {
-			return fi, fmt.Errorf("more than %d VLAN tags: %w", maxVLANTags, ErrNotIP)
-		}
-		off += 4
-		if len(b) < off+2 {
-			return fi, fmt.Errorf("VLAN tag at offset %d cut short at %d bytes: %w", off-4, len(b), ErrMalformed)
-		}
-		et = binary.BigEndian.Uint16(b[off:])
-	}
-	off += 2
-	fi.l3 = off
-	switch et {
-	case etherTypeIPv4:
-		return parseIPv4(b, fi)
-	case etherTypeIPv6:
-		return parseIPv6(b, fi)
-	}
-	return fi, fmt.Errorf("EtherType %#04x: %w", et, ErrNotIP)
-}
-
-func parseIPv4(b []byte, fi flowInfo) (flowInfo, error) {
-	off := fi.l3
-	ip := b[off:]
-	if len(ip) < 20 {
-		return fi, fmt.Errorf("IPv4 header at offset %d cut short at %d bytes: %w", off, len(ip), ErrMalformed)
-	}
-	if v := ip[0] >> 4; v != 4 {
-		return fi, fmt.Errorf("IPv4 EtherType with IP version %d at offset %d: %w", v, off, ErrMalformed)
-	}
-	hl := int(ip[0]&0x0f) * 4
-	total := int(binary.BigEndian.Uint16(ip[2:]))
+	lo, r := offload.Parse(b)
 	switch {
-	case hl < 20:
-		return fi, fmt.Errorf("IPv4 header length %d at offset %d: %w", hl, off, ErrMalformed)
-	case total < hl:
-		return fi, fmt.Errorf("IPv4 total length %d below header length %d at offset %d: %w", total, hl, off, ErrMalformed)
-	case total > len(ip):
-		return fi, fmt.Errorf("IPv4 total length %d exceeds the %d bytes left at offset %d: %w", total, len(ip), off, ErrMalformed)
+	case r == offload.ReasonNotIP:
+		return fi, lo, flowNotIP
+	case r == offload.ReasonVLANTags || lo.VLANTags > maxVLANTags ||
+		lo.VLANTags == maxVLANTags && r == offload.ReasonShortEthernet:
+		// A third tag, whole or cut: not hashed as IP.
+		return fi, lo, flowTooManyTags
+	case r == offload.ReasonExtHeaderChain:
+		// A chain longer than the parser follows: addresses only.
+	case r != offload.ReasonNone:
+		return fi, lo, flowMalformed
 	}
-	fi.proto = ip[9]
-	frag := binary.BigEndian.Uint16(ip[6:])
-	if frag&0x3fff != 0 { // more-fragments flag or an offset: a fragment
-		return fi, nil
+	fi.l3, fi.v6, fi.proto = lo.L3, lo.IPv6, lo.Proto
+	if r != offload.ReasonNone || lo.Fragment || (fi.proto != protoTCP && fi.proto != protoUDP) {
+		return fi, lo, flowOK
 	}
-	return l4Ports(b, fi, off+hl, off+total)
-}
-
-func parseIPv6(b []byte, fi flowInfo) (flowInfo, error) {
-	off := fi.l3
-	ip := b[off:]
-	if len(ip) < 40 {
-		return fi, fmt.Errorf("IPv6 header at offset %d cut short at %d bytes: %w", off, len(ip), ErrMalformed)
+	if lo.L4+4 > lo.End {
+		return fi, lo, flowShortPorts
 	}
-	if v := ip[0] >> 4; v != 6 {
-		return fi, fmt.Errorf("IPv6 EtherType with IP version %d at offset %d: %w", v, off, ErrMalformed)
-	}
-	fi.v6 = true
-	end := off + 40 + int(binary.BigEndian.Uint16(ip[4:]))
-	if end > len(b) {
-		// A payload length of 0 with a jumbo option is not supported here
-		// either: both leave the addresses usable but the ports in doubt.
-		return fi, fmt.Errorf("IPv6 payload length %d exceeds the %d bytes left at offset %d: %w", end-off-40, len(b)-off-40, off, ErrMalformed)
-	}
-	next := ip[6]
-	l4 := off + 40
-	for range maxIPv6Chain {
-		switch next {
-		case 0, 43, 60, 51: // hop-by-hop, routing, destination options, AH
-			if l4+2 > end {
-				return fi, fmt.Errorf("IPv6 extension header %d at offset %d cut short: %w", next, l4, ErrMalformed)
-			}
-			n := (int(b[l4+1]) + 1) * 8
-			if next == 51 {
-				n = (int(b[l4+1]) + 2) * 4
-			}
-			if l4+n > end {
-				return fi, fmt.Errorf("IPv6 extension header %d of %d bytes at offset %d exceeds the payload: %w", next, n, l4, ErrMalformed)
-			}
-			next = b[l4]
-			l4 += n
-			continue
-		case 44: // fragment: hash the addresses alone
-			if l4+8 > end {
-				return fi, fmt.Errorf("IPv6 fragment header at offset %d cut short: %w", l4, ErrMalformed)
-			}
-			fi.proto = b[l4]
-			return fi, nil
-		}
-		fi.proto = next
-		return l4Ports(b, fi, l4, end)
-	}
-	// A chain longer than this parser follows: addresses only.
-	fi.proto = next
-	return fi, nil
-}
-
-// l4Ports records the ports of a TCP or UDP header at l4 (the IP payload
-// ends at end).
-func l4Ports(b []byte, fi flowInfo, l4, end int) (flowInfo, error) {
-	if fi.proto != protoTCP && fi.proto != protoUDP {
-		return fi, nil
-	}
-	if l4+4 > end {
-		return fi, fmt.Errorf("protocol %d header at offset %d cut short at %d bytes: %w", fi.proto, l4, end-l4, ErrMalformed)
-	}
-	fi.l4 = l4
+	fi.l4 = lo.L4
 	fi.ports = true
-	return fi, nil
+	return fi, lo, flowOK
+}
+
+// flowErr is the error of a parseFlow failure; it does not name the
+// operation, callers add it.
+func flowErr(b []byte, lo offload.Layout, r flowResult) error {
+	switch r {
+	case flowNotIP:
+		return fmt.Errorf("EtherType %#04x: %w", lo.EtherType, ErrNotIP)
+	case flowTooManyTags:
+		return fmt.Errorf("more than %d VLAN tags: %w", maxVLANTags, ErrNotIP)
+	case flowShortPorts:
+		return fmt.Errorf("protocol %d header at offset %d cut short at %d bytes: %w", lo.Proto, lo.L4, lo.End-lo.L4, ErrMalformed)
+	}
+	_, why := offload.Parse(b) // again, on the error path only: the reason
+	return fmt.Errorf("%s (IP header at offset %d): %w", why, lo.L3, ErrMalformed)
 }
 
 // HashFrame returns the hash of an Ethernet frame's flow under
@@ -184,9 +118,9 @@ func l4Ports(b []byte, fi flowInfo, l4, end int) (flowInfo, error) {
 // SymmetricNone): the value a NIC with this key reports for the frame. It
 // fails like ParseFlowKey.
 func (t *Toeplitz) HashFrame(frame []byte, s Symmetric) (uint32, error) {
-	fi, err := parseFlow(frame)
-	if err != nil {
-		return 0, fmt.Errorf("hash frame: %w", err)
+	fi, lo, r := parseFlow(frame)
+	if r != flowOK {
+		return 0, fmt.Errorf("hash frame: %w", flowErr(frame, lo, r))
 	}
 	return t.hashFrame(frame, fi, s), nil
 }

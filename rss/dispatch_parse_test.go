@@ -9,6 +9,7 @@ import (
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
+	"github.com/xdpio/xdpio/offload"
 )
 
 var (
@@ -77,11 +78,12 @@ func frameCases(tb testing.TB) []frameCase {
 	// and a 12-byte ICV, then TCP.
 	ah := append([]byte{6, 4, 0, 0}, make([]byte, 20)...)
 	v6ah := build(tb, eth(layers.EthernetTypeIPv6), v6(layers.IPProtocolAH), gopacket.Payload(append(ah, tcpBytes...)))
-	// Nine destination options headers: longer than the parser follows.
+	// MaxExtHeaders+1 destination options headers: longer than the
+	// parser follows.
 	var chain []byte
-	for i := range 9 {
+	for i := range offload.MaxExtHeaders + 1 {
 		next := byte(60)
-		if i == 8 {
+		if i == offload.MaxExtHeaders {
 			next = 6
 		}
 		chain = append(chain, next, 0, 1, 4, 0, 0, 0, 0)

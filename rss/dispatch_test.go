@@ -350,9 +350,9 @@ func BenchmarkDispatch(b *testing.B) {
 		i := 0
 		for b.Loop() {
 			fr := frames[i&1023]
-			fi, err := parseFlow(fr)
-			if err != nil {
-				b.Fatal(err)
+			fi, lo, r := parseFlow(fr)
+			if r != flowOK {
+				b.Fatal(flowErr(fr, lo, r))
 			}
 			x ^= t.hashFrame(fr, fi, SymmetricNone) // HashFrame without the error wrap
 			i++

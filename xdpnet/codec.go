@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+
+	"github.com/xdpio/xdpio/offload"
 )
 
 // The frame codec the conn uses, for programs that move frames with
@@ -30,29 +32,17 @@ func HeaderLen(dst netip.Addr) int { return headerLen(dst.Unmap()) }
 
 // WriteFrame writes the headers of h and payload into frame, with the
 // IPv4 header and UDP checksums filled (the payload is summed while it is
-// copied), and returns the frame's length. It fails when the addresses
+// copied), and returns the frame's length: offload.Headers.BuildUDP does
+// the work. It fails when the addresses
 // are not of one family, a MAC address is not 6 bytes, or frame is too
 // short. It does not allocate.
 func WriteFrame(frame []byte, h *Header, payload []byte) (int, error) {
-	src, dst := unmapAP(h.Src), unmapAP(h.Dst)
-	switch {
-	case !src.IsValid() || !dst.IsValid() || src.Addr().Is4() != dst.Addr().Is4():
-		return 0, fmt.Errorf("%w: frame from %v to %v: addresses of one family needed", ErrInvalidConfig, h.Src, h.Dst)
-	case len(h.SrcMAC) != 6 || len(h.DstMAC) != 6:
-		return 0, fmt.Errorf("%w: frame from %v to %v: 6-byte MAC addresses needed", ErrInvalidConfig, h.SrcMAC, h.DstMAC)
-	case len(payload) > 65535-ipv6Len-udpLen:
-		return 0, fmt.Errorf("%w: a %d-byte payload does not fit a UDP datagram", ErrInvalidConfig, len(payload))
+	th := offload.Headers{SrcMAC: h.SrcMAC, DstMAC: h.DstMAC, Src: unmapAP(h.Src), Dst: unmapAP(h.Dst), TTL: h.TTL, TOS: h.TOS}
+	n, err := th.BuildUDP(frame, h.ID, payload)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	need := headerLen(dst.Addr()) + len(payload)
-	if len(frame) < need {
-		return 0, fmt.Errorf("%w: a %d-byte frame for %d bytes of headers and payload", ErrInvalidConfig, len(frame), need)
-	}
-	ttl := h.TTL
-	if ttl == 0 {
-		ttl = defaultTTL
-	}
-	th := txHeader{srcMAC: h.SrcMAC, dstMAC: h.DstMAC, src: src, dst: dst, ttl: ttl, tos: h.TOS}
-	return writeDatagram(frame, &th, h.ID, payload), nil
+	return n, nil
 }
 
 // Datagram is a UDP datagram ParseFrame found in a frame; Payload aliases

@@ -2,22 +2,22 @@ package xdpnet
 
 import (
 	"encoding/binary"
-	"net"
 	"net/netip"
 
 	"github.com/xdpio/xdpio/offload"
 )
 
 // Frame layout: Ethernet II without VLAN tags, IPv4 (options allowed on
-// receive, none on send) or IPv6 (no extension headers), UDP.
+// receive, none on send) or IPv6 (no extension headers), UDP; the sizes
+// and numbers are offload's, which parses and builds the frames.
 const (
-	ethLen    = 14
-	ipv4Len   = 20
-	ipv6Len   = 40
-	udpLen    = 8
-	etherIPv4 = 0x0800
-	etherIPv6 = 0x86dd
-	protoUDP  = 17
+	ethLen    = offload.EthernetLen
+	ipv4Len   = offload.IPv4MinLen
+	ipv6Len   = offload.IPv6Len
+	udpLen    = offload.UDPLen
+	etherIPv4 = offload.EtherTypeIPv4
+	etherIPv6 = offload.EtherTypeIPv6
+	protoUDP  = offload.ProtoUDP
 )
 
 // cause is why a received frame was not delivered; causeOK: it was.
@@ -163,34 +163,35 @@ func parseRxPorts(f []byte, local netip.Addr, port uint16, ports int, mode RxChe
 }
 
 // parse looks at a received frame and fills d with its datagram. It never
-// writes to f and does not allocate.
+// writes to f and does not allocate. offload.Parse finds the headers; the
+// rules on top are this package's: no VLAN tags, no IPv6 extension
+// headers, no IPv4 fragments.
 func (p *rxParser) parse(f []byte, d *rxDatagram) cause {
 	if len(f) < ethLen {
 		return causeMalformed
 	}
+	if et := offload.Ethernet(f).Type(); et != etherIPv4 && et != etherIPv6 {
+		return causeNotIP // VLAN-tagged frames included
+	}
+	lo, r := offload.Parse(f)
+	switch {
+	case lo.IPv6 && lo.ExtHeaders > 0:
+		return causeNotUDP
+	case r != offload.ReasonNone:
+		return causeMalformed
+	case lo.Fragment:
+		return causeFragment
+	case lo.Proto != protoUDP:
+		return causeNotUDP
+	}
 	var l4 []byte
 	var pseudo uint64 // the pseudo-header's sum but for the length, 0: no UDP checksum to verify
 	verify := p.mode != RxChecksumNone
-	switch binary.BigEndian.Uint16(f[12:]) {
-	case etherIPv4:
-		ip := f[ethLen:]
-		if len(ip) < ipv4Len || ip[0]>>4 != 4 {
-			return causeMalformed
-		}
-		ihl := int(ip[0]&0x0f) * 4
-		tot := int(binary.BigEndian.Uint16(ip[2:]))
-		if ihl < ipv4Len || tot < ihl || tot > len(ip) {
-			return causeMalformed
-		}
-		if binary.BigEndian.Uint16(ip[6:])&0x3fff != 0 {
-			return causeFragment
-		}
-		if ip[9] != protoUDP {
-			return causeNotUDP
-		}
+	if !lo.IPv6 {
+		ip := offload.IPv4(f[lo.L3:lo.L4])
 		switch p.match {
 		case matchExact4:
-			if [4]byte(ip[16:20]) != p.local4 {
+			if ip.Dst() != p.local4 {
 				return causeNotForUs
 			}
 		case matchExact6:
@@ -199,56 +200,48 @@ func (p *rxParser) parse(f []byte, d *rxDatagram) cause {
 		if verify {
 			// The header's words, end-around: 0xffff when right.
 			var s uint64
-			for i := 0; i < ihl; i += 4 {
+			for i := 0; i < len(ip); i += 4 {
 				s += uint64(binary.BigEndian.Uint32(ip[i:]))
 			}
 			if offload.Fold(s) != 0xffff {
 				return causeBadChecksum
 			}
 		}
-		l4 = ip[ihl:tot]
-		if len(l4) < udpLen {
+		if lo.Payload == 0 {
 			return causeMalformed
 		}
-		d.src = netip.AddrPortFrom(netip.AddrFrom4([4]byte(ip[12:16])), binary.BigEndian.Uint16(l4[0:]))
-		d.ecn = ip[1] & 3
+		l4 = f[lo.L4:lo.End]
+		u := offload.UDP(l4)
+		d.src = netip.AddrPortFrom(netip.AddrFrom4(ip.Src()), u.SrcPort())
+		d.ecn = ip.TOS() & 3
 		if p.wantDst {
-			d.dst = netip.AddrPortFrom(netip.AddrFrom4([4]byte(ip[16:20])), binary.BigEndian.Uint16(l4[2:]))
+			d.dst = netip.AddrPortFrom(netip.AddrFrom4(ip.Dst()), u.DstPort())
 		}
-		if verify && binary.BigEndian.Uint16(l4[6:]) != 0 {
+		if verify && u.Checksum() != 0 {
 			pseudo = uint64(binary.BigEndian.Uint32(ip[12:])) + uint64(binary.BigEndian.Uint32(ip[16:])) + protoUDP
 		}
-	case etherIPv6:
-		ip := f[ethLen:]
-		if len(ip) < ipv6Len || ip[0]>>4 != 6 {
-			return causeMalformed
-		}
-		plen := int(binary.BigEndian.Uint16(ip[4:]))
-		if ipv6Len+plen > len(ip) {
-			return causeMalformed
-		}
-		if ip[6] != protoUDP {
-			return causeNotUDP
-		}
+	} else {
+		ip := offload.IPv6(f[lo.L3:lo.L4])
 		switch p.match {
 		case matchExact6:
-			if [16]byte(ip[24:40]) != p.local16 {
+			if ip.Dst() != p.local16 {
 				return causeNotForUs
 			}
 		case matchExact4, matchAny4:
 			return causeNotForUs
 		}
-		l4 = ip[ipv6Len : ipv6Len+plen]
-		if len(l4) < udpLen {
+		if lo.Payload == 0 {
 			return causeMalformed
 		}
-		d.src = netip.AddrPortFrom(netip.AddrFrom16([16]byte(ip[8:24])), binary.BigEndian.Uint16(l4[0:]))
-		d.ecn = ip[1] >> 4 & 3
+		l4 = f[lo.L4:lo.End]
+		u := offload.UDP(l4)
+		d.src = netip.AddrPortFrom(netip.AddrFrom16(ip.Src()), u.SrcPort())
+		d.ecn = ip.TrafficClass() & 3
 		if p.wantDst {
-			d.dst = netip.AddrPortFrom(netip.AddrFrom16([16]byte(ip[24:40])), binary.BigEndian.Uint16(l4[2:]))
+			d.dst = netip.AddrPortFrom(netip.AddrFrom16(ip.Dst()), u.DstPort())
 		}
 		if verify {
-			if binary.BigEndian.Uint16(l4[6:]) == 0 {
+			if u.Checksum() == 0 {
 				return causeZeroChecksum6
 			}
 			pseudo = protoUDP
@@ -256,8 +249,6 @@ func (p *rxParser) parse(f []byte, d *rxDatagram) cause {
 				pseudo += uint64(binary.BigEndian.Uint32(ip[i:]))
 			}
 		}
-	default:
-		return causeNotIP
 	}
 	dport := binary.BigEndian.Uint16(l4[2:])
 	if dport < p.port || int(dport-p.port) >= p.ports {
@@ -312,105 +303,10 @@ func (p *rxParser) finishSum(d *rxDatagram, payloadSum uint16) cause {
 	return causeOK
 }
 
-// txHeader describes the headers of datagrams from one source to one
-// destination; writeHeader writes them in front of a payload.
-type txHeader struct {
-	srcMAC, dstMAC net.HardwareAddr
-	src, dst       netip.AddrPort
-	ttl, tos       uint8
-}
-
 // headerLen returns the length of the headers for the family of dst.
 func headerLen(dst netip.Addr) int {
-	if dst.Is4() {
-		return ethLen + ipv4Len + udpLen
-	}
-	return ethLen + ipv6Len + udpLen
-}
-
-// writeDatagram writes the Ethernet, IP and UDP headers of h and payload
-// into frame, fills both checksums (summing the payload while it copies
-// it), and returns the frame's length. frame must hold
-// headerLen(h.dst.Addr())+len(payload) bytes; id is the IPv4
-// identification.
-func writeDatagram(frame []byte, h *txHeader, id uint16, payload []byte) int {
-	n, sum := writeHeaders(frame, h, id, len(payload))
-	udp := frame[n-udpLen : n]
-	_, ps := offload.CopyChecksum(frame[n:], payload)
-	c := ^offload.Fold(sum + uint64(ps))
-	if c == 0 {
-		c = 0xffff // 0 means "no checksum"
-	}
-	binary.BigEndian.PutUint16(udp[6:], c)
-	return n + len(payload)
-}
-
-// writeHeaders writes the headers of h for a payload of plen bytes, the
-// IPv4 header checksum filled and the UDP one 0, and returns their length
-// and the UDP checksum's sum so far: pseudo-header and UDP header, as
-// 16-bit words added in a wide accumulator (fold it with the payload's).
-func writeHeaders(frame []byte, h *txHeader, id uint16, plen int) (int, uint64) {
-	src, dst := h.src.Addr(), h.dst.Addr()
-	copy(frame[0:6], h.dstMAC)
-	copy(frame[6:12], h.srcMAC)
-	ip := frame[ethLen:]
-	ulen := uint64(udpLen + plen)
-	sport, dport := h.src.Port(), h.dst.Port()
-	// Pseudo-header (but the addresses) and UDP header words.
-	sum := protoUDP + ulen + ulen + uint64(sport) + uint64(dport)
-	var hl int
-	if dst.Is4() {
-		hl = ethLen + ipv4Len + udpLen
-		binary.BigEndian.PutUint16(frame[12:], etherIPv4)
-		s4, d4 := src.As4(), dst.As4()
-		tot := uint32(ipv4Len) + uint32(ulen)
-		w0 := 0x45<<24 | uint32(h.tos)<<16 | tot
-		w1 := uint32(id)<<16 | 0x4000 // DF: the path MTU is respected, never fragmented
-		w2 := uint32(h.ttl)<<24 | protoUDP<<16
-		sa, da := binary.BigEndian.Uint32(s4[:]), binary.BigEndian.Uint32(d4[:])
-		binary.BigEndian.PutUint32(ip[0:], w0)
-		binary.BigEndian.PutUint32(ip[4:], w1)
-		hs := uint64(w0) + uint64(w1) + uint64(w2) + uint64(sa) + uint64(da)
-		binary.BigEndian.PutUint32(ip[8:], w2|uint32(^offload.Fold(hs)))
-		binary.BigEndian.PutUint32(ip[12:], sa)
-		binary.BigEndian.PutUint32(ip[16:], da)
-		sum += uint64(sa) + uint64(da)
-	} else {
-		hl = ethLen + ipv6Len + udpLen
-		binary.BigEndian.PutUint16(frame[12:], etherIPv6)
-		binary.BigEndian.PutUint32(ip[0:], 6<<28|uint32(h.tos)<<20)
-		binary.BigEndian.PutUint32(ip[4:], uint32(ulen)<<16|protoUDP<<8|uint32(h.ttl))
-		s16, d16 := src.As16(), dst.As16()
-		copy(ip[8:24], s16[:])
-		copy(ip[24:40], d16[:])
-		for i := 0; i < 16; i += 4 {
-			sum += uint64(binary.BigEndian.Uint32(s16[i:])) + uint64(binary.BigEndian.Uint32(d16[i:]))
-		}
-	}
-	udp := frame[hl-udpLen : hl]
-	binary.BigEndian.PutUint32(udp[0:], uint32(sport)<<16|uint32(dport))
-	binary.BigEndian.PutUint32(udp[4:], uint32(ulen)<<16)
-	return hl, sum
-}
-
-// writeDatagramPartial is writeDatagram for a checksum offload: the UDP
-// checksum field gets the pseudo-header sum (CHECKSUM_PARTIAL), and the
-// kernel or the NIC adds the rest; the payload is only copied.
-func writeDatagramPartial(frame []byte, h *txHeader, id uint16, payload []byte) int {
-	n, _ := writeHeaders(frame, h, id, len(payload))
-	copy(frame[n:], payload)
-	ulen := uint64(udpLen + len(payload))
-	var ph uint64 = protoUDP + ulen
-	ip := frame[ethLen:]
-	if h.dst.Addr().Is4() {
-		ph += uint64(binary.BigEndian.Uint32(ip[12:])) + uint64(binary.BigEndian.Uint32(ip[16:]))
-	} else {
-		for i := 8; i < 40; i += 4 {
-			ph += uint64(binary.BigEndian.Uint32(ip[i:]))
-		}
-	}
-	binary.BigEndian.PutUint16(frame[n-udpLen+6:], offload.Fold(ph))
-	return n + len(payload)
+	h := offload.Headers{Dst: netip.AddrPortFrom(dst, 0)}
+	return h.Len(offload.ProtoUDP)
 }
 
 func itoa(v int) string {

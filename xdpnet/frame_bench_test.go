@@ -3,6 +3,8 @@ package xdpnet
 import (
 	"fmt"
 	"testing"
+
+	"github.com/xdpio/xdpio/offload"
 )
 
 // BenchmarkParseRx is the per-frame cost of the receive path's parse and
@@ -31,13 +33,15 @@ func BenchmarkParseRx(b *testing.B) {
 func BenchmarkWriteDatagram(b *testing.B) {
 	for _, size := range []int{22, 64, 1472} {
 		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) {
-			h := txHeader{srcMAC: macA, dstMAC: macB, src: ap4, dst: bp4, ttl: 64}
+			h := offload.Headers{SrcMAC: macA, DstMAC: macB, Src: ap4, Dst: bp4, TTL: 64}
 			frame := make([]byte, 2048)
 			payload := make([]byte, size)
 			b.SetBytes(int64(size))
 			b.ReportAllocs()
 			for b.Loop() {
-				writeDatagram(frame, &h, 1, payload)
+				if _, err := h.BuildUDP(frame, 1, payload); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}

@@ -50,7 +50,7 @@ func gopacketFrame(t testing.TB, src, dst netip.AddrPort, payload []byte, ttl, t
 	return buf.Bytes()
 }
 
-// writeDatagram writes what gopacket writes, byte for byte (with the IPv4
+// offload.Headers.BuildUDP, which the conn sends with, writes what gopacket writes, byte for byte (with the IPv4
 // ID gopacket leaves 0), for both families, odd and even payloads, TTL and
 // TOS.
 func TestWriteDatagramMatchesGopacket(t *testing.T) {
@@ -63,9 +63,13 @@ func TestWriteDatagramMatchesGopacket(t *testing.T) {
 				payload[i] = byte(i*7 + 3)
 			}
 			want := gopacketFrame(t, tc.src, tc.dst, payload, 33, 0xb8)
-			h := txHeader{srcMAC: macA, dstMAC: macB, src: tc.src, dst: tc.dst, ttl: 33, tos: 0xb8}
+			h := offload.Headers{SrcMAC: macA, DstMAC: macB, Src: tc.src, Dst: tc.dst, TTL: 33, TOS: 0xb8}
 			frame := make([]byte, 2048)
-			got := frame[:writeDatagram(frame, &h, 0, payload)]
+			n, err := h.BuildUDP(frame, 0, payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := frame[:n]
 			// gopacket pads to Ethernet's 60-byte minimum; a NIC does that
 			// (veth needs none).
 			if len(want) == 60 && len(got) < 60 && bytes.Equal(want[len(got):], make([]byte, 60-len(got))) {

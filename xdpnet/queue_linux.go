@@ -645,7 +645,7 @@ func (q *Queue) queueMessage(m *Message, dst netip.AddrPort, hop nexthop.Hop) er
 	if m.ECN != 0 {
 		tos = tos&^3 | m.ECN&3
 	}
-	h := txHeader{srcMAC: c.mac, dstMAC: hop.MAC, src: netip.AddrPortFrom(src, sport), dst: dst, ttl: uint8(c.cfg.TTL), tos: tos}
+	h := offload.Headers{SrcMAC: c.mac, DstMAC: hop.MAC, Src: netip.AddrPortFrom(src, sport), Dst: dst, TTL: uint8(c.cfg.TTL), TOS: tos}
 	// Frames for every segment first: a message goes out whole.
 	if q.tb.Cap()-q.tb.Len() < segs {
 		if err := q.flushTX(); err != nil {
@@ -675,11 +675,17 @@ func (q *Queue) queueMessage(m *Message, dst netip.AddrPort, hop nexthop.Hop) er
 		fi := base + i
 		buf := q.tb.Buffer(fi)
 		var n int
+		var err error
 		if c.cfg.TxChecksum == TxChecksumOffload {
-			n = writeDatagramPartial(buf, &h, q.ipID, p)
-			q.tb.RequestChecksum(fi, uint16(hlen-udpLen), 6)
+			n, err = h.BuildUDPPartial(buf, q.ipID, p)
+			q.tb.RequestChecksum(fi, uint16(hlen-udpLen), offload.UDPChecksumOffset)
 		} else {
-			n = writeDatagram(buf, &h, q.ipID, p)
+			n, err = h.BuildUDP(buf, q.ipID, p)
+		}
+		if err != nil {
+			// checkSize and the conn's configuration rule this out.
+			q.s.FreeTail(q.tb, base)
+			return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 		}
 		q.ipID++
 		q.tb.SetLen(fi, n)

@@ -1,19 +1,17 @@
 package xsk
 
 import (
+	"fmt"
 	"sync/atomic"
 	"unsafe"
 )
 
-// ringHeader is the part every ring shares: the kernel-shared producer and
-// consumer indices and flags word, plus our cached copies of the indices.
-//
-// Producer rings (fill, TX): we own the producer index and cache the
-// kernel's consumer index. Consumer rings (RX, completion): we own the
-// consumer index and cache the kernel's producer index. The far index is
-// loaded with sync/atomic (acquire) only when the cached copy no longer
-// answers the question; ours is stored with sync/atomic (release) once per
-// batch, after the descriptors are written or read.
+// The four rings, each in its own file as the kernel names them: the fill
+// ring (fillring.go) and RX ring (rxring.go) move frames to the kernel and
+// back with packets; the TX ring (txring.go) and completion ring
+// (completionring.go) move frames with packets to the kernel and back
+// when sent. This file holds what they share.
+
 // ringOffsets locates a ring's fields in its mmap'd region.
 type ringOffsets struct {
 	producer, consumer, desc, flags uint64
@@ -22,10 +20,24 @@ type ringOffsets struct {
 // ringNeedWakeup is XDP_RING_NEED_WAKEUP.
 const ringNeedWakeup = 1
 
+// ringHeader is the part every ring shares: the kernel-shared producer and
+// consumer indices and flags word, plus our cached copies of the indices.
+//
+// Producer rings (fill, TX): we own the producer index and cache the
+// kernel's consumer index. Consumer rings (RX, completion): we own the
+// consumer index and cache the kernel's producer index. The far index is
+// loaded atomically (acquire) only when the cached copy no longer answers
+// the question; ours is stored atomically (release) once per batch, after
+// the descriptors are written or read, so the kernel never sees an index
+// ahead of the entries it covers.
+//
+// The indices live in memory mmap'd from the kernel; producer, consumer
+// and flags are typed atomics laid over those addresses (the kernel
+// aligns them to a cache line, checked in initHeader), never copied.
 type ringHeader struct {
-	producer *uint32
-	consumer *uint32
-	flags    *uint32
+	producer *atomic.Uint32
+	consumer *atomic.Uint32
+	flags    *atomic.Uint32
 	mask     uint32
 	size     uint32
 
@@ -35,10 +47,59 @@ type ringHeader struct {
 	mem []byte // the mmap'd region, for munmap
 }
 
+// sharedUint32 returns the typed atomic at offset off of the mmap'd region
+// base. An unaligned offset is a broken kernel contract (the kernel
+// aligns each field to a cache line): it panics rather than let atomic
+// accesses tear.
+func sharedUint32(base unsafe.Pointer, off uint64) *atomic.Uint32 {
+	if off%uint64(unsafe.Alignof(atomic.Uint32{})) != 0 {
+		panic(fmt.Sprintf("xsk: kernel ring offset %d is not aligned for a 32-bit index", off))
+	}
+	return (*atomic.Uint32)(unsafe.Add(base, off))
+}
+
+// initHeader points h at the indices in mem and reads their start values;
+// a producer ring starts with entries free.
+func (h *ringHeader) initHeader(mem []byte, off ringOffsets, entries uint32, producer bool) {
+	base := unsafe.Pointer(&mem[0])
+	h.producer = sharedUint32(base, off.producer)
+	h.consumer = sharedUint32(base, off.consumer)
+	h.flags = sharedUint32(base, off.flags)
+	h.mask = entries - 1
+	h.size = entries
+	h.mem = mem
+	h.init(producer)
+}
+
+// ringOf is a ring's header and its entries: UMEM addresses (uint64) on
+// the fill and completion rings, descriptors on the RX and TX rings. The
+// four ring types embed it.
+type ringOf[T any] struct {
+	ringHeader
+	ring []T
+}
+
+// newRingOf maps a ring of entries of type T over mem; a producer ring
+// (fill, TX) starts with every entry free.
+func newRingOf[T any](mem []byte, off ringOffsets, entries uint32, producer bool) ringOf[T] {
+	r := ringOf[T]{ring: unsafe.Slice((*T)(unsafe.Add(unsafe.Pointer(&mem[0]), off.desc)), entries)}
+	r.initHeader(mem, off, entries, producer)
+	return r
+}
+
+// init loads the indices into the cached copies.
+func (r *ringHeader) init(producer bool) {
+	r.cachedProd = r.producer.Load()
+	r.cachedCons = r.consumer.Load()
+	if producer {
+		r.cachedCons += r.size
+	}
+}
+
 // needWakeup reports whether the kernel asks for a syscall to make progress
 // on this ring (XDP_RING_NEED_WAKEUP).
 func (r *ringHeader) needWakeup() bool {
-	return atomic.LoadUint32(r.flags)&ringNeedWakeup != 0
+	return r.flags.Load()&ringNeedWakeup != 0
 }
 
 // prodFree returns how many entries a producer ring can take, looking at the
@@ -49,13 +110,13 @@ func (r *ringHeader) prodFree(n uint32) uint32 {
 		return free
 	}
 	// cachedCons is kept as consumer + size, so free = cachedCons - prod.
-	r.cachedCons = atomic.LoadUint32(r.consumer) + r.size
+	r.cachedCons = r.consumer.Load() + r.size
 	return r.cachedCons - r.cachedProd
 }
 
 // prodSubmit publishes everything reserved so far.
 func (r *ringHeader) prodSubmit() {
-	atomic.StoreUint32(r.producer, r.cachedProd)
+	r.producer.Store(r.cachedProd)
 }
 
 // consAvail returns how many entries are ready to consume, refreshing the
@@ -65,57 +126,20 @@ func (r *ringHeader) consAvail(n uint32) uint32 {
 	if avail >= n {
 		return avail
 	}
-	r.cachedProd = atomic.LoadUint32(r.producer)
+	r.cachedProd = r.producer.Load()
 	return r.cachedProd - r.cachedCons
 }
 
 // consRelease hands consumed entries back to the kernel.
 func (r *ringHeader) consRelease() {
-	atomic.StoreUint32(r.consumer, r.cachedCons)
+	r.consumer.Store(r.cachedCons)
 }
 
-// addrRing is a fill or completion ring: entries are UMEM addresses.
-type addrRing struct {
-	ringHeader
-	ring []uint64
-}
-
-// descRing is an RX or TX ring: entries are descriptors.
-type descRing struct {
-	ringHeader
-	ring []Desc
-}
-
-func initHeader(h *ringHeader, mem []byte, off ringOffsets, entries uint32) {
-	base := unsafe.Pointer(&mem[0])
-	h.producer = (*uint32)(unsafe.Add(base, off.producer))
-	h.consumer = (*uint32)(unsafe.Add(base, off.consumer))
-	h.flags = (*uint32)(unsafe.Add(base, off.flags))
-	h.mask = entries - 1
-	h.size = entries
-	h.mem = mem
-}
-
-func newAddrRing(mem []byte, off ringOffsets, entries uint32, producer bool) *addrRing {
-	r := &addrRing{}
-	initHeader(&r.ringHeader, mem, off, entries)
-	r.ring = unsafe.Slice((*uint64)(unsafe.Add(unsafe.Pointer(&mem[0]), off.desc)), entries)
-	r.init(producer)
-	return r
-}
-
-func newDescRing(mem []byte, off ringOffsets, entries uint32, producer bool) *descRing {
-	r := &descRing{}
-	initHeader(&r.ringHeader, mem, off, entries)
-	r.ring = unsafe.Slice((*Desc)(unsafe.Add(unsafe.Pointer(&mem[0]), off.desc)), entries)
-	r.init(producer)
-	return r
-}
-
-func (r *ringHeader) init(producer bool) {
-	r.cachedProd = atomic.LoadUint32(r.producer)
-	r.cachedCons = atomic.LoadUint32(r.consumer)
-	if producer {
-		r.cachedCons += r.size
+// unmap returns the ring's memory to the kernel; a nil ring or one already
+// unmapped is left alone.
+func (r *ringHeader) unmap(munmap func([]byte) error) {
+	if r != nil && r.mem != nil {
+		munmap(r.mem)
+		r.mem = nil
 	}
 }

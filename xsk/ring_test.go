@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"sync/atomic"
 	"testing"
 	"unsafe"
 
@@ -18,23 +17,23 @@ import (
 // driving the real kernel through 2^32 ring indices would take hours. The
 // real rings are exercised by the integration tests; this checks the
 // cached-index arithmetic across the uint32 wrap.
-func newTestDescRing(t *testing.T, entries uint32, start uint32, producer bool) *descRing {
+func newTestTXRing(t *testing.T, entries uint32, start uint32) *txRing {
 	t.Helper()
 	off := ringOffsets{producer: 0, consumer: 64, flags: 128, desc: 192}
 	mem := make([]byte, int(off.desc)+int(entries)*int(unsafe.Sizeof(Desc{})))
-	r := newDescRing(mem, off, entries, producer)
-	atomic.StoreUint32(r.producer, start)
-	atomic.StoreUint32(r.consumer, start)
-	r.init(producer)
+	r := newTXRing(mem, off, entries)
+	r.producer.Store(start)
+	r.consumer.Store(start)
+	r.init(true)
 	return r
 }
 
 func TestRingWrapsAroundUint32(t *testing.T) {
 	const entries = 8
 	start := ^uint32(0) - 20 // wraps after 21 entries
-	prod := newTestDescRing(t, entries, start, true)
-	// Consumer view of the same memory.
-	cons := &descRing{ringHeader: prod.ringHeader, ring: prod.ring}
+	prod := newTestTXRing(t, entries, start)
+	// Consumer view of the same memory, as the RX ring reads it.
+	cons := &rxRing{prod.ringOf}
 	cons.init(false)
 
 	next := uint64(0)
@@ -69,8 +68,8 @@ func TestRingWrapsAroundUint32(t *testing.T) {
 		cons.cachedCons += take
 		cons.consRelease()
 	}
-	if atomic.LoadUint32(prod.producer) > start && next > 21 {
-		t.Fatalf("producer index %d did not wrap past 2^32 (start %d, %d produced)", atomic.LoadUint32(prod.producer), start, next)
+	if prod.producer.Load() > start && next > 21 {
+		t.Fatalf("producer index %d did not wrap past 2^32 (start %d, %d produced)", prod.producer.Load(), start, next)
 	}
 }
 
@@ -180,5 +179,49 @@ func TestErrorVocabulary(t *testing.T) {
 	}
 	if to := (&OpError{Op: "wait", Queue: -1, Err: os.ErrDeadlineExceeded}); !to.Timeout() {
 		t.Errorf("%v is not a timeout", to)
+	}
+}
+
+// The shared indices are typed atomics laid over the mmap'd memory: an
+// offset the kernel would never give (not 4-byte aligned) is refused
+// before any atomic access could tear.
+func TestRingIndexAlignment(t *testing.T) {
+	mem := make([]byte, 512)
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a misaligned producer offset was accepted")
+		}
+	}()
+	newFillRing(mem, ringOffsets{producer: 2, consumer: 64, flags: 128, desc: 192}, 8)
+}
+
+// The TX ring's unsent and the RX ring's multi-buffer trim read the
+// shared memory as the kernel leaves it.
+func TestRingUnsentAndWholePackets(t *testing.T) {
+	tx := newTestTXRing(t, 8, 100)
+	if tx.unsent() {
+		t.Fatal("an empty TX ring has unsent descriptors")
+	}
+	for i := range uint32(3) {
+		opts := uint32(0)
+		if i < 2 {
+			opts = OptContinues // a three-buffer packet
+		}
+		tx.ring[(tx.cachedProd+i)&tx.mask] = Desc{Addr: uint64(i), Options: opts}
+	}
+	tx.cachedProd += 3
+	tx.prodSubmit()
+	if !tx.unsent() {
+		t.Fatal("published descriptors are not unsent")
+	}
+	rx := &rxRing{tx.ringOf}
+	rx.init(false)
+	if n := rx.consAvail(8); n != 3 || rx.wholePackets(n) != 3 || rx.wholePackets(2) != 0 {
+		t.Fatalf("avail %d, whole packets of 3: %d, of 2: %d", n, rx.wholePackets(n), rx.wholePackets(2))
+	}
+	rx.cachedCons += 3
+	rx.consRelease()
+	if tx.unsent() {
+		t.Fatal("consumed descriptors are still unsent")
 	}
 }

@@ -21,10 +21,10 @@ type Socket struct {
 	zeroCopy bool
 	cfg      SocketConfig
 
-	rx   *descRing
-	tx   *descRing
-	fill *addrRing
-	comp *addrRing
+	rx   *rxRing
+	tx   *txRing
+	fill *fillRing
+	comp *completionRing
 
 	// rxPool feeds the fill ring and takes released frames; txPool gives
 	// Alloc its frames and takes completed and freed ones. They are one
@@ -363,10 +363,7 @@ func (s *Socket) receive(b *Batch) int {
 	idx := r.cachedCons
 	if s.cfg.MultiBuffer {
 		// Stop after the last descriptor that ends a packet.
-		for n > 0 && r.ring[(idx+n-1)&r.mask].Options&OptContinues != 0 {
-			n--
-		}
-		if n == 0 {
+		if n = r.wholePackets(n); n == 0 {
 			if fed {
 				s.publishRX()
 			}
@@ -544,7 +541,7 @@ func (s *Socket) flush() error {
 		return nil
 	}
 	s.txHeld = false
-	if s.tx.cachedProd == atomic.LoadUint32(s.tx.consumer) {
+	if !s.tx.unsent() {
 		return nil
 	}
 	return s.kickIfNeeded()
@@ -574,7 +571,7 @@ const fatalProbeEvery = 4096
 func (s *Socket) complete() int {
 	r := s.comp
 	n := r.consAvail(r.size)
-	if s.tx != nil && !s.txHeld && s.inTx > int64(n) && s.tx.cachedProd != atomic.LoadUint32(s.tx.consumer) {
+	if s.tx != nil && !s.txHeld && s.inTx > int64(n) && s.tx.unsent() {
 		s.kickIfNeeded()
 	}
 	if n == 0 {
@@ -653,17 +650,3 @@ func (s *Socket) Err() error {
 // TxPending returns how many transmitted frames have not come back through
 // the completion ring yet.
 func (s *Socket) TxPending() int { return int(s.inTx) }
-
-func ringOf(r *descRing) *ringHeader {
-	if r == nil {
-		return nil
-	}
-	return &r.ringHeader
-}
-
-func addrOf(r *addrRing) *ringHeader {
-	if r == nil {
-		return nil
-	}
-	return &r.ringHeader
-}

@@ -75,25 +75,25 @@ func NewSocket(u *UMEM, ifindex, queue int, cfg SocketConfig) (_ *Socket, err er
 	if err != nil {
 		return nil, fmt.Errorf("map fill ring: %w", err)
 	}
-	s.fill = newAddrRing(mem, off.fr, uint32(cfg.FillRingSize), true)
+	s.fill = newFillRing(mem, off.fr, uint32(cfg.FillRingSize))
 	mem, err = mmapRing(fd, unix.XDP_UMEM_PGOFF_COMPLETION_RING, off.cr, uint32(cfg.CompletionRingSize), 8)
 	if err != nil {
 		return nil, fmt.Errorf("map completion ring: %w", err)
 	}
-	s.comp = newAddrRing(mem, off.cr, uint32(cfg.CompletionRingSize), false)
+	s.comp = newCompletionRing(mem, off.cr, uint32(cfg.CompletionRingSize))
 	if !cfg.NoRX {
 		mem, err = mmapRing(fd, unix.XDP_PGOFF_RX_RING, off.rx, uint32(cfg.RxRingSize), unsafe.Sizeof(Desc{}))
 		if err != nil {
 			return nil, fmt.Errorf("map RX ring: %w", err)
 		}
-		s.rx = newDescRing(mem, off.rx, uint32(cfg.RxRingSize), false)
+		s.rx = newRXRing(mem, off.rx, uint32(cfg.RxRingSize))
 	}
 	if !cfg.NoTX {
 		mem, err = mmapRing(fd, unix.XDP_PGOFF_TX_RING, off.tx, uint32(cfg.TxRingSize), unsafe.Sizeof(Desc{}))
 		if err != nil {
 			return nil, fmt.Errorf("map TX ring: %w", err)
 		}
-		s.tx = newDescRing(mem, off.tx, uint32(cfg.TxRingSize), true)
+		s.tx = newTXRing(mem, off.tx, uint32(cfg.TxRingSize))
 		if cfg.TxBudget > 0 {
 			b := min(cfg.TxBudget, cfg.TxRingSize)
 			// Best effort: older kernels lack the option and keep 32.
@@ -484,11 +484,17 @@ func (s *Socket) Close() error {
 }
 
 func (s *Socket) teardown() {
-	for _, m := range []*ringHeader{ringOf(s.rx), ringOf(s.tx), addrOf(s.fill), addrOf(s.comp)} {
-		if m != nil && m.mem != nil {
-			unix.Munmap(m.mem)
-			m.mem = nil
-		}
+	if s.rx != nil {
+		s.rx.unmap(unix.Munmap)
+	}
+	if s.tx != nil {
+		s.tx.unmap(unix.Munmap)
+	}
+	if s.fill != nil {
+		s.fill.unmap(unix.Munmap)
+	}
+	if s.comp != nil {
+		s.comp.unmap(unix.Munmap)
 	}
 	if s.fd >= 0 {
 		unix.Close(s.fd)

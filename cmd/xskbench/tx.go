@@ -3,7 +3,6 @@
 package main
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/xdpio/xdpio/internal/trafficgen"
 	"github.com/xdpio/xdpio/internal/vethpair"
+	"github.com/xdpio/xdpio/offload"
 	"github.com/xdpio/xdpio/xsk"
 	"golang.org/x/sys/unix"
 )
@@ -269,16 +269,16 @@ func gsoBatch(payload int) int { return max(1, min(64, 65000/payload)) }
 
 func (t *socketGSOTx) start(h *vethpair.Host, o *Options) error {
 	f := o.frame
-	if len(f) < 14+20+8 || binary.BigEndian.Uint16(f[12:]) != 0x0800 {
-		return fmt.Errorf("socket-gso: the template is not an IPv4 frame")
+	lo, r := offload.Parse(f)
+	if r != offload.ReasonNone || lo.IPv6 || lo.Proto != offload.ProtoUDP || lo.Payload == 0 {
+		return fmt.Errorf("socket-gso: the template is not an IPv4 UDP frame")
 	}
 	// The template is the generator's frame, from A to B: B sends back.
-	ip := f[14:]
-	dst := netip.AddrFrom4([4]byte(ip[12:16]))
-	src := netip.AddrFrom4([4]byte(ip[16:20]))
-	udp := ip[20:]
-	sport, dport := binary.BigEndian.Uint16(udp[0:]), binary.BigEndian.Uint16(udp[2:])
-	payload := len(f) - 14 - 20 - 8
+	dst := netip.AddrFrom4([4]byte(lo.Src(f)))
+	src := netip.AddrFrom4([4]byte(lo.Dst(f)))
+	udp := offload.UDP(f[lo.L4:])
+	sport, dport := udp.SrcPort(), udp.DstPort()
+	payload := lo.End - lo.Payload
 	err := h.Do(func() error {
 		for q := 0; q < o.Queues; q++ {
 			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)

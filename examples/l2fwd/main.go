@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/xdpio/xdpio/examples/internal/exutil"
+	"github.com/xdpio/xdpio/offload"
 	"github.com/xdpio/xdpio/xsk"
 )
 
@@ -85,15 +86,17 @@ func run(args []string) error {
 	return l2fwd(ctx, o.Iface, cfg, o.Batch)
 }
 
-// SwapMAC exchanges the destination and source MAC addresses of frame.
+// SwapMAC exchanges the destination and source MAC addresses of frame
+// (through offload's Ethernet view); a frame shorter than the two
+// addresses is left alone.
 func SwapMAC(frame []byte) {
 	if len(frame) < 12 {
 		return
 	}
-	var tmp [6]byte
-	copy(tmp[:], frame[0:6])
-	copy(frame[0:6], frame[6:12])
-	copy(frame[6:12], tmp[:])
+	e := offload.Ethernet(frame)
+	src, dst := e.Src(), e.Dst()
+	e.SetDst(src)
+	e.SetSrc(dst)
 }
 
 // summary is what a run forwarded, from the sockets' counters: every

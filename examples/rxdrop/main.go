@@ -10,7 +10,15 @@
 // in poll), for comparison.
 //
 //	rxdrop -i eth0 [-q 0-3] [-t 10s] [-port 9000] [-shape auto|per-queue|one] [-raw]
-//	rxdrop -demo [-t 5s] [-demo-queues 2]   # on a veth pair it creates, with its own generator
+//
+// rxdrop uses the public packages only, as every example does (a test in
+// package examples checks it). To watch it on a veth pair in two
+// namespaces it creates, fed by an XDP live-frames generator, with the
+// account of every frame sent, run its demo, a test harness that may use
+// the module's internal test network and generator:
+//
+//	make demo-rxdrop [DEMO_ARGS='-t 5s -demo-queues 2 -shape one']
+//	go test ./examples/rxdrop -run '^TestDemo$' -v -args -demo [-demo.args '-t 5s -demo-queues 2']
 //
 // Every flag is checked before anything is opened: a value out of range,
 // or an argument that is not a flag, exits with status 2 and the usage.
@@ -32,18 +40,15 @@ func main() {
 	os.Exit(exutil.Exit(os.Stderr, "rxdrop", run(os.Args[1:])))
 }
 
-const synopsis = `rxdrop -i IFACE [-q 0-3] [-t 10s] [-port 9000] [flags]
-       rxdrop -demo [-t 5s] [-demo-queues 2] [flags]`
+const synopsis = `rxdrop -i IFACE [-q 0-3] [-t 10s] [-port 9000] [flags]`
 
 // options are rxdrop's flags.
 type options struct {
 	exutil.Flags
-	port       int    // -port: 0..65535, 0 takes every frame
-	demo       bool   // -demo
-	demoQueues int    // -demo-queues: 1..exutil.MaxQueue+1
-	oneThread  bool   // -one-thread
-	shape      string // -shape: auto, per-queue, one
-	raw        bool   // -raw
+	port      int    // -port: 0..65535, 0 takes every frame
+	oneThread bool   // -one-thread
+	shape     string // -shape: auto, per-queue, one
+	raw       bool   // -raw
 }
 
 // loop is how rxdrop receives: through the runner in a shape, or by hand.
@@ -69,8 +74,6 @@ func flagSet(o *options) *flag.FlagSet {
 	fs := exutil.NewFlagSet("rxdrop", synopsis)
 	o.Register(fs)
 	fs.IntVar(&o.port, "port", 0, "only take UDP to this destination port, 1-65535 (other traffic reaches the kernel); 0 takes everything")
-	fs.BoolVar(&o.demo, "demo", false, "create a veth pair in two namespaces, send 64-byte UDP (port 9) into it with an XDP generator, and receive it here (no -i, no -port)")
-	fs.IntVar(&o.demoQueues, "demo-queues", 2, fmt.Sprintf("queues of the demo veth pair, 1-%d", exutil.MaxQueue+1))
 	fs.BoolVar(&o.oneThread, "one-thread", false, "receive every queue in one goroutine (xsk.Poller): the same as -shape one")
 	fs.StringVar(&o.shape, "shape", "auto", "auto (a goroutine per queue when there are two CPUs per queue, else one for all), per-queue, or one")
 	fs.BoolVar(&o.raw, "raw", false, "receive with the plain loop instead of the runner: a goroutine per queue (one for all with -shape one) that waits in poll, napping only with -nap")
@@ -83,41 +86,30 @@ func parseFlags(args []string) (options, error) {
 	var o options
 	fs := flagSet(&o)
 	err := o.Parse(fs, args, func() error {
-		if o.port < 0 || o.port > 65535 {
-			return fmt.Errorf("-port %d: must be 1-65535, or 0 to take everything", o.port)
-		}
-		if _, err := exutil.ParseShape(o.shape); err != nil {
+		if err := o.check(); err != nil {
 			return err
 		}
-		if o.oneThread && o.shape == "per-queue" {
-			return fmt.Errorf("-one-thread and -shape per-queue contradict each other")
-		}
-		if o.demoQueues < 1 || o.demoQueues > exutil.MaxQueue+1 {
-			return fmt.Errorf("-demo-queues %d: must be 1-%d", o.demoQueues, exutil.MaxQueue+1)
-		}
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		if !o.demo {
-			if set["demo-queues"] {
-				return fmt.Errorf("-demo-queues %d: only with -demo", o.demoQueues)
-			}
-			if o.Iface == "" {
-				return fmt.Errorf("-i IFACE is required (or -demo)")
-			}
-			return nil
-		}
-		if set["i"] || set["port"] {
-			return fmt.Errorf("-demo makes its own veth pair and takes UDP port 9: no -i or -port")
-		}
-		qs, _ := exutil.ParseQueues(o.Queues)
-		for _, q := range qs {
-			if q >= o.demoQueues {
-				return fmt.Errorf("-q %s: the demo veth pair has queues 0-%d (-demo-queues %d)", o.Queues, o.demoQueues-1, o.demoQueues)
-			}
+		if o.Iface == "" {
+			return fmt.Errorf("-i IFACE is required")
 		}
 		return nil
 	})
 	return o, err
+}
+
+// check validates rxdrop's own flags but -i (the demo harness makes the
+// interface itself).
+func (o *options) check() error {
+	if o.port < 0 || o.port > 65535 {
+		return fmt.Errorf("-port %d: must be 1-65535, or 0 to take everything", o.port)
+	}
+	if _, err := exutil.ParseShape(o.shape); err != nil {
+		return err
+	}
+	if o.oneThread && o.shape == "per-queue" {
+		return fmt.Errorf("-one-thread and -shape per-queue contradict each other")
+	}
+	return nil
 }
 
 // config is the xsk.Config the options ask for.
@@ -141,9 +133,6 @@ func run(args []string) error {
 	o, err := parseFlags(args)
 	if err != nil {
 		return err
-	}
-	if o.demo {
-		return runDemo(&o, o.demoQueues)
 	}
 	cfg, err := o.config()
 	if err != nil {

@@ -14,7 +14,6 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -240,47 +239,18 @@ func sourceAddr(ifi *net.Interface, v4 bool) (netip.Addr, error) {
 }
 
 // BuildUDP returns an Ethernet/IP/UDP frame of size bytes with valid
-// checksums.
+// checksums, built by offload.Headers.
 func BuildUDP(srcMAC, dstMAC net.HardwareAddr, src, dst netip.Addr, sport, dport uint16, size int) ([]byte, error) {
-	l3 := 20
-	if src.Is6() {
-		l3 = 40
+	h := offload.Headers{SrcMAC: srcMAC, DstMAC: dstMAC, Src: netip.AddrPortFrom(src, sport), Dst: netip.AddrPortFrom(dst, dport)}
+	if err := h.Check(); err != nil {
+		return nil, err
 	}
-	if src.Is4() != dst.Is4() {
-		return nil, fmt.Errorf("source %v and destination %v are of different families", src, dst)
-	}
-	if size < 14+l3+8 || size > 9000 {
-		return nil, fmt.Errorf("frame size %d: must be between %d and 9000", size, 14+l3+8)
+	hl := h.Len(offload.ProtoUDP)
+	if size < hl || size > 9000 {
+		return nil, fmt.Errorf("frame size %d: must be between %d and 9000", size, hl)
 	}
 	f := make([]byte, size)
-	copy(f[0:], dstMAC)
-	copy(f[6:], srcMAC)
-	udpLen := size - 14 - l3
-	ip := f[14:]
-	if src.Is4() {
-		binary.BigEndian.PutUint16(f[12:], 0x0800)
-		ip[0] = 0x45
-		binary.BigEndian.PutUint16(ip[2:], uint16(20+udpLen))
-		ip[8] = 64
-		ip[9] = 17
-		s, d := src.As4(), dst.As4()
-		copy(ip[12:], s[:])
-		copy(ip[16:], d[:])
-	} else {
-		binary.BigEndian.PutUint16(f[12:], 0x86dd)
-		ip[0] = 0x60
-		binary.BigEndian.PutUint16(ip[4:], uint16(udpLen))
-		ip[6] = 17
-		ip[7] = 64
-		s, d := src.As16(), dst.As16()
-		copy(ip[8:], s[:])
-		copy(ip[24:], d[:])
-	}
-	udp := ip[l3:]
-	binary.BigEndian.PutUint16(udp[0:], sport)
-	binary.BigEndian.PutUint16(udp[2:], dport)
-	binary.BigEndian.PutUint16(udp[4:], uint16(udpLen))
-	if _, err := offload.FillChecksum(f); err != nil {
+	if _, err := h.BuildUDP(f, 0, make([]byte, size-hl)); err != nil {
 		return nil, err
 	}
 	return f, nil
@@ -307,20 +277,21 @@ func txonly(ctx context.Context, iface string, cfg xsk.Config, frame []byte, flo
 		tmpl [][]byte
 		n    int
 	}
-	l4 := 14 + 20
-	if frame[12] == 0x86 {
-		l4 = 14 + 40
+	lo, r := offload.Parse(frame)
+	if r != offload.ReasonNone || lo.Proto != offload.ProtoUDP {
+		return fmt.Errorf("txonly: the template frame is not UDP: %v", r)
 	}
 	states := map[*xsk.Socket]*queueState{}
 	for _, s := range socks {
 		st := &queueState{tmpl: make([][]byte, flows)}
 		for i := range st.tmpl {
 			t := append([]byte(nil), frame...)
-			old := binary.BigEndian.Uint16(t[l4:])
+			u := offload.UDP(t[lo.L4:])
+			old := u.SrcPort()
 			sport := old + uint16(s.Queue()*flows+i)
-			binary.BigEndian.PutUint16(t[l4:], sport)
-			if c := binary.BigEndian.Uint16(t[l4+6:]); c != 0 {
-				binary.BigEndian.PutUint16(t[l4+6:], offload.Update16(c, old, sport))
+			u.SetSrcPort(sport)
+			if c := u.Checksum(); c != 0 {
+				u.SetChecksum(offload.Update16(c, old, sport))
 			}
 			st.tmpl[i] = t
 		}

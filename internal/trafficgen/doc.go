@@ -17,6 +17,13 @@
 // number of packets (the program drops, instead of sending, once a CPU's
 // share is used up) or after its duration, whichever comes first.
 //
+// BuildFrame keeps a frame builder of its own, written byte by byte apart
+// from offload.Headers (the module's one builder, which xdpnet and the
+// examples use) on purpose: the generator's frames are the traffic the
+// module's parsers and receivers are tested against, so they must not
+// share a bug with the code under test; it is a test oracle, and its
+// tests check it against gopacket.
+//
 // Counter is the other half: an XDP program that counts and drops (or
 // passes) every frame on an interface, to measure what arrived.
 //

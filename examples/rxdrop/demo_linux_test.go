@@ -4,7 +4,10 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"strings"
+	"testing"
 	"time"
 
 	"github.com/xdpio/xdpio/examples/internal/exutil"
@@ -12,6 +15,67 @@ import (
 	"github.com/xdpio/xdpio/internal/vethpair"
 	"github.com/xdpio/xdpio/xsk"
 )
+
+// rxdrop's demo is a test harness: the example uses only public
+// packages, and the demo's veth pair and generator are the module's
+// internal ones, which a test may use. It runs only when asked:
+//
+//	go test ./examples/rxdrop -run '^TestDemo$' -v -args -demo [-demo.args '-t 5s -demo-queues 2']
+//
+// (make demo-rxdrop DEMO_ARGS='...' says the same).
+var (
+	demoFlag = flag.Bool("demo", false, "run rxdrop's demo: a veth pair in two namespaces it creates, 64-byte UDP (port 9) from an XDP generator, received by rxdrop")
+	demoArgs = flag.String("demo.args", "", "rxdrop's flags for the demo (no -i, no -port), and -demo-queues N, the queues of the veth pair (default 2)")
+)
+
+func TestDemo(t *testing.T) {
+	if !*demoFlag {
+		t.Skip("the demo runs with -args -demo (make demo-rxdrop)")
+	}
+	d, err := parseDemoFlags(strings.Fields(*demoArgs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runDemo(&d.options, d.queues); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// demoOptions are the demo's flags: rxdrop's, and the veth pair's queues.
+type demoOptions struct {
+	options
+	queues int // -demo-queues: 1..exutil.MaxQueue+1
+}
+
+// parseDemoFlags parses and validates the demo's command line: rxdrop's
+// flags without -i and -port (the demo makes its own veth pair and sends
+// to UDP port 9), and -demo-queues. Errors are *exutil.UsageError.
+func parseDemoFlags(args []string) (demoOptions, error) {
+	var d demoOptions
+	fs := flagSet(&d.options)
+	fs.IntVar(&d.queues, "demo-queues", 2, fmt.Sprintf("queues of the demo veth pair, 1-%d", exutil.MaxQueue+1))
+	err := d.Parse(fs, args, func() error {
+		if err := d.check(); err != nil {
+			return err
+		}
+		if d.queues < 1 || d.queues > exutil.MaxQueue+1 {
+			return fmt.Errorf("-demo-queues %d: must be 1-%d", d.queues, exutil.MaxQueue+1)
+		}
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if set["i"] || set["port"] {
+			return fmt.Errorf("-demo makes its own veth pair and takes UDP port 9: no -i or -port")
+		}
+		qs, _ := exutil.ParseQueues(d.Queues)
+		for _, q := range qs {
+			if q >= d.queues {
+				return fmt.Errorf("-q %s: the demo veth pair has queues 0-%d (-demo-queues %d)", d.Queues, d.queues-1, d.queues)
+			}
+		}
+		return nil
+	})
+	return d, err
+}
 
 // runDemo builds a veth pair with the given number of queues in two fresh
 // namespaces, runs rxdrop on one end and an XDP live-frames generator
