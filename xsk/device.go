@@ -51,6 +51,11 @@ type NAPIDeferral struct {
 	DeferHardIRQs uint32
 	// GROFlushTimeout is the timer; 200µs is a common choice.
 	GROFlushTimeout time.Duration
+	// IRQSuspendTimeout, when positive, suspends the queues' IRQs for up
+	// to this long while a busy-polling receiver keeps finding packets
+	// (Linux 6.13; see Poller.BusyPoll). It is the safety net: if the
+	// receiver stalls, IRQs come back after it. 0 leaves it as it is.
+	IRQSuspendTimeout time.Duration
 }
 
 // Device holds the sockets bound to the queues of one interface, the XDP

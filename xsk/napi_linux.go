@@ -56,7 +56,7 @@ func applyNAPIDeferral(ifname string, ifindex int, queues []int, cfg NAPIDeferra
 		}
 	}
 	h, err := napictl.Apply(c, napictl.Request{Ifname: ifname, Ifindex: ifindex, NAPIs: ids,
-		Settings: napictl.Settings{DeferHardIRQs: cfg.DeferHardIRQs, GROFlushTimeout: cfg.GROFlushTimeout}})
+		Settings: napictl.Settings{DeferHardIRQs: cfg.DeferHardIRQs, GROFlushTimeout: cfg.GROFlushTimeout, IRQSuspendTimeout: cfg.IRQSuspendTimeout}})
 	if err != nil {
 		c.Close()
 		return nil, &OpError{Op: "NAPI deferral", Queue: -1, Err: err}

@@ -21,6 +21,10 @@ type Settings struct {
 	DeferHardIRQs uint32
 	// GROFlushTimeout is the timer that polls while IRQs are deferred.
 	GROFlushTimeout time.Duration
+	// IRQSuspendTimeout, when positive, is also set: how long IRQs stay
+	// suspended while a busy-polling application keeps finding packets
+	// (Linux 6.13). 0 leaves the NAPI's value alone.
+	IRQSuspendTimeout time.Duration
 }
 
 // Request says what Apply changes.
@@ -48,9 +52,13 @@ type Entry struct {
 	// DeferHardIRQs and GROFlushTimeoutNS are the originals.
 	DeferHardIRQs     uint32 `json:"defer_hard_irqs"`
 	GROFlushTimeoutNS int64  `json:"gro_flush_timeout_ns"`
+	// IRQSuspendTimeoutNS is the original irq-suspend-timeout, recorded
+	// only when the holder set one.
+	IRQSuspendTimeoutNS *int64 `json:"irq_suspend_timeout_ns,omitempty"`
 	// Applied are the values the holder set (for reports).
 	AppliedDeferHardIRQs     uint32 `json:"applied_defer_hard_irqs"`
 	AppliedGROFlushTimeoutNS int64  `json:"applied_gro_flush_timeout_ns"`
+	AppliedIRQSuspendNS      int64  `json:"applied_irq_suspend_timeout_ns,omitempty"`
 }
 
 // Record is the content of /run/xdpio/<ifname>-<ifindex>.json.

@@ -52,7 +52,12 @@ func restore(c *netdev.Client, ifindex int, e Entry) error {
 		return err
 	}
 	d, g := e.DeferHardIRQs, time.Duration(e.GROFlushTimeoutNS)
-	return c.SetNAPI(e.NAPI, netdev.NAPIConfig{DeferHardIRQs: &d, GROFlushTimeout: &g})
+	cfg := netdev.NAPIConfig{DeferHardIRQs: &d, GROFlushTimeout: &g}
+	if e.IRQSuspendTimeoutNS != nil {
+		is := time.Duration(*e.IRQSuspendTimeoutNS)
+		cfg.IRQSuspendTimeout = &is
+	}
+	return c.SetNAPI(e.NAPI, cfg)
 }
 
 // Report says what RestoreStale did.
@@ -132,7 +137,14 @@ func Apply(c *netdev.Client, req Request) (*Holder, error) {
 	if req.Settings.GROFlushTimeout < 0 {
 		return nil, fmt.Errorf("napictl: invalid gro-flush-timeout %v: must not be negative", req.Settings.GROFlushTimeout)
 	}
-	for _, a := range []uint16{netdev.AttrNAPIDeferHardIRQs, netdev.AttrNAPIGROFlushTimeout} {
+	if req.Settings.IRQSuspendTimeout < 0 {
+		return nil, fmt.Errorf("napictl: invalid irq-suspend-timeout %v: must not be negative", req.Settings.IRQSuspendTimeout)
+	}
+	attrs := []uint16{netdev.AttrNAPIDeferHardIRQs, netdev.AttrNAPIGROFlushTimeout}
+	if req.Settings.IRQSuspendTimeout > 0 {
+		attrs = append(attrs, netdev.AttrNAPIIRQSuspendTimeout)
+	}
+	for _, a := range attrs {
 		if !c.SupportsAttr(netdev.CmdNAPISet, a) {
 			return nil, &netdev.Error{Op: "napi-set", NotSupported: true, Err: unix.EOPNOTSUPP,
 				Missing: "per-NAPI " + netdev.NAPIAttrName(a) + " (Linux 6.13); napictl never falls back to the device-wide sysfs files"}
@@ -184,11 +196,21 @@ func Apply(c *netdev.Client, req Request) (*Holder, error) {
 			return nil, &netdev.Error{Op: "napi-get", Target: fmt.Sprintf("napi %d", id), NotSupported: true,
 				Err: unix.EOPNOTSUPP, Missing: "the reply has no defer-hard-irqs or gro-flush-timeout"}
 		}
-		h.entries = append(h.entries, Entry{
+		e := Entry{
 			NAPI: id, PID: pid, Start: start, NetNS: ns,
 			DeferHardIRQs: *n.DeferHardIRQs, GROFlushTimeoutNS: int64(*n.GROFlushTimeout),
 			AppliedDeferHardIRQs: req.Settings.DeferHardIRQs, AppliedGROFlushTimeoutNS: int64(req.Settings.GROFlushTimeout),
-		})
+		}
+		if req.Settings.IRQSuspendTimeout > 0 {
+			if n.IRQSuspendTimeout == nil {
+				return nil, &netdev.Error{Op: "napi-get", Target: fmt.Sprintf("napi %d", id), NotSupported: true,
+					Err: unix.EOPNOTSUPP, Missing: "the reply has no irq-suspend-timeout"}
+			}
+			orig := int64(*n.IRQSuspendTimeout)
+			e.IRQSuspendTimeoutNS = &orig
+			e.AppliedIRQSuspendNS = int64(req.Settings.IRQSuspendTimeout)
+		}
+		h.entries = append(h.entries, e)
 		held[id] = h.entries[len(h.entries)-1]
 	}
 	// The originals are on disk before anything changes.
@@ -196,9 +218,13 @@ func Apply(c *netdev.Client, req Request) (*Holder, error) {
 	if err := writeRecord(path, r); err != nil {
 		return nil, err
 	}
-	d, g := req.Settings.DeferHardIRQs, req.Settings.GROFlushTimeout
+	d, g, is := req.Settings.DeferHardIRQs, req.Settings.GROFlushTimeout, req.Settings.IRQSuspendTimeout
+	set := netdev.NAPIConfig{DeferHardIRQs: &d, GROFlushTimeout: &g}
+	if is > 0 {
+		set.IRQSuspendTimeout = &is
+	}
 	for i, e := range h.entries {
-		if err := c.SetNAPI(e.NAPI, netdev.NAPIConfig{DeferHardIRQs: &d, GROFlushTimeout: &g}); err != nil {
+		if err := c.SetNAPI(e.NAPI, set); err != nil {
 			for _, done := range h.entries[:i] {
 				restore(c, req.Ifindex, done)
 			}

@@ -213,3 +213,54 @@ func TestHelperHolder(t *testing.T) {
 	time.Sleep(20 * time.Second) // killed long before
 	t.Fatal("not killed")
 }
+
+// TestApplyIRQSuspend: an irq-suspend-timeout is set with the deferral,
+// its original recorded, and put back by Close; without one, the NAPI's
+// value is left alone.
+func TestApplyIRQSuspend(t *testing.T) {
+	p, c, napis, dir := setup(t)
+	if napis[0].IRQSuspendTimeout == nil {
+		t.Skip("the kernel reports no irq-suspend-timeout (Linux 6.13)")
+	}
+	orig := *napis[0].IRQSuspendTimeout
+	h, err := napictl.Apply(c, napictl.Request{Ifname: p.A.Link, Ifindex: p.A.Ifindex, NAPIs: ids(napis[:1]),
+		Settings: napictl.Settings{DeferHardIRQs: 100, GROFlushTimeout: 50 * time.Microsecond, IRQSuspendTimeout: 20 * time.Millisecond}, Dir: dir})
+	if err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	got, err := c.NAPI(napis[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *got.IRQSuspendTimeout != 20*time.Millisecond {
+		t.Errorf("irq-suspend-timeout while held: %v, want 20ms", *got.IRQSuspendTimeout)
+	}
+	if e := h.Entries()[0]; e.IRQSuspendTimeoutNS == nil || *e.IRQSuspendTimeoutNS != int64(orig) {
+		t.Errorf("recorded original irq-suspend-timeout %v, want %v", e.IRQSuspendTimeoutNS, orig)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := c.NAPI(napis[0].ID); *got.IRQSuspendTimeout != orig {
+		t.Errorf("after Close: %v, want the original %v", *got.IRQSuspendTimeout, orig)
+	}
+	// Without IRQSuspendTimeout the value stays as it is, and is not
+	// recorded.
+	s := 7 * time.Millisecond
+	if err := c.SetNAPI(napis[0].ID, netdev.NAPIConfig{IRQSuspendTimeout: &s}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.SetNAPI(napis[0].ID, netdev.NAPIConfig{IRQSuspendTimeout: &orig})
+	h, err = napictl.Apply(c, napictl.Request{Ifname: p.A.Link, Ifindex: p.A.Ifindex, NAPIs: ids(napis[:1]),
+		Settings: napictl.Settings{DeferHardIRQs: 2, GROFlushTimeout: 200 * time.Microsecond}, Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := h.Entries()[0]; e.IRQSuspendTimeoutNS != nil {
+		t.Errorf("irq-suspend-timeout recorded without being set")
+	}
+	h.Close()
+	if got, _ := c.NAPI(napis[0].ID); *got.IRQSuspendTimeout != s {
+		t.Errorf("irq-suspend-timeout %v after an Apply without it, want %v left alone", *got.IRQSuspendTimeout, s)
+	}
+}
