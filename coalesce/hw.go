@@ -56,7 +56,7 @@ func Set(dev Device, p HW) error {
 		return err
 	}
 	if name := Unsupported(cur, p); name != "" {
-		return &ethtool.Error{Op: "COALESCE_SET", Device: dev, Attr: name, NotSupported: true,
+		return &ethtool.Error{Family: "ethtool", Op: "COALESCE_SET", Target: dev.String(), Attr: name, NotSupported: true,
 			Missing: "coalescing parameter " + name + " (the driver does not report it)",
 			Err:     fmt.Errorf("device supports %s", SupportedNames(cur))}
 	}

@@ -225,7 +225,7 @@ func SetFeatures(dev Device, want map[string]bool) (FeaturesResult, error) {
 		}
 		req, err := ExpandFeatures(want, known)
 		if err != nil {
-			return &DeviceError{Op: "FEATURES_SET", Device: dev, Err: err}
+			return &DeviceError{Family: "ethtool", Op: "FEATURES_SET", Target: dev.String(), Err: err}
 		}
 		res, err = c.SetFeatures(dev, req)
 		return err

@@ -164,10 +164,10 @@ func SetTable(dev Device, cfg TableConfig) error {
 		}
 		if cfg.Key != nil && len(cfg.Key) != len(cur.Key) {
 			if len(cur.Key) == 0 {
-				return &DeviceError{Op: "RSS_SET", Device: dev, Attr: "ETHTOOL_A_RSS_HKEY", NotSupported: true,
+				return &DeviceError{Family: "ethtool", Op: "RSS_SET", Target: dev.String(), Attr: "ETHTOOL_A_RSS_HKEY", NotSupported: true,
 					Missing: "setting the hash key (the device reports none)", Err: fmt.Errorf("key of %d bytes given", len(cfg.Key))}
 			}
-			return &DeviceError{Op: "RSS_SET", Device: dev, Attr: "ETHTOOL_A_RSS_HKEY",
+			return &DeviceError{Family: "ethtool", Op: "RSS_SET", Target: dev.String(), Attr: "ETHTOOL_A_RSS_HKEY",
 				Err: fmt.Errorf("hash key of %d bytes: the device's key has %d", len(cfg.Key), len(cur.Key))}
 		}
 		rc, err := rssConfig(c, cfg)

@@ -23,7 +23,7 @@ func (e *plainError) Unwrap() error { return e.err }
 // into what a user of ethtool would read.
 func inUserWords(err error) error {
 	var ee *ethtool.Error
-	if err == nil || !errors.As(err, &ee) {
+	if err == nil || !errors.As(err, &ee) || ee.Family != "ethtool" {
 		return err
 	}
 	text := strings.Replace(err.Error(), ee.Error(), ethtoolText(ee), 1)
@@ -32,7 +32,7 @@ func inUserWords(err error) error {
 
 // ethtoolText says what an ethtool request's failure means.
 func ethtoolText(e *ethtool.Error) string {
-	dev := e.Device.String()
+	dev := e.Target
 	what := opWords(e.Op)
 	var b strings.Builder
 	b.WriteString(dev)

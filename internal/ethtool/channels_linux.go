@@ -15,11 +15,11 @@ func (c *Client) Channels(dev Device) (Channels, error) {
 	}
 	b, err := oneReply("CHANNELS_GET", msgs, msgChannelsGetReply)
 	if err != nil {
-		return Channels{}, &Error{Op: "CHANNELS_GET", Device: dev, Err: err}
+		return Channels{}, &Error{Family: family, Op: "CHANNELS_GET", Target: dev.target(), Err: err}
 	}
 	ch, err := decodeChannels(b)
 	if err != nil {
-		return Channels{}, &Error{Op: "CHANNELS_GET", Device: dev, Err: err}
+		return Channels{}, &Error{Family: family, Op: "CHANNELS_GET", Target: dev.target(), Err: err}
 	}
 	return ch, nil
 }

@@ -4,7 +4,7 @@ package ethtool
 
 import "errors"
 
-var errNotLinux = &Error{Op: "dial", NotSupported: true, Missing: "ethtool netlink (Linux only)", Err: errors.New("not Linux")}
+var errNotLinux = &Error{Family: family, Op: "dial", NotSupported: true, Missing: "ethtool netlink (Linux only)", Err: errors.New("not Linux")}
 
 // Client is unavailable on this system; Dial returns ErrNotSupported.
 type Client struct{}
@@ -59,8 +59,6 @@ func CoalesceAttrName(typ uint16) string { return "" }
 
 // CoalesceSetAttrs returns nil: attribute numbers are Linux's.
 func CoalesceSetAttrs(c Coalesce) []uint16 { return nil }
-
-func causeText(err error) string { return err.Error() }
 
 // MaxQueueCoalesce is the number of queues the per-queue ioctl addresses.
 const MaxQueueCoalesce = 4096
