@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpio/xdpio/nic"
 	"github.com/xdpio/xdpio/rss"
 	"github.com/xdpio/xdpio/test/lab/labctl"
 	"github.com/xdpio/xdpio/xsk"
@@ -79,8 +80,12 @@ func labReceive(t *testing.T, d *xsk.Device, stop <-chan struct{}) func() []labR
 func TestLabXSKVirtioRSS(t *testing.T) {
 	name := labctl.Virtio(t)
 	c := labctl.DialTB(t)
-	dev := rss.Device{Name: name}
-	ch, err := rss.Channels(dev)
+	dev, err := nic.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	ch, err := dev.Channels()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,11 +131,11 @@ func TestLabXSKVirtioRSS(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { labctl.Ethtool("-X", name, "default") })
-	st, err := rss.Table(dev)
+	st, err := dev.RSS()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := rss.PredictorFor(st, rss.IndexLowBits)
+	p, err := st.Predictor(rss.IndexLowBits)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +254,7 @@ func TestLabXSKNetdevsimGeneric(t *testing.T) {
 		t.Fatalf("xsk.Open %s (generic): %v", name, err)
 	}
 	defer d.Close()
-	n, err := xsk.Queues(name)
+	n, err := nic.RXQueues(name)
 	if err != nil {
 		t.Fatal(err)
 	}

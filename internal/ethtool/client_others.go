@@ -77,3 +77,9 @@ func (c *Client) DeleteRSSContext(Device, uint32) error { return errNotLinux }
 
 // RSSContexts returns ErrNotSupported.
 func (c *Client) RSSContexts(Device) ([]RSS, error) { return nil, errNotLinux }
+
+// RXQueues returns ErrNotSupported.
+func (c *Client) RXQueues(Device) (int, error) { return 0, errNotLinux }
+
+// MaxRXQueues returns ErrNotSupported.
+func (c *Client) MaxRXQueues(Device) (int, error) { return 0, errNotLinux }
