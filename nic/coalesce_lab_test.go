@@ -60,7 +60,7 @@ func labGet(t *testing.T, dev *nic.Device) nic.Coalesce {
 // ethtool-coalesce.sh selftest does). Oracle: netdevsim's stored struct,
 // read back with COALESCE_GET.
 func TestLabCoalesceNetdevsimRoundTrip(t *testing.T) {
-	dev := labOpen(t, labctl.Netdevsim(t))
+	dev := labctl.OpenNIC(t, labctl.Netdevsim(t))
 	orig := labGet(t, dev)
 	t.Cleanup(func() {
 		if err := dev.SetCoalesce(orig); err != nil {
@@ -97,7 +97,7 @@ func TestLabCoalesceNetdevsimRoundTrip(t *testing.T) {
 // TestLabCoalesceNetdevsimAdaptive turns adaptive RX and TX on and off, each
 // alone, and requires the other parameters unchanged.
 func TestLabCoalesceNetdevsimAdaptive(t *testing.T) {
-	dev := labOpen(t, labctl.Netdevsim(t))
+	dev := labctl.OpenNIC(t, labctl.Netdevsim(t))
 	orig := labGet(t, dev)
 	t.Cleanup(func() { dev.SetCoalesce(orig) })
 	for _, p := range []struct {
@@ -129,7 +129,7 @@ func TestLabCoalesceNetdevsimAdaptive(t *testing.T) {
 // sends it anyway: the kernel's own refusal must map to ErrNotSupported
 // too.
 func TestLabCoalesceVirtioUnsupported(t *testing.T) {
-	dev := labOpen(t, labctl.Virtio(t))
+	dev := labctl.OpenNIC(t, labctl.Virtio(t))
 	before := labGet(t, dev)
 	t.Logf("virtio-net supports: %s", nic.SupportedCoalesce(before))
 	if before.RXUsecsIRQ != nil {
@@ -164,13 +164,13 @@ func TestLabCoalesceVirtioUnsupported(t *testing.T) {
 // ErrNotSupported; virtio-net has them and answers for each queue with the
 // parameters it supports.
 func TestLabCoalescePerQueue(t *testing.T) {
-	nsim := labOpen(t, labctl.Netdevsim(t))
+	nsim := labctl.OpenNIC(t, labctl.Netdevsim(t))
 	_, err := nsim.QueueCoalesce([]int{0, 1})
 	t.Logf("netdevsim GetQueues: %v", err)
 	if !errors.Is(err, nic.ErrNotSupported) {
 		t.Errorf("GetQueues on netdevsim: %v, want ErrNotSupported", err)
 	}
-	vio := labOpen(t, labctl.Virtio(t))
+	vio := labctl.OpenNIC(t, labctl.Virtio(t))
 	hs, err := vio.QueueCoalesce([]int{0, 1, 2, 3})
 	if err != nil {
 		t.Fatalf("GetQueues on virtio-net: %v", err)

@@ -22,18 +22,6 @@ import (
 	"github.com/xdpio/xdpio/xsk"
 )
 
-// labOpen opens device name in the lab VM's namespace and closes it
-// when the test ends.
-func labOpen(t *testing.T, name string) *nic.Device {
-	t.Helper()
-	d, err := nic.Open(name)
-	if err != nil {
-		t.Fatalf("nic.Open %s: %v", name, err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d
-}
-
 // TestLabRingsNetdevsim sets ring sizes within netdevsim's maximums, then
 // lowers the RX maximum through debugfs and requires the kernel's
 // "exceeds maximum" refusal with the device unchanged. Oracles: the
@@ -41,7 +29,7 @@ func labOpen(t *testing.T, name string) *nic.Device {
 func TestLabRingsNetdevsim(t *testing.T) {
 	name := labctl.Netdevsim(t)
 	dbg := filepath.Join(labctl.NetdevsimDebugfs(t), "ethtool", "ring", "rx_max_pending")
-	dev := labOpen(t, name)
+	dev := labctl.OpenNIC(t, name)
 	orig, err := dev.Rings()
 	if err != nil {
 		t.Fatalf("Rings: %v", err)
@@ -112,7 +100,7 @@ func sysQueues(t *testing.T, dev, kind string) int {
 // kernel to refuse shrinking below it, with its message.
 func TestLabChannelsNetdevsim(t *testing.T) {
 	name := labctl.Netdevsim(t)
-	dev := labOpen(t, name)
+	dev := labctl.OpenNIC(t, name)
 	orig, err := dev.Channels()
 	if err != nil {
 		t.Fatalf("Channels: %v", err)
@@ -179,7 +167,7 @@ func TestLabChannelsNetdevsim(t *testing.T) {
 // `ethtool -x` that the device took the table and key it was given.
 func labSetTable(t *testing.T, dev string, cfg nic.RSSConfig) {
 	t.Helper()
-	if err := labOpen(t, dev).SetRSS(cfg); err != nil {
+	if err := labctl.OpenNIC(t, dev).SetRSS(cfg); err != nil {
 		t.Fatalf("SetRSS: %v", err)
 	}
 	indir, key := ethtoolX(t, dev)
@@ -227,7 +215,7 @@ func ethtoolX(t *testing.T, dev string) ([]uint32, []byte) {
 // each back.
 func TestLabRSSTableVirtio(t *testing.T) {
 	name := labctl.Virtio(t)
-	dev := labOpen(t, name)
+	dev := labctl.OpenNIC(t, name)
 	st, err := dev.RSS()
 	if err != nil {
 		t.Fatalf("Table: %v", err)
@@ -411,7 +399,7 @@ func lens(g [][]labctl.Flow) []int {
 // indirection_table[hash & mask]).
 func TestLabRSSToeplitzOracle(t *testing.T) {
 	name := labctl.Virtio(t)
-	dev := labOpen(t, name)
+	dev := labctl.OpenNIC(t, name)
 	c := labctl.DialTB(t)
 	ch, err := dev.Channels()
 	if err != nil {
@@ -466,7 +454,7 @@ func TestLabRSSToeplitzOracle(t *testing.T) {
 // and requires the kernel to refuse shrinking below it, with its message.
 func TestLabChannelsVirtio(t *testing.T) {
 	name := labctl.Virtio(t)
-	dev := labOpen(t, name)
+	dev := labctl.OpenNIC(t, name)
 	orig, err := dev.Channels()
 	if err != nil {
 		t.Fatal(err)

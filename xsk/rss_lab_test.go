@@ -80,11 +80,7 @@ func labReceive(t *testing.T, d *xsk.Device, stop <-chan struct{}) func() []labR
 func TestLabXSKVirtioRSS(t *testing.T) {
 	name := labctl.Virtio(t)
 	c := labctl.DialTB(t)
-	dev, err := nic.Open(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
+	dev := labctl.OpenNIC(t, name)
 	ch, err := dev.Channels()
 	if err != nil {
 		t.Fatal(err)

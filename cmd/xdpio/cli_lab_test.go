@@ -52,7 +52,7 @@ func labJSON(t *testing.T, args ...string) map[string]any {
 // which netdevsim does not keep.
 func TestLabCLICoalesceNetdevsim(t *testing.T) {
 	name := labctl.Netdevsim(t)
-	dev := labOpen(t, name)
+	dev := labctl.OpenNIC(t, name)
 	orig, err := dev.Coalesce()
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +156,7 @@ func TestLabCLIRingsChannelsNetdevsim(t *testing.T) {
 // ioctl before) and read back.
 func TestLabCLIRSSVirtio(t *testing.T) {
 	name := labctl.Virtio(t)
-	dev := labOpen(t, name)
+	dev := labctl.OpenNIC(t, name)
 	st, err := dev.RSS()
 	if err != nil {
 		t.Fatal(err)
@@ -214,7 +214,7 @@ func TestLabCLIRSSHashVirtio(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { labctl.Ethtool("-X", name, "default") })
-	ch, err := labOpen(t, name).Channels()
+	ch, err := labctl.OpenNIC(t, name).Channels()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,16 +283,4 @@ func TestLabCLIRSSHashVirtio(t *testing.T) {
 		perQueue[q]++
 	}
 	t.Logf("%d flows by predicted queue: %v", len(flows), perQueue)
-}
-
-// labOpen opens device name in the lab VM's namespace and closes it when
-// the test ends.
-func labOpen(t *testing.T, name string) *nic.Device {
-	t.Helper()
-	d, err := nic.Open(name)
-	if err != nil {
-		t.Fatalf("nic.Open %s: %v", name, err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d
 }
