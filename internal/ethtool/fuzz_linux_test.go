@@ -188,6 +188,12 @@ func FuzzDecodeNotification(f *testing.F) {
 		f.Add(cmd, hdr)
 		f.Add(cmd, hdr[:len(hdr)/2])
 	}
+	// A reply with broken framing that the family decoder once accepted
+	// (internal/genl's FuzzDecodeFamily corpus), as channels and features
+	// notifications.
+	for _, cmd := range []uint8{msgChannelsNtf, msgFeaturesNtf} {
+		f.Add(cmd, []byte("\x06\x00\x01\x000000\f\x000000000000\x00\x0000"))
+	}
 	names := []string{"a", "b", "c"}
 	f.Fuzz(func(t *testing.T, cmd uint8, b []byte) {
 		n, err := decodeNotification(genetlink.Message{Header: genetlink.Header{Command: cmd}, Data: b}, names)
