@@ -284,20 +284,6 @@ func hexColon(b []byte) string {
 	return strings.Join(s, ":")
 }
 
-// labKey returns the flow key the device hashes for f.
-func labKey(t *testing.T, dev string, f labctl.Flow, ports map[string]bool) rss.FlowKey {
-	ft := f.FlowType()
-	p, ok := ports[ft]
-	if !ok {
-		var err error
-		if p, err = labctl.HashesPorts(dev, ft); err != nil {
-			t.Fatal(err)
-		}
-		ports[ft] = p
-	}
-	return rss.FlowKey{Src: f.Src, Dst: f.Dst, SrcPort: f.SPort, DstPort: f.DPort, Proto: f.Proto, Ports: p}
-}
-
 // waitCounters polls the per-queue RX counters until total frames more
 // than base arrived (or 15 s passed), then once more after a pause so late
 // strays show.
@@ -335,7 +321,7 @@ func checkSteering(t *testing.T, c *labctl.Client, dev string, p *rss.Predictor,
 	ports := map[string]bool{}
 	groups := make([][]labctl.Flow, nq)
 	for _, f := range flows {
-		q, err := p.Queue(labKey(t, dev, f, ports))
+		q, err := p.Queue(labctl.FlowKey(t, dev, f, ports))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -376,7 +362,7 @@ func checkSteering(t *testing.T, c *labctl.Client, dev string, p *rss.Predictor,
 			cur := waitCounters(t, dev, base, 1)
 			for j := range cur {
 				if cur[j] != base[j] && j != q {
-					t.Errorf("  flow %v (hash %#08x): predicted queue %d, arrived on %d", f, p.Hash(labKey(t, dev, f, ports)), q, j)
+					t.Errorf("  flow %v (hash %#08x): predicted queue %d, arrived on %d", f, p.Hash(labctl.FlowKey(t, dev, f, ports)), q, j)
 				}
 			}
 		}

@@ -181,7 +181,7 @@ func TestLabXSKVirtioRSS(t *testing.T) {
 		perQueue[r.queue]++
 		if r.hashOK {
 			hashes++
-			k := labFlowKey(t, name, r.flow, ports)
+			k := labctl.FlowKey(t, name, r.flow, ports)
 			if want := p.Hash(k); r.hash != want && hashMismatch < 8 {
 				hashMismatch++
 				t.Errorf("flow %v: NIC hash %#08x, software Toeplitz %#08x", r.flow, r.hash, want)
@@ -191,7 +191,7 @@ func TestLabXSKVirtioRSS(t *testing.T) {
 	t.Logf("frames per queue: %v (%d flows × %d); NIC hashes seen: %d (RxHash program: %v)", perQueue, len(flows), per, hashes, rxHash)
 	bad := 0
 	for _, f := range flows {
-		q, err := p.Queue(labFlowKey(t, name, f, ports))
+		q, err := p.Queue(labctl.FlowKey(t, name, f, ports))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -217,19 +217,6 @@ func TestLabXSKVirtioRSS(t *testing.T) {
 			t.Errorf("queue %d received nothing from %d flows: RSS did not spread them", q, len(flows))
 		}
 	}
-}
-
-func labFlowKey(t *testing.T, dev string, f labctl.Flow, ports map[string]bool) rss.FlowKey {
-	ft := f.FlowType()
-	p, ok := ports[ft]
-	if !ok {
-		var err error
-		if p, err = labctl.HashesPorts(dev, ft); err != nil {
-			t.Fatal(err)
-		}
-		ports[ft] = p
-	}
-	return rss.FlowKey{Src: f.Src, Dst: f.Dst, SrcPort: f.SPort, DstPort: f.DPort, Proto: f.Proto, Ports: p}
 }
 
 // TestLabXSKNetdevsimGeneric binds a socket to every queue of the netdevsim
