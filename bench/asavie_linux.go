@@ -21,6 +21,7 @@ import (
 
 	"github.com/xdpio/xdpio/internal/asaviefix"
 	"github.com/xdpio/xdpio/internal/nexthop"
+	"github.com/xdpio/xdpio/nic"
 	"github.com/xdpio/xdpio/xdpnet"
 	"github.com/xdpio/xdpio/xsk"
 )
@@ -255,7 +256,7 @@ func (d *AsavieDataPlane) openAsavie(ifi *net.Interface, filter []xsk.Rule) (_ *
 	if err != nil {
 		return nil, err
 	}
-	nq, err := xsk.Queues(ifi.Name)
+	nq, err := nic.RXQueues(ifi.Name)
 	if err != nil {
 		return nil, err
 	}

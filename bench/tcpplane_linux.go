@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpio/xdpio/internal/nexthop"
+	"github.com/xdpio/xdpio/nic"
 	"github.com/xdpio/xdpio/offload"
 	"github.com/xdpio/xdpio/xsk"
 )
@@ -152,7 +153,7 @@ func openTCPSender(dp DataPlane, cfg tcpSenderConfig) (tcpSender, error) {
 		if src, dstMAC, err = nextHop(ifi, cfg.server.Addr().Unmap()); err != nil {
 			return err
 		}
-		nq, err := xsk.Queues(d.Iface)
+		nq, err := nic.RXQueues(d.Iface)
 		if err != nil {
 			return err
 		}

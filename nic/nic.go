@@ -1,18 +1,23 @@
 package nic
 
 import (
-	"errors"
 	"fmt"
 	"sort"
 	"time"
 
+	"github.com/xdpio/xdpio/internal/errs"
 	"github.com/xdpio/xdpio/internal/netdev"
 )
 
 // ErrNotSupported is matched (errors.Is) by errors that mean the running
 // kernel or the device's driver lacks an operation or attribute; the
-// error's text names it.
-var ErrNotSupported = errors.New("not supported")
+// error's text names it. It is the same value as xsk.ErrNotSupported and
+// matches errors.ErrUnsupported.
+var ErrNotSupported = errs.ErrNotSupported
+
+// ErrClosed is matched (errors.Is) by the errors of a Device's methods
+// after Close. It matches net.ErrClosed.
+var ErrClosed = errs.ErrClosed
 
 // QueueType is RX or TX.
 type QueueType string
@@ -277,5 +282,5 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Is reports whether target is ErrNotSupported and e means "not supported".
 func (e *Error) Is(target error) bool {
-	return target == ErrNotSupported && (e.NotSupported || errors.Is(e.Err, netdev.ErrNotSupported))
+	return target == ErrNotSupported && e.NotSupported
 }

@@ -3,21 +3,29 @@
 package nic
 
 import (
+	"errors"
 	"fmt"
 	"net"
+	"sync/atomic"
 	"time"
 
+	"github.com/xdpio/xdpio/internal/ethtool"
 	"github.com/xdpio/xdpio/internal/netdev"
 	"golang.org/x/sys/unix"
 )
 
-// Device is an open network device: a netdev netlink client in the
-// namespace of the thread that called Open. It is safe for concurrent use.
+// Device is an open network device: one ethtool and one netdev netlink
+// client in the namespace of the thread that called Open. It is safe for
+// concurrent use.
 type Device struct {
-	name  string
-	index int
-	nl    *netdev.Client
-	netns uint64 // inode of the namespace Open ran in
+	name   string
+	index  int
+	netns  uint64 // inode of the namespace Open ran in
+	et     *ethtool.Client
+	etErr  error // why et is nil: the kernel has no ethtool netlink
+	nd     *netdev.Client
+	ndErr  error // why nd is nil: the kernel has no netdev family
+	closed atomic.Bool
 
 	// noNAPISet hides napi-set, to test the sysfs fallback on kernels
 	// that have it.
@@ -25,7 +33,9 @@ type Device struct {
 }
 
 // Open looks up interface ifname in the calling thread's network namespace
-// and opens a netdev netlink client there.
+// and opens an ethtool and a netdev netlink client there. A kernel without
+// one of the two families (netdev came with Linux 6.3) still opens: the
+// methods that need it return an error matching ErrNotSupported.
 func Open(ifname string) (*Device, error) {
 	ifi, err := net.InterfaceByName(ifname)
 	if err != nil {
@@ -35,15 +45,40 @@ func Open(ifname string) (*Device, error) {
 	if err != nil {
 		return nil, &Error{Op: "open", Device: ifname, Err: err}
 	}
-	c, err := netdev.Dial()
-	if err != nil {
-		return nil, &Error{Op: "open", Device: ifname, Err: err}
+	d := &Device{name: ifname, index: ifi.Index, netns: ns}
+	if d.et, err = ethtool.Dial(); err != nil {
+		if !errors.Is(err, ErrNotSupported) {
+			return nil, &Error{Op: "open", Device: ifname, Err: err}
+		}
+		d.etErr = err
 	}
-	return &Device{name: ifname, index: ifi.Index, nl: c, netns: ns}, nil
+	if d.nd, err = netdev.Dial(); err != nil {
+		if !errors.Is(err, ErrNotSupported) {
+			d.Close()
+			return nil, &Error{Op: "open", Device: ifname, Err: err}
+		}
+		d.ndErr = err
+	}
+	return d, nil
 }
 
-// Close closes the netlink client.
-func (d *Device) Close() error { return d.nl.Close() }
+// Close closes the netlink clients. Calls after Close return an error
+// matching ErrClosed; Close itself may be called again.
+func (d *Device) Close() error {
+	if d.closed.Swap(true) {
+		return nil
+	}
+	var err error
+	if d.et != nil {
+		err = d.et.Close()
+	}
+	if d.nd != nil {
+		if e := d.nd.Close(); err == nil {
+			err = e
+		}
+	}
+	return err
+}
 
 // Name returns the interface name.
 func (d *Device) Name() string { return d.name }
@@ -58,15 +93,45 @@ func (d *Device) err(op string, err error) error {
 	return &Error{Op: op, Device: d.name, Err: err}
 }
 
+// ethtool returns the ethtool client and the device as it names it, or
+// the error of operation op when the Device is closed or the kernel has
+// no ethtool netlink.
+func (d *Device) ethtool(op string) (*ethtool.Client, ethtool.Device, error) {
+	dev := ethtool.Device{Index: d.index, Name: d.name}
+	switch {
+	case d.closed.Load():
+		return nil, dev, d.err(op, ErrClosed)
+	case d.et == nil:
+		return nil, dev, d.etErr
+	}
+	return d.et, dev, nil
+}
+
+// netdev returns the netdev client, or the error of operation op when the
+// Device is closed or the kernel has no netdev family.
+func (d *Device) netdev(op string) (*netdev.Client, error) {
+	switch {
+	case d.closed.Load():
+		return nil, d.err(op, ErrClosed)
+	case d.nd == nil:
+		return nil, d.err(op, d.ndErr)
+	}
+	return d.nd, nil
+}
+
 // Queues returns the device's RX and TX queues with the NAPI instance,
 // IRQ and AF_XDP binding of each.
 func (d *Device) Queues() ([]Queue, error) {
-	qs, err := d.nl.Queues(d.index)
+	nl, err := d.netdev("queues")
+	if err != nil {
+		return nil, err
+	}
+	qs, err := nl.Queues(d.index)
 	if err != nil {
 		return nil, d.err("queues", err)
 	}
 	irq := map[uint32]int{}
-	if napis, err := d.nl.NAPIs(d.index); err == nil {
+	if napis, err := nl.NAPIs(d.index); err == nil {
 		for _, n := range napis {
 			irq[n.ID] = n.IRQ
 		}
@@ -100,13 +165,17 @@ func fromNetdev(n netdev.NAPI) NAPI {
 // does not report defer-hard-irqs or gro-flush-timeout (before Linux
 // 6.13), they are read from the device-wide sysfs files.
 func (d *Device) NAPIs(sel Selector) ([]NAPI, error) {
-	napis, err := d.nl.NAPIs(d.index)
+	nl, err := d.netdev("get NAPIs")
+	if err != nil {
+		return nil, err
+	}
+	napis, err := nl.NAPIs(d.index)
 	if err != nil {
 		return nil, d.err("get NAPIs", err)
 	}
 	queues := map[uint32][]int{}
 	byQueue := map[int]uint32{}
-	if qs, err := d.nl.Queues(d.index); err == nil {
+	if qs, err := nl.Queues(d.index); err == nil {
 		for _, q := range qs {
 			if q.Type == netdev.QueueRX && q.NAPIID != 0 {
 				queues[q.NAPIID] = append(queues[q.NAPIID], int(q.ID))
@@ -138,7 +207,7 @@ func (d *Device) NAPIs(sel Selector) ([]NAPI, error) {
 		case 1:
 			return nil, d.err("get NAPIs", &notFound{fmt.Sprintf("no NAPI %d", sel.v)})
 		case 2:
-			if _, err := d.nl.Queue(d.index, netdev.QueueRX, sel.v); err != nil {
+			if _, err := nl.Queue(d.index, netdev.QueueRX, sel.v); err != nil {
 				return nil, d.err("get NAPIs", fmt.Errorf("no RX queue %d: %w", sel.v, err))
 			}
 			return nil, d.err("get NAPIs", &notFound{fmt.Sprintf("RX queue %d has no NAPI instance: the driver does not link queues to NAPIs (veth does not); select by NAPI id", sel.v)})
@@ -183,15 +252,19 @@ func (d *Device) SetNAPI(sel Selector, s NAPISettings) (NAPIChange, error) {
 	if s.IsZero() {
 		return NAPIChange{}, d.err("set NAPI", fmt.Errorf("nothing to set: %w", unix.EINVAL))
 	}
+	nl, err := d.netdev("set NAPI")
+	if err != nil {
+		return NAPIChange{}, err
+	}
 	before, err := d.NAPIs(sel)
 	if err != nil {
 		return NAPIChange{}, err
 	}
 	ch := NAPIChange{Before: before}
 	cfg := netdev.NAPIConfig{DeferHardIRQs: s.DeferHardIRQs, GROFlushTimeout: s.GROFlushTimeout, IRQSuspendTimeout: s.IRQSuspendTimeout}
-	if d.napiSetOK(s) {
+	if d.napiSetOK(nl, s) {
 		for _, n := range before {
-			if err := d.nl.SetNAPI(n.ID, cfg); err != nil {
+			if err := nl.SetNAPI(n.ID, cfg); err != nil {
 				return ch, d.err("set NAPI", err)
 			}
 		}
@@ -218,17 +291,17 @@ func (d *Device) SetNAPI(sel Selector, s NAPISettings) (NAPIChange, error) {
 	return ch, nil
 }
 
-func (d *Device) napiSetOK(s NAPISettings) bool {
+func (d *Device) napiSetOK(nl *netdev.Client, s NAPISettings) bool {
 	if d.noNAPISet {
 		return false
 	}
-	if s.DeferHardIRQs != nil && !d.nl.SupportsAttr(netdev.CmdNAPISet, netdev.AttrNAPIDeferHardIRQs) {
+	if s.DeferHardIRQs != nil && !nl.SupportsAttr(netdev.CmdNAPISet, netdev.AttrNAPIDeferHardIRQs) {
 		return false
 	}
-	if s.GROFlushTimeout != nil && !d.nl.SupportsAttr(netdev.CmdNAPISet, netdev.AttrNAPIGROFlushTimeout) {
+	if s.GROFlushTimeout != nil && !nl.SupportsAttr(netdev.CmdNAPISet, netdev.AttrNAPIGROFlushTimeout) {
 		return false
 	}
-	if s.IRQSuspendTimeout != nil && !d.nl.SupportsAttr(netdev.CmdNAPISet, netdev.AttrNAPIIRQSuspendTimeout) {
+	if s.IRQSuspendTimeout != nil && !nl.SupportsAttr(netdev.CmdNAPISet, netdev.AttrNAPIIRQSuspendTimeout) {
 		return false
 	}
 	return true
@@ -236,7 +309,11 @@ func (d *Device) napiSetOK(s NAPISettings) bool {
 
 // QueueStats returns a snapshot of the per-queue counters.
 func (d *Device) QueueStats() (Snapshot, error) {
-	rows, err := d.nl.QStats(d.index)
+	nl, err := d.netdev("queue stats")
+	if err != nil {
+		return Snapshot{}, err
+	}
+	rows, err := nl.QStats(d.index)
 	if err != nil {
 		return Snapshot{}, d.err("queue stats", err)
 	}
@@ -258,7 +335,11 @@ func (d *Device) QueueStats() (Snapshot, error) {
 
 // XDPFeatures returns what the device offers to XDP and AF_XDP.
 func (d *Device) XDPFeatures() (XDPFeatures, error) {
-	dev, err := d.nl.Dev(d.index)
+	nl, err := d.netdev("XDP features")
+	if err != nil {
+		return XDPFeatures{}, err
+	}
+	dev, err := nl.Dev(d.index)
 	if err != nil {
 		return XDPFeatures{}, d.err("XDP features", err)
 	}

@@ -2,12 +2,16 @@
 
 package nic
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/xdpio/xdpio/internal/ethtool"
+)
 
 // Device is unavailable on this system; Open returns ErrNotSupported.
 type Device struct{}
 
-var errNotLinux = errors.New("netdev netlink exists only on Linux")
+var errNotLinux = errors.New("ethtool and netdev netlink exist only on Linux")
 
 // Open returns an error matching ErrNotSupported.
 func Open(ifname string) (*Device, error) {
@@ -38,4 +42,9 @@ func (d *Device) QueueStats() (Snapshot, error) { return Snapshot{}, notLinux() 
 // XDPFeatures returns ErrNotSupported.
 func (d *Device) XDPFeatures() (XDPFeatures, error) { return XDPFeatures{}, notLinux() }
 
-func notLinux() error { return &Error{Op: "netdev", NotSupported: true, Err: errNotLinux} }
+func notLinux() error { return &Error{Op: "netlink", NotSupported: true, Err: errNotLinux} }
+
+// ethtool returns an error matching ErrNotSupported.
+func (d *Device) ethtool(op string) (*ethtool.Client, ethtool.Device, error) {
+	return nil, ethtool.Device{}, &Error{Op: op, NotSupported: true, Err: errNotLinux}
+}

@@ -158,22 +158,3 @@ func (p *Predictor) Queues() []uint32 {
 
 // Indirection returns a copy of the indirection table.
 func (p *Predictor) Indirection() []uint32 { return slices.Clone(p.indir) }
-
-// PredictorFor returns a Predictor for a device's RSS configuration as
-// Table reads it: its key, indirection table and input transformation,
-// with the given index rule. It fails with ErrNotSupported when the device
-// hashes with a function other than Toeplitz (xor, crc32), and with
-// ErrIndirection when the device did not report its table.
-func PredictorFor(st TableState, rule IndexRule) (*Predictor, error) {
-	if st.HFunc != "" && st.HFunc != "toeplitz" {
-		return nil, fmt.Errorf("predictor for RSS context %d: hash function %q: only toeplitz is modelled: %w", st.Context, st.HFunc, ErrNotSupported)
-	}
-	if len(st.Key) == 0 {
-		return nil, fmt.Errorf("predictor for RSS context %d: the device did not report its hash key: %w", st.Context, ErrKeyInvalid)
-	}
-	p, err := NewPredictor(PredictorOptions{Key: st.Key, Indirection: st.Indir, Rule: rule, Symmetric: st.InputXfrm})
-	if err != nil {
-		return nil, fmt.Errorf("predictor for RSS context %d: %w", st.Context, err)
-	}
-	return p, nil
-}

@@ -7,31 +7,6 @@ import (
 	"testing"
 )
 
-func TestPredictorFor(t *testing.T) {
-	eq, _ := Equal(4, 128)
-	st := TableState{Indir: eq, Key: DefaultKey(), HFunc: "toeplitz", InputXfrm: SymmetricXOR}
-	p, err := PredictorFor(st, IndexLowBits)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := FlowKey{Src: netip.MustParseAddr("198.18.0.1"), Dst: netip.MustParseAddr("198.18.0.2"), SrcPort: 40000, DstPort: 5201, Ports: true}
-	if got, want := p.Hash(k), newT(t, nil).HashFlow(k, SymmetricXOR); got != want {
-		t.Errorf("hash %#x, want %#x with the table's input transformation", got, want)
-	}
-	st.HFunc = "crc32"
-	if _, err := PredictorFor(st, IndexLowBits); !errors.Is(err, ErrNotSupported) {
-		t.Errorf("crc32: error = %v, want ErrNotSupported", err)
-	}
-	st.HFunc, st.Key = "", nil
-	if _, err := PredictorFor(st, IndexLowBits); !errors.Is(err, ErrKeyInvalid) {
-		t.Errorf("no key: error = %v, want ErrKeyInvalid", err)
-	}
-	st.Key, st.Indir = DefaultKey(), nil
-	if _, err := PredictorFor(st, IndexLowBits); !errors.Is(err, ErrIndirection) {
-		t.Errorf("no table: error = %v, want ErrIndirection", err)
-	}
-}
-
 func TestNewPredictorErrors(t *testing.T) {
 	eq, _ := Equal(4, 128)
 	for _, c := range []struct {

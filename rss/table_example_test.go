@@ -18,19 +18,3 @@ func ExampleWeights() {
 	// [0 1 2 3 0 1 2 3 0 1 2 3 0 1 2 3]
 	// [0 0 0 0 0 0 0 0 0 0 0 0 1 1 1 1]
 }
-
-// Read a device's channel counts and RSS table (needs a device with RSS).
-func ExampleTable() {
-	dev := rss.Device{Name: "eth0"}
-	ch, err := rss.Channels(dev)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	t, err := rss.Table(dev)
-	if err != nil {
-		fmt.Println(err) // errors.Is(err, rss.ErrNotSupported) on devices without RSS
-		return
-	}
-	fmt.Println(ch.Combined, len(t.Indir), t.HFunc)
-}

@@ -106,16 +106,3 @@ func TestWeights(t *testing.T) {
 		}
 	}
 }
-
-func TestHFuncBit(t *testing.T) {
-	names := []string{"toeplitz", "xor", "crc32"}
-	for i, n := range names {
-		b, err := hfuncBit(n, names)
-		if err != nil || b != 1<<uint(i) {
-			t.Errorf("hfuncBit(%q) = %#x, %v", n, b, err)
-		}
-	}
-	if _, err := hfuncBit("md5", names); err == nil {
-		t.Error("unknown hash function accepted")
-	}
-}

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpio/xdpio/internal/nexthop"
+	"github.com/xdpio/xdpio/nic"
 	"github.com/xdpio/xdpio/xsk"
 )
 
@@ -206,7 +207,7 @@ type kernelSock struct {
 // apart from a known total: ask xsk what it would give.
 func defaultFramesPerQueue(queues int, ifname string) int {
 	if queues == 0 {
-		n, err := xsk.Queues(ifname)
+		n, err := nic.RXQueues(ifname)
 		if err != nil || n < 1 {
 			n = 1
 		}

@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"math/bits"
 	"net"
-	"unsafe"
 
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
+	"github.com/xdpio/xdpio/internal/ethtool"
 )
 
 // Open binds an AF_XDP socket to each selected RX queue of the interface
@@ -36,7 +34,7 @@ func Open(ifname string, cfg Config) (_ *Device, err error) {
 			}
 		}
 	}()
-	nq, err := Queues(ifname)
+	nq, err := rxQueues(ifname)
 	if err != nil {
 		return nil, err
 	}
@@ -160,66 +158,39 @@ func defaultFramesPerQueue(frameSize, queues int) int {
 	return 1 << (bits.Len64(per) - 1)
 }
 
-// Queues returns the interface's current number of RX queues: what
+// rxQueues returns the interface's current number of RX queues: what
 // `ethtool -l` reports (RX plus combined channels), or, for drivers without
 // channel reporting, the number of RX queues the device was created with.
-func Queues(ifname string) (int, error) {
-	ch, err := getChannels(ifname)
-	if err == nil {
-		n := int(ch.rxCount + ch.combinedCount)
-		if n > 0 {
-			return n, nil
-		}
-	}
-	l, err := netlink.LinkByName(ifname)
+func rxQueues(ifname string) (int, error) {
+	n, err := withEthtool(func(c *ethtool.Client) (int, error) { return c.RXQueues(ethtool.Device{Name: ifname}) })
 	if err != nil {
 		return 0, &OpError{Op: "count queues of", Ifname: ifname, Queue: -1, Err: fmt.Errorf("%w: %w", ErrNoDevice, err)}
 	}
-	if n := l.Attrs().NumRxQueues; n > 0 {
-		return n, nil
-	}
-	return 1, nil
+	return n, nil
 }
 
 // maxQueues returns how many RX queues the device can have at most.
 func maxQueues(ifindex int) (int, error) {
-	l, err := netlink.LinkByIndex(ifindex)
+	n, err := withEthtool(func(c *ethtool.Client) (int, error) { return c.MaxRXQueues(ethtool.Device{Index: ifindex}) })
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrNoDevice, err)
 	}
-	n := l.Attrs().NumRxQueues
-	if ch, err := getChannels(l.Attrs().Name); err == nil {
-		n = max(n, int(ch.maxRx+ch.maxCombined))
-	}
-	return max(n, 1), nil
+	return n, nil
 }
 
-// ethtoolChannels is struct ethtool_channels.
-type ethtoolChannels struct {
-	cmd                                         uint32
-	maxRx, maxTx, maxOther, maxCombined         uint32
-	rxCount, txCount, otherCount, combinedCount uint32
-}
-
-const ethtoolGChannels = 0x3c
-
-func getChannels(ifname string) (ethtoolChannels, error) {
-	ch := ethtoolChannels{cmd: ethtoolGChannels}
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+// withEthtool runs fn with an ethtool client in the calling thread's
+// namespace. A kernel without ethtool netlink still counts queues: fn
+// then gets a nil client, whose Channels fails and leaves the count to
+// rtnetlink.
+func withEthtool(fn func(c *ethtool.Client) (int, error)) (int, error) {
+	c, err := ethtool.Dial()
 	if err != nil {
-		return ch, err
+		if !errors.Is(err, ErrNotSupported) {
+			return 0, err
+		}
+		c = nil
+	} else {
+		defer c.Close()
 	}
-	defer unix.Close(fd)
-	var ifr struct {
-		name [unix.IFNAMSIZ]byte
-		data uintptr
-		_    [16]byte
-	}
-	copy(ifr.name[:], ifname)
-	ifr.data = uintptr(unsafe.Pointer(&ch))
-	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr)))
-	if e != 0 {
-		return ch, e
-	}
-	return ch, nil
+	return fn(c)
 }

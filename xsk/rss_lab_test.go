@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpio/xdpio/nic"
 	"github.com/xdpio/xdpio/rss"
 	"github.com/xdpio/xdpio/test/lab/labctl"
 	"github.com/xdpio/xdpio/xsk"
@@ -79,8 +80,8 @@ func labReceive(t *testing.T, d *xsk.Device, stop <-chan struct{}) func() []labR
 func TestLabXSKVirtioRSS(t *testing.T) {
 	name := labctl.Virtio(t)
 	c := labctl.DialTB(t)
-	dev := rss.Device{Name: name}
-	ch, err := rss.Channels(dev)
+	dev := labctl.OpenNIC(t, name)
+	ch, err := dev.Channels()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,11 +127,11 @@ func TestLabXSKVirtioRSS(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { labctl.Ethtool("-X", name, "default") })
-	st, err := rss.Table(dev)
+	st, err := dev.RSS()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := rss.PredictorFor(st, rss.IndexLowBits)
+	p, err := st.Predictor(rss.IndexLowBits)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +181,7 @@ func TestLabXSKVirtioRSS(t *testing.T) {
 		perQueue[r.queue]++
 		if r.hashOK {
 			hashes++
-			k := labFlowKey(t, name, r.flow, ports)
+			k := labctl.FlowKey(t, name, r.flow, ports)
 			if want := p.Hash(k); r.hash != want && hashMismatch < 8 {
 				hashMismatch++
 				t.Errorf("flow %v: NIC hash %#08x, software Toeplitz %#08x", r.flow, r.hash, want)
@@ -190,7 +191,7 @@ func TestLabXSKVirtioRSS(t *testing.T) {
 	t.Logf("frames per queue: %v (%d flows × %d); NIC hashes seen: %d (RxHash program: %v)", perQueue, len(flows), per, hashes, rxHash)
 	bad := 0
 	for _, f := range flows {
-		q, err := p.Queue(labFlowKey(t, name, f, ports))
+		q, err := p.Queue(labctl.FlowKey(t, name, f, ports))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,19 +219,6 @@ func TestLabXSKVirtioRSS(t *testing.T) {
 	}
 }
 
-func labFlowKey(t *testing.T, dev string, f labctl.Flow, ports map[string]bool) rss.FlowKey {
-	ft := f.FlowType()
-	p, ok := ports[ft]
-	if !ok {
-		var err error
-		if p, err = labctl.HashesPorts(dev, ft); err != nil {
-			t.Fatal(err)
-		}
-		ports[ft] = p
-	}
-	return rss.FlowKey{Src: f.Src, Dst: f.Dst, SrcPort: f.SPort, DstPort: f.DPort, Proto: f.Proto, Ports: p}
-}
-
 // TestLabXSKNetdevsimGeneric binds a socket to every queue of the netdevsim
 // port with the XDP program in generic (skb) mode, the mode netdevsim's
 // AF_XDP works in, links a second netdevsim port to it (netdevsim forwards
@@ -249,7 +237,7 @@ func TestLabXSKNetdevsimGeneric(t *testing.T) {
 		t.Fatalf("xsk.Open %s (generic): %v", name, err)
 	}
 	defer d.Close()
-	n, err := xsk.Queues(name)
+	n, err := nic.RXQueues(name)
 	if err != nil {
 		t.Fatal(err)
 	}

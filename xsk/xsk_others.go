@@ -78,9 +78,6 @@ func (p *Program) Close() error { return nil }
 // Open returns ErrNotSupported: AF_XDP exists only on Linux.
 func Open(ifname string, cfg Config) (*Device, error) { return nil, errOS }
 
-// Queues returns ErrNotSupported.
-func Queues(ifname string) (int, error) { return 0, errOS }
-
 // KernelFeatures returns ErrNotSupported.
 func KernelFeatures() (Features, error) { return Features{}, errOS }
 

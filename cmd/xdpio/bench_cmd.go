@@ -14,8 +14,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/xdpio/xdpio/bench"
 	"github.com/xdpio/xdpio/coalesce"
+	"github.com/xdpio/xdpio/nic"
 	"github.com/xdpio/xdpio/rss"
-	"github.com/xdpio/xdpio/xsk"
 )
 
 func init() { subcommands = append(subcommands, newBenchCmd) }
@@ -127,7 +127,7 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 					if oneRead {
 						n = 1
 					} else if n == 0 {
-						if err := g.inNetns(func() (err error) { n, err = xsk.Queues(iface); return err }); err != nil {
+						if err := g.inNetns(func() (err error) { n, err = nic.RXQueues(iface); return err }); err != nil {
 							return fmt.Errorf("bench server: %w", err)
 						}
 					}

@@ -9,7 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	"github.com/xdpio/xdpio/rss"
+	"github.com/xdpio/xdpio/nic"
 )
 
 func init() {
@@ -30,7 +30,7 @@ type channelsJSON struct {
 	CombinedMax *uint32 `json:"combined_max"`
 }
 
-func toChannelsJSON(c rss.ChannelCounts) channelsJSON {
+func toChannelsJSON(c nic.ChannelCounts) channelsJSON {
 	// naNull is v, or nil (null) where the text prints n/a.
 	naNull := func(v, max uint32) *uint32 {
 		if max == 0 {
@@ -48,8 +48,8 @@ func newChannelsCmd(g *globals) *cobra.Command {
 		Short: "Show or set a device's RX/TX/other/combined channel (queue) counts, like ethtool -l/-L",
 		Args:  cobra.NoArgs,
 	}
-	c.AddCommand(showCommand(g, "Show current and maximum channel counts", rss.Channels,
-		func(dev string, ch rss.ChannelCounts) any {
+	c.AddCommand(showCommand(g, "Show current and maximum channel counts", (*nic.Device).Channels,
+		func(dev string, ch nic.ChannelCounts) any {
 			return struct {
 				Device string `json:"device"`
 				channelsJSON
@@ -65,7 +65,7 @@ func newChannelsCmd(g *globals) *cobra.Command {
 		Short: "Set channel counts; the others stay as they are",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var cfg rss.ChannelsConfig
+			var cfg nic.ChannelsConfig
 			f := cmd.Flags()
 			for _, x := range []struct {
 				name string
@@ -76,13 +76,12 @@ func newChannelsCmd(g *globals) *cobra.Command {
 					*x.dst = x.v
 				}
 			}
-			if cfg == (rss.ChannelsConfig{}) {
+			if cfg == (nic.ChannelsConfig{}) {
 				return usagef("channels set: give at least one of --rx, --tx, --other, --combined\n%s", cmd.UsageString())
 			}
-			dev := devArg(args[0])
-			before, after, err := setAndReread(g, dev, dryRun, rss.Channels,
-				func(dev rss.Device) error { return rss.SetChannels(dev, cfg) },
-				func(after rss.ChannelCounts) rss.ChannelCounts {
+			before, after, err := setAndReread(g, args[0], dryRun, (*nic.Device).Channels,
+				func(d *nic.Device) error { return d.SetChannels(cfg) },
+				func(after nic.ChannelCounts) nic.ChannelCounts {
 					for _, x := range []struct{ dst, v *uint32 }{{&after.RX, cfg.RX}, {&after.TX, cfg.TX}, {&after.Other, cfg.Other}, {&after.Combined, cfg.Combined}} {
 						if x.v != nil {
 							*x.dst = *x.v
@@ -118,7 +117,7 @@ func newChannelsCmd(g *globals) *cobra.Command {
 	return c
 }
 
-func printChannels(w io.Writer, dev string, ch rss.ChannelCounts) {
+func printChannels(w io.Writer, dev string, ch nic.ChannelCounts) {
 	fmt.Fprintf(w, "Channel parameters for %s:\n", dev)
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\tcurrent\tmaximum\t")
@@ -168,14 +167,12 @@ func dryRunNote(dry bool) string {
 	return ""
 }
 
-// devArg turns a DEV argument into a device: an interface name.
-func devArg(s string) rss.Device { return rss.Device{Name: s} }
-
-// setAndReread reads a device setting, then either previews a change
-// (dry: preview of the state read) or applies it with set and reads the
-// setting back, all inside --netns. Set commands print before → after.
-func setAndReread[T any](g *globals, dev rss.Device, dry bool, get func(rss.Device) (T, error), set func(rss.Device) error, preview func(T) T) (before, after T, err error) {
-	err = g.inNetns(func() (err error) {
+// setAndReread opens device dev inside --netns, reads a setting, then
+// either previews a change (dry: preview of the state read) or applies it
+// with set and reads the setting back, all on one client. Set commands
+// print before → after.
+func setAndReread[T any](g *globals, dev string, dry bool, get func(*nic.Device) (T, error), set func(*nic.Device) error, preview func(T) T) (before, after T, err error) {
+	err = withDevice(g, dev, func(dev *nic.Device) (err error) {
 		if before, err = get(dev); err != nil {
 			return err
 		}
@@ -192,17 +189,18 @@ func setAndReread[T any](g *globals, dev rss.Device, dry bool, get func(rss.Devi
 	return before, after, err
 }
 
-// showCommand builds a `show DEV` subcommand: get reads the device (inside
-// --netns), then the result is printed as JSON (toJSON's value) or as text.
-func showCommand[T any](g *globals, short string, get func(rss.Device) (T, error), toJSON func(dev string, v T) any, print func(w io.Writer, dev string, v T)) *cobra.Command {
+// showCommand builds a `show DEV` subcommand: get reads the device (opened
+// inside --netns), then the result is printed as JSON (toJSON's value) or
+// as text.
+func showCommand[T any](g *globals, short string, get func(*nic.Device) (T, error), toJSON func(dev string, v T) any, print func(w io.Writer, dev string, v T)) *cobra.Command {
 	return &cobra.Command{
 		Use:   "show DEV",
 		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var v T
-			err := g.inNetns(func() (err error) {
-				v, err = get(devArg(args[0]))
+			err := withDevice(g, args[0], func(d *nic.Device) (err error) {
+				v, err = get(d)
 				return err
 			})
 			if err != nil {

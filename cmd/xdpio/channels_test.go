@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/xdpio/xdpio/internal/netnstest"
-	"github.com/xdpio/xdpio/rss"
+	"github.com/xdpio/xdpio/nic"
 )
 
 // cli runs xdpio in-process with args and returns stdout and the exit
@@ -137,7 +137,7 @@ func TestCLIChannels(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	eout, _ := pair.A.Command(ctx, "ethtool", "-L", dev, "rx", "9").CombinedOutput()
-	var de *rss.DeviceError
+	var de *nic.RequestError
 	if code != 1 || !errors.As(err, &de) || de.Message == "" || !strings.Contains(err.Error(), de.Message) || !strings.Contains(string(eout), de.Message) {
 		t.Errorf("set --rx 9: exit %d, %v; ethtool said %q", code, err, eout)
 	}
@@ -180,7 +180,7 @@ func TestCLIDeviceSideNotSupportedOnVeth(t *testing.T) {
 		{"rss", "show", dev}, {"rss", "set", dev, "--equal", "2"}, {"rss", "set", dev, "--key", strings.Repeat("6d", 40)},
 	} {
 		_, code, err := cli(t, append([]string{"--netns", ns}, args...)...)
-		if code != 1 || !errors.Is(err, rss.ErrNotSupported) || !strings.Contains(err.Error(), "not supported") {
+		if code != 1 || !errors.Is(err, nic.ErrNotSupported) || !strings.Contains(err.Error(), "not supported") {
 			t.Errorf("%v on veth: exit %d, %v", args, code, err)
 		}
 	}
@@ -271,7 +271,7 @@ func TestCLIShowEth0(t *testing.T) {
 		if h := j.Contexts[0].HFunc; h != "" && !strings.Contains(x, "    "+h+": on") {
 			t.Errorf("context 0 hash function %q is not on in ethtool -x", h)
 		}
-	} else if !errors.Is(err, rss.ErrNotSupported) {
+	} else if !errors.Is(err, nic.ErrNotSupported) {
 		t.Errorf("rss show eth0: %v", err)
 	}
 }

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/xdpio/xdpio/coalesce"
+	"github.com/xdpio/xdpio/nic"
 	"github.com/xdpio/xdpio/rss"
 	"github.com/xdpio/xdpio/test/lab/labctl"
 )
@@ -52,12 +52,12 @@ func labJSON(t *testing.T, args ...string) map[string]any {
 // which netdevsim does not keep.
 func TestLabCLICoalesceNetdevsim(t *testing.T) {
 	name := labctl.Netdevsim(t)
-	dev := coalesce.Device{Name: name}
-	orig, err := coalesce.Get(dev)
+	dev := labctl.OpenNIC(t, name)
+	orig, err := dev.Coalesce()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { coalesce.Set(dev, orig) })
+	t.Cleanup(func() { dev.SetCoalesce(orig) })
 	v := uint32(1000)
 	for _, p := range coalesceU32Params {
 		if strings.HasPrefix(p.flag, "tx-aggr-") {
@@ -72,7 +72,7 @@ func TestLabCLICoalesceNetdevsim(t *testing.T) {
 		if !strings.Contains(out, p.flag) {
 			t.Errorf("coalesce set --%s: output does not show the change:\n%s", p.flag, out)
 		}
-		h, err := coalesce.Get(dev)
+		h, err := dev.Coalesce()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +102,7 @@ func TestLabCLICoalesceNetdevsim(t *testing.T) {
 	var ue *usageError
 	// The CLI names the setting in the user's words (the flag), not by
 	// its netlink attribute.
-	if err == nil || errors.As(err, &ue) || !errors.Is(err, coalesce.ErrNotSupported) ||
+	if err == nil || errors.As(err, &ue) || !errors.Is(err, nic.ErrNotSupported) ||
 		!strings.Contains(err.Error(), "rx-usecs-irq") || strings.Contains(err.Error(), "ETHTOOL_A_") {
 		t.Errorf("coalesce set %s --rx-usecs-irq: %v; want a not-supported failure naming rx-usecs-irq, without netlink names", vio, err)
 	}
@@ -151,13 +151,13 @@ func TestLabCLIRingsChannelsNetdevsim(t *testing.T) {
 }
 
 // TestLabCLIRSSVirtio compares `xdpio --json rss show` with the kernel's
-// RSS_GET (rss.Table) on virtio-net, and drives `xdpio rss set` with an
+// RSS_GET (Device.RSS) on virtio-net, and drives `xdpio rss set` with an
 // equal spread, weights and a key: applied (RSS_SET on 6.17+, the SRSSH
 // ioctl before) and read back.
 func TestLabCLIRSSVirtio(t *testing.T) {
 	name := labctl.Virtio(t)
-	dev := rss.Device{Name: name}
-	st, err := rss.Table(dev)
+	dev := labctl.OpenNIC(t, name)
+	st, err := dev.RSS()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,18 +180,18 @@ func TestLabCLIRSSVirtio(t *testing.T) {
 	key := strings.Repeat("a5", 40)
 	for _, c := range []struct {
 		args []string
-		want func(rss.TableState) rss.TableState
+		want func(nic.RSS) nic.RSS
 	}{
-		{[]string{"--equal", "2"}, func(s rss.TableState) rss.TableState { s.Indir, _ = rss.Equal(2, 128); return s }},
-		{[]string{"--weights", "1,2,3,2"}, func(s rss.TableState) rss.TableState { s.Indir, _ = rss.Weights(128, 1, 2, 3, 2); return s }},
-		{[]string{"--key", key}, func(s rss.TableState) rss.TableState { s.Key, _ = rss.ParseKey(key); return s }},
+		{[]string{"--equal", "2"}, func(s nic.RSS) nic.RSS { s.Indir, _ = rss.Equal(2, 128); return s }},
+		{[]string{"--weights", "1,2,3,2"}, func(s nic.RSS) nic.RSS { s.Indir, _ = rss.Weights(128, 1, 2, 3, 2); return s }},
+		{[]string{"--key", key}, func(s nic.RSS) nic.RSS { s.Key, _ = rss.ParseKey(key); return s }},
 	} {
-		before, err := rss.Table(dev)
+		before, err := dev.RSS()
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, stderr, err := labCLI(t, append([]string{"rss", "set", name}, c.args...)...)
-		after, _ := rss.Table(dev)
+		after, _ := dev.RSS()
 		switch {
 		case err != nil:
 			t.Errorf("rss set %s: %v\n%s", strings.Join(c.args, " "), err, stderr)
@@ -214,7 +214,7 @@ func TestLabCLIRSSHashVirtio(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { labctl.Ethtool("-X", name, "default") })
-	ch, err := rss.Channels(rss.Device{Name: name})
+	ch, err := labctl.OpenNIC(t, name).Channels()
 	if err != nil {
 		t.Fatal(err)
 	}

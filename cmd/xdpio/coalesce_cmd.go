@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/xdpio/xdpio/coalesce"
+	"github.com/xdpio/xdpio/nic"
 )
 
 func init() {
@@ -19,31 +19,31 @@ func init() {
 // order: the flag name (ethtool -C's), the --json key and the field.
 var coalesceU32Params = []struct {
 	flag, key string
-	field     func(*coalesce.HW) **uint32
+	field     func(*nic.Coalesce) **uint32
 }{
-	{"rx-usecs", "rx_usecs", func(h *coalesce.HW) **uint32 { return &h.RXUsecs }},
-	{"rx-frames", "rx_frames", func(h *coalesce.HW) **uint32 { return &h.RXMaxFrames }},
-	{"rx-usecs-irq", "rx_usecs_irq", func(h *coalesce.HW) **uint32 { return &h.RXUsecsIRQ }},
-	{"rx-frames-irq", "rx_frames_irq", func(h *coalesce.HW) **uint32 { return &h.RXMaxFramesIRQ }},
-	{"tx-usecs", "tx_usecs", func(h *coalesce.HW) **uint32 { return &h.TXUsecs }},
-	{"tx-frames", "tx_frames", func(h *coalesce.HW) **uint32 { return &h.TXMaxFrames }},
-	{"tx-usecs-irq", "tx_usecs_irq", func(h *coalesce.HW) **uint32 { return &h.TXUsecsIRQ }},
-	{"tx-frames-irq", "tx_frames_irq", func(h *coalesce.HW) **uint32 { return &h.TXMaxFramesIRQ }},
-	{"stats-block-usecs", "stats_block_usecs", func(h *coalesce.HW) **uint32 { return &h.StatsBlockUsecs }},
-	{"sample-interval", "sample_interval", func(h *coalesce.HW) **uint32 { return &h.RateSampleInterval }},
-	{"pkt-rate-low", "pkt_rate_low", func(h *coalesce.HW) **uint32 { return &h.PktRateLow }},
-	{"pkt-rate-high", "pkt_rate_high", func(h *coalesce.HW) **uint32 { return &h.PktRateHigh }},
-	{"rx-usecs-low", "rx_usecs_low", func(h *coalesce.HW) **uint32 { return &h.RXUsecsLow }},
-	{"rx-frames-low", "rx_frames_low", func(h *coalesce.HW) **uint32 { return &h.RXMaxFramesLow }},
-	{"tx-usecs-low", "tx_usecs_low", func(h *coalesce.HW) **uint32 { return &h.TXUsecsLow }},
-	{"tx-frames-low", "tx_frames_low", func(h *coalesce.HW) **uint32 { return &h.TXMaxFramesLow }},
-	{"rx-usecs-high", "rx_usecs_high", func(h *coalesce.HW) **uint32 { return &h.RXUsecsHigh }},
-	{"rx-frames-high", "rx_frames_high", func(h *coalesce.HW) **uint32 { return &h.RXMaxFramesHigh }},
-	{"tx-usecs-high", "tx_usecs_high", func(h *coalesce.HW) **uint32 { return &h.TXUsecsHigh }},
-	{"tx-frames-high", "tx_frames_high", func(h *coalesce.HW) **uint32 { return &h.TXMaxFramesHigh }},
-	{"tx-aggr-max-bytes", "tx_aggr_max_bytes", func(h *coalesce.HW) **uint32 { return &h.TXAggrMaxBytes }},
-	{"tx-aggr-max-frames", "tx_aggr_max_frames", func(h *coalesce.HW) **uint32 { return &h.TXAggrMaxFrames }},
-	{"tx-aggr-time-usecs", "tx_aggr_time_usecs", func(h *coalesce.HW) **uint32 { return &h.TXAggrTimeUsecs }},
+	{"rx-usecs", "rx_usecs", func(h *nic.Coalesce) **uint32 { return &h.RXUsecs }},
+	{"rx-frames", "rx_frames", func(h *nic.Coalesce) **uint32 { return &h.RXMaxFrames }},
+	{"rx-usecs-irq", "rx_usecs_irq", func(h *nic.Coalesce) **uint32 { return &h.RXUsecsIRQ }},
+	{"rx-frames-irq", "rx_frames_irq", func(h *nic.Coalesce) **uint32 { return &h.RXMaxFramesIRQ }},
+	{"tx-usecs", "tx_usecs", func(h *nic.Coalesce) **uint32 { return &h.TXUsecs }},
+	{"tx-frames", "tx_frames", func(h *nic.Coalesce) **uint32 { return &h.TXMaxFrames }},
+	{"tx-usecs-irq", "tx_usecs_irq", func(h *nic.Coalesce) **uint32 { return &h.TXUsecsIRQ }},
+	{"tx-frames-irq", "tx_frames_irq", func(h *nic.Coalesce) **uint32 { return &h.TXMaxFramesIRQ }},
+	{"stats-block-usecs", "stats_block_usecs", func(h *nic.Coalesce) **uint32 { return &h.StatsBlockUsecs }},
+	{"sample-interval", "sample_interval", func(h *nic.Coalesce) **uint32 { return &h.RateSampleInterval }},
+	{"pkt-rate-low", "pkt_rate_low", func(h *nic.Coalesce) **uint32 { return &h.PktRateLow }},
+	{"pkt-rate-high", "pkt_rate_high", func(h *nic.Coalesce) **uint32 { return &h.PktRateHigh }},
+	{"rx-usecs-low", "rx_usecs_low", func(h *nic.Coalesce) **uint32 { return &h.RXUsecsLow }},
+	{"rx-frames-low", "rx_frames_low", func(h *nic.Coalesce) **uint32 { return &h.RXMaxFramesLow }},
+	{"tx-usecs-low", "tx_usecs_low", func(h *nic.Coalesce) **uint32 { return &h.TXUsecsLow }},
+	{"tx-frames-low", "tx_frames_low", func(h *nic.Coalesce) **uint32 { return &h.TXMaxFramesLow }},
+	{"rx-usecs-high", "rx_usecs_high", func(h *nic.Coalesce) **uint32 { return &h.RXUsecsHigh }},
+	{"rx-frames-high", "rx_frames_high", func(h *nic.Coalesce) **uint32 { return &h.RXMaxFramesHigh }},
+	{"tx-usecs-high", "tx_usecs_high", func(h *nic.Coalesce) **uint32 { return &h.TXUsecsHigh }},
+	{"tx-frames-high", "tx_frames_high", func(h *nic.Coalesce) **uint32 { return &h.TXMaxFramesHigh }},
+	{"tx-aggr-max-bytes", "tx_aggr_max_bytes", func(h *nic.Coalesce) **uint32 { return &h.TXAggrMaxBytes }},
+	{"tx-aggr-max-frames", "tx_aggr_max_frames", func(h *nic.Coalesce) **uint32 { return &h.TXAggrMaxFrames }},
+	{"tx-aggr-time-usecs", "tx_aggr_time_usecs", func(h *nic.Coalesce) **uint32 { return &h.TXAggrTimeUsecs }},
 }
 
 // coalesceHelp says what each parameter means (the kernel's
@@ -80,17 +80,17 @@ var coalesceHelp = map[string]string{
 
 var coalesceBoolParams = []struct {
 	flag, key string
-	field     func(*coalesce.HW) **bool
+	field     func(*nic.Coalesce) **bool
 }{
-	{"adaptive-rx", "adaptive_rx", func(h *coalesce.HW) **bool { return &h.UseAdaptiveRX }},
-	{"adaptive-tx", "adaptive_tx", func(h *coalesce.HW) **bool { return &h.UseAdaptiveTX }},
-	{"cqe-mode-rx", "cqe_mode_rx", func(h *coalesce.HW) **bool { return &h.UseCQEModeRX }},
-	{"cqe-mode-tx", "cqe_mode_tx", func(h *coalesce.HW) **bool { return &h.UseCQEModeTX }},
+	{"adaptive-rx", "adaptive_rx", func(h *nic.Coalesce) **bool { return &h.UseAdaptiveRX }},
+	{"adaptive-tx", "adaptive_tx", func(h *nic.Coalesce) **bool { return &h.UseAdaptiveTX }},
+	{"cqe-mode-rx", "cqe_mode_rx", func(h *nic.Coalesce) **bool { return &h.UseCQEModeRX }},
+	{"cqe-mode-tx", "cqe_mode_tx", func(h *nic.Coalesce) **bool { return &h.UseCQEModeTX }},
 }
 
 // coalesceJSON maps json keys to values; a parameter the device does not
 // support is null.
-func coalesceJSON(h coalesce.HW) map[string]any {
+func coalesceJSON(h nic.Coalesce) map[string]any {
 	m := map[string]any{}
 	for _, p := range coalesceBoolParams {
 		if v := *p.field(&h); v != nil {
@@ -109,7 +109,7 @@ func coalesceJSON(h coalesce.HW) map[string]any {
 	return m
 }
 
-func coalesceText(h coalesce.HW) []change {
+func coalesceText(h nic.Coalesce) []change {
 	var out []change
 	for _, p := range coalesceBoolParams {
 		v := "n/a"
@@ -128,7 +128,7 @@ func coalesceText(h coalesce.HW) []change {
 	return out
 }
 
-func printCoalesce(w io.Writer, dev string, h coalesce.HW) {
+func printCoalesce(w io.Writer, dev string, h nic.Coalesce) {
 	fmt.Fprintf(w, "Coalesce parameters for %s:\n", dev)
 	for _, c := range coalesceText(h) {
 		fmt.Fprintf(w, "%s: %s\n", c.name, c.before)
@@ -152,15 +152,15 @@ func newCoalesceCmd(g *globals) *cobra.Command {
 				return usagef("coalesce show: --queues: %v", err)
 			}
 			var (
-				h   coalesce.HW
-				per []coalesce.HW
+				h   nic.Coalesce
+				per []nic.Coalesce
 			)
-			err = g.inNetns(func() (err error) {
+			err = withDevice(g, args[0], func(d *nic.Device) (err error) {
 				if qs != nil {
-					per, err = coalesce.GetQueues(devArg(args[0]), qs)
+					per, err = d.QueueCoalesce(qs)
 					return err
 				}
-				h, err = coalesce.Get(devArg(args[0]))
+				h, err = d.Coalesce()
 				return err
 			})
 			if err != nil {
@@ -203,7 +203,7 @@ func newCoalesceCmd(g *globals) *cobra.Command {
 		Short: "Set hardware coalescing parameters; the others stay as they are",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var p coalesce.HW
+			var p nic.Coalesce
 			n := 0
 			for i, x := range coalesceU32Params {
 				if cmd.Flags().Changed(x.flag) {
@@ -224,16 +224,15 @@ func newCoalesceCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return usagef("coalesce set: --queues: %v", err)
 			}
-			dev := devArg(args[0])
 			if qs != nil {
 				if dry {
 					return usagef("coalesce set: --dry-run does not combine with --queues")
 				}
-				return setQueueCoalesce(g, dev, args[0], qs, p)
+				return setQueueCoalesce(g, args[0], qs, p)
 			}
-			before, after, err := setAndReread(g, dev, dry, coalesce.Get,
-				func(dev coalesce.Device) error { return coalesce.Set(dev, p) },
-				func(before coalesce.HW) coalesce.HW { return overlayHW(before, p) })
+			before, after, err := setAndReread(g, args[0], dry, (*nic.Device).Coalesce,
+				func(d *nic.Device) error { return d.SetCoalesce(p) },
+				func(before nic.Coalesce) nic.Coalesce { return overlayHW(before, p) })
 			if err != nil {
 				return err
 			}
@@ -266,16 +265,16 @@ func newCoalesceCmd(g *globals) *cobra.Command {
 }
 
 // setQueueCoalesce is `coalesce set --queues`: per-queue before → after.
-func setQueueCoalesce(g *globals, dev coalesce.Device, name string, qs []int, p coalesce.HW) error {
-	var before, after []coalesce.HW
-	err := g.inNetns(func() (err error) {
-		if before, err = coalesce.GetQueues(dev, qs); err != nil {
+func setQueueCoalesce(g *globals, name string, qs []int, p nic.Coalesce) error {
+	var before, after []nic.Coalesce
+	err := withDevice(g, name, func(dev *nic.Device) (err error) {
+		if before, err = dev.QueueCoalesce(qs); err != nil {
 			return err
 		}
-		if err = coalesce.SetQueues(dev, qs, p); err != nil {
+		if err = dev.SetQueueCoalesce(qs, p); err != nil {
 			return err
 		}
-		after, err = coalesce.GetQueues(dev, qs)
+		after, err = dev.QueueCoalesce(qs)
 		return err
 	})
 	if err != nil {
@@ -320,8 +319,8 @@ func parseQueueList(s string) ([]int, error) {
 				return nil, fmt.Errorf("%q: %v", part, err)
 			}
 		}
-		if a < 0 || b < a || b >= coalesce.MaxQueues {
-			return nil, fmt.Errorf("%q: want queues 0..%d, ranges low-high", part, coalesce.MaxQueues-1)
+		if a < 0 || b < a || b >= nic.MaxCoalesceQueues {
+			return nil, fmt.Errorf("%q: want queues 0..%d, ranges low-high", part, nic.MaxCoalesceQueues-1)
 		}
 		for q := a; q <= b; q++ {
 			seen[q] = true
@@ -337,7 +336,7 @@ func parseQueueList(s string) ([]int, error) {
 
 // overlayHW returns base with the non-nil parameters of p applied: what a
 // Set of p would leave.
-func overlayHW(base, p coalesce.HW) coalesce.HW {
+func overlayHW(base, p nic.Coalesce) nic.Coalesce {
 	out := base
 	for _, x := range coalesceU32Params {
 		if v := *x.field(&p); v != nil {

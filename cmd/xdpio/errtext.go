@@ -5,7 +5,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/xdpio/xdpio/internal/ethtool"
+	"github.com/xdpio/xdpio/nic"
 )
 
 // plainError is an error whose text is said in the user's words; it
@@ -22,8 +22,8 @@ func (e *plainError) Unwrap() error { return e.err }
 // language (ethtool netlink message and attribute names, errno names)
 // into what a user of ethtool would read.
 func inUserWords(err error) error {
-	var ee *ethtool.Error
-	if err == nil || !errors.As(err, &ee) {
+	var ee *nic.RequestError
+	if err == nil || !errors.As(err, &ee) || ee.Family != "ethtool" {
 		return err
 	}
 	text := strings.Replace(err.Error(), ee.Error(), ethtoolText(ee), 1)
@@ -31,8 +31,8 @@ func inUserWords(err error) error {
 }
 
 // ethtoolText says what an ethtool request's failure means.
-func ethtoolText(e *ethtool.Error) string {
-	dev := e.Device.String()
+func ethtoolText(e *nic.RequestError) string {
+	dev := e.Target
 	what := opWords(e.Op)
 	var b strings.Builder
 	b.WriteString(dev)

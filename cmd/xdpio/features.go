@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/xdpio/xdpio/rss"
+	"github.com/xdpio/xdpio/nic"
 )
 
 func init() {
@@ -21,7 +21,7 @@ type featureJSON struct {
 	Fixed  bool `json:"fixed"`
 }
 
-func featuresJSON(fs []rss.Feature) map[string]featureJSON {
+func featuresJSON(fs []nic.Feature) map[string]featureJSON {
 	m := make(map[string]featureJSON, len(fs))
 	for _, f := range fs {
 		m[f.Name] = featureJSON{f.Active, f.Wanted, f.Fixed()}
@@ -29,9 +29,9 @@ func featuresJSON(fs []rss.Feature) map[string]featureJSON {
 	return m
 }
 
-func offloadsJSON(fs []rss.Feature) map[string]featureJSON {
+func offloadsJSON(fs []nic.Feature) map[string]featureJSON {
 	m := map[string]featureJSON{}
-	for _, o := range rss.OffloadStates(fs) {
+	for _, o := range nic.OffloadStates(fs) {
 		m[o.Name] = featureJSON{Active: o.Active, Wanted: o.Active, Fixed: o.Fixed}
 	}
 	return m
@@ -45,13 +45,13 @@ func fixedMark(fixed bool) string {
 	return ""
 }
 
-func printFeatures(w io.Writer, dev string, fs []rss.Feature) {
+func printFeatures(w io.Writer, dev string, fs []nic.Feature) {
 	fmt.Fprintf(w, "Features for %s:\n", dev)
 	for _, f := range fs {
 		fmt.Fprintf(w, "%s: %s%s\n", f.Name, onOff(f.Active), fixedMark(f.Fixed()))
 	}
 	fmt.Fprintln(w, "Offload groups:")
-	for _, o := range rss.OffloadStates(fs) {
+	for _, o := range nic.OffloadStates(fs) {
 		fmt.Fprintf(w, "%s (%s): %s%s\n", o.Name, o.Short, onOff(o.Active), fixedMark(o.Fixed))
 	}
 }
@@ -62,8 +62,8 @@ func newFeaturesCmd(g *globals) *cobra.Command {
 		Short: "Show or set a device's offload features, like ethtool -k/-K",
 		Args:  cobra.NoArgs,
 	}
-	c.AddCommand(showCommand(g, "Show every feature (kernel names) and ethtool's offload groups", rss.Features,
-		func(dev string, fs []rss.Feature) any {
+	c.AddCommand(showCommand(g, "Show every feature (kernel names) and ethtool's offload groups", (*nic.Device).Features,
+		func(dev string, fs []nic.Feature) any {
 			return map[string]any{"device": dev, "features": featuresJSON(fs), "offloads": offloadsJSON(fs)}
 		}, printFeatures))
 	var dry bool
@@ -87,13 +87,12 @@ func newFeaturesCmd(g *globals) *cobra.Command {
 				}
 				want[pairs[i]] = on
 			}
-			dev := devArg(args[0])
 			var (
-				before, after []rss.Feature
-				res           rss.FeaturesResult
+				before, after []nic.Feature
+				res           nic.FeaturesResult
 			)
-			err := g.inNetns(func() (err error) {
-				if before, err = rss.Features(dev); err != nil {
+			err := withDevice(g, args[0], func(dev *nic.Device) (err error) {
+				if before, err = dev.Features(); err != nil {
 					return err
 				}
 				// A name that is neither an ethtool -k group nor one of
@@ -104,7 +103,7 @@ func newFeaturesCmd(g *globals) *cobra.Command {
 					isKnown[f.Name] = true
 				}
 				for i := 0; i < len(pairs); i += 2 {
-					if _, ok := rss.LookupOffload(pairs[i]); !ok && !isKnown[pairs[i]] {
+					if _, ok := nic.LookupOffload(pairs[i]); !ok && !isKnown[pairs[i]] {
 						return usagef("features set: unknown feature %q: use an ethtool -k name (`xdpio features show %s` lists them) or a kernel feature name", pairs[i], args[0])
 					}
 				}
@@ -113,11 +112,11 @@ func newFeaturesCmd(g *globals) *cobra.Command {
 					for i, f := range before {
 						known[i] = f.Name
 					}
-					req, err := rss.ExpandFeatures(want, known)
+					req, err := nic.ExpandFeatures(want, known)
 					if err != nil {
 						return err
 					}
-					after = append([]rss.Feature(nil), before...)
+					after = append([]nic.Feature(nil), before...)
 					for i := range after {
 						if v, ok := req[after[i].Name]; ok && !after[i].Fixed() {
 							after[i].Active = v
@@ -125,10 +124,10 @@ func newFeaturesCmd(g *globals) *cobra.Command {
 					}
 					return nil
 				}
-				if res, err = rss.SetFeatures(dev, want); err != nil {
+				if res, err = dev.SetFeatures(want); err != nil {
 					return err
 				}
-				after, err = rss.Features(dev)
+				after, err = dev.Features()
 				return err
 			})
 			if err != nil {
@@ -168,7 +167,7 @@ func newFeaturesCmd(g *globals) *cobra.Command {
 	return c
 }
 
-func refusedJSON(res rss.FeaturesResult) map[string]featureJSON {
+func refusedJSON(res nic.FeaturesResult) map[string]featureJSON {
 	m := map[string]featureJSON{}
 	for _, r := range res.Refused {
 		m[r.Name] = featureJSON{Active: r.Active, Wanted: r.Wanted}

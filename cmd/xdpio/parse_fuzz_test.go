@@ -7,11 +7,11 @@ import (
 	"testing"
 
 	"github.com/xdpio/xdpio/bench"
-	"github.com/xdpio/xdpio/coalesce"
+	"github.com/xdpio/xdpio/nic"
 )
 
 // FuzzParseQueueList: any --queues value is a sorted list of distinct
-// queues below coalesce.MaxQueues or an error, never a panic; the list
+// queues below nic.MaxCoalesceQueues or an error, never a panic; the list
 // written back out parses to itself.
 func FuzzParseQueueList(f *testing.F) {
 	for _, s := range []string{"", "0", "0,2-3", "3,1,1", "0-63", "1-0", "-1", "a", "1-2-3", " 4 , 5-6"} {
@@ -27,7 +27,7 @@ func FuzzParseQueueList(f *testing.F) {
 		}
 		parts := make([]string, len(qs))
 		for i, q := range qs {
-			if q < 0 || q >= coalesce.MaxQueues {
+			if q < 0 || q >= nic.MaxCoalesceQueues {
 				t.Fatalf("parseQueueList(%q): queue %d out of range", s, q)
 			}
 			parts[i] = strconv.Itoa(q)

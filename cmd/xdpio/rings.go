@@ -6,7 +6,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	"github.com/xdpio/xdpio/rss"
+	"github.com/xdpio/xdpio/nic"
 )
 
 func init() {
@@ -34,7 +34,7 @@ type ringsJSON struct {
 	HDSThreshMax    uint32 `json:"hds_thresh_max"`
 }
 
-func toRingsJSON(r rss.RingSizes) ringsJSON {
+func toRingsJSON(r nic.RingSizes) ringsJSON {
 	return ringsJSON{r.RX, r.RXMini, r.RXJumbo, r.TX, r.RXMax, r.RXMiniMax, r.RXJumboMax, r.TXMax,
 		r.RXBufLen, r.CQESize, r.TXPush, r.RXPush, r.TXPushBufLen, r.TXPushBufLenMax, r.TCPDataSplit.String(),
 		r.HDSThresh, r.HDSThreshMax}
@@ -46,8 +46,8 @@ func newRingsCmd(g *globals) *cobra.Command {
 		Short: "Show or set a device's ring sizes and ring options, like ethtool -g/-G",
 		Args:  cobra.NoArgs,
 	}
-	c.AddCommand(showCommand(g, "Show current and maximum ring sizes", rss.Rings,
-		func(dev string, r rss.RingSizes) any {
+	c.AddCommand(showCommand(g, "Show current and maximum ring sizes", (*nic.Device).Rings,
+		func(dev string, r nic.RingSizes) any {
 			return struct {
 				Device string `json:"device"`
 				ringsJSON
@@ -65,7 +65,7 @@ func newRingsCmd(g *globals) *cobra.Command {
 		Short: "Set ring parameters; the others stay as they are",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var cfg rss.RingsConfig
+			var cfg nic.RingsConfig
 			f := cmd.Flags()
 			dst := map[string]**uint32{"rx": &cfg.RX, "rx-mini": &cfg.RXMini, "rx-jumbo": &cfg.RXJumbo, "tx": &cfg.TX,
 				"rx-buf-len": &cfg.RXBufLen, "cqe-size": &cfg.CQESize, "tx-push-buf-len": &cfg.TXPushBufLen, "hds-thresh": &cfg.HDSThresh}
@@ -83,14 +83,14 @@ func newRingsCmd(g *globals) *cobra.Command {
 				}
 			}
 			if f.Changed("tcp-data-split") {
-				var v rss.TCPDataSplit
+				var v nic.TCPDataSplit
 				switch tds {
 				case "on":
-					v = rss.TCPDataSplitEnabled
+					v = nic.TCPDataSplitEnabled
 				case "off":
-					v = rss.TCPDataSplitDisabled
+					v = nic.TCPDataSplitDisabled
 				case "auto":
-					v = rss.TCPDataSplitUnknown
+					v = nic.TCPDataSplitUnknown
 				default:
 					return usagef("rings set: --tcp-data-split: want on, off or auto, not %q", tds)
 				}
@@ -100,10 +100,9 @@ func newRingsCmd(g *globals) *cobra.Command {
 			if n == 0 {
 				return usagef("rings set: give at least one parameter\n%s", cmd.UsageString())
 			}
-			dev := devArg(args[0])
-			before, after, err := setAndReread(g, dev, dry, rss.Rings,
-				func(dev rss.Device) error { return rss.SetRings(dev, cfg) },
-				func(after rss.RingSizes) rss.RingSizes {
+			before, after, err := setAndReread(g, args[0], dry, (*nic.Device).Rings,
+				func(d *nic.Device) error { return d.SetRings(cfg) },
+				func(after nic.RingSizes) nic.RingSizes {
 					for _, x := range []struct{ dst, v *uint32 }{{&after.RX, cfg.RX}, {&after.RXMini, cfg.RXMini}, {&after.RXJumbo, cfg.RXJumbo},
 						{&after.TX, cfg.TX}, {&after.RXBufLen, cfg.RXBufLen}, {&after.CQESize, cfg.CQESize}, {&after.TXPushBufLen, cfg.TXPushBufLen},
 						{&after.HDSThresh, cfg.HDSThresh}} {
@@ -165,7 +164,7 @@ func newRingsCmd(g *globals) *cobra.Command {
 	return c
 }
 
-func printRings(w io.Writer, dev string, r rss.RingSizes) {
+func printRings(w io.Writer, dev string, r nic.RingSizes) {
 	fmt.Fprintf(w, "Ring parameters for %s:\n", dev)
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "\tcurrent\tmaximum\t")

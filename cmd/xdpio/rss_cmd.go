@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/xdpio/xdpio/nic"
 	"github.com/xdpio/xdpio/rss"
 )
 
@@ -46,7 +47,7 @@ type rssJSON struct {
 	FlowHash  map[string][]string `json:"flow_hash,omitempty"`
 }
 
-func toRSSJSON(t rss.TableState) rssJSON {
+func toRSSJSON(t nic.RSS) rssJSON {
 	indir := t.Indir
 	if indir == nil {
 		indir = []uint32{}
@@ -70,7 +71,7 @@ func colonHex(b []byte) string {
 	return strings.Join(s, ":")
 }
 
-func printRSS(w io.Writer, dev string, t rss.TableState) {
+func printRSS(w io.Writer, dev string, t nic.RSS) {
 	queues := map[uint32]bool{}
 	for _, q := range t.Indir {
 		queues[q] = true
@@ -113,8 +114,8 @@ func printRSS(w io.Writer, dev string, t rss.TableState) {
 		sort.Ints(flows)
 		none := 0
 		for _, f := range flows {
-			if h := t.FlowHash[rss.FlowType(f)]; h != 0 {
-				fmt.Fprintf(w, "    %s: %s\n", rss.FlowType(f), h)
+			if h := t.FlowHash[nic.FlowType(f)]; h != 0 {
+				fmt.Fprintf(w, "    %s: %s\n", nic.FlowType(f), h)
 			} else {
 				none++
 			}
@@ -141,15 +142,15 @@ func newRSSShowCmd(g *globals) *cobra.Command {
 			if all && cmd.Flags().Changed("context") {
 				return usagef("rss show: --context and --all exclude each other")
 			}
-			var ts []rss.TableState
-			err := g.inNetns(func() error {
+			var ts []nic.RSS
+			err := withDevice(g, args[0], func(d *nic.Device) error {
 				if all {
 					var err error
-					ts, err = rss.Contexts(devArg(args[0]))
+					ts, err = d.RSSContexts()
 					return err
 				}
-				t, err := rss.ContextTable(devArg(args[0]), ctx)
-				ts = []rss.TableState{t}
+				t, err := d.RSSContext(ctx)
+				ts = []nic.RSS{t}
 				return err
 			})
 			if err != nil {
@@ -211,7 +212,7 @@ func newRSSSetCmd(g *globals) *cobra.Command {
 			if n > 1 {
 				return usagef("rss set: --equal, --weights and --default exclude each other")
 			}
-			cfg := rss.TableConfig{Context: ctx, HFunc: hfunc}
+			cfg := nic.RSSConfig{Context: ctx, HFunc: hfunc}
 			var w []uint32
 			if f.Changed("equal") && equal <= 0 {
 				return usagef("rss set: --equal %d: need at least 1 queue", equal)
@@ -241,13 +242,13 @@ func newRSSSetCmd(g *globals) *cobra.Command {
 			}
 			for _, fh := range flowHash {
 				name, fields, ok := strings.Cut(fh, "=")
-				ft, okT := rss.ParseFlowType(name)
-				h, okF := rss.ParseHashFields(fields)
+				ft, okT := nic.ParseFlowType(name)
+				h, okF := nic.ParseHashFields(fields)
 				if !ok || !okT || !okF {
 					return usagef("rss set: --flow-hash %q: want TYPE=FIELD,… (e.g. udp4=ip-src,ip-dst,l4-src,l4-dst)", fh)
 				}
 				if cfg.FlowHash == nil {
-					cfg.FlowHash = map[rss.FlowType]rss.HashFields{}
+					cfg.FlowHash = map[nic.FlowType]nic.HashFields{}
 				}
 				cfg.FlowHash[ft] = h
 			}
@@ -257,10 +258,9 @@ func newRSSSetCmd(g *globals) *cobra.Command {
 			if n == 0 && cfg.Key == nil && cfg.HFunc == "" && cfg.InputXfrm == nil && cfg.FlowHash == nil {
 				return usagef("rss set: nothing to set\n%s", cmd.UsageString())
 			}
-			dev := devArg(args[0])
-			var before, after rss.TableState
-			err := g.inNetns(func() (err error) {
-				if before, err = rss.ContextTable(dev, ctx); err != nil {
+			var before, after nic.RSS
+			err := withDevice(g, args[0], func(dev *nic.Device) (err error) {
+				if before, err = dev.RSSContext(ctx); err != nil {
 					return err
 				}
 				if f.Changed("equal") || f.Changed("weights") {
@@ -292,7 +292,7 @@ func newRSSSetCmd(g *globals) *cobra.Command {
 						after.InputXfrm = *cfg.InputXfrm
 					}
 					if cfg.FlowHash != nil {
-						after.FlowHash = map[rss.FlowType]rss.HashFields{}
+						after.FlowHash = map[nic.FlowType]nic.HashFields{}
 						for f, h := range before.FlowHash {
 							after.FlowHash[f] = h
 						}
@@ -302,10 +302,10 @@ func newRSSSetCmd(g *globals) *cobra.Command {
 					}
 					return nil
 				}
-				if err = rss.SetTable(dev, cfg); err != nil {
+				if err = dev.SetRSS(cfg); err != nil {
 					return err
 				}
-				after, err = rss.ContextTable(dev, ctx)
+				after, err = dev.RSSContext(ctx)
 				return err
 			})
 			if err != nil {
@@ -337,7 +337,7 @@ func newRSSSetCmd(g *globals) *cobra.Command {
 }
 
 // flowHashText prints the non-empty flow-hash settings compactly.
-func flowHashText(m map[rss.FlowType]rss.HashFields) string {
+func flowHashText(m map[nic.FlowType]nic.HashFields) string {
 	var flows []int
 	for f, h := range m {
 		if h != 0 {
@@ -347,7 +347,7 @@ func flowHashText(m map[rss.FlowType]rss.HashFields) string {
 	sort.Ints(flows)
 	parts := make([]string, len(flows))
 	for i, f := range flows {
-		parts[i] = rss.FlowType(f).String() + "=" + m[rss.FlowType(f)].String()
+		parts[i] = nic.FlowType(f).String() + "=" + m[nic.FlowType(f)].String()
 	}
 	if len(parts) == 0 {
 		return "none"

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	"github.com/spf13/cobra"
+	"github.com/xdpio/xdpio/nic"
 	"github.com/xdpio/xdpio/rss"
 )
 
@@ -138,17 +139,17 @@ func runRSSHash(g *globals, f rssHashFlags) error {
 	if err != nil {
 		return usagef("rss hash: --key: %w", err)
 	}
-	var st *rss.TableState
+	var st *nic.RSS
 	if f.dev != "" {
-		var t rss.TableState
-		if err := g.inNetns(func() (err error) {
-			t, err = rss.ContextTable(devArg(f.dev), f.context)
+		var t nic.RSS
+		if err := withDevice(g, f.dev, func(d *nic.Device) (err error) {
+			t, err = d.RSSContext(f.context)
 			return err
 		}); err != nil {
 			return fmt.Errorf("rss hash: read RSS configuration of %s: %w", f.dev, err)
 		}
 		if t.HFunc != "" && t.HFunc != "toeplitz" {
-			return fmt.Errorf("rss hash: %s hashes with %s, only toeplitz is modelled: %w", f.dev, t.HFunc, rss.ErrNotSupported)
+			return fmt.Errorf("rss hash: %s hashes with %s, only toeplitz is modelled: %w", f.dev, t.HFunc, nic.ErrNotSupported)
 		}
 		if len(t.Indir) == 0 {
 			return fmt.Errorf("rss hash: %s did not report its indirection table", f.dev)

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/xdpio/xdpio/internal/netnstest"
+	"github.com/xdpio/xdpio/nic"
 	"github.com/xdpio/xdpio/rss"
 )
 
@@ -180,7 +181,7 @@ func TestRSSHashDev(t *testing.T) {
 	}
 	t.Logf("ethtool -x: %v\n%s\nrss hash --dev: %v", ethtoolErr, ethtoolOut, err)
 	if ethtoolErr != nil || strings.Contains(string(ethtoolOut), "not supported") {
-		if !errors.Is(err, rss.ErrNotSupported) {
+		if !errors.Is(err, nic.ErrNotSupported) {
 			t.Fatalf("ethtool -x fails (%v: %s), rss hash --dev: %v; want ErrNotSupported", ethtoolErr, ethtoolOut, err)
 		}
 		return

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/xdpio/xdpio/examples/internal/exutil"
+	"github.com/xdpio/xdpio/nic"
 	"github.com/xdpio/xdpio/offload"
 	"github.com/xdpio/xdpio/xsk"
 )
@@ -191,7 +192,7 @@ func run(args []string) error {
 		return o.Usage(err)
 	}
 	if cfg.Queues == nil {
-		n, err := xsk.Queues(o.Iface)
+		n, err := nic.RXQueues(o.Iface)
 		if err != nil {
 			return err
 		}

@@ -1,7 +1,7 @@
 // Package errs defines, once, the errors that several xdpio packages
 // return, so that errors.Is works across them: xsk.ErrNotSupported,
-// rss.ErrNotSupported, coalesce.ErrNotSupported, xdpnet.ErrUnsupported and
-// bench.ErrUnsupported are the same value, ErrNotSupported here, as are
+// nic.ErrNotSupported, xdpnet.ErrUnsupported and bench.ErrUnsupported are
+// the same value, ErrNotSupported here, as are
 // offload.ErrMalformed and rss.ErrMalformed. Packages re-export them as part
 // of their API; users never import this package.
 //

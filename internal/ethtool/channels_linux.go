@@ -4,6 +4,7 @@ package ethtool
 
 import (
 	"github.com/mdlayher/netlink"
+	vnl "github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -15,11 +16,11 @@ func (c *Client) Channels(dev Device) (Channels, error) {
 	}
 	b, err := oneReply("CHANNELS_GET", msgs, msgChannelsGetReply)
 	if err != nil {
-		return Channels{}, &Error{Op: "CHANNELS_GET", Device: dev, Err: err}
+		return Channels{}, &Error{Family: family, Op: "CHANNELS_GET", Target: dev.target(), Err: err}
 	}
 	ch, err := decodeChannels(b)
 	if err != nil {
-		return Channels{}, &Error{Op: "CHANNELS_GET", Device: dev, Err: err}
+		return Channels{}, &Error{Family: family, Op: "CHANNELS_GET", Target: dev.target(), Err: err}
 	}
 	return ch, nil
 }
@@ -88,4 +89,47 @@ func decodeChannels(b []byte) (Channels, error) {
 		return Channels{}, decodeError("CHANNELS_GET", err)
 	}
 	return ch, nil
+}
+
+// RXQueues returns how many RX queues dev has now: its RX plus combined
+// channels (`ethtool -l`), or, for drivers without channel reporting, the
+// number of RX queues the device was created with (rtnetlink's
+// IFLA_NUM_RX_QUEUES; 1 when it says none). A nil Client (a kernel
+// without ethtool netlink) asks rtnetlink alone.
+func (c *Client) RXQueues(dev Device) (int, error) {
+	if c != nil {
+		if ch, err := c.Channels(dev); err == nil && ch.RX+ch.Combined > 0 {
+			return int(ch.RX + ch.Combined), nil
+		}
+	}
+	l, err := link(dev)
+	if err != nil {
+		return 0, &Error{Family: family, Op: "count RX queues", Target: dev.target(), Err: err}
+	}
+	return max(l.Attrs().NumRxQueues, 1), nil
+}
+
+// MaxRXQueues returns how many RX queues dev can have at most: the larger
+// of the RX queues it was created with and its maximum RX plus combined
+// channels. A nil Client asks rtnetlink alone.
+func (c *Client) MaxRXQueues(dev Device) (int, error) {
+	l, err := link(dev)
+	if err != nil {
+		return 0, &Error{Family: family, Op: "count RX queues", Target: dev.target(), Err: err}
+	}
+	n := l.Attrs().NumRxQueues
+	if c != nil {
+		if ch, err := c.Channels(dev); err == nil {
+			n = max(n, int(ch.RXMax+ch.CombinedMax))
+		}
+	}
+	return max(n, 1), nil
+}
+
+// link looks dev up over rtnetlink in the calling thread's namespace.
+func link(dev Device) (vnl.Link, error) {
+	if dev.Index > 0 {
+		return vnl.LinkByIndex(dev.Index)
+	}
+	return vnl.LinkByName(dev.Name)
 }

@@ -6,10 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/mdlayher/genetlink"
 	"github.com/mdlayher/netlink"
@@ -19,12 +17,10 @@ import (
 
 // Client talks to the kernel's ethtool generic-netlink family in the
 // network namespace of the thread that called Dial. It is safe for
-// concurrent use.
+// concurrent use. Close, Family and Supports (whether the kernel offers an
+// ETHTOOL_MSG_* message) come from the embedded genl.Conn.
 type Client struct {
-	mu     sync.Mutex // serialises requests: one answer per request
-	c      *genetlink.Conn
-	family genetlink.Family
-	ops    map[uint32]bool
+	*genl.Conn
 }
 
 // Flags of the request header (ETHTOOL_A_HEADER_FLAGS).
@@ -34,50 +30,28 @@ const (
 	FlagStats          = unix.ETHTOOL_FLAG_STATS           // include statistics
 )
 
+const missingFamily = `generic netlink family "ethtool" (kernel built without CONFIG_ETHTOOL_NETLINK?)`
+
 // Dial opens a generic netlink socket in the calling thread's network
 // namespace and looks up the ethtool family. It returns an error matching
 // ErrNotSupported when the kernel has no ethtool netlink interface.
 func Dial() (*Client, error) {
-	c, err := genetlink.Dial(nil)
+	c, err := genl.Dial(family, missingFamily)
 	if err != nil {
-		return nil, fmt.Errorf("ethtool: open generic netlink socket: %w", err)
-	}
-	cl, err := NewClient(c)
-	if err != nil {
-		c.Close()
 		return nil, err
 	}
-	return cl, nil
+	return &Client{c}, nil
 }
 
 // NewClient wraps an open generic netlink connection (genltest.Dial in
 // tests) and looks up the ethtool family on it. The Client owns c.
 func NewClient(c *genetlink.Conn) (*Client, error) {
-	f, ops, err := genl.LookupFamily(c, unix.ETHTOOL_GENL_NAME)
+	gc, err := genl.Open(c, family, missingFamily)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENOENT) {
-			return nil, &Error{Op: "family lookup", NotSupported: true,
-				Missing: `generic netlink family "ethtool" (kernel built without CONFIG_ETHTOOL_NETLINK?)`, Err: err}
-		}
-		return nil, fmt.Errorf("ethtool: look up generic netlink family %q: %w", unix.ETHTOOL_GENL_NAME, err)
+		return nil, err
 	}
-	// Ask for the kernel's error texts and strict attribute checking. A
-	// test connection may not implement options: the requests still work.
-	_ = c.SetOption(netlink.ExtendedAcknowledge, true)
-	_ = c.SetOption(netlink.GetStrictCheck, true)
-	return &Client{c: c, family: f, ops: ops}, nil
+	return &Client{gc}, nil
 }
-
-// Close closes the netlink socket.
-func (c *Client) Close() error { return c.c.Close() }
-
-// Family returns the generic netlink family the kernel reported: its ID,
-// version, operations and multicast groups.
-func (c *Client) Family() genetlink.Family { return c.family }
-
-// Supports reports whether the kernel offers the user-space message cmd
-// (an ETHTOOL_MSG_* value).
-func (c *Client) Supports(cmd uint8) bool { return c.ops == nil || c.ops[uint32(cmd)] }
 
 // request is one ethtool request: a command, its device and header flags,
 // and the attributes after the header.
@@ -123,52 +97,33 @@ func (c *Client) do(r request) ([]genetlink.Message, error) {
 	op := opName(r.cmd)
 	global := r.cmd == unix.ETHTOOL_MSG_STRSET_GET && r.dev == (Device{})
 	if err := r.dev.validate(); err != nil && !global {
-		return nil, &Error{Op: op, Device: r.dev, Err: err}
+		return nil, &Error{Family: family, Op: op, Target: r.dev.target(), Err: err}
 	}
 	if !c.Supports(r.cmd) {
-		return nil, &Error{Op: op, Device: r.dev, NotSupported: true,
+		return nil, &Error{Family: family, Op: op, Target: r.dev.target(), NotSupported: true,
 			Missing: "the running kernel has no ETHTOOL_MSG_" + op,
 			Err:     unix.EOPNOTSUPP}
 	}
 	data, err := encodeRequest(r)
 	if err != nil {
-		return nil, &Error{Op: op, Device: r.dev, Err: fmt.Errorf("encode request: %w", err)}
+		return nil, &Error{Family: family, Op: op, Target: r.dev.target(), Err: fmt.Errorf("encode request: %w", err)}
 	}
-	msg := genetlink.Message{Header: genetlink.Header{Command: r.cmd, Version: unix.ETHTOOL_GENL_VERSION}, Data: data}
-	c.mu.Lock()
-	msgs, err := c.exchange(msg, r.dump)
-	c.mu.Unlock()
+	msgs, err := c.Do(r.cmd, unix.ETHTOOL_GENL_VERSION, data, r.dump)
 	if err != nil {
 		return nil, wrapKernelError(r.cmd, r.dev, data, err)
 	}
 	return msgs, nil
 }
 
-// exchange is genl.Exchange on the client's connection and family. The
-// caller holds c.mu.
-func (c *Client) exchange(msg genetlink.Message, dump bool) ([]genetlink.Message, error) {
-	return genl.Exchange(c.c, c.family.ID, msg, dump)
-}
-
-// wrapKernelError turns a netlink error into an *Error: it keeps the
-// kernel's extack text, names the attribute at the extack offset, and
-// decides whether it means "not supported". This is the one place where
-// kernel codes become ErrNotSupported.
+// wrapKernelError turns a netlink error into an *Error (genl.KernelError,
+// with the attribute at the extack offset named from the request's
+// attribute tree) and says what is missing when it means "not supported".
 func wrapKernelError(cmd uint8, dev Device, req []byte, err error) error {
-	e := &Error{Op: opName(cmd), Device: dev, Err: err}
-	var oe *netlink.OpError
-	if errors.As(err, &oe) {
-		e.Message = oe.Message
-		if oe.Offset >= nlmsgHeaderLen+genlHeaderLen {
-			e.Attr = attrAt(requestTrees[cmd], req, oe.Offset-nlmsgHeaderLen-genlHeaderLen)
-		}
-		if oe.Err != nil {
-			e.Err = oe.Err
-		}
-	}
+	e := genl.KernelError(family, opName(cmd), dev.target(), req, err, func(req []byte, off int) string {
+		return attrAt(requestTrees[cmd], req, off)
+	})
 	switch {
-	case errors.Is(e.Err, unix.EOPNOTSUPP), errors.Is(e.Err, unix.Errno(enotsupp)):
-		e.NotSupported = true
+	case e.NotSupported:
 		if e.Attr != "" && !strings.HasPrefix(e.Attr, "ETHTOOL_A_HEADER") {
 			e.Missing = e.Attr
 		} else {
@@ -224,20 +179,3 @@ func decodeHeader(ad *netlink.AttributeDecoder) Device {
 
 func u32p(v uint32) *uint32 { return &v }
 func boolp(v bool) *bool    { return &v }
-
-// causeText spells a kernel errno by its name (EINVAL, EOPNOTSUPP, …),
-// which says exactly what the kernel answered; other causes as they are.
-func causeText(err error) string {
-	if en, ok := err.(unix.Errno); ok {
-		if en == unix.EOPNOTSUPP {
-			return "EOPNOTSUPP" // ErrnoName says ENOTSUP, the same number
-		}
-		if n := unix.ErrnoName(en); n != "" {
-			return n
-		}
-		if en == enotsupp {
-			return "ENOTSUPP"
-		}
-	}
-	return err.Error()
-}

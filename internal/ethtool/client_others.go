@@ -4,7 +4,7 @@ package ethtool
 
 import "errors"
 
-var errNotLinux = &Error{Op: "dial", NotSupported: true, Missing: "ethtool netlink (Linux only)", Err: errors.New("not Linux")}
+var errNotLinux = &Error{Family: family, Op: "dial", NotSupported: true, Missing: "ethtool netlink (Linux only)", Err: errors.New("not Linux")}
 
 // Client is unavailable on this system; Dial returns ErrNotSupported.
 type Client struct{}
@@ -60,8 +60,6 @@ func CoalesceAttrName(typ uint16) string { return "" }
 // CoalesceSetAttrs returns nil: attribute numbers are Linux's.
 func CoalesceSetAttrs(c Coalesce) []uint16 { return nil }
 
-func causeText(err error) string { return err.Error() }
-
 // MaxQueueCoalesce is the number of queues the per-queue ioctl addresses.
 const MaxQueueCoalesce = 4096
 
@@ -79,3 +77,9 @@ func (c *Client) DeleteRSSContext(Device, uint32) error { return errNotLinux }
 
 // RSSContexts returns ErrNotSupported.
 func (c *Client) RSSContexts(Device) ([]RSS, error) { return nil, errNotLinux }
+
+// RXQueues returns ErrNotSupported.
+func (c *Client) RXQueues(Device) (int, error) { return 0, errNotLinux }
+
+// MaxRXQueues returns ErrNotSupported.
+func (c *Client) MaxRXQueues(Device) (int, error) { return 0, errNotLinux }

@@ -86,11 +86,11 @@ func (c *Client) Coalesce(dev Device) (Coalesce, error) {
 	}
 	b, err := oneReply("COALESCE_GET", msgs, msgCoalesceGetReply)
 	if err != nil {
-		return Coalesce{}, &Error{Op: "COALESCE_GET", Device: dev, Err: err}
+		return Coalesce{}, &Error{Family: family, Op: "COALESCE_GET", Target: dev.target(), Err: err}
 	}
 	co, err := decodeCoalesce(b)
 	if err != nil {
-		return Coalesce{}, &Error{Op: "COALESCE_GET", Device: dev, Err: err}
+		return Coalesce{}, &Error{Family: family, Op: "COALESCE_GET", Target: dev.target(), Err: err}
 	}
 	return co, nil
 }

@@ -64,9 +64,8 @@ const (
 	aRSSFlowHash     = 8 // ETHTOOL_A_RSS_FLOW_HASH (nest), Linux 6.17
 
 	// enum ethtool_stringset (include/uapi/linux/ethtool.h).
-	ssFeatures     = 4   // ETH_SS_FEATURES
-	ssRSSHashFuncs = 5   // ETH_SS_RSS_HASH_FUNCS
-	enotsupp       = 524 // ENOTSUPP: kernel-internal "not supported"
+	ssFeatures     = 4 // ETH_SS_FEATURES
+	ssRSSHashFuncs = 5 // ETH_SS_RSS_HASH_FUNCS
 )
 
 // msgNames names the user-space messages this package sends.

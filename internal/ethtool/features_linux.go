@@ -174,11 +174,11 @@ func (c *Client) StringSet(dev Device, id uint32) ([]string, error) {
 	}
 	b, err := oneReply("STRSET_GET", out, msgStrsetGetReply)
 	if err != nil {
-		return nil, &Error{Op: "STRSET_GET", Device: dev, Err: err}
+		return nil, &Error{Family: family, Op: "STRSET_GET", Target: dev.target(), Err: err}
 	}
 	s, err := decodeStringSet(b, id)
 	if err != nil {
-		return nil, &Error{Op: "STRSET_GET", Device: dev, Err: err}
+		return nil, &Error{Family: family, Op: "STRSET_GET", Target: dev.target(), Err: err}
 	}
 	return s, nil
 }
@@ -287,11 +287,11 @@ func (c *Client) Features(dev Device) (Features, error) {
 	}
 	b, err := oneReply("FEATURES_GET", msgs, msgFeaturesGetReply)
 	if err != nil {
-		return nil, &Error{Op: "FEATURES_GET", Device: dev, Err: err}
+		return nil, &Error{Family: family, Op: "FEATURES_GET", Target: dev.target(), Err: err}
 	}
 	fs, err := decodeFeatures(b, names)
 	if err != nil {
-		return nil, &Error{Op: "FEATURES_GET", Device: dev, Err: err}
+		return nil, &Error{Family: family, Op: "FEATURES_GET", Target: dev.target(), Err: err}
 	}
 	return fs, nil
 }
@@ -363,7 +363,7 @@ func (c *Client) SetFeatures(dev Device, want map[string]bool) (FeaturesResult, 
 	keys := make([]string, 0, len(want))
 	for k := range want {
 		if !known[k] {
-			return FeaturesResult{}, &Error{Op: "FEATURES_SET", Device: dev, Attr: "ETHTOOL_A_FEATURES_WANTED",
+			return FeaturesResult{}, &Error{Family: family, Op: "FEATURES_SET", Target: dev.target(), Attr: "ETHTOOL_A_FEATURES_WANTED",
 				Err: fmt.Errorf("unknown feature %q (see `ethtool -k` for the names this kernel knows)", k)}
 		}
 		keys = append(keys, k)
@@ -379,11 +379,11 @@ func (c *Client) SetFeatures(dev Device, want map[string]bool) (FeaturesResult, 
 	}
 	b, err := oneReply("FEATURES_SET", msgs, msgFeaturesSetReply)
 	if err != nil {
-		return FeaturesResult{}, &Error{Op: "FEATURES_SET", Device: dev, Err: err}
+		return FeaturesResult{}, &Error{Family: family, Op: "FEATURES_SET", Target: dev.target(), Err: err}
 	}
 	res, err := decodeFeaturesSetReply(b, names)
 	if err != nil {
-		return FeaturesResult{}, &Error{Op: "FEATURES_SET", Device: dev, Err: err}
+		return FeaturesResult{}, &Error{Family: family, Op: "FEATURES_SET", Target: dev.target(), Err: err}
 	}
 	return res, nil
 }

@@ -26,12 +26,12 @@ func ifName(dev Device, op string) (string, error) {
 	if name == "" {
 		ifi, err := net.InterfaceByIndex(dev.Index)
 		if err != nil {
-			return "", &Error{Op: op, Device: dev, Err: err}
+			return "", &Error{Family: family, Op: op, Target: dev.target(), Err: err}
 		}
 		name = ifi.Name
 	}
 	if len(name) >= unix.IFNAMSIZ {
-		return "", &Error{Op: op, Device: dev, Err: fmt.Errorf("interface name %q too long", name)}
+		return "", &Error{Family: family, Op: op, Target: dev.target(), Err: fmt.Errorf("interface name %q too long", name)}
 	}
 	return name, nil
 }
@@ -46,7 +46,7 @@ func ethtoolIoctl(dev Device, op string, buf unsafe.Pointer) error {
 	}
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return &Error{Op: op, Device: dev, Err: fmt.Errorf("socket: %w", err)}
+		return &Error{Family: family, Op: op, Target: dev.target(), Err: fmt.Errorf("socket: %w", err)}
 	}
 	defer unix.Close(fd)
 	var ifr ifreqData

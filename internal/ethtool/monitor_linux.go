@@ -44,13 +44,13 @@ type Monitor struct {
 // joins the ethtool "monitor" multicast group.
 func (c *Client) Monitor() (*Monitor, error) {
 	var group uint32
-	for _, g := range c.family.Groups {
+	for _, g := range c.Family().Groups {
 		if g.Name == unix.ETHTOOL_MCGRP_MONITOR_NAME {
 			group = g.ID
 		}
 	}
 	if group == 0 {
-		return nil, &Error{Op: "monitor", NotSupported: true, Missing: `multicast group "monitor"`, Err: unix.EOPNOTSUPP}
+		return nil, &Error{Family: family, Op: "monitor", NotSupported: true, Missing: `multicast group "monitor"`, Err: unix.EOPNOTSUPP}
 	}
 	conn, err := genetlink.Dial(nil)
 	if err != nil {

@@ -84,7 +84,7 @@ func (c *Client) SetQueueCoalesce(dev Device, queues []int, cfg Coalesce) error 
 	const op = "PERQUEUE_SCOALESCE"
 	for _, a := range CoalesceSetAttrs(cfg) {
 		if a > legacyAttr(legacyWords-1) {
-			return &Error{Op: op, Device: dev, NotSupported: true, Attr: CoalesceAttrName(a),
+			return &Error{Family: family, Op: op, Target: dev.target(), NotSupported: true, Attr: CoalesceAttrName(a),
 				Missing: "per-queue " + CoalesceAttrName(a) + " (the ETHTOOL_PERQUEUE ioctl has no such field)", Err: unix.EOPNOTSUPP}
 		}
 	}
@@ -98,7 +98,7 @@ func (c *Client) SetQueueCoalesce(dev Device, queues []int, cfg Coalesce) error 
 	}
 	for _, a := range CoalesceSetAttrs(cfg) {
 		if !have[a] {
-			return &Error{Op: op, Device: dev, NotSupported: true, Attr: CoalesceAttrName(a),
+			return &Error{Family: family, Op: op, Target: dev.target(), NotSupported: true, Attr: CoalesceAttrName(a),
 				Missing: "coalescing parameter " + CoalesceAttrName(a), Err: unix.EOPNOTSUPP}
 		}
 	}
@@ -134,11 +134,11 @@ func perQueue(dev Device, sub uint32, queues []int, data []uint32) ([]uint32, er
 		op = "PERQUEUE_SCOALESCE"
 	}
 	if len(queues) == 0 {
-		return nil, &Error{Op: op, Device: dev, Err: fmt.Errorf("no queues given")}
+		return nil, &Error{Family: family, Op: op, Target: dev.target(), Err: fmt.Errorf("no queues given")}
 	}
 	for i, q := range queues {
 		if q < 0 || q >= MaxQueueCoalesce || i > 0 && q <= queues[i-1] {
-			return nil, &Error{Op: op, Device: dev, Err: fmt.Errorf("queues %v: want strictly ascending queue numbers below %d", queues, MaxQueueCoalesce)}
+			return nil, &Error{Family: family, Op: op, Target: dev.target(), Err: fmt.Errorf("queues %v: want strictly ascending queue numbers below %d", queues, MaxQueueCoalesce)}
 		}
 	}
 	buf := make([]uint32, 2+maskWords+legacyWords*len(queues))
@@ -159,7 +159,7 @@ func perQueue(dev Device, sub uint32, queues []int, data []uint32) ([]uint32, er
 	err := ethtoolIoctl(dev, op, unsafe.Pointer(&buf[0]))
 	runtime.KeepAlive(buf)
 	if errno, ok := err.(unix.Errno); ok {
-		e := &Error{Op: op, Device: dev, Err: errno}
+		e := &Error{Family: family, Op: op, Target: dev.target(), Err: errno}
 		if errno == unix.EOPNOTSUPP {
 			e.NotSupported = true
 			e.Missing = "per-queue coalescing (ETHTOOL_PERQUEUE) by the driver of " + dev.String()

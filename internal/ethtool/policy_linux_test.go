@@ -34,13 +34,13 @@ type attrPolicy struct {
 // and the index of the top-level policy.
 func kernelPolicy(c *Client, cmd uint8) (map[int]map[uint16]attrPolicy, int, error) {
 	ae := netlink.NewAttributeEncoder()
-	ae.Uint16(unix.CTRL_ATTR_FAMILY_ID, c.family.ID)
+	ae.Uint16(unix.CTRL_ATTR_FAMILY_ID, c.Family().ID)
 	ae.Uint32(ctrlAttrOp, uint32(cmd))
 	b, err := ae.Encode()
 	if err != nil {
 		return nil, 0, err
 	}
-	msgs, err := c.c.Execute(genetlink.Message{Header: genetlink.Header{Command: unix.CTRL_CMD_GETPOLICY, Version: 1}, Data: b},
+	msgs, err := c.Execute(genetlink.Message{Header: genetlink.Header{Command: unix.CTRL_CMD_GETPOLICY, Version: 1}, Data: b},
 		unix.GENL_ID_CTRL, netlink.Request|netlink.Dump)
 	if err != nil {
 		return nil, 0, fmt.Errorf("policy dump: %w", err)

@@ -15,11 +15,11 @@ func (c *Client) Rings(dev Device) (Rings, error) {
 	}
 	b, err := oneReply("RINGS_GET", msgs, msgRingsGetReply)
 	if err != nil {
-		return Rings{}, &Error{Op: "RINGS_GET", Device: dev, Err: err}
+		return Rings{}, &Error{Family: family, Op: "RINGS_GET", Target: dev.target(), Err: err}
 	}
 	r, err := decodeRings(b)
 	if err != nil {
-		return Rings{}, &Error{Op: "RINGS_GET", Device: dev, Err: err}
+		return Rings{}, &Error{Family: family, Op: "RINGS_GET", Target: dev.target(), Err: err}
 	}
 	return r, nil
 }

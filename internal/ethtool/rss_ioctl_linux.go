@@ -45,7 +45,7 @@ func rxfhSizes(dev Device, context uint32) (indir, key uint32, err error) {
 func setRSSIoctl(dev Device, cfg RSSConfig) error {
 	const op = "SRSSH"
 	if cfg.FlowHash != nil {
-		return &Error{Op: "RSS_SET", Device: dev, Attr: "ETHTOOL_A_RSS_FLOW_HASH", NotSupported: true,
+		return &Error{Family: family, Op: "RSS_SET", Target: dev.target(), Attr: "ETHTOOL_A_RSS_FLOW_HASH", NotSupported: true,
 			Missing: "setting hashed fields with RSS (ETHTOOL_MSG_RSS_SET, Linux 6.17; use ethtool -N rx-flow-hash)", Err: unix.EOPNOTSUPP}
 	}
 	indirSize, keySize, err := rxfhSizes(dev, cfg.Context)
@@ -58,7 +58,7 @@ func setRSSIoctl(dev Device, cfg RSSConfig) error {
 	case len(cfg.Indir) == 0:
 		n = 0
 	case uint32(len(cfg.Indir)) != indirSize:
-		return &Error{Op: op, Device: dev, Attr: "indir_size",
+		return &Error{Family: family, Op: op, Target: dev.target(), Attr: "indir_size",
 			Err: fmt.Errorf("indirection table of %d entries: the device's has %d", len(cfg.Indir), indirSize)}
 	default:
 		n = indirSize
@@ -66,7 +66,7 @@ func setRSSIoctl(dev Device, cfg RSSConfig) error {
 	var k uint32
 	if cfg.Key != nil {
 		if uint32(len(cfg.Key)) != keySize {
-			return &Error{Op: op, Device: dev, Attr: "key_size",
+			return &Error{Family: family, Op: op, Target: dev.target(), Attr: "key_size",
 				Err: fmt.Errorf("hash key of %d bytes: the device's has %d", len(cfg.Key), keySize)}
 		}
 		k = keySize
@@ -74,13 +74,13 @@ func setRSSIoctl(dev Device, cfg RSSConfig) error {
 	var hfunc, xfrm byte = 0, rxhXfrmNoChange
 	if cfg.HFunc != nil {
 		if *cfg.HFunc > 0xff {
-			return &Error{Op: op, Device: dev, Attr: "hfunc", Err: fmt.Errorf("hash function bits %#x do not fit the ioctl's byte", *cfg.HFunc)}
+			return &Error{Family: family, Op: op, Target: dev.target(), Attr: "hfunc", Err: fmt.Errorf("hash function bits %#x do not fit the ioctl's byte", *cfg.HFunc)}
 		}
 		hfunc = byte(*cfg.HFunc)
 	}
 	if cfg.InputXfrm != nil {
 		if *cfg.InputXfrm >= rxhXfrmNoChange {
-			return &Error{Op: op, Device: dev, Attr: "input_xfrm", Err: fmt.Errorf("input transformation %#x does not fit the ioctl's byte", *cfg.InputXfrm)}
+			return &Error{Family: family, Op: op, Target: dev.target(), Attr: "input_xfrm", Err: fmt.Errorf("input transformation %#x does not fit the ioctl's byte", *cfg.InputXfrm)}
 		}
 		xfrm = byte(*cfg.InputXfrm)
 	}
@@ -113,7 +113,7 @@ func rxfhError(dev Device, op string, err error) error {
 	if !ok {
 		return err
 	}
-	e := &Error{Op: op, Device: dev, Err: errno}
+	e := &Error{Family: family, Op: op, Target: dev.target(), Err: errno}
 	if errno == unix.EOPNOTSUPP {
 		e.NotSupported = true
 		e.Missing = "RSS configuration by the driver of " + dev.String()

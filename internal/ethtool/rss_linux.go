@@ -29,11 +29,11 @@ func (c *Client) RSS(dev Device, ctx uint32) (RSS, error) {
 	}
 	b, err := oneReply("RSS_GET", msgs, msgRSSGetReply)
 	if err != nil {
-		return RSS{}, &Error{Op: "RSS_GET", Device: dev, Err: err}
+		return RSS{}, &Error{Family: family, Op: "RSS_GET", Target: dev.target(), Err: err}
 	}
 	r, err := decodeRSS(b)
 	if err != nil {
-		return RSS{}, &Error{Op: "RSS_GET", Device: dev, Err: err}
+		return RSS{}, &Error{Family: family, Op: "RSS_GET", Target: dev.target(), Err: err}
 	}
 	r.Context = ctx
 	if names, err := c.StringSet(Device{}, ssRSSHashFuncs); err == nil {
@@ -59,7 +59,7 @@ func (c *Client) RSSHashFuncs() ([]string, error) {
 // the hashed fields (FlowHash: an error matching ErrNotSupported).
 func (c *Client) SetRSS(dev Device, cfg RSSConfig) error {
 	if len(cfg.Indir) > maxIndir {
-		return &Error{Op: "RSS_SET", Device: dev, Attr: "ETHTOOL_A_RSS_INDIR",
+		return &Error{Family: family, Op: "RSS_SET", Target: dev.target(), Attr: "ETHTOOL_A_RSS_INDIR",
 			Err: fmt.Errorf("indirection table of %d entries is too large", len(cfg.Indir))}
 	}
 	if !c.Supports(msgRSSSet) {
@@ -157,14 +157,14 @@ func (c *Client) CreateRSSContext(dev Device, cfg RSSConfig) (uint32, error) {
 	}
 	b, err := oneReply("RSS_CREATE_ACT", msgs, msgRSSCreateActReply)
 	if err != nil {
-		return 0, &Error{Op: "RSS_CREATE_ACT", Device: dev, Err: err}
+		return 0, &Error{Family: family, Op: "RSS_CREATE_ACT", Target: dev.target(), Err: err}
 	}
 	r, err := decodeRSS(b)
 	if err != nil {
-		return 0, &Error{Op: "RSS_CREATE_ACT", Device: dev, Err: err}
+		return 0, &Error{Family: family, Op: "RSS_CREATE_ACT", Target: dev.target(), Err: err}
 	}
 	if r.Context == 0 {
-		return 0, &Error{Op: "RSS_CREATE_ACT", Device: dev, Err: fmt.Errorf("reply names no context")}
+		return 0, &Error{Family: family, Op: "RSS_CREATE_ACT", Target: dev.target(), Err: fmt.Errorf("reply names no context")}
 	}
 	return r.Context, nil
 }
@@ -173,7 +173,7 @@ func (c *Client) CreateRSSContext(dev Device, cfg RSSConfig) (uint32, error) {
 // `ethtool -X DEV context N delete`).
 func (c *Client) DeleteRSSContext(dev Device, ctx uint32) error {
 	if ctx == 0 {
-		return &Error{Op: "RSS_DELETE_ACT", Device: dev, Attr: "ETHTOOL_A_RSS_CONTEXT", Err: fmt.Errorf("context 0 is the default one and cannot be deleted")}
+		return &Error{Family: family, Op: "RSS_DELETE_ACT", Target: dev.target(), Attr: "ETHTOOL_A_RSS_CONTEXT", Err: fmt.Errorf("context 0 is the default one and cannot be deleted")}
 	}
 	_, err := c.do(request{cmd: msgRSSDeleteAct, dev: dev, encode: func(ae *netlink.AttributeEncoder) {
 		ae.Uint32(aRSSContext, ctx)
@@ -196,7 +196,7 @@ func (c *Client) RSSContexts(dev Device) ([]RSS, error) {
 		}
 		r, err := decodeRSS(m.Data)
 		if err != nil {
-			return nil, &Error{Op: "RSS_GET", Device: dev, Err: err}
+			return nil, &Error{Family: family, Op: "RSS_GET", Target: dev.target(), Err: err}
 		}
 		if !sameDevice(dev, replyDevice(m.Data)) {
 			continue // the kernel filters by the header's device; be sure
@@ -205,7 +205,7 @@ func (c *Client) RSSContexts(dev Device) ([]RSS, error) {
 	}
 	if len(out) == 0 {
 		// The kernel skips devices without RSS in a dump.
-		return nil, &Error{Op: "RSS_GET", Device: dev, NotSupported: true,
+		return nil, &Error{Family: family, Op: "RSS_GET", Target: dev.target(), NotSupported: true,
 			Missing: "RSS contexts on " + dev.String() + " (the dump returned none)", Err: unix.EOPNOTSUPP}
 	}
 	return out, nil

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mdlayher/genetlink"
+	"github.com/xdpio/xdpio/internal/genl/genlfuzz"
 	"golang.org/x/sys/unix"
 )
 
@@ -68,13 +69,17 @@ func TestNewDecoderFraming(t *testing.T) {
 }
 
 // FuzzDecodeFamily: any reply decodes to a family with an ID or to an
-// error, never a panic.
+// error, never a panic, and a reply with broken attribute framing is
+// refused. Seeds: the controller's replies for the ethtool and netdev
+// families (written by their packages' TestWriteFuzzSeeds) and their
+// truncations.
 func FuzzDecodeFamily(f *testing.F) {
 	f.Add([]byte{6, 0, 1, 0, 16, 0, 0, 0})
 	f.Add([]byte{})
 	f.Add([]byte{0, 0, 1, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fam, _, err := DecodeFamily(b)
+		genlfuzz.CheckDecode(t, b, err)
 		if err == nil && fam.ID == 0 {
 			t.Fatalf("decoded a family without an ID from %x", b)
 		}

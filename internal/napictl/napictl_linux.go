@@ -146,7 +146,7 @@ func Apply(c *netdev.Client, req Request) (*Holder, error) {
 	}
 	for _, a := range attrs {
 		if !c.SupportsAttr(netdev.CmdNAPISet, a) {
-			return nil, &netdev.Error{Op: "napi-set", NotSupported: true, Err: unix.EOPNOTSUPP,
+			return nil, &netdev.Error{Family: netdev.FamilyName, Op: "napi-set", NotSupported: true, Err: unix.EOPNOTSUPP,
 				Missing: "per-NAPI " + netdev.NAPIAttrName(a) + " (Linux 6.13); napictl never falls back to the device-wide sysfs files"}
 		}
 	}
@@ -193,7 +193,7 @@ func Apply(c *netdev.Client, req Request) (*Holder, error) {
 			return nil, fmt.Errorf("napictl: napi %d belongs to ifindex %d, not %s (ifindex %d)", id, n.Ifindex, req.Ifname, req.Ifindex)
 		}
 		if n.DeferHardIRQs == nil || n.GROFlushTimeout == nil {
-			return nil, &netdev.Error{Op: "napi-get", Target: fmt.Sprintf("napi %d", id), NotSupported: true,
+			return nil, &netdev.Error{Family: netdev.FamilyName, Op: "napi-get", Target: fmt.Sprintf("napi %d", id), NotSupported: true,
 				Err: unix.EOPNOTSUPP, Missing: "the reply has no defer-hard-irqs or gro-flush-timeout"}
 		}
 		e := Entry{

@@ -3,9 +3,7 @@
 package netdev
 
 import (
-	"errors"
 	"fmt"
-	"os"
 	"sync"
 
 	"github.com/mdlayher/genetlink"
@@ -16,11 +14,10 @@ import (
 
 // Client talks to the netdev generic-netlink family in the network
 // namespace of the thread that called Dial. It is safe for concurrent use.
+// Close, Family and Supports (whether the kernel lists an operation, in
+// the direction the family lists it) come from the embedded genl.Conn.
 type Client struct {
-	mu     sync.Mutex // serialises requests: one answer per request
-	c      *genetlink.Conn
-	family genetlink.Family
-	ops    map[uint32]bool // nil: the controller listed none (test server)
+	*genl.Conn
 
 	netns uint64 // inode of the socket's network namespace
 
@@ -29,41 +26,32 @@ type Client struct {
 	polErr  error
 }
 
+const missingFamily = `generic netlink family "netdev" (Linux 6.3 or later)`
+
 // Dial opens a generic netlink socket in the calling thread's network
 // namespace and looks up the netdev family. It returns an error matching
 // ErrNotSupported when the kernel has no netdev family (before 6.3).
 func Dial() (*Client, error) {
-	c, err := genetlink.Dial(nil)
+	c, err := genl.Dial(FamilyName, missingFamily)
 	if err != nil {
-		return nil, fmt.Errorf("netdev: open generic netlink socket: %w", err)
-	}
-	cl, err := NewClient(c)
-	if err != nil {
-		c.Close()
 		return nil, err
 	}
-	return cl, nil
+	return &Client{Conn: c, netns: socketNetNS(c)}, nil
 }
 
 // NewClient wraps an open generic netlink connection and looks up the
 // netdev family on it. The Client owns c.
 func NewClient(c *genetlink.Conn) (*Client, error) {
-	f, ops, err := genl.LookupFamily(c, FamilyName)
+	gc, err := genl.Open(c, FamilyName, missingFamily)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENOENT) {
-			return nil, &Error{Op: "family lookup", NotSupported: true,
-				Missing: `generic netlink family "netdev" (Linux 6.3 or later)`, Err: err}
-		}
-		return nil, fmt.Errorf("netdev: look up generic netlink family %q: %w", FamilyName, err)
+		return nil, err
 	}
-	_ = c.SetOption(netlink.ExtendedAcknowledge, true)
-	_ = c.SetOption(netlink.GetStrictCheck, true)
-	return &Client{c: c, family: f, ops: ops, netns: socketNetNS(c)}, nil
+	return &Client{Conn: gc, netns: socketNetNS(gc)}, nil
 }
 
 // socketNetNS returns the inode of the network namespace c's socket lives
 // in (SIOCGSKNS), or of the calling thread's when the socket cannot say.
-func socketNetNS(c *genetlink.Conn) uint64 {
+func socketNetNS(c *genl.Conn) uint64 {
 	var ino uint64
 	if rc, err := c.SyscallConn(); err == nil {
 		rc.Control(func(fd uintptr) {
@@ -91,16 +79,6 @@ func socketNetNS(c *genetlink.Conn) uint64 {
 // talks to (its socket's), which identifies the namespace while it lives.
 func (c *Client) NetNS() uint64 { return c.netns }
 
-// Close closes the netlink socket.
-func (c *Client) Close() error { return c.c.Close() }
-
-// Family returns the generic netlink family the kernel reported.
-func (c *Client) Family() genetlink.Family { return c.family }
-
-// Supports reports whether the kernel offers operation cmd (a Cmd*
-// value) in the direction the family lists it (do or dump).
-func (c *Client) Supports(cmd uint8) bool { return c.ops == nil || c.ops[uint32(cmd)] }
-
 // SupportsAttr reports whether the kernel's policy for a "do" request of
 // cmd accepts attribute attr: e.g. SupportsAttr(CmdNAPISet,
 // AttrNAPIThreaded). It is false when the operation is missing. When the
@@ -124,21 +102,19 @@ func (c *Client) SupportsAttr(cmd uint8, attr uint16) bool {
 // policies dumps the family's request policies once.
 func (c *Client) policies() (map[uint8]map[uint16]bool, error) {
 	c.polOnce.Do(func() {
-		if c.ops == nil {
+		if c.Ops == nil {
 			return // a test server: no controller policy to ask
 		}
 		ae := netlink.NewAttributeEncoder()
-		ae.Uint16(unix.CTRL_ATTR_FAMILY_ID, c.family.ID)
+		ae.Uint16(unix.CTRL_ATTR_FAMILY_ID, c.Family().ID)
 		b, err := ae.Encode()
 		if err != nil {
 			c.polErr = err
 			return
 		}
-		c.mu.Lock()
-		msgs, err := c.c.Execute(genetlink.Message{
+		msgs, err := c.Execute(genetlink.Message{
 			Header: genetlink.Header{Command: unix.CTRL_CMD_GETPOLICY, Version: 1}, Data: b,
 		}, unix.GENL_ID_CTRL, netlink.Request|netlink.Dump)
-		c.mu.Unlock()
 		if err != nil {
 			c.polErr = err
 			return
@@ -157,13 +133,13 @@ func (c *Client) policies() (map[uint8]map[uint16]bool, error) {
 // its policy.
 func (c *Client) check(cmd uint8, target string, attrs ...uint16) error {
 	if !c.Supports(cmd) {
-		return &Error{Op: OpName(cmd), Target: target, NotSupported: true,
+		return &Error{Family: family, Op: OpName(cmd), Target: target, NotSupported: true,
 			Missing: "the running kernel has no netdev " + OpName(cmd) + " operation", Err: unix.EOPNOTSUPP}
 	}
 	for _, a := range attrs {
 		if !c.SupportsAttr(cmd, a) {
 			name := attrName(cmd, a)
-			return &Error{Op: OpName(cmd), Target: target, NotSupported: true,
+			return &Error{Family: family, Op: OpName(cmd), Target: target, NotSupported: true,
 				Missing: "the running kernel's " + OpName(cmd) + " does not accept " + name, Err: unix.EOPNOTSUPP}
 		}
 	}
@@ -186,12 +162,9 @@ func (c *Client) do(r request) ([][]byte, error) {
 	}
 	data, err := ae.Encode()
 	if err != nil {
-		return nil, &Error{Op: OpName(r.cmd), Target: r.target, Err: fmt.Errorf("encode request: %w", err)}
+		return nil, &Error{Family: family, Op: OpName(r.cmd), Target: r.target, Err: fmt.Errorf("encode request: %w", err)}
 	}
-	msg := genetlink.Message{Header: genetlink.Header{Command: r.cmd, Version: 1}, Data: data}
-	c.mu.Lock()
-	msgs, err := c.exchange(msg, r.dump)
-	c.mu.Unlock()
+	msgs, err := c.Do(r.cmd, 1, data, r.dump)
 	if err != nil {
 		return nil, wrapKernelError(r.cmd, r.target, data, err)
 	}
@@ -202,46 +175,21 @@ func (c *Client) do(r request) ([][]byte, error) {
 	return out, nil
 }
 
-// exchange is genl.Exchange on the client's connection and family. The
-// caller holds c.mu.
-func (c *Client) exchange(msg genetlink.Message, dump bool) ([]genetlink.Message, error) {
-	return genl.Exchange(c.c, c.family.ID, msg, dump)
-}
-
 // wrapKernelError turns a netlink error into an *Error with the kernel's
-// extack text; EOPNOTSUPP from the kernel (a driver without the feature)
-// also means ErrNotSupported.
+// extack text (genl.KernelError, naming a top-level request attribute);
+// EOPNOTSUPP from the kernel (a driver without the feature) also means
+// ErrNotSupported.
 func wrapKernelError(cmd uint8, target string, req []byte, err error) error {
-	e := &Error{Op: OpName(cmd), Target: target, Err: err}
-	var oe *netlink.OpError
-	if errors.As(err, &oe) {
-		e.Message = oe.Message
-		if oe.Err != nil {
-			e.Err = oe.Err
+	e := genl.KernelError(family, OpName(cmd), target, req, err, func(req []byte, off int) string {
+		if a := attrAt(req, off); a != 0 {
+			return attrName(cmd, a)
 		}
-		const hdrs = 16 + 4 // nlmsghdr, genlmsghdr
-		if a := attrAt(req, oe.Offset-hdrs); oe.Offset >= hdrs && a != 0 {
-			e.Attr = attrName(cmd, a)
-		}
-	}
-	if errors.Is(e.Err, unix.EOPNOTSUPP) {
-		e.NotSupported = true
+		return ""
+	})
+	if e.NotSupported {
 		e.Missing = "the device's driver does not implement " + e.Op
 	}
 	return e
-}
-
-// causeText spells a kernel errno by name (ENOENT, EINVAL, …).
-func causeText(err error) string {
-	if en, ok := err.(unix.Errno); ok {
-		if en == unix.EOPNOTSUPP {
-			return "EOPNOTSUPP"
-		}
-		if n := unix.ErrnoName(en); n != "" {
-			return n
-		}
-	}
-	return err.Error()
 }
 
 func ifTarget(ifindex int) string { return fmt.Sprintf("ifindex %d", ifindex) }
@@ -250,7 +198,7 @@ func ifTarget(ifindex int) string { return fmt.Sprintf("ifindex %d", ifindex) }
 func (c *Client) Dev(ifindex int) (Dev, error) {
 	t := ifTarget(ifindex)
 	if ifindex <= 0 {
-		return Dev{}, &Error{Op: OpName(CmdDevGet), Target: t, Err: unix.EINVAL, Message: "ifindex must be positive"}
+		return Dev{}, &Error{Family: family, Op: OpName(CmdDevGet), Target: t, Err: unix.EINVAL, Message: "ifindex must be positive"}
 	}
 	if err := c.check(CmdDevGet, t); err != nil {
 		return Dev{}, err
@@ -262,11 +210,11 @@ func (c *Client) Dev(ifindex int) (Dev, error) {
 		return Dev{}, err
 	}
 	if len(rs) != 1 {
-		return Dev{}, &Error{Op: OpName(CmdDevGet), Target: t, Err: fmt.Errorf("got %d replies, want 1", len(rs))}
+		return Dev{}, &Error{Family: family, Op: OpName(CmdDevGet), Target: t, Err: fmt.Errorf("got %d replies, want 1", len(rs))}
 	}
 	d, err := DecodeDev(rs[0])
 	if err != nil {
-		return Dev{}, &Error{Op: OpName(CmdDevGet), Target: t, Err: err}
+		return Dev{}, &Error{Family: family, Op: OpName(CmdDevGet), Target: t, Err: err}
 	}
 	return d, nil
 }
@@ -284,7 +232,7 @@ func (c *Client) Devs() ([]Dev, error) {
 	for _, b := range rs {
 		d, err := DecodeDev(b)
 		if err != nil {
-			return nil, &Error{Op: OpName(CmdDevGet), Err: err}
+			return nil, &Error{Family: family, Op: OpName(CmdDevGet), Err: err}
 		}
 		out = append(out, d)
 	}
@@ -296,7 +244,7 @@ func (c *Client) Devs() ([]Dev, error) {
 func (c *Client) Queues(ifindex int) ([]Queue, error) {
 	t := ifTarget(ifindex)
 	if ifindex <= 0 {
-		return nil, &Error{Op: OpName(CmdQueueGet), Target: t, Err: unix.EINVAL, Message: "ifindex must be positive"}
+		return nil, &Error{Family: family, Op: OpName(CmdQueueGet), Target: t, Err: unix.EINVAL, Message: "ifindex must be positive"}
 	}
 	if err := c.check(CmdQueueGet, t); err != nil {
 		return nil, err
@@ -311,7 +259,7 @@ func (c *Client) Queues(ifindex int) ([]Queue, error) {
 	for _, b := range rs {
 		q, err := DecodeQueue(b)
 		if err != nil {
-			return nil, &Error{Op: OpName(CmdQueueGet), Target: t, Err: err}
+			return nil, &Error{Family: family, Op: OpName(CmdQueueGet), Target: t, Err: err}
 		}
 		out = append(out, q)
 	}
@@ -333,11 +281,11 @@ func (c *Client) Queue(ifindex int, typ QueueType, id uint32) (Queue, error) {
 		return Queue{}, err
 	}
 	if len(rs) != 1 {
-		return Queue{}, &Error{Op: OpName(CmdQueueGet), Target: t, Err: fmt.Errorf("got %d replies, want 1", len(rs))}
+		return Queue{}, &Error{Family: family, Op: OpName(CmdQueueGet), Target: t, Err: fmt.Errorf("got %d replies, want 1", len(rs))}
 	}
 	q, err := DecodeQueue(rs[0])
 	if err != nil {
-		return Queue{}, &Error{Op: OpName(CmdQueueGet), Target: t, Err: err}
+		return Queue{}, &Error{Family: family, Op: OpName(CmdQueueGet), Target: t, Err: err}
 	}
 	return q, nil
 }
@@ -346,7 +294,7 @@ func (c *Client) Queue(ifindex int, typ QueueType, id uint32) (Queue, error) {
 func (c *Client) NAPIs(ifindex int) ([]NAPI, error) {
 	t := ifTarget(ifindex)
 	if ifindex <= 0 {
-		return nil, &Error{Op: OpName(CmdNAPIGet), Target: t, Err: unix.EINVAL, Message: "ifindex must be positive"}
+		return nil, &Error{Family: family, Op: OpName(CmdNAPIGet), Target: t, Err: unix.EINVAL, Message: "ifindex must be positive"}
 	}
 	if err := c.check(CmdNAPIGet, t); err != nil {
 		return nil, err
@@ -361,7 +309,7 @@ func (c *Client) NAPIs(ifindex int) ([]NAPI, error) {
 	for _, b := range rs {
 		n, err := DecodeNAPI(b)
 		if err != nil {
-			return nil, &Error{Op: OpName(CmdNAPIGet), Target: t, Err: err}
+			return nil, &Error{Family: family, Op: OpName(CmdNAPIGet), Target: t, Err: err}
 		}
 		out = append(out, n)
 	}
@@ -382,11 +330,11 @@ func (c *Client) NAPI(id uint32) (NAPI, error) {
 		return NAPI{}, err
 	}
 	if len(rs) != 1 {
-		return NAPI{}, &Error{Op: OpName(CmdNAPIGet), Target: t, Err: fmt.Errorf("got %d replies, want 1", len(rs))}
+		return NAPI{}, &Error{Family: family, Op: OpName(CmdNAPIGet), Target: t, Err: fmt.Errorf("got %d replies, want 1", len(rs))}
 	}
 	n, err := DecodeNAPI(rs[0])
 	if err != nil {
-		return NAPI{}, &Error{Op: OpName(CmdNAPIGet), Target: t, Err: err}
+		return NAPI{}, &Error{Family: family, Op: OpName(CmdNAPIGet), Target: t, Err: err}
 	}
 	return n, nil
 }
@@ -398,10 +346,10 @@ func (c *Client) SetNAPI(id uint32, cfg NAPIConfig) error {
 	t := fmt.Sprintf("napi %d", id)
 	attrs := cfg.attrs()
 	if len(attrs) == 0 {
-		return &Error{Op: OpName(CmdNAPISet), Target: t, Err: unix.EINVAL, Message: "nothing to set"}
+		return &Error{Family: family, Op: OpName(CmdNAPISet), Target: t, Err: unix.EINVAL, Message: "nothing to set"}
 	}
 	if err := cfg.validate(); err != nil {
-		return &Error{Op: OpName(CmdNAPISet), Target: t, Err: unix.EINVAL, Message: err.Error()}
+		return &Error{Family: family, Op: OpName(CmdNAPISet), Target: t, Err: unix.EINVAL, Message: err.Error()}
 	}
 	if err := c.check(CmdNAPISet, t, attrs...); err != nil {
 		return err
@@ -418,7 +366,7 @@ func (c *Client) SetNAPI(id uint32, cfg NAPIConfig) error {
 func (c *Client) QStats(ifindex int) ([]QStats, error) {
 	t := ifTarget(ifindex)
 	if ifindex <= 0 {
-		return nil, &Error{Op: OpName(CmdQStatsGet), Target: t, Err: unix.EINVAL, Message: "ifindex must be positive"}
+		return nil, &Error{Family: family, Op: OpName(CmdQStatsGet), Target: t, Err: unix.EINVAL, Message: "ifindex must be positive"}
 	}
 	if err := c.check(CmdQStatsGet, t); err != nil {
 		return nil, err
@@ -434,7 +382,7 @@ func (c *Client) QStats(ifindex int) ([]QStats, error) {
 	for _, b := range rs {
 		s, err := DecodeQStats(b)
 		if err != nil {
-			return nil, &Error{Op: OpName(CmdQStatsGet), Target: t, Err: err}
+			return nil, &Error{Family: family, Op: OpName(CmdQStatsGet), Target: t, Err: err}
 		}
 		out = append(out, s)
 	}

@@ -148,9 +148,9 @@ func TestProbeFamily(t *testing.T) {
 		t.Errorf("SupportsAttr of a missing op = true")
 	}
 	// A missing op and attribute are ErrNotSupported before sending.
-	c.ops[CmdNAPISet] = false
+	c.Ops[CmdNAPISet] = false
 	err = c.SetNAPI(1, NAPIConfig{DeferHardIRQs: new(uint32)})
-	c.ops[CmdNAPISet] = true
+	c.Ops[CmdNAPISet] = true
 	if !errors.Is(err, ErrNotSupported) || !errors.Is(err, unix.EOPNOTSUPP) {
 		t.Errorf("SetNAPI with napi-set hidden: %v, want ErrNotSupported", err)
 	}

@@ -4,7 +4,7 @@ package netdev
 
 import "errors"
 
-var errNotLinux = &Error{Op: "dial", NotSupported: true, Missing: "netdev netlink (Linux only)", Err: errors.New("not Linux")}
+var errNotLinux = &Error{Family: family, Op: "dial", NotSupported: true, Missing: "netdev netlink (Linux only)", Err: errors.New("not Linux")}
 
 // Client is unavailable on this system; Dial returns ErrNotSupported.
 type Client struct{}
@@ -47,8 +47,6 @@ func (c *Client) SetNAPI(id uint32, cfg NAPIConfig) error { return errNotLinux }
 
 // QStats returns ErrNotSupported.
 func (c *Client) QStats(ifindex int) ([]QStats, error) { return nil, errNotLinux }
-
-func causeText(err error) string { return err.Error() }
 
 // NetNS returns 0.
 func (c *Client) NetNS() uint64 { return 0 }

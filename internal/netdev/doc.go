@@ -5,9 +5,10 @@
 // software interrupt-coalescing settings (napi-get, napi-set), and
 // per-queue statistics (qstats-get).
 //
-// A Client is built like internal/ethtool's: one generic netlink socket in
-// the network namespace of the thread that called Dial, one request at a
-// time, safe for concurrent use. Whether the running kernel has an
+// A Client is built on internal/genl's Conn, as internal/ethtool's is: one
+// generic netlink socket in the network namespace of the thread that
+// called Dial, one request at a time, safe for concurrent use; its errors
+// are genl.Error values, as ethtool's are. Whether the running kernel has an
 // operation or a request attribute is decided in one place, Client.check,
 // from the family's operation list (CTRL_CMD_GETFAMILY) and its policy dump
 // (CTRL_CMD_GETPOLICY), never from the kernel version; errors then match

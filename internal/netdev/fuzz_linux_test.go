@@ -3,16 +3,14 @@
 package netdev
 
 import (
-	"encoding/binary"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/mdlayher/genetlink"
 	"github.com/mdlayher/netlink"
-	"github.com/xdpio/xdpio/internal/genl"
+	"github.com/xdpio/xdpio/internal/genl/genlfuzz"
 	"github.com/xdpio/xdpio/internal/netnstest"
 	"golang.org/x/sys/unix"
 )
@@ -24,48 +22,11 @@ import (
 // (testdata/fuzz, written by TestWriteFuzzSeeds with XDPIO_WRITE_SEEDS=1),
 // hand-built replies and their truncations.
 
-func framingValid(b []byte) bool {
-	pos := 0
-	for pos < len(b) {
-		if pos+4 > len(b) {
-			return false
-		}
-		l := int(binary.NativeEndian.Uint16(b[pos:]))
-		if l < 4 || pos+l > len(b) {
-			return false
-		}
-		pos += (l + 3) &^ 3
-	}
-	return true
-}
-
-func addSeeds(f *testing.F, seeds ...[]byte) {
-	for _, s := range seeds {
-		f.Add(s)
-		for _, cut := range []int{1, 3, 4, 5, len(s) / 2, len(s) - 1} {
-			if cut > 0 && cut < len(s) {
-				f.Add(s[:cut])
-			}
-		}
-	}
-}
-
-func attrs(fn func(ae *netlink.AttributeEncoder)) []byte {
-	ae := netlink.NewAttributeEncoder()
-	fn(ae)
-	b, err := ae.Encode()
-	if err != nil {
-		panic(err)
-	}
-	return b
-}
-
-func checkDecode(t *testing.T, b []byte, err error) {
-	t.Helper()
-	if err == nil && !framingValid(b) {
-		t.Fatalf("decoder accepted broken framing: %x", b)
-	}
-}
+var (
+	addSeeds    = genlfuzz.AddSeeds
+	checkDecode = genlfuzz.CheckDecode
+	attrs       = genlfuzz.Attrs
+)
 
 func napiSeed() []byte {
 	d, g := uint32(2), 200*time.Microsecond
@@ -139,13 +100,6 @@ func FuzzDecodeQStats(f *testing.F) {
 	})
 }
 
-func FuzzDecodeFamily(f *testing.F) {
-	f.Fuzz(func(t *testing.T, b []byte) {
-		_, _, err := genl.DecodeFamily(b)
-		checkDecode(t, b, err)
-	})
-}
-
 func FuzzDecodePolicyDump(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, err := decodePolicyDump([][]byte{b})
@@ -160,16 +114,7 @@ func TestWriteFuzzSeeds(t *testing.T) {
 		t.Skip("skipping: set XDPIO_WRITE_SEEDS=1 to record kernel replies as fuzz seeds")
 	}
 	netnstest.RequirePriv(t)
-	write := func(fuzz, name string, b []byte) {
-		dir := filepath.Join("testdata", "fuzz", fuzz)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		body := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", b)
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(fuzz, name string, b []byte) { genlfuzz.WriteSeed(t, ".", fuzz, name, b) }
 	p, c := napiPair(t, 2)
 	dump := func(cmd uint8, enc func(ae *netlink.AttributeEncoder)) [][]byte {
 		rs, err := c.do(request{cmd: cmd, dump: true, encode: enc})
@@ -209,16 +154,17 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	ae := netlink.NewAttributeEncoder()
 	ae.String(unix.CTRL_ATTR_FAMILY_NAME, FamilyName)
 	req, _ := ae.Encode()
-	msgs, err := hc.c.Execute(genlMsg(unix.CTRL_CMD_GETFAMILY, req), unix.GENL_ID_CTRL, netlink.Request)
+	msgs, err := hc.Execute(genlMsg(unix.CTRL_CMD_GETFAMILY, req), unix.GENL_ID_CTRL, netlink.Request)
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("family: %v", err)
 	}
-	write("FuzzDecodeFamily", "kernel-netdev-family", msgs[0].Data)
+	// internal/genl's FuzzDecodeFamily decodes the controller's replies.
+	genlfuzz.WriteSeed(t, "../genl", "FuzzDecodeFamily", "kernel-netdev-family", msgs[0].Data)
 	ae = netlink.NewAttributeEncoder()
-	ae.Uint16(unix.CTRL_ATTR_FAMILY_ID, hc.family.ID)
+	ae.Uint16(unix.CTRL_ATTR_FAMILY_ID, hc.Family().ID)
 	ae.Uint32(unix.CTRL_ATTR_OP, CmdNAPISet)
 	req, _ = ae.Encode()
-	msgs, err = hc.c.Execute(genlMsg(unix.CTRL_CMD_GETPOLICY, req), unix.GENL_ID_CTRL, netlink.Request|netlink.Dump)
+	msgs, err = hc.Execute(genlMsg(unix.CTRL_CMD_GETPOLICY, req), unix.GENL_ID_CTRL, netlink.Request|netlink.Dump)
 	if err != nil {
 		t.Fatalf("policy: %v", err)
 	}

@@ -45,13 +45,13 @@ type Monitor struct {
 // joins the family's "mgmt" multicast group.
 func (c *Client) Monitor() (*Monitor, error) {
 	var group uint32
-	for _, g := range c.family.Groups {
+	for _, g := range c.Family().Groups {
 		if g.Name == "mgmt" {
 			group = g.ID
 		}
 	}
 	if group == 0 {
-		return nil, &Error{Op: "monitor", NotSupported: true, Missing: `multicast group "mgmt"`, Err: unix.EOPNOTSUPP}
+		return nil, &Error{Family: family, Op: "monitor", NotSupported: true, Missing: `multicast group "mgmt"`, Err: unix.EOPNOTSUPP}
 	}
 	conn, err := genetlink.Dial(nil)
 	if err != nil {

@@ -1,11 +1,12 @@
 package netdev
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/xdpio/xdpio/internal/errs"
+	"github.com/xdpio/xdpio/internal/genl"
 )
 
 // FamilyName is the generic netlink family this package speaks.
@@ -237,70 +238,18 @@ type NAPI struct {
 }
 
 // ErrNotSupported is matched (errors.Is) by every error that means the
-// running kernel or the device lacks a netdev operation or attribute. The
-// error's text says what is missing.
-var ErrNotSupported = errors.New("not supported")
+// running kernel or the device's driver lacks an operation or attribute.
+var ErrNotSupported = errs.ErrNotSupported
 
-// Error is the error of one netdev request. It wraps the kernel's errno
+// family names the generic netlink family in errors.
+const family = FamilyName
+
+// Error is the error of one netdev request (Family "netdev", Op the
+// operation as the spec names it, e.g. "napi-set", Target what the request
+// addressed, e.g. "ifindex 3" or "napi 8193"). It wraps the kernel's errno
 // (errors.Is(err, unix.ENOENT) works) and matches ErrNotSupported when
 // NotSupported is set.
-type Error struct {
-	// Op is the operation as the spec names it, e.g. "napi-set".
-	Op string
-	// Target says what the request addressed, e.g. "ifindex 3" or
-	// "napi 8193"; "" when nothing.
-	Target string
-	// Message is the kernel's extended-ack text, if it sent one.
-	Message string
-	// Attr names the request attribute the kernel's extack blamed, e.g.
-	// "defer-hard-irqs"; "" when none.
-	Attr string
-	// Missing says what is not supported when NotSupported is true.
-	Missing string
-	// NotSupported reports that the error means "not supported".
-	NotSupported bool
-	// Err is the cause: usually a unix.Errno from the kernel.
-	Err error
-}
-
-// Error formats the operation, its target, what is missing, the kernel's
-// message and the cause.
-func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString("netdev ")
-	b.WriteString(e.Op)
-	if e.Target != "" {
-		b.WriteString(" ")
-		b.WriteString(e.Target)
-	}
-	if e.NotSupported {
-		b.WriteString(": not supported")
-		if e.Missing != "" {
-			b.WriteString(": ")
-			b.WriteString(e.Missing)
-		}
-	}
-	if e.Message != "" {
-		b.WriteString(": ")
-		b.WriteString(e.Message)
-	}
-	if e.Attr != "" {
-		b.WriteString(" (attribute ")
-		b.WriteString(e.Attr)
-		b.WriteString(")")
-	}
-	if e.Err != nil {
-		b.WriteString(": ")
-		b.WriteString(causeText(e.Err))
-	}
-	return b.String()
-}
-
-// Unwrap returns the cause.
-func (e *Error) Unwrap() error { return e.Err }
-
-// Is reports whether target is ErrNotSupported and e means "not supported".
-func (e *Error) Is(target error) bool { return target == ErrNotSupported && e.NotSupported }
+type Error = genl.Error
 
 var opNames = map[uint8]string{
 	CmdDevGet:    "dev-get",

@@ -6,6 +6,9 @@ import (
 	"net/netip"
 	"os/exec"
 	"strings"
+	"testing"
+
+	"github.com/xdpio/xdpio/rss"
 )
 
 // Flows returns n distinct flows of protocol proto (ProtoTCP or ProtoUDP)
@@ -52,6 +55,23 @@ func HashesPorts(dev, ft string) (bool, error) {
 		return false, fmt.Errorf("ethtool -n %s rx-flow-hash %s: only one port hashed: %s", dev, ft, s)
 	}
 	return src, nil
+}
+
+// FlowKey returns the flow key dev's RSS hashes for f: with the ports
+// when the real ethtool says the device hashes them for f's flow type
+// (HashesPorts, asked once per flow type: ports caches the answers).
+func FlowKey(tb testing.TB, dev string, f Flow, ports map[string]bool) rss.FlowKey {
+	tb.Helper()
+	ft := f.FlowType()
+	p, ok := ports[ft]
+	if !ok {
+		var err error
+		if p, err = HashesPorts(dev, ft); err != nil {
+			tb.Fatal(err)
+		}
+		ports[ft] = p
+	}
+	return rss.FlowKey{Src: f.Src, Dst: f.Dst, SrcPort: f.SPort, DstPort: f.DPort, Proto: f.Proto, Ports: p}
 }
 
 // FlowType names the ethtool flow type of f ("tcp4", "udp6", …).

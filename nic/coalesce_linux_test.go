@@ -1,6 +1,6 @@
 //go:build linux
 
-package coalesce
+package nic
 
 import (
 	"errors"
@@ -16,36 +16,36 @@ import (
 
 func u32(v uint32) *uint32 { return &v }
 
-func TestUnsupported(t *testing.T) {
+func TestUnsupportedCoalesce(t *testing.T) {
 	on := true
-	supported := HW{RXUsecs: u32(0), RXMaxFrames: u32(1), UseAdaptiveRX: &on}
+	supported := Coalesce{RXUsecs: u32(0), RXMaxFrames: u32(1), UseAdaptiveRX: &on}
 	for _, tc := range []struct {
-		p    HW
+		p    Coalesce
 		want string
 	}{
-		{HW{RXUsecs: u32(50)}, ""},
-		{HW{RXUsecs: u32(50), UseAdaptiveRX: &on}, ""},
-		{HW{RXUsecsIRQ: u32(5)}, "ETHTOOL_A_COALESCE_RX_USECS_IRQ"},
-		{HW{RXUsecs: u32(5), UseAdaptiveTX: &on}, "ETHTOOL_A_COALESCE_USE_ADAPTIVE_TX"},
-		{HW{TXAggrMaxBytes: u32(5)}, "ETHTOOL_A_COALESCE_TX_AGGR_MAX_BYTES"},
-		{HW{RXProfile: []IRQModeration{{Usec: u32(1)}}}, "ETHTOOL_A_COALESCE_RX_PROFILE"},
+		{Coalesce{RXUsecs: u32(50)}, ""},
+		{Coalesce{RXUsecs: u32(50), UseAdaptiveRX: &on}, ""},
+		{Coalesce{RXUsecsIRQ: u32(5)}, "ETHTOOL_A_COALESCE_RX_USECS_IRQ"},
+		{Coalesce{RXUsecs: u32(5), UseAdaptiveTX: &on}, "ETHTOOL_A_COALESCE_USE_ADAPTIVE_TX"},
+		{Coalesce{TXAggrMaxBytes: u32(5)}, "ETHTOOL_A_COALESCE_TX_AGGR_MAX_BYTES"},
+		{Coalesce{RXProfile: []IRQModeration{{Usec: u32(1)}}}, "ETHTOOL_A_COALESCE_RX_PROFILE"},
 	} {
-		if got := Unsupported(supported, tc.p); got != tc.want {
-			t.Errorf("Unsupported(%+v) = %q, want %q", tc.p, got, tc.want)
+		if got := UnsupportedCoalesce(supported, tc.p); got != tc.want {
+			t.Errorf("UnsupportedCoalesce(%+v) = %q, want %q", tc.p, got, tc.want)
 		}
 	}
-	if s := SupportedNames(supported); s != "ETHTOOL_A_COALESCE_RX_USECS, ETHTOOL_A_COALESCE_RX_MAX_FRAMES, ETHTOOL_A_COALESCE_USE_ADAPTIVE_RX" {
-		t.Errorf("SupportedNames = %q", s)
+	if s := SupportedCoalesce(supported); s != "ETHTOOL_A_COALESCE_RX_USECS, ETHTOOL_A_COALESCE_RX_MAX_FRAMES, ETHTOOL_A_COALESCE_USE_ADAPTIVE_RX" {
+		t.Errorf("SupportedCoalesce = %q", s)
 	}
 }
 
-func TestHWNotSupportedOnVeth(t *testing.T) {
+func TestCoalesceNotSupportedOnVeth(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{Queues: 2})
-	dev := Device{Name: pair.A.Link}
+	d := openDev(t, pair.A, pair.A.Link)
 	var errGet, errSet error
 	if err := pair.A.Do(func() error {
-		_, errGet = Get(dev)
-		errSet = Set(dev, HW{RXUsecs: u32(50)})
+		_, errGet = d.Coalesce()
+		errSet = d.SetCoalesce(Coalesce{RXUsecs: u32(50)})
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -57,15 +57,15 @@ func TestHWNotSupportedOnVeth(t *testing.T) {
 	}
 }
 
-// TestHWGetEth0 reads eth0's coalescing (never sets it) and compares with
+// TestCoalesceEth0 reads eth0's coalescing (never sets it) and compares with
 // ethtool -c.
-func TestHWGetEth0(t *testing.T) {
+func TestCoalesceEth0(t *testing.T) {
 	netnstest.RequireTool(t, "ethtool")
 	out, err := exec.Command("ethtool", "-c", "eth0").CombinedOutput()
 	if err != nil {
 		t.Skipf("ethtool -c eth0: %v: %s", err, out)
 	}
-	h, err := Get(Device{Name: "eth0"})
+	h, err := openDev(t, nil, "eth0").Coalesce()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,9 +87,9 @@ func TestHWGetEth0(t *testing.T) {
 	// A parameter eth0 does not report is refused before anything is sent
 	// (Set never reaches the kernel here: eth0 is not ours to change).
 	if h.RXUsecsIRQ == nil {
-		if name := Unsupported(h, HW{RXUsecsIRQ: u32(1)}); name != "ETHTOOL_A_COALESCE_RX_USECS_IRQ" {
+		if name := UnsupportedCoalesce(h, Coalesce{RXUsecsIRQ: u32(1)}); name != "ETHTOOL_A_COALESCE_RX_USECS_IRQ" {
 			t.Errorf("Unsupported on eth0's set: %q", name)
 		}
 	}
-	t.Logf("eth0 supports: %s", SupportedNames(h))
+	t.Logf("eth0 supports: %s", SupportedCoalesce(h))
 }

@@ -1,15 +1,18 @@
 //go:build linux
 
-package rss
+package nic
 
 import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"net"
 	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,21 +50,21 @@ func ethtoolLValue(t *testing.T, out, kind string) string {
 func TestDeviceChannelsOnVeth(t *testing.T) {
 	netnstest.RequireTool(t, "ethtool")
 	pair := netnstest.New(t, netnstest.Config{Queues: 4})
-	dev := Device{Name: pair.A.Link}
+	d := openDev(t, pair.A, pair.A.Link)
 	var before, after ChannelCounts
 	var errRings, errTable, errSet error
 	err := pair.A.Do(func() (err error) {
-		if before, err = Channels(dev); err != nil {
+		if before, err = d.Channels(); err != nil {
 			return err
 		}
 		one, three := uint32(1), uint32(3)
-		if err = SetChannels(Device{Index: pair.A.Ifindex}, ChannelsConfig{RX: &one, TX: &three}); err != nil {
+		if err = d.SetChannels(ChannelsConfig{RX: &one, TX: &three}); err != nil {
 			return err
 		}
-		after, err = Channels(dev)
-		_, errRings = Rings(dev)
-		_, errTable = Table(dev)
-		errSet = SetTable(dev, TableConfig{Key: make([]byte, 40)})
+		after, err = d.Channels()
+		_, errRings = d.Rings()
+		_, errTable = d.RSS()
+		errSet = d.SetRSS(RSSConfig{Key: make([]byte, 40)})
 		return err
 	})
 	if err != nil {
@@ -75,7 +78,7 @@ func TestDeviceChannelsOnVeth(t *testing.T) {
 		t.Errorf("after set rx 1 tx 3: ethtool -l says %v, Channels says %+v", got, after)
 	}
 	for name, err := range map[string]error{"Rings": errRings, "Table": errTable, "SetTable": errSet} {
-		var de *DeviceError
+		var de *RequestError
 		if !errors.Is(err, ErrNotSupported) || !errors.As(err, &de) {
 			t.Errorf("%s on veth: %v, want ErrNotSupported", name, err)
 		}
@@ -95,16 +98,16 @@ func ethtoolK(t *testing.T, h *netnstest.Host, dev string) map[string]bool {
 func TestDeviceFeaturesOnVeth(t *testing.T) {
 	netnstest.RequireTool(t, "ethtool")
 	pair := netnstest.New(t, netnstest.Config{Queues: 2})
-	dev := Device{Name: pair.A.Link}
+	d := openDev(t, pair.A, pair.A.Link)
 	for _, on := range []bool{false, true} {
 		var res FeaturesResult
 		var fs []Feature
 		err := pair.A.Do(func() (err error) {
-			res, err = SetFeatures(dev, map[string]bool{"tso": on, "gro": on, "rx-checksumming": on})
+			res, err = d.SetFeatures(map[string]bool{"tso": on, "gro": on, "rx-checksumming": on})
 			if err != nil {
 				return err
 			}
-			fs, err = Features(dev)
+			fs, err = d.Features()
 			return err
 		})
 		if err != nil {
@@ -128,7 +131,7 @@ func TestDeviceFeaturesOnVeth(t *testing.T) {
 	}
 	var res FeaturesResult
 	err := pair.A.Do(func() (err error) {
-		res, err = SetFeatures(dev, map[string]bool{"ntuple": true, "rx-hashing": true})
+		res, err = d.SetFeatures(map[string]bool{"ntuple": true, "rx-hashing": true})
 		return
 	})
 	if err != nil {
@@ -146,10 +149,10 @@ func TestOffloadGroupsMatchEthtool(t *testing.T) {
 	netnstest.RequireTool(t, "ethtool")
 	netnstest.RequireTool(t, "strace")
 	pair := netnstest.New(t, netnstest.Config{Queues: 2})
-	dev := Device{Name: pair.A.Link}
+	d := openDev(t, pair.A, pair.A.Link)
 	var known []string
 	if err := pair.A.Do(func() error {
-		fs, err := Features(dev)
+		fs, err := d.Features()
 		for _, f := range fs {
 			known = append(known, f.Name)
 		}
@@ -243,8 +246,8 @@ func TestDeviceEth0ReadOnly(t *testing.T) {
 	if exec.Command("ip", "link", "show", "eth0").Run() != nil {
 		t.Skip("no eth0")
 	}
-	dev := Device{Name: "eth0"}
-	tab, err := Table(dev)
+	d := openDev(t, nil, "eth0")
+	tab, err := d.RSS()
 	out, _ := exec.Command("ethtool", "-x", "eth0").CombinedOutput()
 	switch {
 	case errors.Is(err, ErrNotSupported):
@@ -262,11 +265,106 @@ func TestDeviceEth0ReadOnly(t *testing.T) {
 		}
 		t.Logf("eth0 RSS table: %d entries, key %d bytes, hfunc %q, xfrm %v", len(tab.Indir), len(tab.Key), tab.HFunc, tab.InputXfrm)
 	}
-	r, err := Rings(dev)
+	r, err := d.Rings()
 	if err == nil {
 		gout, _ := exec.Command("ethtool", "-g", "eth0").CombinedOutput()
 		if !strings.Contains(string(gout), "RX:\t\t"+strconv.Itoa(int(r.RX))) {
 			t.Errorf("eth0 rings %+v vs ethtool -g:\n%s", r, gout)
 		}
+	}
+}
+
+// openDev opens device name inside h's namespace (the test's own when h
+// is nil) and closes it when the test ends.
+func openDev(t *testing.T, h *netnstest.Host, name string) *Device {
+	t.Helper()
+	var d *Device
+	open := func() (err error) { d, err = Open(name); return err }
+	var err error
+	if h == nil {
+		err = open()
+	} else {
+		err = h.Do(open)
+	}
+	if err != nil {
+		t.Fatalf("Open %s: %v", name, err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// TestDeviceConcurrentAndClosed: one Device serves ethtool and netdev
+// requests from many goroutines at once (run with -race), each answer is
+// its own request's; after Close every method fails with ErrClosed, and
+// Close may be called again.
+func TestDeviceConcurrentAndClosed(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 3})
+	d := openDev(t, pair.A, pair.A.Link)
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < 20; j++ {
+				ch, err := d.Channels()
+				if err != nil || ch.RX != 3 || ch.TX != 3 {
+					errs <- fmt.Errorf("Channels: %+v, %v", ch, err)
+					return
+				}
+				n, err := d.RXQueues()
+				if err != nil || n != 3 {
+					errs <- fmt.Errorf("RXQueues: %d, %v", n, err)
+					return
+				}
+				qs, err := d.Queues()
+				if err != nil || len(qs) != 6 {
+					errs <- fmt.Errorf("Queues: %d queues, %v", len(qs), err)
+					return
+				}
+				if _, err := d.Rings(); !errors.Is(err, ErrNotSupported) {
+					errs <- fmt.Errorf("Rings on veth: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	_, errCh := d.Channels()
+	_, errQ := d.Queues()
+	errSet := d.SetChannels(ChannelsConfig{})
+	_, errNAPI := d.NAPIs(AllNAPIs())
+	for name, err := range map[string]error{"Channels": errCh, "Queues": errQ, "SetChannels": errSet, "NAPIs": errNAPI} {
+		if !errors.Is(err, ErrClosed) || !errors.Is(err, net.ErrClosed) {
+			t.Errorf("%s after Close: %v, want ErrClosed", name, err)
+		}
+	}
+}
+
+// RXQueues counts a veth's RX queues (its channels) and follows a change
+// of them; a device that does not exist is an error.
+func TestRXQueues(t *testing.T) {
+	netnstest.RequireTool(t, "ethtool")
+	pair := netnstest.New(t, netnstest.Config{Queues: 4})
+	var n int
+	if err := pair.A.Do(func() (err error) { n, err = RXQueues(pair.A.Link); return err }); err != nil || n != 4 {
+		t.Fatalf("RXQueues: %d, %v; want 4", n, err)
+	}
+	hostRun(t, pair.A, "ethtool", "-L", pair.A.Link, "rx", "2")
+	if err := pair.A.Do(func() (err error) { n, err = RXQueues(pair.A.Link); return err }); err != nil || n != 2 {
+		t.Errorf("RXQueues after ethtool -L rx 2: %d, %v", n, err)
+	}
+	if _, err := RXQueues("nosuchdev0"); err == nil {
+		t.Error("RXQueues of a missing device succeeded")
 	}
 }

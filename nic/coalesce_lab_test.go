@@ -1,6 +1,6 @@
 //go:build lab && linux
 
-package coalesce_test
+package nic_test
 
 import (
 	"errors"
@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/xdpio/xdpio/coalesce"
 	"github.com/xdpio/xdpio/internal/ethtool"
+	"github.com/xdpio/xdpio/nic"
 	"github.com/xdpio/xdpio/test/lab/labctl"
 )
 
@@ -21,35 +21,35 @@ import (
 // profiles live in kernel_ethtool_coalesce, which it does not keep.
 var labU32 = []struct {
 	attr  string
-	field func(*coalesce.HW) **uint32
+	field func(*nic.Coalesce) **uint32
 }{
-	{"ETHTOOL_A_COALESCE_RX_USECS", func(h *coalesce.HW) **uint32 { return &h.RXUsecs }},
-	{"ETHTOOL_A_COALESCE_RX_MAX_FRAMES", func(h *coalesce.HW) **uint32 { return &h.RXMaxFrames }},
-	{"ETHTOOL_A_COALESCE_RX_USECS_IRQ", func(h *coalesce.HW) **uint32 { return &h.RXUsecsIRQ }},
-	{"ETHTOOL_A_COALESCE_RX_MAX_FRAMES_IRQ", func(h *coalesce.HW) **uint32 { return &h.RXMaxFramesIRQ }},
-	{"ETHTOOL_A_COALESCE_TX_USECS", func(h *coalesce.HW) **uint32 { return &h.TXUsecs }},
-	{"ETHTOOL_A_COALESCE_TX_MAX_FRAMES", func(h *coalesce.HW) **uint32 { return &h.TXMaxFrames }},
-	{"ETHTOOL_A_COALESCE_TX_USECS_IRQ", func(h *coalesce.HW) **uint32 { return &h.TXUsecsIRQ }},
-	{"ETHTOOL_A_COALESCE_TX_MAX_FRAMES_IRQ", func(h *coalesce.HW) **uint32 { return &h.TXMaxFramesIRQ }},
-	{"ETHTOOL_A_COALESCE_STATS_BLOCK_USECS", func(h *coalesce.HW) **uint32 { return &h.StatsBlockUsecs }},
-	{"ETHTOOL_A_COALESCE_PKT_RATE_LOW", func(h *coalesce.HW) **uint32 { return &h.PktRateLow }},
-	{"ETHTOOL_A_COALESCE_RX_USECS_LOW", func(h *coalesce.HW) **uint32 { return &h.RXUsecsLow }},
-	{"ETHTOOL_A_COALESCE_RX_MAX_FRAMES_LOW", func(h *coalesce.HW) **uint32 { return &h.RXMaxFramesLow }},
-	{"ETHTOOL_A_COALESCE_TX_USECS_LOW", func(h *coalesce.HW) **uint32 { return &h.TXUsecsLow }},
-	{"ETHTOOL_A_COALESCE_TX_MAX_FRAMES_LOW", func(h *coalesce.HW) **uint32 { return &h.TXMaxFramesLow }},
-	{"ETHTOOL_A_COALESCE_PKT_RATE_HIGH", func(h *coalesce.HW) **uint32 { return &h.PktRateHigh }},
-	{"ETHTOOL_A_COALESCE_RX_USECS_HIGH", func(h *coalesce.HW) **uint32 { return &h.RXUsecsHigh }},
-	{"ETHTOOL_A_COALESCE_RX_MAX_FRAMES_HIGH", func(h *coalesce.HW) **uint32 { return &h.RXMaxFramesHigh }},
-	{"ETHTOOL_A_COALESCE_TX_USECS_HIGH", func(h *coalesce.HW) **uint32 { return &h.TXUsecsHigh }},
-	{"ETHTOOL_A_COALESCE_TX_MAX_FRAMES_HIGH", func(h *coalesce.HW) **uint32 { return &h.TXMaxFramesHigh }},
-	{"ETHTOOL_A_COALESCE_RATE_SAMPLE_INTERVAL", func(h *coalesce.HW) **uint32 { return &h.RateSampleInterval }},
+	{"ETHTOOL_A_COALESCE_RX_USECS", func(h *nic.Coalesce) **uint32 { return &h.RXUsecs }},
+	{"ETHTOOL_A_COALESCE_RX_MAX_FRAMES", func(h *nic.Coalesce) **uint32 { return &h.RXMaxFrames }},
+	{"ETHTOOL_A_COALESCE_RX_USECS_IRQ", func(h *nic.Coalesce) **uint32 { return &h.RXUsecsIRQ }},
+	{"ETHTOOL_A_COALESCE_RX_MAX_FRAMES_IRQ", func(h *nic.Coalesce) **uint32 { return &h.RXMaxFramesIRQ }},
+	{"ETHTOOL_A_COALESCE_TX_USECS", func(h *nic.Coalesce) **uint32 { return &h.TXUsecs }},
+	{"ETHTOOL_A_COALESCE_TX_MAX_FRAMES", func(h *nic.Coalesce) **uint32 { return &h.TXMaxFrames }},
+	{"ETHTOOL_A_COALESCE_TX_USECS_IRQ", func(h *nic.Coalesce) **uint32 { return &h.TXUsecsIRQ }},
+	{"ETHTOOL_A_COALESCE_TX_MAX_FRAMES_IRQ", func(h *nic.Coalesce) **uint32 { return &h.TXMaxFramesIRQ }},
+	{"ETHTOOL_A_COALESCE_STATS_BLOCK_USECS", func(h *nic.Coalesce) **uint32 { return &h.StatsBlockUsecs }},
+	{"ETHTOOL_A_COALESCE_PKT_RATE_LOW", func(h *nic.Coalesce) **uint32 { return &h.PktRateLow }},
+	{"ETHTOOL_A_COALESCE_RX_USECS_LOW", func(h *nic.Coalesce) **uint32 { return &h.RXUsecsLow }},
+	{"ETHTOOL_A_COALESCE_RX_MAX_FRAMES_LOW", func(h *nic.Coalesce) **uint32 { return &h.RXMaxFramesLow }},
+	{"ETHTOOL_A_COALESCE_TX_USECS_LOW", func(h *nic.Coalesce) **uint32 { return &h.TXUsecsLow }},
+	{"ETHTOOL_A_COALESCE_TX_MAX_FRAMES_LOW", func(h *nic.Coalesce) **uint32 { return &h.TXMaxFramesLow }},
+	{"ETHTOOL_A_COALESCE_PKT_RATE_HIGH", func(h *nic.Coalesce) **uint32 { return &h.PktRateHigh }},
+	{"ETHTOOL_A_COALESCE_RX_USECS_HIGH", func(h *nic.Coalesce) **uint32 { return &h.RXUsecsHigh }},
+	{"ETHTOOL_A_COALESCE_RX_MAX_FRAMES_HIGH", func(h *nic.Coalesce) **uint32 { return &h.RXMaxFramesHigh }},
+	{"ETHTOOL_A_COALESCE_TX_USECS_HIGH", func(h *nic.Coalesce) **uint32 { return &h.TXUsecsHigh }},
+	{"ETHTOOL_A_COALESCE_TX_MAX_FRAMES_HIGH", func(h *nic.Coalesce) **uint32 { return &h.TXMaxFramesHigh }},
+	{"ETHTOOL_A_COALESCE_RATE_SAMPLE_INTERVAL", func(h *nic.Coalesce) **uint32 { return &h.RateSampleInterval }},
 }
 
-func labGet(t *testing.T, dev coalesce.Device) coalesce.HW {
+func labGet(t *testing.T, dev *nic.Device) nic.Coalesce {
 	t.Helper()
-	h, err := coalesce.Get(dev)
+	h, err := dev.Coalesce()
 	if err != nil {
-		t.Fatalf("Get(%s): %v", dev.Name, err)
+		t.Fatalf("Coalesce(%s): %v", dev.Name(), err)
 	}
 	return h
 }
@@ -60,10 +60,10 @@ func labGet(t *testing.T, dev coalesce.Device) coalesce.HW {
 // ethtool-coalesce.sh selftest does). Oracle: netdevsim's stored struct,
 // read back with COALESCE_GET.
 func TestLabCoalesceNetdevsimRoundTrip(t *testing.T) {
-	dev := coalesce.Device{Name: labctl.Netdevsim(t)}
+	dev := labctl.OpenNIC(t, labctl.Netdevsim(t))
 	orig := labGet(t, dev)
 	t.Cleanup(func() {
-		if err := coalesce.Set(dev, orig); err != nil {
+		if err := dev.SetCoalesce(orig); err != nil {
 			t.Errorf("restore: %v", err)
 		}
 	})
@@ -80,9 +80,9 @@ func TestLabCoalesceNetdevsimRoundTrip(t *testing.T) {
 			if old := *p.field(&before); old != nil && *old == v {
 				v++
 			}
-			var set coalesce.HW
+			var set nic.Coalesce
 			*p.field(&set) = &v
-			if err := coalesce.Set(dev, set); err != nil {
+			if err := dev.SetCoalesce(set); err != nil {
 				t.Fatalf("round %d: Set %s=%d: %v", round, p.attr, v, err)
 			}
 			want := before
@@ -97,21 +97,21 @@ func TestLabCoalesceNetdevsimRoundTrip(t *testing.T) {
 // TestLabCoalesceNetdevsimAdaptive turns adaptive RX and TX on and off, each
 // alone, and requires the other parameters unchanged.
 func TestLabCoalesceNetdevsimAdaptive(t *testing.T) {
-	dev := coalesce.Device{Name: labctl.Netdevsim(t)}
+	dev := labctl.OpenNIC(t, labctl.Netdevsim(t))
 	orig := labGet(t, dev)
-	t.Cleanup(func() { coalesce.Set(dev, orig) })
+	t.Cleanup(func() { dev.SetCoalesce(orig) })
 	for _, p := range []struct {
 		name  string
-		field func(*coalesce.HW) **bool
+		field func(*nic.Coalesce) **bool
 	}{
-		{"adaptive-rx", func(h *coalesce.HW) **bool { return &h.UseAdaptiveRX }},
-		{"adaptive-tx", func(h *coalesce.HW) **bool { return &h.UseAdaptiveTX }},
+		{"adaptive-rx", func(h *nic.Coalesce) **bool { return &h.UseAdaptiveRX }},
+		{"adaptive-tx", func(h *nic.Coalesce) **bool { return &h.UseAdaptiveTX }},
 	} {
 		for _, on := range []bool{true, false, true, false} {
 			before := labGet(t, dev)
-			var set coalesce.HW
+			var set nic.Coalesce
 			*p.field(&set) = &on
-			if err := coalesce.Set(dev, set); err != nil {
+			if err := dev.SetCoalesce(set); err != nil {
 				t.Fatalf("Set %s %v: %v", p.name, on, err)
 			}
 			want := before
@@ -129,15 +129,15 @@ func TestLabCoalesceNetdevsimAdaptive(t *testing.T) {
 // sends it anyway: the kernel's own refusal must map to ErrNotSupported
 // too.
 func TestLabCoalesceVirtioUnsupported(t *testing.T) {
-	dev := coalesce.Device{Name: labctl.Virtio(t)}
+	dev := labctl.OpenNIC(t, labctl.Virtio(t))
 	before := labGet(t, dev)
-	t.Logf("virtio-net supports: %s", coalesce.SupportedNames(before))
+	t.Logf("virtio-net supports: %s", nic.SupportedCoalesce(before))
 	if before.RXUsecsIRQ != nil {
 		t.Fatalf("virtio-net reports rx-usecs-irq; pick another unsupported parameter")
 	}
 	v := uint32(17)
-	err := coalesce.Set(dev, coalesce.HW{RXUsecsIRQ: &v})
-	if !errors.Is(err, coalesce.ErrNotSupported) {
+	err := dev.SetCoalesce(nic.Coalesce{RXUsecsIRQ: &v})
+	if !errors.Is(err, nic.ErrNotSupported) {
 		t.Fatalf("Set rx-usecs-irq on virtio-net: %v, want ErrNotSupported", err)
 	}
 	if !strings.Contains(err.Error(), "ETHTOOL_A_COALESCE_RX_USECS_IRQ") {
@@ -152,9 +152,9 @@ func TestLabCoalesceVirtioUnsupported(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	err = c.SetCoalesce(dev, coalesce.HW{RXUsecsIRQ: &v})
+	err = c.SetCoalesce(ethtool.Device{Name: dev.Name()}, nic.Coalesce{RXUsecsIRQ: &v})
 	t.Logf("kernel's answer to COALESCE_SET rx-usecs-irq: %v", err)
-	if !errors.Is(err, coalesce.ErrNotSupported) {
+	if !errors.Is(err, nic.ErrNotSupported) {
 		t.Errorf("raw COALESCE_SET rx-usecs-irq on virtio-net: %v, want ErrNotSupported", err)
 	}
 }
@@ -164,14 +164,14 @@ func TestLabCoalesceVirtioUnsupported(t *testing.T) {
 // ErrNotSupported; virtio-net has them and answers for each queue with the
 // parameters it supports.
 func TestLabCoalescePerQueue(t *testing.T) {
-	nsim := coalesce.Device{Name: labctl.Netdevsim(t)}
-	_, err := coalesce.GetQueues(nsim, []int{0, 1})
+	nsim := labctl.OpenNIC(t, labctl.Netdevsim(t))
+	_, err := nsim.QueueCoalesce([]int{0, 1})
 	t.Logf("netdevsim GetQueues: %v", err)
-	if !errors.Is(err, coalesce.ErrNotSupported) {
+	if !errors.Is(err, nic.ErrNotSupported) {
 		t.Errorf("GetQueues on netdevsim: %v, want ErrNotSupported", err)
 	}
-	vio := coalesce.Device{Name: labctl.Virtio(t)}
-	hs, err := coalesce.GetQueues(vio, []int{0, 1, 2, 3})
+	vio := labctl.OpenNIC(t, labctl.Virtio(t))
+	hs, err := vio.QueueCoalesce([]int{0, 1, 2, 3})
 	if err != nil {
 		t.Fatalf("GetQueues on virtio-net: %v", err)
 	}
@@ -186,5 +186,5 @@ func TestLabCoalescePerQueue(t *testing.T) {
 			t.Errorf("queue %d: rx-usecs-irq reported; virtio-net does not support it", q)
 		}
 	}
-	t.Logf("virtio-net queue 0: %s", coalesce.SupportedNames(hs[0]))
+	t.Logf("virtio-net queue 0: %s", nic.SupportedCoalesce(hs[0]))
 }

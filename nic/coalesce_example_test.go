@@ -1,19 +1,24 @@
-package coalesce_test
+package nic_test
 
 import (
 	"errors"
 	"fmt"
 
-	"github.com/xdpio/xdpio/coalesce"
+	"github.com/xdpio/xdpio/nic"
 )
 
 // Set a device's RX interrupt coalescing to 50 µs and turn adaptive RX
 // moderation off, leaving every other parameter as it is.
-func ExampleSet() {
-	dev := coalesce.Device{Name: "eth1"}
+func ExampleDevice_SetCoalesce() {
+	d, err := nic.Open("eth1")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer d.Close()
 	usecs, off := uint32(50), false
-	err := coalesce.Set(dev, coalesce.HW{RXUsecs: &usecs, UseAdaptiveRX: &off})
-	if errors.Is(err, coalesce.ErrNotSupported) {
+	err = d.SetCoalesce(nic.Coalesce{RXUsecs: &usecs, UseAdaptiveRX: &off})
+	if errors.Is(err, nic.ErrNotSupported) {
 		fmt.Println("no hardware coalescing:", err) // names the missing parameter
 		return
 	}
@@ -21,6 +26,6 @@ func ExampleSet() {
 		fmt.Println(err) // the kernel's message for a refused value
 		return
 	}
-	hw, _ := coalesce.Get(dev)
+	hw, _ := d.Coalesce()
 	fmt.Println("rx-usecs", *hw.RXUsecs)
 }

@@ -1,4 +1,4 @@
-package rss
+package nic
 
 import (
 	"fmt"
@@ -99,23 +99,24 @@ func (o Offload) Members(known []string) []string {
 	return out
 }
 
-// Features returns all netdev features of dev (`ethtool -k DEV`), in the
-// kernel's order, unused bits left out.
-func Features(dev Device) ([]Feature, error) {
+// Features returns all netdev features of the device (`ethtool -k
+// DEV`), in the kernel's order, unused bits left out.
+func (d *Device) Features() ([]Feature, error) {
+	c, dev, err := d.ethtool("FEATURES_GET")
+	if err != nil {
+		return nil, err
+	}
+	all, err := c.Features(dev)
+	if err != nil {
+		return nil, err
+	}
 	var fs []Feature
-	err := withClient(func(c *ethtool.Client) error {
-		all, err := c.Features(dev)
-		if err != nil {
-			return err
+	for _, f := range all {
+		if f.Name != "" {
+			fs = append(fs, f)
 		}
-		for _, f := range all {
-			if f.Name != "" {
-				fs = append(fs, f)
-			}
-		}
-		return nil
-	})
-	return fs, err
+	}
+	return fs, nil
 }
 
 // OffloadState is the state of an offload group on a device.
@@ -207,28 +208,28 @@ func offloadNames() string {
 	return strings.Join(s, ", ")
 }
 
-// SetFeatures turns features of dev on or off (`ethtool -K DEV NAME on|off
-// …`). Names are ethtool offload groups ("tso", "rx-checksumming",
-// "rx-hashing", …, see Offloads) or kernel feature names
-// ("tx-tcp-segmentation"). The result reports what the device refused
-// (Refused: requested but not active as requested) and what changed.
-func SetFeatures(dev Device, want map[string]bool) (FeaturesResult, error) {
-	var res FeaturesResult
-	err := withClient(func(c *ethtool.Client) error {
-		all, err := c.Features(dev)
-		if err != nil {
-			return err
-		}
-		known := make([]string, len(all))
-		for i, f := range all {
-			known[i] = f.Name
-		}
-		req, err := ExpandFeatures(want, known)
-		if err != nil {
-			return &DeviceError{Op: "FEATURES_SET", Device: dev, Err: err}
-		}
-		res, err = c.SetFeatures(dev, req)
-		return err
-	})
-	return res, err
+// SetFeatures turns features of the device on or off (`ethtool -K DEV
+// NAME on|off …`). Names are ethtool offload groups ("tso",
+// "rx-checksumming", "rx-hashing", …, see Offloads) or kernel feature
+// names ("tx-tcp-segmentation"). The result reports what the device
+// refused (Refused: requested but not active as requested) and what
+// changed.
+func (d *Device) SetFeatures(want map[string]bool) (FeaturesResult, error) {
+	c, dev, err := d.ethtool("FEATURES_SET")
+	if err != nil {
+		return FeaturesResult{}, err
+	}
+	all, err := c.Features(dev)
+	if err != nil {
+		return FeaturesResult{}, err
+	}
+	known := make([]string, len(all))
+	for i, f := range all {
+		known[i] = f.Name
+	}
+	req, err := ExpandFeatures(want, known)
+	if err != nil {
+		return FeaturesResult{}, &RequestError{Family: "ethtool", Op: "FEATURES_SET", Target: dev.String(), Err: err}
+	}
+	return c.SetFeatures(dev, req)
 }

@@ -1,6 +1,6 @@
 //go:build lab && linux
 
-package rss_test
+package nic_test
 
 import (
 	"bytes"
@@ -16,12 +16,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/xdpio/xdpio/nic"
 	"github.com/xdpio/xdpio/rss"
 	"github.com/xdpio/xdpio/test/lab/labctl"
 	"github.com/xdpio/xdpio/xsk"
 )
-
-func u32(v uint32) *uint32 { return &v }
 
 // TestLabRingsNetdevsim sets ring sizes within netdevsim's maximums, then
 // lowers the RX maximum through debugfs and requires the kernel's
@@ -30,8 +29,8 @@ func u32(v uint32) *uint32 { return &v }
 func TestLabRingsNetdevsim(t *testing.T) {
 	name := labctl.Netdevsim(t)
 	dbg := filepath.Join(labctl.NetdevsimDebugfs(t), "ethtool", "ring", "rx_max_pending")
-	dev := rss.Device{Name: name}
-	orig, err := rss.Rings(dev)
+	dev := labctl.OpenNIC(t, name)
+	orig, err := dev.Rings()
 	if err != nil {
 		t.Fatalf("Rings: %v", err)
 	}
@@ -40,13 +39,13 @@ func TestLabRingsNetdevsim(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		labctl.WriteFile(t, dbg, "4096")
-		rss.SetRings(dev, rss.RingsConfig{RX: &orig.RX, TX: &orig.TX})
+		dev.SetRings(nic.RingsConfig{RX: &orig.RX, TX: &orig.TX})
 	})
 	for _, sz := range [][2]uint32{{1024, 512}, {4096, 4096}, {1, 1}, {333, 2047}} {
-		if err := rss.SetRings(dev, rss.RingsConfig{RX: u32(sz[0]), TX: u32(sz[1])}); err != nil {
+		if err := dev.SetRings(nic.RingsConfig{RX: u32(sz[0]), TX: u32(sz[1])}); err != nil {
 			t.Fatalf("SetRings rx %d tx %d: %v", sz[0], sz[1], err)
 		}
-		got, err := rss.Rings(dev)
+		got, err := dev.Rings()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,25 +62,25 @@ func TestLabRingsNetdevsim(t *testing.T) {
 		}
 	}
 	labctl.WriteFile(t, dbg, "512")
-	before, _ := rss.Rings(dev)
+	before, _ := dev.Rings()
 	if before.RXMax != 512 {
 		t.Fatalf("after lowering rx_max_pending in debugfs, Rings reads RXMax %d, want 512", before.RXMax)
 	}
-	err = rss.SetRings(dev, rss.RingsConfig{RX: u32(1024)})
+	err = dev.SetRings(nic.RingsConfig{RX: u32(1024)})
 	t.Logf("SetRings rx 1024 over max 512: %v", err)
-	var de *rss.DeviceError
+	var de *nic.RequestError
 	switch {
 	case err == nil:
 		t.Fatal("SetRings above the maximum succeeded")
 	case !errors.As(err, &de):
-		t.Errorf("error %T is not a *rss.DeviceError", err)
+		t.Errorf("error %T is not a *nic.RequestError", err)
 	case !strings.Contains(de.Message, "exceeds maximum"):
 		t.Errorf("kernel message %q does not say \"exceeds maximum\"", de.Message)
 	}
-	if after, _ := rss.Rings(dev); after != before {
+	if after, _ := dev.Rings(); after != before {
 		t.Errorf("refused SetRings changed the rings: %+v -> %+v", before, after)
 	}
-	if err := rss.SetRings(dev, rss.RingsConfig{RX: u32(512)}); err != nil {
+	if err := dev.SetRings(nic.RingsConfig{RX: u32(512)}); err != nil {
 		t.Errorf("SetRings at the lowered maximum: %v", err)
 	}
 }
@@ -101,20 +100,20 @@ func sysQueues(t *testing.T, dev, kind string) int {
 // kernel to refuse shrinking below it, with its message.
 func TestLabChannelsNetdevsim(t *testing.T) {
 	name := labctl.Netdevsim(t)
-	dev := rss.Device{Name: name}
-	orig, err := rss.Channels(dev)
+	dev := labctl.OpenNIC(t, name)
+	orig, err := dev.Channels()
 	if err != nil {
 		t.Fatalf("Channels: %v", err)
 	}
 	if orig.CombinedMax != 4 || orig.RXMax != 0 || orig.TXMax != 0 {
 		t.Fatalf("netdevsim channels %+v: want combined max 4 and no RX/TX-only channels", orig)
 	}
-	t.Cleanup(func() { rss.SetChannels(dev, rss.ChannelsConfig{Combined: &orig.Combined}) })
+	t.Cleanup(func() { dev.SetChannels(nic.ChannelsConfig{Combined: &orig.Combined}) })
 	for _, n := range []uint32{1, 3, 2, 4} {
-		if err := rss.SetChannels(dev, rss.ChannelsConfig{Combined: u32(n)}); err != nil {
+		if err := dev.SetChannels(nic.ChannelsConfig{Combined: u32(n)}); err != nil {
 			t.Fatalf("SetChannels combined %d: %v", n, err)
 		}
-		got, err := rss.Channels(dev)
+		got, err := dev.Channels()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,7 +121,7 @@ func TestLabChannelsNetdevsim(t *testing.T) {
 			t.Errorf("after combined %d: Channels %d, sysfs rx %d tx %d queues", n, got.Combined, sysQueues(t, name, "rx"), sysQueues(t, name, "tx"))
 		}
 	}
-	err = rss.SetChannels(dev, rss.ChannelsConfig{Combined: u32(5)})
+	err = dev.SetChannels(nic.ChannelsConfig{Combined: u32(5)})
 	t.Logf("combined 5 over max 4: %v", err)
 	if err == nil {
 		t.Errorf("SetChannels above the maximum succeeded")
@@ -134,15 +133,15 @@ func TestLabChannelsNetdevsim(t *testing.T) {
 	if err != nil {
 		t.Fatalf("xsk.Open %s queue 3 (generic): %v", name, err)
 	}
-	err = rss.SetChannels(dev, rss.ChannelsConfig{Combined: u32(2)})
+	err = dev.SetChannels(nic.ChannelsConfig{Combined: u32(2)})
 	t.Logf("combined 2 with an AF_XDP socket on queue 3: %v", err)
-	var de *rss.DeviceError
+	var de *nic.RequestError
 	if err == nil {
 		t.Errorf("shrinking below an AF_XDP socket's queue succeeded")
 	} else if !errors.As(err, &de) || !strings.Contains(de.Message, "too low for existing") || !strings.Contains(de.Message, "AF_XDP") {
 		t.Errorf("refusal %v: want the kernel's \"requested channel counts are too low for existing … AF_XDP sockets\"", err)
 	}
-	if got, _ := rss.Channels(dev); got.Combined != 4 {
+	if got, _ := dev.Channels(); got.Combined != 4 {
 		t.Errorf("refused SetChannels changed combined to %d", got.Combined)
 	}
 	if err := d.Close(); err != nil {
@@ -152,7 +151,7 @@ func TestLabChannelsNetdevsim(t *testing.T) {
 	// the last reference goes: allow it a moment.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		err = rss.SetChannels(dev, rss.ChannelsConfig{Combined: u32(2)})
+		err = dev.SetChannels(nic.ChannelsConfig{Combined: u32(2)})
 		if err == nil || time.Now().After(deadline) {
 			break
 		}
@@ -163,13 +162,13 @@ func TestLabChannelsNetdevsim(t *testing.T) {
 	}
 }
 
-// labSetTable sets an RSS configuration with rss.SetTable (RSS_SET, or
+// labSetTable sets an RSS configuration with Device.SetRSS (RSS_SET, or
 // on kernels before 6.17 the ETHTOOL_SRSSH ioctl) and checks with the real
 // `ethtool -x` that the device took the table and key it was given.
-func labSetTable(t *testing.T, dev string, cfg rss.TableConfig) {
+func labSetTable(t *testing.T, dev string, cfg nic.RSSConfig) {
 	t.Helper()
-	if err := rss.SetTable(rss.Device{Name: dev}, cfg); err != nil {
-		t.Fatalf("SetTable: %v", err)
+	if err := labctl.OpenNIC(t, dev).SetRSS(cfg); err != nil {
+		t.Fatalf("SetRSS: %v", err)
 	}
 	indir, key := ethtoolX(t, dev)
 	if cfg.Indir != nil && !slices.Equal(indir, cfg.Indir) {
@@ -216,8 +215,8 @@ func ethtoolX(t *testing.T, dev string) ([]uint32, []byte) {
 // each back.
 func TestLabRSSTableVirtio(t *testing.T) {
 	name := labctl.Virtio(t)
-	dev := rss.Device{Name: name}
-	st, err := rss.Table(dev)
+	dev := labctl.OpenNIC(t, name)
+	st, err := dev.RSS()
 	if err != nil {
 		t.Fatalf("Table: %v", err)
 	}
@@ -252,8 +251,8 @@ func TestLabRSSTableVirtio(t *testing.T) {
 		{"equal 4", func() ([]uint32, error) { return rss.Equal(4, 128) }, nil, []string{"equal", "4"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			before, _ := rss.Table(dev)
-			cfg := rss.TableConfig{Key: c.key}
+			before, _ := dev.RSS()
+			cfg := nic.RSSConfig{Key: c.key}
 			want := before
 			if c.indir != nil {
 				in, err := c.indir()
@@ -266,7 +265,7 @@ func TestLabRSSTableVirtio(t *testing.T) {
 				want.Key = c.key
 			}
 			labSetTable(t, name, cfg)
-			got, err := rss.Table(dev)
+			got, err := dev.RSS()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -283,20 +282,6 @@ func hexColon(b []byte) string {
 		s[i] = fmt.Sprintf("%02x", x)
 	}
 	return strings.Join(s, ":")
-}
-
-// labKey returns the flow key the device hashes for f.
-func labKey(t *testing.T, dev string, f labctl.Flow, ports map[string]bool) rss.FlowKey {
-	ft := f.FlowType()
-	p, ok := ports[ft]
-	if !ok {
-		var err error
-		if p, err = labctl.HashesPorts(dev, ft); err != nil {
-			t.Fatal(err)
-		}
-		ports[ft] = p
-	}
-	return rss.FlowKey{Src: f.Src, Dst: f.Dst, SrcPort: f.SPort, DstPort: f.DPort, Proto: f.Proto, Ports: p}
 }
 
 // waitCounters polls the per-queue RX counters until total frames more
@@ -336,7 +321,7 @@ func checkSteering(t *testing.T, c *labctl.Client, dev string, p *rss.Predictor,
 	ports := map[string]bool{}
 	groups := make([][]labctl.Flow, nq)
 	for _, f := range flows {
-		q, err := p.Queue(labKey(t, dev, f, ports))
+		q, err := p.Queue(labctl.FlowKey(t, dev, f, ports))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -377,7 +362,7 @@ func checkSteering(t *testing.T, c *labctl.Client, dev string, p *rss.Predictor,
 			cur := waitCounters(t, dev, base, 1)
 			for j := range cur {
 				if cur[j] != base[j] && j != q {
-					t.Errorf("  flow %v (hash %#08x): predicted queue %d, arrived on %d", f, p.Hash(labKey(t, dev, f, ports)), q, j)
+					t.Errorf("  flow %v (hash %#08x): predicted queue %d, arrived on %d", f, p.Hash(labctl.FlowKey(t, dev, f, ports)), q, j)
 				}
 			}
 		}
@@ -400,9 +385,9 @@ func lens(g [][]labctl.Flow) []int {
 // indirection_table[hash & mask]).
 func TestLabRSSToeplitzOracle(t *testing.T) {
 	name := labctl.Virtio(t)
-	dev := rss.Device{Name: name}
+	dev := labctl.OpenNIC(t, name)
 	c := labctl.DialTB(t)
-	ch, err := rss.Channels(dev)
+	ch, err := dev.Channels()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +395,7 @@ func TestLabRSSToeplitzOracle(t *testing.T) {
 	if nq < 2 {
 		t.Fatalf("virtio-net has %d queues; the lab sets 4", nq)
 	}
-	orig, err := rss.Table(dev)
+	orig, err := dev.RSS()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,16 +412,16 @@ func TestLabRSSToeplitzOracle(t *testing.T) {
 	}{
 		{"device default", func(*testing.T) {}},
 		{"weights 1,3,0,2 and a new key", func(t *testing.T) {
-			labSetTable(t, name, rss.TableConfig{Indir: w, Key: newKey})
+			labSetTable(t, name, nic.RSSConfig{Indir: w, Key: newKey})
 		}},
 	} {
 		t.Run(cfg.name, func(t *testing.T) {
 			cfg.set(t)
-			st, err := rss.Table(dev)
+			st, err := dev.RSS()
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := rss.PredictorFor(st, rss.IndexLowBits)
+			p, err := st.Predictor(rss.IndexLowBits)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -455,23 +440,23 @@ func TestLabRSSToeplitzOracle(t *testing.T) {
 // and requires the kernel to refuse shrinking below it, with its message.
 func TestLabChannelsVirtio(t *testing.T) {
 	name := labctl.Virtio(t)
-	dev := rss.Device{Name: name}
-	orig, err := rss.Channels(dev)
+	dev := labctl.OpenNIC(t, name)
+	orig, err := dev.Channels()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		labctl.Ethtool("-X", name, "default")
-		rss.SetChannels(dev, rss.ChannelsConfig{Combined: &orig.Combined})
+		dev.SetChannels(nic.ChannelsConfig{Combined: &orig.Combined})
 	})
 	if orig.CombinedMax != 4 {
 		t.Fatalf("virtio-net combined max %d, want the 4 queue pairs qemu gives it", orig.CombinedMax)
 	}
 	for _, n := range []uint32{1, 3, 2, 4} {
-		if err := rss.SetChannels(dev, rss.ChannelsConfig{Combined: u32(n)}); err != nil {
+		if err := dev.SetChannels(nic.ChannelsConfig{Combined: u32(n)}); err != nil {
 			t.Fatalf("SetChannels combined %d: %v", n, err)
 		}
-		got, err := rss.Channels(dev)
+		got, err := dev.Channels()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -482,15 +467,15 @@ func TestLabChannelsVirtio(t *testing.T) {
 	if _, err := labctl.Ethtool("-X", name, "weight", "0", "0", "0", "1"); err != nil {
 		t.Fatal(err)
 	}
-	err = rss.SetChannels(dev, rss.ChannelsConfig{Combined: u32(2)})
+	err = dev.SetChannels(nic.ChannelsConfig{Combined: u32(2)})
 	t.Logf("combined 2 with the indirection table on queue 3: %v", err)
-	var de *rss.DeviceError
+	var de *nic.RequestError
 	if err == nil {
 		t.Errorf("shrinking below the indirection table's queues succeeded")
 	} else if !errors.As(err, &de) || !strings.Contains(de.Message, "too low for existing") {
 		t.Errorf("refusal %v: want the kernel's \"requested channel counts are too low for existing indirection table …\"", err)
 	}
-	if got, _ := rss.Channels(dev); got.Combined != 4 {
+	if got, _ := dev.Channels(); got.Combined != 4 {
 		t.Errorf("refused SetChannels changed combined to %d", got.Combined)
 	}
 }

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package genl
+
+func causeText(err error) string { return err.Error() }
