@@ -10,8 +10,9 @@ package xsk
 // sleep in progress with ErrClosed.
 type Poller struct {
 	socks []*Socket
-	fds   []pollFd // each socket's fd, then each socket's Close event
-	err   error    // no sockets, or a nil one: every call returns it
+	fds   []pollFd   // each socket's fd, then each socket's Close event
+	err   error      // no sockets, or a nil one: every call returns it
+	ep    *epollBusy // set by BusyPoll: WaitRX busy-polls in epoll_wait
 }
 
 // NewPoller returns a Poller for socks. Without sockets, or with a nil

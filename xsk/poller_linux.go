@@ -38,6 +38,9 @@ func (p *Poller) WaitRX(timeout time.Duration) (bool, error) {
 	if anyRX(p.socks) {
 		return true, nil
 	}
+	if p.ep != nil {
+		return p.waitEpoll(timeout)
+	}
 	// One goroutine for all the sockets keeps its P through the nap.
 	ready, left, err := napRX(p.socks, p.fds[len(p.socks):], timeout, true)
 	if err != nil || ready {

@@ -59,6 +59,14 @@ type RunConfig struct {
 	// way NAPI does. At low rates it waits in poll and wakes for every
 	// packet, so latency stays that of a plain poll loop.
 	Nap time.Duration
+	// BusyPoll, when its Timeout is set, makes every receiver wait by
+	// epoll busy polling (Poller.BusyPoll): the goroutine runs its queue's
+	// NAPI itself before it sleeps, and never naps. With the queues' NAPI
+	// irq-suspend-timeout set (Config.NAPIDeferral), the device's IRQs
+	// stay suspended while the receivers keep up. It costs a CPU per
+	// receiver while traffic flows: for a receiver that has cores of its
+	// own. Receive only.
+	BusyPoll BusyPoll
 	// LinkChange, if set, is called (on the runner's goroutine) when a
 	// sender finds the link down (false) and when it could send again
 	// (true). A link that is down does not end Send: it waits and resumes.

@@ -34,7 +34,7 @@ func (d *Device) Receive(ctx context.Context, cfg RunConfig, h Handler) error {
 		return invalid("Receive handler", "nil", "want a function")
 	}
 	return d.run(ctx, rc, false, func(r *runner, socks []*Socket) error {
-		if len(socks) == 1 {
+		if len(socks) == 1 && rc.BusyPoll.Timeout == 0 {
 			return r.receiveOne(socks[0], h)
 		}
 		return r.receivePoller(socks, h)
@@ -233,6 +233,13 @@ func (r *runner) receivePoller(socks []*Socket, h Handler) error {
 	}
 	p := NewPoller(socks...)
 	nap := NewNapper(r.rc.Nap, socks...)
+	if r.rc.BusyPoll.Timeout != 0 {
+		if err := p.BusyPoll(r.rc.BusyPoll); err != nil {
+			return err
+		}
+		defer p.Close()
+		nap = NewNapper(-1) // epoll_wait busy-polls instead
+	}
 	for {
 		total, pending := 0, false
 		for i, s := range socks {

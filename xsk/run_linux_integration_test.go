@@ -22,8 +22,16 @@ import (
 // accounting of every socket adds up), and returns nil promptly when its
 // context ends.
 func TestReceiveRunner(t *testing.T) {
+	cfgs := map[string]xsk.RunConfig{}
 	for _, shape := range []xsk.Shape{xsk.ShapePerQueue, xsk.ShapeOne, xsk.ShapeAuto} {
-		t.Run(shape.String(), func(t *testing.T) {
+		cfgs[shape.String()] = xsk.RunConfig{Shape: shape}
+	}
+	// Epoll busy polling: on veth it only spins (no NAPI ID on its AF_XDP
+	// queues), but every datagram must still arrive once, and a stop
+	// must still wake the epoll wait.
+	cfgs["busy-poll"] = xsk.RunConfig{Shape: xsk.ShapePerQueue, BusyPoll: xsk.BusyPoll{Timeout: 20 * time.Microsecond}}
+	for name, rc := range cfgs {
+		t.Run(name, func(t *testing.T) {
 			pair := netnstest.New(t, netnstest.Config{Queues: 2})
 			d := openOn(t, pair.B, xsk.Config{Program: xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(testPort)}}})
 			const want = 3000
@@ -34,7 +42,7 @@ func TestReceiveRunner(t *testing.T) {
 			defer cancel()
 			done := make(chan error, 1)
 			go func() {
-				done <- d.Receive(ctx, xsk.RunConfig{Shape: shape}, func(s *xsk.Socket, b *xsk.Batch) {
+				done <- d.Receive(ctx, rc, func(s *xsk.Socket, b *xsk.Batch) {
 					mu.Lock()
 					defer mu.Unlock()
 					for i := range b.Len() {
@@ -104,17 +112,25 @@ func TestReceiveRunnerStops(t *testing.T) {
 	if err := d.Receive(ctx, xsk.RunConfig{}, h); err != nil {
 		t.Fatalf("Receive with a done context = %v", err)
 	}
-	for _, shape := range []xsk.Shape{xsk.ShapePerQueue, xsk.ShapeOne} {
+	for _, rc := range []xsk.RunConfig{{Shape: xsk.ShapePerQueue}, {Shape: xsk.ShapeOne}, {BusyPoll: xsk.BusyPoll{Timeout: 50 * time.Microsecond}}} {
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		start := time.Now()
-		err := d.Receive(ctx, xsk.RunConfig{Shape: shape}, h)
+		err := d.Receive(ctx, rc, h)
 		cancel()
 		if err != nil {
-			t.Fatalf("%v: Receive = %v", shape, err)
+			t.Fatalf("%+v: Receive = %v", rc, err)
 		}
 		if el := time.Since(start); el > 200*time.Millisecond {
-			t.Errorf("%v: Receive returned %v after a 50 ms context", shape, el)
+			t.Errorf("%+v: Receive returned %v after a 50 ms context", rc, el)
 		}
+	}
+	// Bad busy-poll parameters are refused before anything runs.
+	for _, bp := range []xsk.BusyPoll{{Timeout: -1}, {Timeout: 2 * time.Second}, {Timeout: time.Microsecond, Budget: 70000}} {
+		p := xsk.NewPoller(d.Sockets()...)
+		if err := p.BusyPoll(bp); !errors.Is(err, xsk.ErrInvalidConfig) {
+			t.Errorf("Poller.BusyPoll(%+v) = %v, want ErrInvalidConfig", bp, err)
+		}
+		p.Close()
 	}
 }
 

@@ -110,13 +110,11 @@ func (c *Client) Send(flows []Flow, count int) error {
 	return nil
 }
 
-// SendGap is Send with a pause of gap between frames; a negative gap sends
-// back to back. It returns how long the sender took.
+// SendGap is Send with a pause of gap between frames: 0 keeps the
+// sender's default, a negative gap sends back to back. It returns how
+// long the sender took.
 func (c *Client) SendGap(flows []Flow, count int, gap time.Duration) (time.Duration, error) {
 	want := len(flows) * max(count, 1)
-	if gap == 0 {
-		gap = -1
-	}
 	start := time.Now()
 	rep, err := c.Do(Request{Op: "send", Flows: flows, Count: count, Gap: int64(gap)}, 120*time.Second)
 	if err != nil {
