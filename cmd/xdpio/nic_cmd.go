@@ -48,6 +48,14 @@ func dash(v int) string {
 	return strconv.Itoa(v)
 }
 
+// orNone joins names with spaces, or says "none".
+func orNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, " ")
+}
+
 func yesNo(b bool) string {
 	if b {
 		return "yes"
@@ -67,8 +75,12 @@ func newQueuesCmd(g *globals) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var qs []nic.Queue
+			var xf nic.XDPFeatures
 			err := withDevice(g, args[0], func(d *nic.Device) (err error) {
-				qs, err = d.Queues()
+				if qs, err = d.Queues(); err != nil {
+					return err
+				}
+				xf, err = d.XDPFeatures()
 				return err
 			})
 			if err != nil {
@@ -83,8 +95,15 @@ func newQueuesCmd(g *globals) *cobra.Command {
 					}
 					list[i] = map[string]any{"type": string(q.Type), "id": q.ID, "napi_id": napi, "irq": optInt(q.IRQ), "af_xdp": q.XSK}
 				}
-				return writeJSON(g.stdout, map[string]any{"device": args[0], "queues": list})
+				return writeJSON(g.stdout, map[string]any{"device": args[0], "queues": list,
+					"xdp_features": xf.XDP, "zero_copy": xf.ZeroCopy, "zc_max_segs": xf.ZCMaxSegs,
+					"rx_metadata": xf.RXMetadata, "xsk_features": xf.XSK})
 			}
+			zc := "no"
+			if xf.ZeroCopy {
+				zc = fmt.Sprintf("yes (up to %d segments a frame)", max(xf.ZCMaxSegs, 1))
+			}
+			fmt.Fprintf(g.stdout, "%s: XDP %s; AF_XDP zero-copy: %s; RX metadata: %s\n", args[0], orNone(xf.XDP), zc, orNone(xf.RXMetadata))
 			fmt.Fprintf(g.stdout, "Queues of %s:\n", args[0])
 			tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "queue\tnapi\tirq\taf_xdp")

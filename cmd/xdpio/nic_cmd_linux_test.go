@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -59,7 +60,7 @@ func TestCLIQueuesAndNAPI(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("queues show: %v", err)
 	}
-	for _, want := range []string{"rx 0", "rx 1", "tx 0", "tx 1"} {
+	for _, want := range []string{"rx 0", "rx 1", "tx 0", "tx 1", "AF_XDP zero-copy: no", "XDP basic redirect"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("queues show lacks %q:\n%s", want, out)
 		}
@@ -72,9 +73,14 @@ func TestCLIQueuesAndNAPI(t *testing.T) {
 			NAPIID *int   `json:"napi_id"`
 			AFXDP  bool   `json:"af_xdp"`
 		} `json:"queues"`
+		XDP      []string `json:"xdp_features"`
+		ZeroCopy *bool    `json:"zero_copy"`
 	}
 	if code != 0 || json.Unmarshal([]byte(out), &qj) != nil || len(qj.Queues) != 4 {
 		t.Fatalf("queues show --json: %v\n%s", err, out)
+	}
+	if qj.ZeroCopy == nil || *qj.ZeroCopy || !slices.Contains(qj.XDP, "redirect") {
+		t.Errorf("queues show --json on veth: zero_copy %v, xdp_features %v; want false and redirect", qj.ZeroCopy, qj.XDP)
 	}
 
 	out, code, err = cli(t, "--netns", ns, "--json", "napi", "show", dev)
