@@ -22,6 +22,7 @@ import (
 	"github.com/xdpio/xdpio/coalesce"
 	"github.com/xdpio/xdpio/internal/netnstest"
 	"github.com/xdpio/xdpio/internal/trafficgen"
+	"github.com/xdpio/xdpio/nic"
 	"github.com/xdpio/xdpio/xsk"
 	"golang.org/x/sys/unix"
 )
@@ -185,6 +186,9 @@ type rxMode struct {
 	runner bool
 	cfg    xsk.RunConfig
 	plain  bool
+	// napi, when set, is applied to every NAPI of the receiving veth for
+	// the run (netdev napi-set) and the previous values put back after.
+	napi *nic.NAPISettings
 }
 
 // benchReceiver is a Receiver or a GroupReceiver.
@@ -225,6 +229,23 @@ func (r *rig) runRx(m rxMode, rate float64, dur time.Duration) *rxRun {
 	t := r.t
 	name := m.name
 	x := &rxRun{name: name, rate: rate, bound: time.Duration(m.p.RxUsecs)*time.Microsecond + 100*time.Microsecond}
+	if m.napi != nil {
+		var nd *nic.Device
+		if err := r.pair.B.Do(func() (err error) { nd, err = nic.Open(r.pair.B.Link); return err }); err != nil {
+			t.Fatal(err)
+		}
+		ch, err := nd.SetNAPI(nic.AllNAPIs(), *m.napi)
+		if err != nil {
+			nd.Close()
+			t.Fatalf("%s: set NAPI: %v", name, err)
+		}
+		defer func() {
+			for _, n := range ch.Before {
+				nd.SetNAPI(nic.NAPIByID(n.ID), nic.NAPISettings{DeferHardIRQs: n.DeferHardIRQs, GROFlushTimeout: n.GROFlushTimeout})
+			}
+			nd.Close()
+		}()
+	}
 	xd0, ld0, sw0 := r.xskDrops(), r.linkDrops(), r.syscalls()
 	expect := int(rate * dur.Seconds())
 	seen := make([]uint64, expect/64+64)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpio/xdpio/nic"
 	"github.com/xdpio/xdpio/xsk"
 )
 
@@ -78,6 +79,62 @@ func TestRunnerLatency(t *testing.T) {
 			if ratio := float64(q.cpuPerPkt()) / float64(p.cpuPerPkt()); ratio > 0.6 {
 				t.Errorf("100k pps: the runner's CPU per packet %v is %.2f of the plain loop's %v, want at most 0.6", q.cpuPerPkt(), ratio, p.cpuPerPkt())
 			}
+		}
+	}
+}
+
+// TestNAPIDeferralVeth measures the kernel's NAPI deferral (defer 2,
+// gro-flush-timeout 200 µs, set per NAPI over netdev netlink) under xsk's
+// runner against the kernel's defaults, on the rig's veth: one-way delay
+// at 10k pps (the bound: p99 within gro-flush-timeout + 50 µs of
+// the default's) and CPU per packet at 100k pps. veth has no hardware
+// IRQs (its "interrupt" is the peer's xmit scheduling the NAPI), so this
+// is a check of the cost, not a tuning target. Without -runner-report it
+// runs one short round at 10k pps and checks only delivery.
+//
+//	go test ./coalesce -run TestNAPIDeferralVeth -v -args -runner-report
+func TestNAPIDeferralVeth(t *testing.T) {
+	dur, rounds, rates := 300*time.Millisecond, 1, []float64{10e3}
+	if *runnerReport {
+		dur, rounds, rates = 2*time.Second, 5, []float64{10e3, 100e3}
+	}
+	r := newRig(t)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(len(r.dev.Sockets()) + 1))
+	d2, f200 := uint32(2), 200*time.Microsecond
+	modes := []rxMode{
+		{name: "runner, defaults", runner: true},
+		{name: "runner, deferral", runner: true, napi: &nic.NAPISettings{DeferHardIRQs: &d2, GROFlushTimeout: &f200}},
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%-8s %-18s %9s %9s %6s %10s %8s %8s %8s\n", "rate", "setting", "sent/s", "received", "lost", "cpu/pkt", "p50", "p90", "p99")
+	res := map[float64][]*rxRun{}
+	for _, rate := range rates {
+		row := make([]*rxRun, len(modes))
+		for range rounds {
+			for i, m := range modes {
+				row[i] = row[i].merge(r.runRx(m, rate, dur))
+			}
+		}
+		for _, x := range row {
+			if x.dups > 0 {
+				t.Errorf("%s at %.0f pps: %d datagrams delivered twice", x.name, rate, x.dups)
+			}
+			if lost := int64(x.sent.Sent) - int64(x.received); lost != int64(x.xskDrops+x.linkDrops) && lost > 0 {
+				t.Errorf("%s at %.0f pps: sent %d, received %d, but the kernel counted %d dropped", x.name, rate, x.sent.Sent, x.received, x.xskDrops+x.linkDrops)
+			}
+			fmt.Fprintf(&sb, "%-8s %-18s %9.0f %9d %6d %10v %8v %8v %8v\n", fmt.Sprintf("%.0fk", rate/1e3), x.name,
+				float64(x.sent.Sent)/x.sent.Elapsed.Seconds(), x.received, int64(x.sent.Sent)-int64(x.received), x.cpuPerPkt(),
+				x.quantile(0.5).Round(time.Microsecond), x.quantile(0.9).Round(time.Microsecond), x.quantile(0.99).Round(time.Microsecond))
+		}
+		res[rate] = row
+	}
+	t.Logf("NAPI deferral against the defaults, %v per setting, %d interleaved rounds:\n%s", dur, rounds, sb.String())
+	if !*runnerReport {
+		return
+	}
+	if row := res[10e3]; row != nil {
+		if d := row[1].quantile(0.99) - row[0].quantile(0.99); d > f200+50*time.Microsecond {
+			t.Errorf("10k pps: p99 with deferral %v is %v above the default's %v, want at most gro-flush-timeout + 50µs", row[1].quantile(0.99), d, row[0].quantile(0.99))
 		}
 	}
 }
