@@ -83,7 +83,12 @@ func openZC(t *testing.T, name string, cfg xsk.Config) *xsk.Device {
 	if err != nil {
 		t.Fatalf("xsk.Open %s zero-copy: %v", name, err)
 	}
-	t.Cleanup(func() { d.Close() })
+	t.Cleanup(func() {
+		d.Close()
+		if labXDPAttached(t, name) {
+			t.Errorf("%s: an XDP program is still attached after Close", name)
+		}
+	})
 	for _, s := range d.Sockets() {
 		if !s.ZeroCopy() {
 			t.Fatalf("queue %d: not zero-copy", s.Queue())
@@ -773,4 +778,29 @@ func labXDPAttached(t *testing.T, name string) bool {
 		t.Fatalf("ip link show %s: %v: %s", name, err, out)
 	}
 	return strings.Contains(string(out), "xdp")
+}
+
+// TestLabZeroCopyNetdevsim: netdevsim has no zero-copy; forcing it fails
+// with ErrNotSupported naming zero-copy, and BindAuto gets copy mode.
+func TestLabZeroCopyNetdevsim(t *testing.T) {
+	name := labctl.Netdevsim(t)
+	cfg := xsk.Config{Queues: []int{0}, Socket: xsk.SocketConfig{Bind: xsk.BindZeroCopy}}
+	d, err := xsk.Open(name, cfg)
+	if err == nil {
+		d.Close()
+		t.Fatalf("%s: zero-copy bind succeeded", name)
+	}
+	if !errors.Is(err, xsk.ErrNotSupported) || !strings.Contains(err.Error(), "zero-copy") {
+		t.Fatalf("%s: forced zero-copy: %v; want ErrNotSupported naming zero-copy", name, err)
+	}
+	t.Logf("refused as it should: %v", err)
+	cfg.Socket.Bind = xsk.BindAuto
+	d, err = xsk.Open(name, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if d.Sockets()[0].ZeroCopy() {
+		t.Errorf("%s: BindAuto got zero-copy on a driver without it", name)
+	}
 }
