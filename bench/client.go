@@ -9,6 +9,8 @@ import (
 	"net/netip"
 	"os"
 	"time"
+
+	"github.com/xdpio/xdpio/bench/iperf3"
 )
 
 // BitrateUnlimited as Client.Bitrate sends as fast as the data plane can.
@@ -60,7 +62,7 @@ type Client struct {
 	// is the bytes per write (0: the largest multiple of the MSS that fits
 	// a 64 KB super-packet), Bitrate 0 means unlimited, and Reverse is
 	// not supported.
-	Mode Mode
+	Mode iperf3.Mode
 	// TSO, in TCP mode, builds each write as one super-packet and cuts it
 	// into MSS-sized segments with offload.SegmentPayload (software TSO:
 	// headers from a template, checksums summed while copying). Without
@@ -78,8 +80,8 @@ type Client struct {
 	tcpCorrupt func(flow int, seg int64, frame []byte)
 }
 
-func (c *Client) params() (Params, error) {
-	p := Params{UDP: true, Parallel: c.Streams, Len: c.Length, Reverse: c.Reverse, ClientVersion: Version}
+func (c *Client) params() (iperf3.Params, error) {
+	p := iperf3.Params{UDP: true, Parallel: c.Streams, Len: c.Length, Reverse: c.Reverse, ClientVersion: Version}
 	if p.Parallel == 0 {
 		p.Parallel = 1
 	}
@@ -104,8 +106,8 @@ func (c *Client) params() (Params, error) {
 	if !c.Counters32 {
 		p.UDPCounters64Bit = 1
 	}
-	if p.Len < HeaderLen(!c.Counters32) || p.Len > 65507 {
-		return p, fmt.Errorf("invalid length %d: must be %d..65507", p.Len, HeaderLen(!c.Counters32))
+	if p.Len < iperf3.HeaderLen(!c.Counters32) || p.Len > 65507 {
+		return p, fmt.Errorf("invalid length %d: must be %d..65507", p.Len, iperf3.HeaderLen(!c.Counters32))
 	}
 	if p.Parallel < 1 || p.Parallel > 128 {
 		return p, fmt.Errorf("invalid streams %d: must be 1..128", p.Parallel)
@@ -118,9 +120,9 @@ func (c *Client) params() (Params, error) {
 // sent CLIENT_TERMINATE).
 func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 	switch c.Mode {
-	case ModeTCP:
+	case iperf3.ModeTCP:
 		return c.runTCP(ctx)
-	case ModeUDP, "":
+	case iperf3.ModeUDP, "":
 	default:
 		return &Report{Error: "invalid mode"}, fmt.Errorf("client: invalid mode %q: must be udp or tcp", c.Mode)
 	}
@@ -147,13 +149,13 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 	if c.Length == 0 {
 		// As iperf3 does: a datagram the size of a TCP segment on this
 		// path fits the link's MTU.
-		if mss := controlMSS(conn); mss >= HeaderLen(!c.Counters32) && mss <= 65507 {
+		if mss := controlMSS(conn); mss >= iperf3.HeaderLen(!c.Counters32) && mss <= 65507 {
 			p.Len = mss
 		}
 	}
 	setup := orDefault(c.SetupTimeout, 10*time.Second)
 
-	cookie := NewCookie()
+	cookie := iperf3.NewCookie()
 	now := time.Now()
 	rep.Start = ReportStart{Version: Version, Cookie: cookie.String(),
 		Timestamp:    Timestamp{Time: now.UTC().Format(time.RFC1123), Timesecs: now.Unix()},
@@ -176,14 +178,14 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 			}
 		}
 	}()
-	var localRes, remoteRes Results
+	var localRes, remoteRes iperf3.Results
 	for {
-		var st State
+		var st iperf3.State
 		if pending != nil {
 			st, err = pending.st, pending.err
 			pending = nil
 		} else {
-			st, err = ReadState(conn)
+			st, err = iperf3.ReadState(conn)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -192,11 +194,11 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 			return rep, fmt.Errorf("client: control connection: %w", err)
 		}
 		switch st {
-		case ParamExchange:
-			if err := WriteMessage(conn, &p); err != nil {
+		case iperf3.ParamExchange:
+			if err := iperf3.WriteMessage(conn, &p); err != nil {
 				return rep, fmt.Errorf("client: parameters: %w", err)
 			}
-		case CreateStreams:
+		case iperf3.CreateStreams:
 			run = &dataRun{sender: !p.Reverse, blksize: p.Len, rate: p.Bandwidth, counters64: p.UDPCounters64Bit != 0}
 			for i := 0; i < p.Parallel; i++ {
 				g, err := dialStream(dp, c.Server, streamID(i), time.Now().Add(setup))
@@ -209,15 +211,15 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 					LocalHost: l.Addr().String(), LocalPort: int(l.Port()),
 					RemoteHost: c.Server.Addr().String(), RemotePort: int(c.Server.Port())})
 			}
-		case TestStart:
-		case TestRunning:
+		case iperf3.TestStart:
+		case iperf3.TestRunning:
 			if run == nil {
-				return rep, fmt.Errorf("client: TEST_RUNNING before CREATE_STREAMS: %w", ErrProtocol)
+				return rep, fmt.Errorf("client: TEST_RUNNING before CREATE_STREAMS: %w", iperf3.ErrProtocol)
 			}
 			conn.SetDeadline(time.Time{})
 			ctl := make(chan stateOrErr, 1)
 			go func() {
-				st, err := ReadState(conn)
+				st, err := iperf3.ReadState(conn)
 				ctl <- stateOrErr{st, err}
 			}()
 			ir = newIntervalReporter(run, orDefault(c.Interval, time.Second), c.OnInterval)
@@ -239,6 +241,7 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 				run.stop()
 				rep.Intervals = ir.finish()
 				rep.End = endFromOne(run.results(), run.sender, nil)
+				rep.End.HostCPU = run.host
 				return rep, fmt.Errorf("client: %w", ctx.Err())
 			}
 			timer.Stop()
@@ -253,7 +256,7 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 				}
 				drain.Stop()
 			}
-			if err := WriteState(conn, TestEnd); err != nil {
+			if err := iperf3.WriteState(conn, iperf3.TestEnd); err != nil {
 				return rep, fmt.Errorf("client: %w", err)
 			}
 			// A receiver keeps counting what is in flight until the server
@@ -266,15 +269,15 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 				return rep, fmt.Errorf("client: data plane: %w", derr)
 			}
 			conn.SetDeadline(time.Now().Add(setup))
-		case ExchangeResults:
+		case iperf3.ExchangeResults:
 			if run == nil {
-				return rep, fmt.Errorf("client: EXCHANGE_RESULTS before the test: %w", ErrProtocol)
+				return rep, fmt.Errorf("client: EXCHANGE_RESULTS before the test: %w", iperf3.ErrProtocol)
 			}
 			localRes = run.results()
-			if err := WriteMessage(conn, &localRes); err != nil {
+			if err := iperf3.WriteMessage(conn, &localRes); err != nil {
 				return rep, fmt.Errorf("client: results: %w", err)
 			}
-			if err := ReadMessage(conn, &remoteRes); err != nil {
+			if err := iperf3.ReadMessage(conn, &remoteRes); err != nil {
 				return rep, fmt.Errorf("client: server results: %w", err)
 			}
 			ooo := map[int]int64{}
@@ -283,22 +286,24 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 			}
 			if run.sender {
 				rep.End = buildEnd(localRes, remoteRes, true, ooo)
+				rep.End.HostCPU = run.host
 			} else {
 				rep.End = buildEnd(remoteRes, localRes, false, ooo)
+				rep.End.HostCPU = run.host
 			}
-		case DisplayResults:
-			if err := WriteState(conn, IperfDone); err != nil {
+		case iperf3.DisplayResults:
+			if err := iperf3.WriteState(conn, iperf3.IperfDone); err != nil {
 				return rep, fmt.Errorf("client: %w", err)
 			}
 			return rep, nil
-		case AccessDenied:
-			return rep, fmt.Errorf("client: %w", ErrAccessDenied)
-		case ServerErrorCode:
-			return rep, fmt.Errorf("client: %w", readServerError(conn))
-		case ServerTerminate:
-			return rep, fmt.Errorf("client: %w", ErrServerTerminated)
+		case iperf3.AccessDenied:
+			return rep, fmt.Errorf("client: %w", iperf3.ErrAccessDenied)
+		case iperf3.ServerErrorCode:
+			return rep, fmt.Errorf("client: %w", iperf3.ReadServerError(conn))
+		case iperf3.ServerTerminate:
+			return rep, fmt.Errorf("client: %w", iperf3.ErrServerTerminated)
 		default:
-			return rep, fmt.Errorf("client: unexpected %v: %w", st, ErrProtocol)
+			return rep, fmt.Errorf("client: unexpected %v: %w", st, iperf3.ErrProtocol)
 		}
 	}
 }
@@ -321,7 +326,7 @@ func (c *Client) connect(ctx context.Context) (net.Conn, func() bool, error) {
 		tc.SetNoDelay(true)
 	}
 	stop := context.AfterFunc(ctx, func() {
-		WriteState(conn, ClientTerminate)
+		iperf3.WriteState(conn, iperf3.ClientTerminate)
 		conn.Close()
 	})
 	return conn, stop, nil
@@ -334,7 +339,7 @@ func dialStream(dp DataPlane, server netip.AddrPort, id int, deadline time.Time)
 	if err != nil {
 		return nil, err
 	}
-	msg := []Message{{Buf: connectBytes(UDPConnectMsg), N: 4}}
+	msg := []Message{{Buf: iperf3.ConnectBytes(iperf3.UDPConnectMsg), N: 4}}
 	if _, err := pc.WriteBatch(msg); err != nil {
 		pc.Close()
 		return nil, fmt.Errorf("send setup message: %w", err)
@@ -350,7 +355,7 @@ func dialStream(dp DataPlane, server netip.AddrPort, id int, deadline time.Time)
 			}
 			return nil, fmt.Errorf("read setup reply: %w", err)
 		}
-		if n == 1 && IsConnectReply(buf[0].Buf[:buf[0].N]) {
+		if n == 1 && iperf3.IsConnectReply(buf[0].Buf[:buf[0].N]) {
 			break
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpio/xdpio/bench/iperf3"
+
 	"github.com/xdpio/xdpio/internal/netnstest"
 )
 
@@ -167,7 +169,7 @@ func TestServerManyIdleConnections(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond) // all accepted and waiting
 	c := Client{Server: server, DataPlane: &SocketDataPlane{Do: pair.A.Do}, Dial: nsDial(pair.A), Duration: time.Second, Interval: -1}
-	if _, err := c.Run(ctx); !errors.Is(err, ErrAccessDenied) {
+	if _, err := c.Run(ctx); !errors.Is(err, iperf3.ErrAccessDenied) {
 		t.Errorf("client beyond %d silent connections: %v, want ErrAccessDenied", maxPendingCookies, err)
 	}
 	time.Sleep(cookieTimeout + 300*time.Millisecond)

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/xdpio/xdpio/bench/iperf3"
 )
 
 // CoreCPU is one core's use over a test in percent of its time, the
@@ -182,7 +184,7 @@ func (m *cpuMeter) thread(secs float64) {
 
 // finish fills res's iperf3 CPU figures (process CPU time over wall time,
 // in percent) and returns the host's figures.
-func (m *cpuMeter) finish(res *Results) *HostCPU {
+func (m *cpuMeter) finish(res *iperf3.Results) *HostCPU {
 	wall := time.Since(m.wall0).Seconds()
 	p := readProcTimes()
 	if wall > 0 {

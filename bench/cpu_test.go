@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/xdpio/xdpio/bench/iperf3"
 )
 
 // TestProcStatTotalsAreCoreSums reads the real /proc/stat: the kernel
@@ -112,7 +114,7 @@ func TestCPUMeterSeesWork(t *testing.T) {
 	}()
 	secs := <-done
 	m.thread(secs)
-	var res Results
+	var res iperf3.Results
 	h := m.finish(&res)
 	if h.DataThreadSeconds != secs || secs < 0.1 {
 		t.Errorf("data thread %.3f s (reported %.3f s), want ≥ 0.1 s", h.DataThreadSeconds, secs)

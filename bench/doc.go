@@ -1,21 +1,8 @@
 // Package bench is xdpio's iperf-like benchmark engine. It speaks iperf3's
 // protocol (3.12, Debian bookworm's), so either end can be a real iperf3.
 //
-// A test has a control connection over the kernel's TCP and, in UDP mode,
-// one datagram stream per parallel flow:
-//
-//	client → server  cookie (37 bytes: 36 characters and a NUL)
-//	server → client  PARAM_EXCHANGE; client → server the Params JSON
-//	server → client  CREATE_STREAMS; per stream the client sends a 4-byte
-//	                 setup datagram and the server replies with another
-//	server → client  TEST_START, TEST_RUNNING; datagrams flow (each starts
-//	                 with a UDPHeader: send time and sequence number)
-//	client → server  TEST_END
-//	server → client  EXCHANGE_RESULTS; Results JSON both ways, client first
-//	server → client  DISPLAY_RESULTS; client → server IPERF_DONE
-//
-// A state is one signed byte; a JSON message is a 4-byte big-endian length
-// and the text.
+// The protocol itself (states, messages, the UDP header and the
+// receiver's statistics) is package iperf3's; this package runs it.
 //
 // Server answers iperf3 clients (and Client); Client drives an iperf3
 // server (or Server). Both move datagrams through a DataPlane:

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/xdpio/xdpio/bench/iperf3"
 )
 
 // streamID returns iperf3's id of the i-th stream (from 0): 1, 3, 4, 5…
@@ -20,7 +22,7 @@ func streamID(i int) int {
 
 // Counters are one stream's running totals as seen by one end.
 type Counters struct {
-	RecvCounters
+	iperf3.RecvCounters
 	SentBytes   uint64 // payload bytes sent
 	SentPackets int64  // datagrams sent (the last sequence number used)
 }
@@ -31,7 +33,7 @@ type stream struct {
 	peer  netip.AddrPort // the other end's address
 	local netip.AddrPort
 	mu    sync.Mutex
-	recv  RecvStats
+	recv  iperf3.RecvStats
 	sentB uint64
 	sentP int64
 }
@@ -77,7 +79,7 @@ type dataRun struct {
 	cpu     *cpuMeter
 	cpuOnce sync.Once
 	host    *HostCPU
-	cpuRes  Results // the CPU figures of results(), measured once
+	cpuRes  iperf3.Results // the CPU figures of results(), measured once
 }
 
 func (r *dataRun) setErr(err error) {
@@ -164,12 +166,12 @@ func (r *dataRun) sendLoop(g *group) error {
 	msgs := make([]Message, batchSize)
 	for i := range msgs {
 		msgs[i].Buf = make([]byte, r.blksize)
-		for j := HeaderLen(r.counters64); j < r.blksize; j++ {
+		for j := iperf3.HeaderLen(r.counters64); j < r.blksize; j++ {
 			msgs[i].Buf[j] = byte(j)
 		}
 		msgs[i].N = r.blksize
 	}
-	hl := HeaderLen(r.counters64)
+	hl := iperf3.HeaderLen(r.counters64)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -195,7 +197,7 @@ func (r *dataRun) sendLoop(g *group) error {
 					continue
 				}
 			}
-			h := UDPHeader{Sec: uint32(now.Unix()), Usec: uint32(now.Nanosecond() / 1000)}
+			h := iperf3.UDPHeader{Sec: uint32(now.Unix()), Usec: uint32(now.Nanosecond() / 1000)}
 			for i := 0; i < k; i++ {
 				h.Seq = uint64(s.sentP) + 1 + uint64(i)
 				h.Put(msgs[i].Buf[:hl], r.counters64)
@@ -341,10 +343,10 @@ func (r *dataRun) account(g *group, msgs []Message, arrival time.Time) {
 			cur.mu.Lock()
 		}
 		b := m.Buf[:m.N]
-		if IsConnectMsg(b) {
+		if iperf3.IsConnectMsg(b) {
 			continue // a late retransmitted setup message
 		}
-		if h, err := ParseUDPHeader(b, r.counters64); err != nil {
+		if h, err := iperf3.ParseUDPHeader(b, r.counters64); err != nil {
 			cur.recv.AddMalformed(m.N)
 		} else {
 			cur.recv.Add(m.N, h, arrival)
@@ -353,15 +355,14 @@ func (r *dataRun) account(g *group, msgs []Message, arrival time.Time) {
 }
 
 // results returns this end's per-stream results in iperf3's form.
-func (r *dataRun) results() Results {
-	res := Results{SenderHasRetransmits: -1}
+func (r *dataRun) results() iperf3.Results {
+	res := iperf3.Results{SenderHasRetransmits: -1}
 	if r.sender {
 		res.SenderHasRetransmits = 0
 	}
 	if r.cpu != nil {
 		r.cpuOnce.Do(func() { r.host = r.cpu.finish(&r.cpuRes) })
 		res.CPUUtilTotal, res.CPUUtilUser, res.CPUUtilSystem = r.cpuRes.CPUUtilTotal, r.cpuRes.CPUUtilUser, r.cpuRes.CPUUtilSystem
-		res.host = r.host
 	}
 	end := r.end
 	if end.IsZero() {
@@ -370,7 +371,7 @@ func (r *dataRun) results() Results {
 	for _, g := range r.groups {
 		for _, s := range g.streams {
 			c := s.counters()
-			sr := StreamResults{ID: s.id, Retransmits: -1, EndTime: end.Sub(r.start).Seconds()}
+			sr := iperf3.StreamResults{ID: s.id, Retransmits: -1, EndTime: end.Sub(r.start).Seconds()}
 			if r.sender {
 				sr.Bytes, sr.Packets = c.SentBytes, c.SentPackets
 			} else {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/xdpio/xdpio/bench/iperf3"
 )
 
 // Report is the outcome of a test at one end, in a schema close to
@@ -296,9 +298,9 @@ func (ir *intervalReporter) finish() []Interval {
 // buildEnd combines the sender's and the receiver's results. localSender
 // tells which of the two is this end; outOfOrder comes from the local
 // receiver's counters when there is one.
-func buildEnd(sent, recv Results, localSender bool, ooo map[int]int64) ReportEnd {
+func buildEnd(sent, recv iperf3.Results, localSender bool, ooo map[int]int64) ReportEnd {
 	var e ReportEnd
-	rx := map[int]StreamResults{}
+	rx := map[int]iperf3.StreamResults{}
 	for _, s := range recv.Streams {
 		rx[s.ID] = s
 	}
@@ -336,7 +338,6 @@ func buildEnd(sent, recv Results, localSender bool, ooo map[int]int64) ReportEnd
 	}
 	e.CPU = CPUUtil{HostTotal: local.CPUUtilTotal, HostUser: local.CPUUtilUser, HostSystem: local.CPUUtilSystem,
 		RemoteTotal: remote.CPUUtilTotal, RemoteUser: remote.CPUUtilUser, RemoteSystem: remote.CPUUtilSystem}
-	e.HostCPU = local.host
 	return e
 }
 

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpio/xdpio/bench/iperf3"
+
 	"github.com/xdpio/xdpio/internal/netnstest"
 )
 
@@ -97,7 +99,7 @@ func TestServerRefuses(t *testing.T) {
 	go func() { _, err := first.Run(ctx); done <- err }()
 	time.Sleep(500 * time.Millisecond)
 	second := base
-	if _, err := second.Run(ctx); !errors.Is(err, ErrAccessDenied) {
+	if _, err := second.Run(ctx); !errors.Is(err, iperf3.ErrAccessDenied) {
 		t.Errorf("second client: %v, want ErrAccessDenied", err)
 	}
 	if err := <-done; err != nil {
@@ -111,15 +113,15 @@ func TestServerRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	ck := NewCookie()
+	ck := iperf3.NewCookie()
 	conn.Write(ck[:])
-	if st, err := ReadState(conn); st != ParamExchange || err != nil {
+	if st, err := iperf3.ReadState(conn); st != iperf3.ParamExchange || err != nil {
 		t.Fatalf("got %v %v, want PARAM_EXCHANGE", st, err)
 	}
-	WriteMessage(conn, &Params{TCP: true, Time: 1, Parallel: 1})
-	st, err := ReadState(conn)
-	var se *ServerError
-	if st != ServerErrorCode || err != nil || !errors.As(readServerError(conn), &se) || se.Code != ieStreamListen || se.Errno != linuxEPROTONOSUPPORT {
+	iperf3.WriteMessage(conn, &iperf3.Params{TCP: true, Time: 1, Parallel: 1})
+	st, err := iperf3.ReadState(conn)
+	var se *iperf3.ServerError
+	if st != iperf3.ServerErrorCode || err != nil || !errors.As(iperf3.ReadServerError(conn), &se) || se.Code != iperf3.IEStreamListen || se.Errno != iperf3.LinuxEPROTONOSUPPORT {
 		t.Errorf("TCP test: %v %v %+v, want SERVER_ERROR 202 with errno 93", st, err, se)
 	}
 	if r := <-reports; !errors.Is(r.err, ErrUnsupported) || !strings.Contains(r.err.Error(), "UDP tests only") {
@@ -192,7 +194,7 @@ func TestClientCancel(t *testing.T) {
 	}
 	select {
 	case r := <-reports:
-		if !errors.Is(r.err, ErrClientTerminated) {
+		if !errors.Is(r.err, iperf3.ErrClientTerminated) {
 			t.Errorf("server: %v, want ErrClientTerminated", r.err)
 		}
 		var got int64

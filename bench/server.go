@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/xdpio/xdpio/bench/iperf3"
 )
 
 // Version is what this package reports as its version in reports and in
@@ -179,18 +181,18 @@ func (s *Server) release() {
 // deny sends ACCESS_DENIED on c and closes it.
 func deny(c net.Conn) {
 	c.SetWriteDeadline(time.Now().Add(time.Second))
-	WriteState(c, AccessDenied)
+	iperf3.WriteState(c, iperf3.AccessDenied)
 	c.Close()
 }
 
 // readCookie reads the cookie a new control connection starts with,
 // within CookieTimeout, or until ctx ends (which closes c).
-func (s *Server) readCookie(ctx context.Context, c net.Conn) (Cookie, error) {
+func (s *Server) readCookie(ctx context.Context, c net.Conn) (iperf3.Cookie, error) {
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 	timeout := orDefault(s.CookieTimeout, DefaultCookieTimeout)
 	c.SetReadDeadline(time.Now().Add(timeout))
-	cookie, err := ReadCookie(c)
+	cookie, err := iperf3.ReadCookie(c)
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		return cookie, fmt.Errorf("server: no cookie within %v: %w", timeout, err)
 	}
@@ -206,9 +208,9 @@ func (s *Server) readCookie(ctx context.Context, c net.Conn) (Cookie, error) {
 // also when the test failed.
 func (s *Server) ServeConn(ctx context.Context, c net.Conn) (*Report, error) {
 	if !s.busy.CompareAndSwap(false, true) {
-		WriteState(c, AccessDenied)
+		iperf3.WriteState(c, iperf3.AccessDenied)
 		c.Close()
-		return nil, ErrAccessDenied
+		return nil, iperf3.ErrAccessDenied
 	}
 	free := sync.OnceFunc(s.release)
 	defer free()
@@ -276,7 +278,7 @@ func addrPort(a net.Addr) netip.AddrPort {
 // calls free (which may be called more than once) when the test is over,
 // before the data plane endpoint is closed, so that the next client is
 // not turned away while that takes.
-func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie Cookie, free func()) (rep *Report, err error) {
+func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie iperf3.Cookie, free func()) (rep *Report, err error) {
 	rep = &Report{}
 	defer func() {
 		if err != nil {
@@ -296,12 +298,12 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie Cookie, free 
 	rep.Start = ReportStart{Version: Version, Cookie: cookie.String(),
 		Timestamp: Timestamp{Time: now.UTC().Format(time.RFC1123), Timesecs: now.Unix()},
 		Accepted:  &HostPort{Host: remote.Addr().String(), Port: int(remote.Port())}}
-	if err := WriteState(c, ParamExchange); err != nil {
+	if err := iperf3.WriteState(c, iperf3.ParamExchange); err != nil {
 		return rep, fmt.Errorf("server: %w", err)
 	}
-	p, tp, err := readParams(c)
+	p, tp, err := iperf3.ReadParams(c)
 	if err != nil {
-		writeServerError(c, ieRecvParams, 0)
+		iperf3.WriteServerError(c, iperf3.IERecvParams, 0)
 		return rep, fmt.Errorf("server: parameters: %w", err)
 	}
 	if p.Parallel == 0 {
@@ -324,7 +326,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie Cookie, free 
 	// queues.
 	dpClosed, err := s.awaitDataPlane(ctx, setup)
 	if err != nil {
-		writeServerError(c, ieStreamListen, 0)
+		iperf3.WriteServerError(c, iperf3.IEStreamListen, 0)
 		return rep, fmt.Errorf("server: %w", err)
 	}
 	defer dpClosed()
@@ -336,30 +338,30 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie Cookie, free 
 	case !p.UDP:
 		// iperf3's client prints "unable to start stream listener:
 		// Protocol not supported", the clearest its messages allow.
-		writeServerError(c, ieStreamListen, linuxEPROTONOSUPPORT)
+		iperf3.WriteServerError(c, iperf3.IEStreamListen, iperf3.LinuxEPROTONOSUPPORT)
 		return rep, fmt.Errorf("server: refused an iperf3 %s test from %v: this server runs UDP tests only (iperf3 -u) and xdpio's TCP mode (bench client --mode tcp): %w", proto, remote.Addr(), ErrUnsupported)
 	case p.Bidirectional:
-		writeServerError(c, ieUnimp, 0)
+		iperf3.WriteServerError(c, iperf3.IEUnimp, 0)
 		return rep, fmt.Errorf("server: bidirectional test: %w", ErrUnsupported)
 	case p.Omit > 0:
 		// Counting the omitted seconds would make the totals disagree with
 		// the client's; refuse rather than report wrong numbers.
-		writeServerError(c, ieUnimp, 0)
+		iperf3.WriteServerError(c, iperf3.IEUnimp, 0)
 		return rep, fmt.Errorf("server: omitting %d s (-O): %w", p.Omit, ErrUnsupported)
-	case p.Len < HeaderLen(counters64):
-		writeServerError(c, ieUnimp, 0)
-		return rep, fmt.Errorf("server: datagram length %d shorter than the %d-byte header: %w", p.Len, HeaderLen(counters64), ErrProtocol)
+	case p.Len < iperf3.HeaderLen(counters64):
+		iperf3.WriteServerError(c, iperf3.IEUnimp, 0)
+		return rep, fmt.Errorf("server: datagram length %d shorter than the %d-byte header: %w", p.Len, iperf3.HeaderLen(counters64), iperf3.ErrProtocol)
 	}
 
 	pc, err := s.dataPlane().Listen(local)
 	if err != nil {
-		writeServerError(c, ieStreamListen, 0)
+		iperf3.WriteServerError(c, iperf3.IEStreamListen, 0)
 		return rep, fmt.Errorf("server: %w", err)
 	}
 	defer pc.Close()
 	defer free() // before the endpoint closes
 	context.AfterFunc(ctx, func() { pc.Close() })
-	if err := WriteState(c, CreateStreams); err != nil {
+	if err := iperf3.WriteState(c, iperf3.CreateStreams); err != nil {
 		return rep, fmt.Errorf("server: %w", err)
 	}
 	// From here the client sends a state only to end the test. One
@@ -368,13 +370,13 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie Cookie, free 
 	ctl := make(chan stateOrErr, 1)
 	c.SetReadDeadline(time.Time{})
 	go func() {
-		st, err := ReadState(c)
+		st, err := iperf3.ReadState(c)
 		ctl <- stateOrErr{st, err}
 	}()
 
 	g, err := acceptStreams(pc, p.Parallel, time.Now().Add(setup), ctl)
 	if err != nil {
-		writeServerError(c, ieStreamAccept, 0)
+		iperf3.WriteServerError(c, iperf3.IEStreamAccept, 0)
 		return rep, fmt.Errorf("server: %w", err)
 	}
 	for _, st := range g.streams {
@@ -383,10 +385,10 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie Cookie, free 
 			RemoteHost: st.peer.Addr().String(), RemotePort: int(st.peer.Port())})
 	}
 	run := &dataRun{groups: []*group{g}, sender: p.Reverse, blksize: p.Len, rate: p.Bandwidth, counters64: counters64}
-	if err := WriteState(c, TestStart); err != nil {
+	if err := iperf3.WriteState(c, iperf3.TestStart); err != nil {
 		return rep, fmt.Errorf("server: %w", err)
 	}
-	if err := WriteState(c, TestRunning); err != nil {
+	if err := iperf3.WriteState(c, iperf3.TestRunning); err != nil {
 		return rep, fmt.Errorf("server: %w", err)
 	}
 	ir := newIntervalReporter(run, orDefault(s.Interval, time.Second), s.OnInterval)
@@ -408,12 +410,12 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie Cookie, free 
 		// what ended the test, or what spoilt it. The client is told, as
 		// iperf3 tells it about a stream it cannot read or write.
 		endErr = fmt.Errorf("server: data plane: %w", derr)
-		code := int32(ieStreamRead)
+		code := int32(iperf3.IEStreamRead)
 		if run.sender {
-			code = ieStreamWrite
+			code = iperf3.IEStreamWrite
 		}
 		c.SetWriteDeadline(time.Now().Add(time.Second))
-		writeServerError(c, code, 0)
+		iperf3.WriteServerError(c, code, 0)
 	case !errors.Is(derr, net.ErrClosed):
 		// The test ended otherwise (the control connection, a
 		// cancelled server), and the data plane had failed too.
@@ -425,42 +427,45 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie Cookie, free 
 	}
 	if endErr != nil {
 		rep.End = endFromOne(localRes, run.sender, ooo)
+		rep.End.HostCPU = run.host
 		return rep, endErr
 	}
 
 	c.SetDeadline(time.Now().Add(setup))
-	if err := WriteState(c, ExchangeResults); err != nil {
+	if err := iperf3.WriteState(c, iperf3.ExchangeResults); err != nil {
 		return rep, fmt.Errorf("server: %w", err)
 	}
-	var remoteRes Results
-	if err := ReadMessage(c, &remoteRes); err != nil {
+	var remoteRes iperf3.Results
+	if err := iperf3.ReadMessage(c, &remoteRes); err != nil {
 		return rep, fmt.Errorf("server: client results: %w", err)
 	}
 	if run.sender {
 		rep.End = buildEnd(localRes, remoteRes, true, ooo)
+		rep.End.HostCPU = run.host
 	} else {
 		rep.End = buildEnd(remoteRes, localRes, false, ooo)
+		rep.End.HostCPU = run.host
 	}
 	if p.GetServerOutput != 0 {
 		if b, err := json.Marshal(rep); err == nil {
 			localRes.ServerOutputJSON = b
 		}
 	}
-	if err := WriteMessage(c, &localRes); err != nil {
+	if err := iperf3.WriteMessage(c, &localRes); err != nil {
 		return rep, fmt.Errorf("server: %w", err)
 	}
 	// The client answers DISPLAY_RESULTS with its last word and may run
 	// its next test at once.
 	s.finishing.Store(true)
-	if err := WriteState(c, DisplayResults); err != nil {
+	if err := iperf3.WriteState(c, iperf3.DisplayResults); err != nil {
 		return rep, fmt.Errorf("server: %w", err)
 	}
-	st, err := ReadState(c)
+	st, err := iperf3.ReadState(c)
 	switch {
 	case err != nil:
 		return rep, fmt.Errorf("server: waiting for IPERF_DONE: %w", err)
-	case st != IperfDone:
-		return rep, fmt.Errorf("server: got %v, want IPERF_DONE: %w", st, ErrProtocol)
+	case st != iperf3.IperfDone:
+		return rep, fmt.Errorf("server: got %v, want IPERF_DONE: %w", st, iperf3.ErrProtocol)
 	}
 	return rep, nil
 }
@@ -482,33 +487,33 @@ func awaitTestEnd(ctx context.Context, c net.Conn, ctl <-chan stateOrErr, failed
 			return errDataPlaneFailed
 		}
 		// Cancelling ctx closes the endpoint, which fails the reads.
-		WriteState(c, ServerTerminate)
+		iperf3.WriteState(c, iperf3.ServerTerminate)
 		return fmt.Errorf("server: %w", ctx.Err())
 	case m := <-ctl:
 		switch {
 		case m.err != nil:
 			return fmt.Errorf("server: control connection: %w", m.err)
-		case m.st == TestEnd:
+		case m.st == iperf3.TestEnd:
 			return nil
-		case m.st == ClientTerminate:
-			return fmt.Errorf("server: %w", ErrClientTerminated)
+		case m.st == iperf3.ClientTerminate:
+			return fmt.Errorf("server: %w", iperf3.ErrClientTerminated)
 		default:
-			return fmt.Errorf("server: unexpected %v while running: %w", m.st, ErrProtocol)
+			return fmt.Errorf("server: unexpected %v while running: %w", m.st, iperf3.ErrProtocol)
 		}
 	case <-timer.C:
 		c.Close()
 		return fmt.Errorf("server: no TEST_END %v after the test's %d s", limit, secs)
 	case <-ctx.Done():
-		WriteState(c, ServerTerminate)
+		iperf3.WriteState(c, iperf3.ServerTerminate)
 		return fmt.Errorf("server: %w", ctx.Err())
 	}
 }
 
 // endFromOne summarises a test that ended without the results exchange.
-func endFromOne(local Results, sender bool, ooo map[int]int64) ReportEnd {
-	other := Results{}
+func endFromOne(local iperf3.Results, sender bool, ooo map[int]int64) ReportEnd {
+	other := iperf3.Results{}
 	for _, s := range local.Streams {
-		other.Streams = append(other.Streams, StreamResults{ID: s.ID, StartTime: s.StartTime, EndTime: s.EndTime})
+		other.Streams = append(other.Streams, iperf3.StreamResults{ID: s.ID, StartTime: s.StartTime, EndTime: s.EndTime})
 	}
 	if sender {
 		return buildEnd(local, other, true, ooo)
@@ -517,7 +522,7 @@ func endFromOne(local Results, sender bool, ooo map[int]int64) ReportEnd {
 }
 
 type stateOrErr struct {
-	st  State
+	st  iperf3.State
 	err error
 }
 
@@ -529,7 +534,7 @@ func acceptStreams(pc PacketConn, n int, deadline time.Time, ctl <-chan stateOrE
 	for i := range msgs {
 		msgs[i].Buf = make([]byte, 65536)
 	}
-	reply := []Message{{Buf: connectBytes(UDPConnectReply), N: 4}}
+	reply := []Message{{Buf: iperf3.ConnectBytes(iperf3.UDPConnectReply), N: 4}}
 	for len(g.streams) < n {
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("accept streams: %d of %d set up before the timeout", len(g.streams), n)
@@ -539,7 +544,7 @@ func acceptStreams(pc PacketConn, n int, deadline time.Time, ctl <-chan stateOrE
 			if m.err != nil {
 				return nil, fmt.Errorf("accept streams: control connection: %w", m.err)
 			}
-			return nil, fmt.Errorf("accept streams: client sent %v: %w", m.st, ErrProtocol)
+			return nil, fmt.Errorf("accept streams: client sent %v: %w", m.st, iperf3.ErrProtocol)
 		default:
 		}
 		pc.SetReadDeadline(time.Now().Add(100 * time.Millisecond))

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpio/xdpio/bench/iperf3"
+
 	"github.com/xdpio/xdpio/internal/netnstest"
 	"github.com/xdpio/xdpio/rss"
 )
@@ -50,7 +52,7 @@ func startTCPServer(t *testing.T, pair *netnstest.Pair, ctrl netip.AddrPort) (<-
 
 func tcpClient(pair *netnstest.Pair, server netip.AddrPort, tso bool) *Client {
 	return &Client{Server: server, DataPlane: &XSKDataPlane{Iface: pair.A.Link, Do: pair.A.Do}, Dial: nsDial(pair.A),
-		Mode: ModeTCP, TSO: tso, Streams: 2, Duration: time.Second, Bitrate: 150e6, Interval: 250 * time.Millisecond}
+		Mode: iperf3.ModeTCP, TSO: tso, Streams: 2, Duration: time.Second, Bitrate: 150e6, Interval: 250 * time.Millisecond}
 }
 
 // TestTCPMode runs our client against our server in TCP mode, IPv4 and
@@ -221,7 +223,7 @@ func TestTCPModeAgainstIperf3Server(t *testing.T) {
 	c := tcpClient(pair, netip.AddrPortFrom(pair.B.IPv4, 5201), true)
 	start := time.Now()
 	_, err := c.Run(ctx)
-	if !errors.Is(err, ErrNotXDPIO) {
+	if !errors.Is(err, iperf3.ErrNotXDPIO) {
 		t.Errorf("Run: %v, want ErrNotXDPIO", err)
 	}
 	if el := time.Since(start); el > TCPAcceptTimeout+2*time.Second {
@@ -288,7 +290,7 @@ func TestTCPSenderOnTheWire(t *testing.T) {
 		v6   bool
 		mss  int
 		isn  uint32
-		sent TCPSenderStream
+		sent iperf3.TCPSenderStream
 	}
 	var runs []run
 	csumB, segsB := tcpCounter(t, pair.B, "TcpInCsumErrors"), tcpCounter(t, pair.B, "TcpInSegs")
@@ -468,9 +470,9 @@ func TestTCPModeDataPortInUse(t *testing.T) {
 	defer busy.Close()
 	reps, _ := startTCPServer(t, pair, ctrl)
 	_, err := tcpClient(pair, ctrl, false).Run(context.Background())
-	var se *ServerError
-	if !errors.As(err, &se) || se.Code != ieStreamListen {
-		t.Errorf("client: %v, want SERVER_ERROR %d", err, ieStreamListen)
+	var se *iperf3.ServerError
+	if !errors.As(err, &se) || se.Code != iperf3.IEStreamListen {
+		t.Errorf("client: %v, want SERVER_ERROR %d", err, iperf3.IEStreamListen)
 	}
 	if s := <-reps; s.err == nil || !strings.Contains(s.err.Error(), "address already in use") {
 		t.Errorf("server: %v, want the port in use", s.err)
@@ -539,7 +541,7 @@ func TestTCPModeCancel(t *testing.T) {
 	}
 	select {
 	case s := <-reps:
-		if !errors.Is(s.err, ErrClientTerminated) {
+		if !errors.Is(s.err, iperf3.ErrClientTerminated) {
 			t.Errorf("server: %v, want ErrClientTerminated", s.err)
 		}
 		if x := <-tcps; x.Sum.ReceivedBytes == 0 {

@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"os"
 	"time"
+
+	"github.com/xdpio/xdpio/bench/iperf3"
 )
 
 // TCPAcceptTimeout is how long a TCP-mode client waits after
@@ -17,12 +19,12 @@ const TCPAcceptTimeout = 3 * time.Second
 // tcpSender is the client's data path in TCP mode (AF_XDP on Linux).
 type tcpSender interface {
 	// Flows returns the flows to announce, in stream order.
-	Flows() []TCPStreamInfo
+	Flows() []iperf3.TCPStreamInfo
 	// Start begins sending; sts[i] counts flow i.
 	Start(sts []*stream, start time.Time)
 	// Stop ends sending, waits until the TX rings are drained, and returns
 	// the figures.
-	Stop() (TCPSenderStats, error)
+	Stop() (iperf3.TCPSenderStats, error)
 	Close() error
 }
 
@@ -49,8 +51,8 @@ type tcpPlane interface {
 
 // tcpParams checks the client's settings for TCP mode and returns the
 // params message.
-func (c *Client) tcpParams() (Params, error) {
-	p := Params{TCP: true, Parallel: c.Streams, Len: c.Length, Reverse: c.Reverse, ClientVersion: Version}
+func (c *Client) tcpParams() (iperf3.Params, error) {
+	p := iperf3.Params{TCP: true, Parallel: c.Streams, Len: c.Length, Reverse: c.Reverse, ClientVersion: Version}
 	if p.Parallel == 0 {
 		p.Parallel = 1
 	}
@@ -65,8 +67,8 @@ func (c *Client) tcpParams() (Params, error) {
 		return p, fmt.Errorf("invalid streams %d: must be 1..128", p.Parallel)
 	case c.Reverse:
 		return p, fmt.Errorf("TCP mode sends from client to server only (no -R): %w", ErrUnsupported)
-	case p.Len < 0 || p.Len > maxTCPMSS:
-		return p, fmt.Errorf("invalid length %d: must be 1..%d bytes per write in TCP mode", p.Len, maxTCPMSS)
+	case p.Len < 0 || p.Len > iperf3.MaxTCPMSS:
+		return p, fmt.Errorf("invalid length %d: must be 1..%d bytes per write in TCP mode", p.Len, iperf3.MaxTCPMSS)
 	}
 	p.Time = int(d / time.Second)
 	if c.Bitrate != BitrateUnlimited {
@@ -105,7 +107,7 @@ func (c *Client) runTCP(ctx context.Context) (rep *Report, err error) {
 	defer stopClose()
 	setup := orDefault(c.SetupTimeout, 10*time.Second)
 
-	cookie := NewCookie()
+	cookie := iperf3.NewCookie()
 	now := time.Now()
 	rep.Start = ReportStart{Version: Version, Cookie: cookie.String(),
 		Timestamp:    Timestamp{Time: now.UTC().Format(time.RFC1123), Timesecs: now.Unix()},
@@ -116,7 +118,7 @@ func (c *Client) runTCP(ctx context.Context) (rep *Report, err error) {
 		return rep, fmt.Errorf("client: send cookie: %w", err)
 	}
 	terminate := func() {
-		WriteState(conn, ClientTerminate)
+		iperf3.WriteState(conn, iperf3.ClientTerminate)
 	}
 
 	var snd tcpSender
@@ -127,15 +129,15 @@ func (c *Client) runTCP(ctx context.Context) (rep *Report, err error) {
 	}()
 	var run *dataRun
 	var ir *intervalReporter
-	var sstats TCPSenderStats
+	var sstats iperf3.TCPSenderStats
 	var pending *stateOrErr
 	for {
-		var st State
+		var st iperf3.State
 		if pending != nil {
 			st, err = pending.st, pending.err
 			pending = nil
 		} else {
-			st, err = ReadState(conn)
+			st, err = iperf3.ReadState(conn)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -144,23 +146,23 @@ func (c *Client) runTCP(ctx context.Context) (rep *Report, err error) {
 			return rep, fmt.Errorf("client: control connection: %w", err)
 		}
 		switch st {
-		case ParamExchange:
-			m := tcpParamsMsg{Params: p, TCP: &TCPParams{Version: TCPProtocolVersion, TSO: c.TSO, MSS: mss}}
-			if err := WriteMessage(conn, &m); err != nil {
+		case iperf3.ParamExchange:
+			m := iperf3.TCPParamsMsg{Params: p, TCP: &iperf3.TCPParams{Version: iperf3.TCPProtocolVersion, TSO: c.TSO, MSS: mss}}
+			if err := iperf3.WriteMessage(conn, &m); err != nil {
 				return rep, fmt.Errorf("client: parameters: %w", err)
 			}
-		case CreateStreams:
+		case iperf3.CreateStreams:
 			if run != nil {
-				return rep, fmt.Errorf("client: CREATE_STREAMS twice: %w", ErrProtocol)
+				return rep, fmt.Errorf("client: CREATE_STREAMS twice: %w", iperf3.ErrProtocol)
 			}
 			// An xdpio server answers at once; a real iperf3 server waits
 			// for TCP connections that will not come.
 			conn.SetReadDeadline(time.Now().Add(TCPAcceptTimeout))
-			var acc TCPAccept
-			if err := ReadMessage(conn, &acc); err != nil {
+			var acc iperf3.TCPAccept
+			if err := iperf3.ReadMessage(conn, &acc); err != nil {
 				terminate()
 				if errors.Is(err, os.ErrDeadlineExceeded) {
-					return rep, fmt.Errorf("client: no answer to TCP mode %v after CREATE_STREAMS: %w", TCPAcceptTimeout, ErrNotXDPIO)
+					return rep, fmt.Errorf("client: no answer to TCP mode %v after CREATE_STREAMS: %w", TCPAcceptTimeout, iperf3.ErrNotXDPIO)
 				}
 				return rep, fmt.Errorf("client: TCP mode answer: %w", err)
 			}
@@ -177,8 +179,8 @@ func (c *Client) runTCP(ctx context.Context) (rep *Report, err error) {
 				return rep, fmt.Errorf("client: %w", err)
 			}
 			rep.Start.TestStart.Blksize = wlen
-			ann := TCPStreams{MSS: useMSS, Streams: snd.Flows()}
-			if err := WriteMessage(conn, &ann); err != nil {
+			ann := iperf3.TCPStreams{MSS: useMSS, Streams: snd.Flows()}
+			if err := iperf3.WriteMessage(conn, &ann); err != nil {
 				return rep, fmt.Errorf("client: announce streams: %w", err)
 			}
 			run = &dataRun{sender: true, blksize: wlen}
@@ -189,15 +191,15 @@ func (c *Client) runTCP(ctx context.Context) (rep *Report, err error) {
 					RemoteHost: c.Server.Addr().String(), RemotePort: int(acc.DataPort)})
 			}
 			run.groups = []*group{g}
-		case TestStart:
-		case TestRunning:
+		case iperf3.TestStart:
+		case iperf3.TestRunning:
 			if run == nil {
-				return rep, fmt.Errorf("client: TEST_RUNNING before CREATE_STREAMS: %w", ErrProtocol)
+				return rep, fmt.Errorf("client: TEST_RUNNING before CREATE_STREAMS: %w", iperf3.ErrProtocol)
 			}
 			conn.SetDeadline(time.Time{})
 			ctl := make(chan stateOrErr, 1)
 			go func() {
-				st, err := ReadState(conn)
+				st, err := iperf3.ReadState(conn)
 				ctl <- stateOrErr{st, err}
 			}()
 			ir = newIntervalReporter(run, orDefault(c.Interval, time.Second), c.OnInterval)
@@ -223,7 +225,8 @@ func (c *Client) runTCP(ctx context.Context) (rep *Report, err error) {
 				run.end = time.Now()
 				rep.Intervals = ir.finish()
 				rep.End = endFromOne(run.results(), true, nil)
-				c.reportTCP(rep, newTCPReport(sstats, TCPReceiverStats{}))
+				rep.End.HostCPU = run.host
+				c.reportTCP(rep, newTCPReport(sstats, iperf3.TCPReceiverStats{}))
 				return rep, fmt.Errorf("client: %w", ctx.Err())
 			}
 			timer.Stop()
@@ -243,29 +246,29 @@ func (c *Client) runTCP(ctx context.Context) (rep *Report, err error) {
 			case <-ctx.Done():
 			}
 			drain.Stop()
-			if err := WriteState(conn, TestEnd); err != nil {
+			if err := iperf3.WriteState(conn, iperf3.TestEnd); err != nil {
 				return rep, fmt.Errorf("client: %w", err)
 			}
 			m := <-ctl
 			pending = &m
 			conn.SetDeadline(time.Now().Add(setup))
-		case ExchangeResults:
+		case iperf3.ExchangeResults:
 			if run == nil || snd == nil {
-				return rep, fmt.Errorf("client: EXCHANGE_RESULTS before the test: %w", ErrProtocol)
+				return rep, fmt.Errorf("client: EXCHANGE_RESULTS before the test: %w", iperf3.ErrProtocol)
 			}
 			localRes := run.results()
-			if err := WriteMessage(conn, &localRes); err != nil {
+			if err := iperf3.WriteMessage(conn, &localRes); err != nil {
 				return rep, fmt.Errorf("client: results: %w", err)
 			}
-			if err := WriteMessage(conn, &sstats); err != nil {
+			if err := iperf3.WriteMessage(conn, &sstats); err != nil {
 				return rep, fmt.Errorf("client: sender figures: %w", err)
 			}
-			var remoteRes Results
-			if err := ReadMessage(conn, &remoteRes); err != nil {
+			var remoteRes iperf3.Results
+			if err := iperf3.ReadMessage(conn, &remoteRes); err != nil {
 				return rep, fmt.Errorf("client: server results: %w", err)
 			}
-			var rstats TCPReceiverStats
-			if err := ReadMessage(conn, &rstats); err != nil {
+			var rstats iperf3.TCPReceiverStats
+			if err := iperf3.ReadMessage(conn, &rstats); err != nil {
 				return rep, fmt.Errorf("client: receiver figures: %w", err)
 			}
 			ooo := map[int]int64{}
@@ -273,20 +276,21 @@ func (c *Client) runTCP(ctx context.Context) (rep *Report, err error) {
 				ooo[s.ID] = s.OutOfOrder + s.Late
 			}
 			rep.End = buildEnd(localRes, remoteRes, true, ooo)
+			rep.End.HostCPU = run.host
 			c.reportTCP(rep, newTCPReport(sstats, rstats))
-		case DisplayResults:
-			if err := WriteState(conn, IperfDone); err != nil {
+		case iperf3.DisplayResults:
+			if err := iperf3.WriteState(conn, iperf3.IperfDone); err != nil {
 				return rep, fmt.Errorf("client: %w", err)
 			}
 			return rep, nil
-		case AccessDenied:
-			return rep, fmt.Errorf("client: %w", ErrAccessDenied)
-		case ServerErrorCode:
-			return rep, fmt.Errorf("client: %w", readServerError(conn))
-		case ServerTerminate:
-			return rep, fmt.Errorf("client: %w", ErrServerTerminated)
+		case iperf3.AccessDenied:
+			return rep, fmt.Errorf("client: %w", iperf3.ErrAccessDenied)
+		case iperf3.ServerErrorCode:
+			return rep, fmt.Errorf("client: %w", iperf3.ReadServerError(conn))
+		case iperf3.ServerTerminate:
+			return rep, fmt.Errorf("client: %w", iperf3.ErrServerTerminated)
 		default:
-			return rep, fmt.Errorf("client: unexpected %v: %w", st, ErrProtocol)
+			return rep, fmt.Errorf("client: unexpected %v: %w", st, iperf3.ErrProtocol)
 		}
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/xdpio/xdpio/bench/iperf3"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpio/xdpio/internal/nexthop"
@@ -23,19 +25,12 @@ import (
 )
 
 // threadCPU returns the CPU time the calling OS thread has used.
-func threadCPU() CPUTime {
+func threadCPU() iperf3.CPUTime {
 	var ru unix.Rusage
 	if unix.Getrusage(unix.RUSAGE_THREAD, &ru) != nil {
-		return CPUTime{}
+		return iperf3.CPUTime{}
 	}
-	return CPUTime{User: float64(ru.Utime.Nano()) / 1e9, System: float64(ru.Stime.Nano()) / 1e9}
-}
-
-func (c CPUTime) sub(o CPUTime) CPUTime {
-	return CPUTime{User: c.User - o.User, System: c.System - o.System}
-}
-func (c CPUTime) add(o CPUTime) CPUTime {
-	return CPUTime{User: c.User + o.User, System: c.System + o.System}
+	return iperf3.CPUTime{User: float64(ru.Utime.Nano()) / 1e9, System: float64(ru.Stime.Nano()) / 1e9}
 }
 
 func xskPlane(dp DataPlane) (*XSKDataPlane, error) {
@@ -84,7 +79,7 @@ func localTCPMSS(dp DataPlane, dst netip.Addr) (int, error) {
 		ip = offload.IPv6Len
 	}
 	mss := min(mtu, frameRoom(d.Config)-offload.EthernetLen) - ip - offload.TCPMinLen
-	if err := checkMSS("local", mss); err != nil {
+	if err := iperf3.CheckMSS("local", mss); err != nil {
 		return 0, fmt.Errorf("interface %s (MTU %d): %w", d.Iface, mtu, err)
 	}
 	return mss, nil
@@ -99,7 +94,7 @@ type xskTCPSender struct {
 	cfg   tcpSenderConfig
 	dev   *xsk.Device
 	flows []*tcpTxFlow
-	infos []TCPStreamInfo
+	infos []iperf3.TCPStreamInfo
 	queue []int // socket index of each flow
 
 	payload  []byte
@@ -108,7 +103,7 @@ type xskTCPSender struct {
 	stopping atomic.Bool
 	wg       sync.WaitGroup
 	mu       sync.Mutex
-	cpu      CPUTime
+	cpu      iperf3.CPUTime
 	err      error
 	writes   []int64
 	end      time.Time
@@ -194,7 +189,7 @@ func openTCPSender(dp DataPlane, cfg tcpSenderConfig) (tcpSender, error) {
 		}
 		s.flows = append(s.flows, f)
 		s.queue = append(s.queue, i%nsock)
-		s.infos = append(s.infos, TCPStreamInfo{ID: streamID(i), Src: src.String(), SrcPort: sp.Port(), ISN: isn})
+		s.infos = append(s.infos, iperf3.TCPStreamInfo{ID: streamID(i), Src: src.String(), SrcPort: sp.Port(), ISN: isn})
 	}
 	s.writes = make([]int64, cfg.streams)
 	s.payload = make([]byte, cfg.wlen)
@@ -219,7 +214,7 @@ const (
 	tcpPortHigh = 32000
 )
 
-func (s *xskTCPSender) Flows() []TCPStreamInfo { return s.infos }
+func (s *xskTCPSender) Flows() []iperf3.TCPStreamInfo { return s.infos }
 
 func (s *xskTCPSender) Start(sts []*stream, start time.Time) {
 	s.sts, s.start = sts, start
@@ -237,9 +232,9 @@ func (s *xskTCPSender) Start(sts []*stream, start time.Time) {
 			defer runtime.UnlockOSThread()
 			c0 := threadCPU()
 			err := s.loop(sock, mine)
-			c := threadCPU().sub(c0)
+			c := threadCPU().Sub(c0)
 			s.mu.Lock()
-			s.cpu = s.cpu.add(c)
+			s.cpu = s.cpu.Add(c)
 			if err != nil && s.err == nil {
 				s.err = err
 			}
@@ -384,15 +379,15 @@ func (s *xskTCPSender) drain(sock *xsk.Socket) {
 	}
 }
 
-func (s *xskTCPSender) Stop() (TCPSenderStats, error) {
+func (s *xskTCPSender) Stop() (iperf3.TCPSenderStats, error) {
 	if s.stopping.CompareAndSwap(false, true) {
 		s.end = time.Now()
 	}
 	s.wg.Wait()
-	st := TCPSenderStats{TSO: s.cfg.tso, MSS: s.cfg.mss, Seconds: s.end.Sub(s.start).Seconds()}
+	st := iperf3.TCPSenderStats{TSO: s.cfg.tso, MSS: s.cfg.mss, Seconds: s.end.Sub(s.start).Seconds()}
 	for i, x := range s.sts {
 		c := x.counters()
-		st.Streams = append(st.Streams, TCPSenderStream{ID: x.id, Bytes: c.SentBytes, Segments: c.SentPackets, Writes: s.writes[i]})
+		st.Streams = append(st.Streams, iperf3.TCPSenderStream{ID: x.id, Bytes: c.SentBytes, Segments: c.SentPackets, Writes: s.writes[i]})
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -424,7 +419,7 @@ type xskTCPReceiver struct {
 	stopping  atomic.Bool
 	wg        sync.WaitGroup
 	mu        sync.Mutex
-	cpu       CPUTime
+	cpu       iperf3.CPUTime
 	stray     atomic.Int64
 	malformed atomic.Int64
 	closeOnce sync.Once
@@ -468,7 +463,7 @@ func openTCPReceiver(dp DataPlane, local netip.AddrPort, port uint16) (tcpReceiv
 			ip = offload.IPv6Len
 		}
 		r.mss = min(ifi.MTU, frameRoom(cfg)-offload.EthernetLen) - ip - offload.TCPMinLen
-		if err := checkMSS("server", r.mss); err != nil {
+		if err := iperf3.CheckMSS("server", r.mss); err != nil {
 			return fmt.Errorf("MTU %d: %w", ifi.MTU, err)
 		}
 		// Hold the port in the kernel so that no local TCP socket uses it
@@ -491,10 +486,10 @@ func openTCPReceiver(dp DataPlane, local netip.AddrPort, port uint16) (tcpReceiv
 func (r *xskTCPReceiver) Port() uint16 { return r.port }
 func (r *xskTCPReceiver) MSS() int     { return r.mss }
 
-func (r *xskTCPReceiver) Register(infos []TCPStreamInfo, sts []*stream) {
+func (r *xskTCPReceiver) Register(infos []iperf3.TCPStreamInfo, sts []*stream) {
 	for i, in := range infos {
 		a, _ := netip.ParseAddr(in.Src)
-		r.flows[netip.AddrPortFrom(a.Unmap(), in.SrcPort)] = &rxFlowState{f: tcpRxFlow{TCPReceiverStream: TCPReceiverStream{ID: in.ID}, next: in.ISN}, st: sts[i]}
+		r.flows[netip.AddrPortFrom(a.Unmap(), in.SrcPort)] = &rxFlowState{f: tcpRxFlow{TCPReceiverStream: iperf3.TCPReceiverStream{ID: in.ID}, next: in.ISN}, st: sts[i]}
 	}
 }
 
@@ -508,9 +503,9 @@ func (r *xskTCPReceiver) Start(start time.Time) {
 			defer runtime.UnlockOSThread()
 			c0 := threadCPU()
 			r.loop(sock)
-			c := threadCPU().sub(c0)
+			c := threadCPU().Sub(c0)
 			r.mu.Lock()
-			r.cpu = r.cpu.add(c)
+			r.cpu = r.cpu.Add(c)
 			r.mu.Unlock()
 		}()
 	}
@@ -575,13 +570,13 @@ func (r *xskTCPReceiver) handle(f []byte) {
 	st.mu.Unlock()
 }
 
-func (r *xskTCPReceiver) Stop() TCPReceiverStats {
+func (r *xskTCPReceiver) Stop() iperf3.TCPReceiverStats {
 	r.stopOnce.Do(func() {
 		r.end = time.Now()
 		r.stopping.Store(true)
 	})
 	r.wg.Wait()
-	st := TCPReceiverStats{Seconds: r.end.Sub(r.start).Seconds(), Stray: r.stray.Load(), Malformed: r.malformed.Load()}
+	st := iperf3.TCPReceiverStats{Seconds: r.end.Sub(r.start).Seconds(), Stray: r.stray.Load(), Malformed: r.malformed.Load()}
 	for _, x := range r.sortedFlows() {
 		x.mu.Lock()
 		st.Streams = append(st.Streams, x.f.TCPReceiverStream)

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/netip"
 	"time"
+
+	"github.com/xdpio/xdpio/bench/iperf3"
 )
 
 // tcpReceiver is the server's data path in TCP mode (AF_XDP on Linux).
@@ -17,11 +19,11 @@ type tcpReceiver interface {
 	Port() uint16
 	MSS() int
 	// Register makes the announced flows known; sts[i] counts infos[i].
-	Register(infos []TCPStreamInfo, sts []*stream)
+	Register(infos []iperf3.TCPStreamInfo, sts []*stream)
 	// Start begins counting.
 	Start(start time.Time)
 	// Stop reads what is still queued, stops and returns the figures.
-	Stop() TCPReceiverStats
+	Stop() iperf3.TCPReceiverStats
 	Close() error
 }
 
@@ -41,43 +43,43 @@ func (s *Server) tcpDataPort(local netip.AddrPort) uint16 {
 }
 
 // serveTCP runs a TCP-mode test after the parameters were read.
-func (s *Server) serveTCP(ctx context.Context, c net.Conn, rep *Report, p Params, tp *TCPParams, local netip.AddrPort, setup time.Duration) (_ *Report, err error) {
+func (s *Server) serveTCP(ctx context.Context, c net.Conn, rep *Report, p iperf3.Params, tp *iperf3.TCPParams, local netip.AddrPort, setup time.Duration) (_ *Report, err error) {
 	switch {
 	case p.Reverse || p.Bidirectional:
-		writeServerError(c, ieUnimp, 0)
+		iperf3.WriteServerError(c, iperf3.IEUnimp, 0)
 		return rep, fmt.Errorf("server: TCP mode in reverse: %w (client to server only)", ErrUnsupported)
 	case p.Omit > 0:
-		writeServerError(c, ieUnimp, 0)
+		iperf3.WriteServerError(c, iperf3.IEUnimp, 0)
 		return rep, fmt.Errorf("server: omitting %d s (-O): %w", p.Omit, ErrUnsupported)
 	case p.Time == 0 || p.Num != 0 || p.Blockcount != 0:
-		writeServerError(c, ieUnimp, 0)
+		iperf3.WriteServerError(c, iperf3.IEUnimp, 0)
 		return rep, fmt.Errorf("server: TCP mode needs a test time, not a byte or block count: %w", ErrUnsupported)
 	}
 	rcv, err := openTCPReceiver(s.dataPlane(), local, s.tcpDataPort(local))
 	if err != nil {
-		code := int32(ieStreamListen)
+		code := int32(iperf3.IEStreamListen)
 		if errors.Is(err, ErrUnsupported) {
-			code = ieUnimp // not the AF_XDP data plane
+			code = iperf3.IEUnimp // not the AF_XDP data plane
 		}
-		writeServerError(c, code, 0)
+		iperf3.WriteServerError(c, code, 0)
 		return rep, fmt.Errorf("server: %w", err)
 	}
 	defer rcv.Close()
 	context.AfterFunc(ctx, func() { rcv.Close() })
-	if err := WriteState(c, CreateStreams); err != nil {
+	if err := iperf3.WriteState(c, iperf3.CreateStreams); err != nil {
 		return rep, fmt.Errorf("server: %w", err)
 	}
-	acc := TCPAccept{Version: TCPProtocolVersion, DataPort: rcv.Port(), MSS: rcv.MSS()}
-	if err := WriteMessage(c, &acc); err != nil {
+	acc := iperf3.TCPAccept{Version: iperf3.TCPProtocolVersion, DataPort: rcv.Port(), MSS: rcv.MSS()}
+	if err := iperf3.WriteMessage(c, &acc); err != nil {
 		return rep, fmt.Errorf("server: %w", err)
 	}
-	var ann TCPStreams
-	if err := ReadMessage(c, &ann); err != nil {
+	var ann iperf3.TCPStreams
+	if err := iperf3.ReadMessage(c, &ann); err != nil {
 		return rep, fmt.Errorf("server: stream announcement: %w", err)
 	}
 	if len(ann.Streams) != p.Parallel || ann.MSS > rcv.MSS() {
-		writeServerError(c, ieStreamAccept, 0)
-		return rep, fmt.Errorf("server: %d streams of MSS %d announced, want %d of at most %d: %w", len(ann.Streams), ann.MSS, p.Parallel, rcv.MSS(), ErrProtocol)
+		iperf3.WriteServerError(c, iperf3.IEStreamAccept, 0)
+		return rep, fmt.Errorf("server: %d streams of MSS %d announced, want %d of at most %d: %w", len(ann.Streams), ann.MSS, p.Parallel, rcv.MSS(), iperf3.ErrProtocol)
 	}
 	run := &dataRun{sender: false, blksize: p.Len}
 	g := &group{}
@@ -93,13 +95,13 @@ func (s *Server) serveTCP(ctx context.Context, c net.Conn, rep *Report, p Params
 	ctl := make(chan stateOrErr, 1)
 	c.SetReadDeadline(time.Time{})
 	go func() {
-		st, err := ReadState(c)
+		st, err := iperf3.ReadState(c)
 		ctl <- stateOrErr{st, err}
 	}()
-	if err := WriteState(c, TestStart); err != nil {
+	if err := iperf3.WriteState(c, iperf3.TestStart); err != nil {
 		return rep, fmt.Errorf("server: %w", err)
 	}
-	if err := WriteState(c, TestRunning); err != nil {
+	if err := iperf3.WriteState(c, iperf3.TestRunning); err != nil {
 		return rep, fmt.Errorf("server: %w", err)
 	}
 	ir := newIntervalReporter(run, orDefault(s.Interval, time.Second), s.OnInterval)
@@ -120,44 +122,46 @@ func (s *Server) serveTCP(ctx context.Context, c net.Conn, rep *Report, p Params
 	}
 	if endErr != nil {
 		rep.End = endFromOne(localRes, false, ooo)
-		s.reportTCP(rep, newTCPReport(TCPSenderStats{TSO: tp.TSO, MSS: ann.MSS}, rstats))
+		rep.End.HostCPU = run.host
+		s.reportTCP(rep, newTCPReport(iperf3.TCPSenderStats{TSO: tp.TSO, MSS: ann.MSS}, rstats))
 		return rep, endErr
 	}
 
 	c.SetDeadline(time.Now().Add(setup))
-	if err := WriteState(c, ExchangeResults); err != nil {
+	if err := iperf3.WriteState(c, iperf3.ExchangeResults); err != nil {
 		return rep, fmt.Errorf("server: %w", err)
 	}
-	var remoteRes Results
-	if err := ReadMessage(c, &remoteRes); err != nil {
+	var remoteRes iperf3.Results
+	if err := iperf3.ReadMessage(c, &remoteRes); err != nil {
 		return rep, fmt.Errorf("server: client results: %w", err)
 	}
-	var sstats TCPSenderStats
-	if err := ReadMessage(c, &sstats); err != nil {
+	var sstats iperf3.TCPSenderStats
+	if err := iperf3.ReadMessage(c, &sstats); err != nil {
 		return rep, fmt.Errorf("server: sender figures: %w", err)
 	}
 	rep.End = buildEnd(remoteRes, localRes, false, ooo)
+	rep.End.HostCPU = run.host
 	s.reportTCP(rep, newTCPReport(sstats, rstats))
 	if p.GetServerOutput != 0 {
 		if b, err := json.Marshal(rep); err == nil {
 			localRes.ServerOutputJSON = b
 		}
 	}
-	if err := WriteMessage(c, &localRes); err != nil {
+	if err := iperf3.WriteMessage(c, &localRes); err != nil {
 		return rep, fmt.Errorf("server: %w", err)
 	}
-	if err := WriteMessage(c, &rstats); err != nil {
+	if err := iperf3.WriteMessage(c, &rstats); err != nil {
 		return rep, fmt.Errorf("server: %w", err)
 	}
-	if err := WriteState(c, DisplayResults); err != nil {
+	if err := iperf3.WriteState(c, iperf3.DisplayResults); err != nil {
 		return rep, fmt.Errorf("server: %w", err)
 	}
-	st, err := ReadState(c)
+	st, err := iperf3.ReadState(c)
 	switch {
 	case err != nil:
 		return rep, fmt.Errorf("server: waiting for IPERF_DONE: %w", err)
-	case st != IperfDone:
-		return rep, fmt.Errorf("server: got %v, want IPERF_DONE: %w", st, ErrProtocol)
+	case st != iperf3.IperfDone:
+		return rep, fmt.Errorf("server: got %v, want IPERF_DONE: %w", st, iperf3.ErrProtocol)
 	}
 	return rep, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/xdpio/xdpio/bench"
+	"github.com/xdpio/xdpio/bench/iperf3"
 	"github.com/xdpio/xdpio/coalesce"
 	"github.com/xdpio/xdpio/rss"
 	"github.com/xdpio/xdpio/xsk"
@@ -285,14 +286,14 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 			if seconds < 1 || seconds > 86400 {
 				return usagef("-t %d: must be 1-86400 seconds", seconds)
 			}
-			m, err := bench.ParseMode(mode)
+			m, err := iperf3.ParseMode(mode)
 			if err != nil {
 				return usagef("--mode: %v", err)
 			}
 			if tso != "on" && tso != "off" {
 				return usagef("--tso %q: want on or off", tso)
 			}
-			if m == bench.ModeTCP {
+			if m == iperf3.ModeTCP {
 				if _, ok := dp.(*bench.XSKDataPlane); !ok {
 					return usagef("--mode tcp sends TCP-framed segments through AF_XDP: it needs --backend xsk and -i IFACE")
 				}
@@ -317,11 +318,11 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 			if !cmd.Flags().Changed("length") {
 				length = 0 // iperf3's choice: the control connection's MSS
 			}
-			if m == bench.ModeUDP && cmd.Flags().Changed("length") {
-				if lo := bench.HeaderLen(!counters); length < lo || length > 65507 {
+			if m == iperf3.ModeUDP && cmd.Flags().Changed("length") {
+				if lo := iperf3.HeaderLen(!counters); length < lo || length > 65507 {
 					return usagef("-l %d: a UDP payload is %d-65507 bytes", length, lo)
 				}
-			} else if m == bench.ModeTCP && length < 0 {
+			} else if m == iperf3.ModeTCP && length < 0 {
 				return usagef("-l %d: bytes per write must be positive", length)
 			}
 			if x, ok := dp.(checker); ok {
@@ -365,14 +366,14 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 					return c, err
 				},
 			}
-			ivs := &intervalPrinter{g: g, unit: ipf.unit(), tcp: m == bench.ModeTCP}
+			ivs := &intervalPrinter{g: g, unit: ipf.unit(), tcp: m == iperf3.ModeTCP}
 			if !g.json {
 				rateText := "unlimited rate"
 				if bps != bench.BitrateUnlimited {
 					rateText, _ = bench.FormatRate(float64(bps), ipf.unit())
 				}
 				kind := "UDP"
-				if m == bench.ModeTCP {
+				if m == iperf3.ModeTCP {
 					kind = "TCP-mode"
 				}
 				fmt.Fprintf(g.stdout, "Connecting to %v, %d %s stream(s), %s each, for %d s (%s backend)\n", cl.Server, streams, kind, rateText, seconds, backend)

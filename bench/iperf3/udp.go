@@ -1,4 +1,4 @@
-package bench
+package iperf3
 
 import (
 	"encoding/binary"
@@ -17,8 +17,8 @@ const (
 	legacyUDPConnectReply uint32 = 987654321
 )
 
-// connectMsg returns the 4 bytes of v in native order.
-func connectBytes(v uint32) []byte {
+// ConnectBytes returns the 4 bytes of v in native order.
+func ConnectBytes(v uint32) []byte {
 	b := make([]byte, 4)
 	binary.NativeEndian.PutUint32(b, v)
 	return b

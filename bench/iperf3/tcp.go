@@ -1,4 +1,4 @@
-package bench
+package iperf3
 
 import (
 	"errors"
@@ -111,40 +111,45 @@ type TCPStreamInfo struct {
 	ISN     uint32 `json:"isn"`      // sequence number of the first byte
 }
 
-// minTCPMSS and maxTCPMSS bound an MSS on the wire: the IPv4 minimum
+// MinTCPMSS and MaxTCPMSS bound an MSS on the wire: the IPv4 minimum
 // (RFC 9293's 536 less IP options is the practical floor; Linux refuses
 // below 88) and what fits a 16-bit IPv4 total length.
 const (
-	minTCPMSS = 88
-	maxTCPMSS = 65495
+	MinTCPMSS = 88
+	MaxTCPMSS = 65495
 )
 
-func checkMSS(what string, mss int) error {
-	if mss < minTCPMSS || mss > maxTCPMSS {
-		return fmt.Errorf("invalid %s MSS %d: must be %d..%d: %w", what, mss, minTCPMSS, maxTCPMSS, ErrProtocol)
+// CheckMSS returns an ErrProtocol error when mss is outside
+// MinTCPMSS..MaxTCPMSS; what names the MSS in the message.
+func CheckMSS(what string, mss int) error {
+	if mss < MinTCPMSS || mss > MaxTCPMSS {
+		return fmt.Errorf("invalid %s MSS %d: must be %d..%d: %w", what, mss, MinTCPMSS, MaxTCPMSS, ErrProtocol)
 	}
 	return nil
 }
 
-func (p *TCPParams) check() error {
+// Check returns an ErrProtocol error for an unknown version or an impossible MSS (ReadMessage calls it).
+func (p *TCPParams) Check() error {
 	if p.Version < 1 {
 		return fmt.Errorf("xdpio TCP mode version %d: %w", p.Version, ErrProtocol)
 	}
-	return checkMSS("client", p.MSS)
+	return CheckMSS("client", p.MSS)
 }
 
-func (a *TCPAccept) check() error {
+// Check returns an ErrProtocol error for an unusable data port or MSS (ReadMessage calls it).
+func (a *TCPAccept) Check() error {
 	if a.Version < 1 {
 		return fmt.Errorf("xdpio TCP mode version %d: %w", a.Version, ErrProtocol)
 	}
 	if a.DataPort == 0 {
 		return fmt.Errorf("data port 0: %w", ErrProtocol)
 	}
-	return checkMSS("server", a.MSS)
+	return CheckMSS("server", a.MSS)
 }
 
-func (s *TCPStreams) check() error {
-	if err := checkMSS("stream", s.MSS); err != nil {
+// Check returns an ErrProtocol error for an impossible MSS or stream (ReadMessage calls it).
+func (s *TCPStreams) Check() error {
+	if err := CheckMSS("stream", s.MSS); err != nil {
 		return err
 	}
 	if len(s.Streams) < 1 || len(s.Streams) > 128 {
@@ -181,6 +186,16 @@ type CPUTime struct {
 
 // Total returns user plus system time.
 func (c CPUTime) Total() float64 { return c.User + c.System }
+
+// Sub returns c less o, field by field.
+func (c CPUTime) Sub(o CPUTime) CPUTime {
+	return CPUTime{User: c.User - o.User, System: c.System - o.System}
+}
+
+// Add returns c plus o, field by field.
+func (c CPUTime) Add(o CPUTime) CPUTime {
+	return CPUTime{User: c.User + o.User, System: c.System + o.System}
+}
 
 // TCPSenderStream is one flow's figures at the sender.
 type TCPSenderStream struct {
@@ -240,7 +255,8 @@ type TCPReceiverStats struct {
 	CPU CPUTime `json:"cpu"`
 }
 
-func (s *TCPSenderStats) check() error {
+// Check returns an ErrProtocol error for impossible figures (ReadMessage calls it).
+func (s *TCPSenderStats) Check() error {
 	if s.Seconds < 0 || s.CPU.User < 0 || s.CPU.System < 0 || len(s.Streams) > 128 {
 		return fmt.Errorf("sender stats: negative time or too many streams: %w", ErrProtocol)
 	}
@@ -252,7 +268,8 @@ func (s *TCPSenderStats) check() error {
 	return nil
 }
 
-func (s *TCPReceiverStats) check() error {
+// Check returns an ErrProtocol error for impossible figures (ReadMessage calls it).
+func (s *TCPReceiverStats) Check() error {
 	if s.Seconds < 0 || s.CPU.User < 0 || s.CPU.System < 0 || s.Stray < 0 || s.Malformed < 0 || len(s.Streams) > 128 {
 		return fmt.Errorf("receiver stats: negative count or too many streams: %w", ErrProtocol)
 	}
@@ -264,123 +281,29 @@ func (s *TCPReceiverStats) check() error {
 	return nil
 }
 
-// tcpParamsMsg is the params message with the TCP-mode key.
-type tcpParamsMsg struct {
+// TCPParamsMsg is the params message with the TCP-mode key.
+type TCPParamsMsg struct {
 	Params
 	TCP *TCPParams `json:"xdpio_tcp,omitempty"`
 }
 
-func (m *tcpParamsMsg) check() error {
-	if err := m.Params.check(); err != nil {
+// Check checks the iperf3 parameters and, when present, the TCP mode's (ReadMessage calls it).
+func (m *TCPParamsMsg) Check() error {
+	if err := m.Params.Check(); err != nil {
 		return err
 	}
 	if m.TCP != nil {
-		return m.TCP.check()
+		return m.TCP.Check()
 	}
 	return nil
 }
 
-// readParams reads the client's parameters and, when present, its
+// ReadParams reads the client's parameters and, when present, its
 // TCP-mode request.
-func readParams(r io.Reader) (Params, *TCPParams, error) {
-	var m tcpParamsMsg
+func ReadParams(r io.Reader) (Params, *TCPParams, error) {
+	var m TCPParamsMsg
 	if err := ReadMessage(r, &m); err != nil {
 		return Params{}, nil, err
 	}
 	return m.Params, m.TCP, nil
-}
-
-// TCPReport is a TCP-mode test's outcome: both ends' figures and what
-// follows from them.
-type TCPReport struct {
-	Sender   TCPSenderStats   `json:"sender"`
-	Receiver TCPReceiverStats `json:"receiver"`
-	Sum      TCPSummary       `json:"sum"`
-}
-
-// TCPSummary sums a TCP-mode test over its flows.
-type TCPSummary struct {
-	SentBytes        uint64  `json:"sent_bytes"`
-	SentSegments     int64   `json:"sent_segments"`
-	SenderBitsPerSec float64 `json:"sender_bits_per_second"`
-	// ReceivedBytes are the receiver's in-order bytes.
-	ReceivedBytes      uint64  `json:"received_bytes"`
-	ReceivedSegments   int64   `json:"received_segments"`
-	ReceiverBitsPerSec float64 `json:"receiver_bits_per_second"`
-	OutOfOrder         int64   `json:"out_of_order"`
-	Late               int64   `json:"late"`
-	GapBytes           uint64  `json:"gap_bytes"`
-	BadChecksum        int64   `json:"bad_checksum"`
-	// Sender CPU per byte and per segment sent, in nanoseconds, and the
-	// share of one CPU the sending threads used.
-	SenderCPUNsPerByte    float64 `json:"sender_cpu_ns_per_byte"`
-	SenderCPUNsPerSegment float64 `json:"sender_cpu_ns_per_segment"`
-	SenderCPUPercent      float64 `json:"sender_cpu_percent"`
-	ReceiverCPUNsPerByte  float64 `json:"receiver_cpu_ns_per_byte"`
-}
-
-// newTCPReport sums both ends' figures.
-func newTCPReport(s TCPSenderStats, r TCPReceiverStats) *TCPReport {
-	rep := &TCPReport{Sender: s, Receiver: r}
-	m := &rep.Sum
-	for _, st := range s.Streams {
-		m.SentBytes += st.Bytes
-		m.SentSegments += st.Segments
-	}
-	for _, st := range r.Streams {
-		m.ReceivedBytes += st.InOrderBytes
-		m.ReceivedSegments += st.Segments
-		m.OutOfOrder += st.OutOfOrder
-		m.Late += st.Late
-		m.GapBytes += st.GapBytes
-		m.BadChecksum += st.BadChecksum
-	}
-	m.SenderBitsPerSec = bps(m.SentBytes, s.Seconds)
-	m.ReceiverBitsPerSec = bps(m.ReceivedBytes, r.Seconds)
-	if m.SentBytes > 0 {
-		m.SenderCPUNsPerByte = s.CPU.Total() * 1e9 / float64(m.SentBytes)
-		m.SenderCPUNsPerSegment = s.CPU.Total() * 1e9 / float64(m.SentSegments)
-	}
-	if s.Seconds > 0 {
-		m.SenderCPUPercent = 100 * s.CPU.Total() / s.Seconds
-	}
-	if m.ReceivedBytes > 0 {
-		m.ReceiverCPUNsPerByte = r.CPU.Total() * 1e9 / float64(m.ReceivedBytes)
-	}
-	return rep
-}
-
-// WriteText prints the report as iperf3 prints a TCP test's summary: a
-// sender and a receiver line per flow and for the sum, then the
-// receiver's checks and the sender's CPU cost.
-func (r *TCPReport) WriteText(w io.Writer) error {
-	var b strings.Builder
-	tso := "off"
-	if r.Sender.TSO {
-		tso = "on"
-	}
-	fmt.Fprintf(&b, "TCP mode over AF_XDP, software TSO %s, MSS %d\n", tso, r.Sender.MSS)
-	b.WriteString("[ ID] Interval           Transfer     Bitrate         Segments\n")
-	rx := map[int]TCPReceiverStream{}
-	for _, s := range r.Receiver.Streams {
-		rx[s.ID] = s
-	}
-	for _, s := range r.Sender.Streams {
-		fmt.Fprintf(&b, "[%s]   0.00-%-6.2f sec  %12s  %15s  %8d  sender\n", id(s.ID), r.Sender.Seconds, FormatBytes(s.Bytes), FormatBitrate(bps(s.Bytes, r.Sender.Seconds)), s.Segments)
-		x := rx[s.ID]
-		fmt.Fprintf(&b, "[%s]   0.00-%-6.2f sec  %12s  %15s  %8d  receiver (in order)\n", id(s.ID), r.Receiver.Seconds, FormatBytes(x.InOrderBytes), FormatBitrate(bps(x.InOrderBytes, r.Receiver.Seconds)), x.Segments)
-	}
-	m := r.Sum
-	if len(r.Sender.Streams) > 1 {
-		fmt.Fprintf(&b, "[SUM]   0.00-%-6.2f sec  %12s  %15s  %8d  sender\n", r.Sender.Seconds, FormatBytes(m.SentBytes), FormatBitrate(m.SenderBitsPerSec), m.SentSegments)
-		fmt.Fprintf(&b, "[SUM]   0.00-%-6.2f sec  %12s  %15s  %8d  receiver (in order)\n", r.Receiver.Seconds, FormatBytes(m.ReceivedBytes), FormatBitrate(m.ReceiverBitsPerSec), m.ReceivedSegments)
-	}
-	fmt.Fprintf(&b, "receiver: %d out of order (%d bytes skipped), %d late or duplicate, %d bad checksums, %d malformed, %d stray, %d dropped by the kernel\n",
-		m.OutOfOrder, m.GapBytes, m.Late, m.BadChecksum, r.Receiver.Malformed, r.Receiver.Stray, r.Receiver.Dropped)
-	fmt.Fprintf(&b, "sender CPU: %.3f s user + %.3f s system (%.0f%% of a core), %.3f ns/byte, %.0f ns/segment\n",
-		r.Sender.CPU.User, r.Sender.CPU.System, m.SenderCPUPercent, m.SenderCPUNsPerByte, m.SenderCPUNsPerSegment)
-	fmt.Fprintf(&b, "receiver CPU: %.3f s user + %.3f s system, %.3f ns/byte (checksums verified on every frame)\n",
-		r.Receiver.CPU.User, r.Receiver.CPU.System, m.ReceiverCPUNsPerByte)
-	_, err := io.WriteString(w, b.String())
-	return err
 }

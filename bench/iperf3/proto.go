@@ -1,4 +1,4 @@
-package bench
+package iperf3
 
 import (
 	"crypto/rand"
@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-
-	"github.com/xdpio/xdpio/internal/errs"
 )
 
 // State is a one-byte message of the iperf3 control protocol: the sender
@@ -67,8 +65,6 @@ var (
 	ErrClientTerminated = errors.New("the client has terminated")
 	// ErrServerTerminated: the server sent SERVER_TERMINATE.
 	ErrServerTerminated = errors.New("the server has terminated")
-	// ErrUnsupported: a requested test mode this package does not implement yet.
-	ErrUnsupported = errs.ErrNotSupported
 )
 
 // ServerError is iperf3's SERVER_ERROR message: the server's iperf error
@@ -83,40 +79,40 @@ func (e *ServerError) Error() string {
 	return fmt.Sprintf("iperf3 server error: code %d (%s), errno %d", e.Code, ieText(e.Code), e.Errno)
 }
 
-// iperf3 i_errno values this package sends or names.
+// iperf3 i_errno values this package sends or names (IE and iperf3's name).
 const (
-	ieUnimp        = 13
-	ieRecvParams   = 114
-	ieClientTerm   = 119
-	ieProtocol     = 131
-	ieStreamListen = 202
-	ieStreamAccept = 204
-	ieStreamWrite  = 205
-	ieStreamRead   = 206
+	IEUnimp        = 13
+	IERecvParams   = 114
+	IEClientTerm   = 119
+	IEProtocol     = 131
+	IEStreamListen = 202
+	IEStreamAccept = 204
+	IEStreamWrite  = 205
+	IEStreamRead   = 206
 )
 
-// linuxEPROTONOSUPPORT is Linux's errno "Protocol not supported", sent
-// with ieStreamListen when an iperf3 client asks for a TCP test: the
+// LinuxEPROTONOSUPPORT is Linux's errno "Protocol not supported", sent
+// with IEStreamListen when an iperf3 client asks for a TCP test: the
 // client appends its strerror to the error text.
-const linuxEPROTONOSUPPORT = 93
+const LinuxEPROTONOSUPPORT = 93
 
 func ieText(code int32) string {
 	switch code {
-	case ieUnimp:
+	case IEUnimp:
 		return "not implemented"
-	case ieRecvParams:
+	case IERecvParams:
 		return "unable to receive parameters from client"
-	case ieClientTerm:
+	case IEClientTerm:
 		return "the client has terminated"
-	case ieProtocol:
+	case IEProtocol:
 		return "protocol does not exist"
-	case ieStreamListen:
+	case IEStreamListen:
 		return "unable to start stream listener"
-	case ieStreamAccept:
+	case IEStreamAccept:
 		return "unable to accept stream connection"
-	case ieStreamWrite:
+	case IEStreamWrite:
 		return "unable to write to stream socket"
-	case ieStreamRead:
+	case IEStreamRead:
 		return "unable to read from stream socket"
 	}
 	return "unknown"
@@ -192,8 +188,8 @@ func WriteState(w io.Writer, s State) error {
 	return nil
 }
 
-// readServerError reads the two big-endian int32 that follow SERVER_ERROR.
-func readServerError(r io.Reader) error {
+// ReadServerError reads the two big-endian int32 that follow SERVER_ERROR.
+func ReadServerError(r io.Reader) error {
 	var b [8]byte
 	if _, err := io.ReadFull(r, b[:]); err != nil {
 		return fmt.Errorf("read server error: %w", err)
@@ -201,8 +197,8 @@ func readServerError(r io.Reader) error {
 	return &ServerError{Code: int32(binary.BigEndian.Uint32(b[:4])), Errno: int32(binary.BigEndian.Uint32(b[4:]))}
 }
 
-// writeServerError sends SERVER_ERROR and its two codes.
-func writeServerError(w io.Writer, code, errno int32) error {
+// WriteServerError sends SERVER_ERROR and its two codes.
+func WriteServerError(w io.Writer, code, errno int32) error {
 	var b [9]byte
 	st := ServerErrorCode
 	b[0] = byte(st)
@@ -242,8 +238,8 @@ func DecodeMessage(b []byte, v any) error {
 	if err := json.Unmarshal(b, v); err != nil {
 		return fmt.Errorf("decode message: %w: %w", ErrProtocol, err)
 	}
-	if c, ok := v.(interface{ check() error }); ok {
-		if err := c.check(); err != nil {
+	if c, ok := v.(interface{ Check() error }); ok {
+		if err := c.Check(); err != nil {
 			return fmt.Errorf("decode message: %w", err)
 		}
 	}
@@ -310,7 +306,8 @@ type Params struct {
 // maxTCPBlksize is iperf3's largest block (-l) of a TCP test (MAX_BLOCKSIZE).
 const maxTCPBlksize = 1 << 20
 
-func (p *Params) check() error {
+// Check returns an ErrProtocol error for parameters no iperf3 sends (ReadMessage calls it).
+func (p *Params) Check() error {
 	switch {
 	case p.Parallel < 0 || p.Parallel > 128:
 		return fmt.Errorf("invalid parallel %d: must be 0..128: %w", p.Parallel, ErrProtocol)
@@ -342,7 +339,6 @@ type Results struct {
 	ServerOutputText string          `json:"server_output_text,omitempty"`
 
 	present map[string]bool
-	host    *HostCPU // this end's own machine figures; never sent
 }
 
 // StreamResults is one stream's totals in a Results message.
@@ -439,7 +435,8 @@ func (s *StreamResults) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-func (r *Results) check() error {
+// Check returns an ErrProtocol error when a required key is missing or a count is negative (ReadMessage calls it).
+func (r *Results) Check() error {
 	for _, k := range []string{"cpu_util_total", "cpu_util_user", "cpu_util_system", "sender_has_retransmits", "streams"} {
 		if !r.present[k] {
 			return fmt.Errorf("results lack %q: %w", k, ErrProtocol)

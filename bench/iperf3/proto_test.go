@@ -1,4 +1,4 @@
-package bench
+package iperf3
 
 import (
 	"bytes"
@@ -126,7 +126,7 @@ func TestResultsDecode(t *testing.T) {
 
 func TestServerErrorWire(t *testing.T) {
 	var buf bytes.Buffer
-	if err := writeServerError(&buf, ieStreamListen, 98); err != nil {
+	if err := WriteServerError(&buf, IEStreamListen, 98); err != nil {
 		t.Fatal(err)
 	}
 	want := []byte{0xfe, 0, 0, 0, 202, 0, 0, 0, 98}
@@ -134,7 +134,7 @@ func TestServerErrorWire(t *testing.T) {
 		t.Fatalf("% x, want % x", buf.Bytes(), want)
 	}
 	st, _ := ReadState(&buf)
-	err := readServerError(&buf)
+	err := ReadServerError(&buf)
 	var se *ServerError
 	if st != ServerErrorCode || !errors.As(err, &se) || se.Code != 202 || se.Errno != 98 {
 		t.Errorf("read back %v %v", st, err)
@@ -171,11 +171,11 @@ func TestUDPHeader(t *testing.T) {
 // The setup datagrams are iperf3's native-order ints: on x86 the client's
 // message is the bytes "9876" and the reply "6789".
 func TestConnectMessages(t *testing.T) {
-	m, r := connectBytes(UDPConnectMsg), connectBytes(UDPConnectReply)
+	m, r := ConnectBytes(UDPConnectMsg), ConnectBytes(UDPConnectReply)
 	if binary.NativeEndian.Uint32([]byte{1, 0, 0, 0}) == 1 && (string(m) != "9876" || string(r) != "6789") {
 		t.Errorf("little endian host: msg %q reply %q", m, r)
 	}
-	if !IsConnectMsg(m) || !IsConnectReply(r) || IsConnectReply(m) || !IsConnectReply(connectBytes(987654321)) {
+	if !IsConnectMsg(m) || !IsConnectReply(r) || IsConnectReply(m) || !IsConnectReply(ConnectBytes(987654321)) {
 		t.Error("connect message recognition")
 	}
 }
