@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/xdpio/xdpio/bench/iperf3"
+	"github.com/xdpio/xdpio/internal/cpustat"
 )
 
 // streamID returns iperf3's id of the i-th stream (from 0): 1, 3, 4, 5…
@@ -76,10 +77,10 @@ type dataRun struct {
 	start    time.Time
 	end      time.Time
 
-	cpu     *cpuMeter
+	cpu     *cpustat.Meter
 	cpuOnce sync.Once
-	host    *HostCPU
-	cpuRes  iperf3.Results // the CPU figures of results(), measured once
+	usage   cpustat.Usage // what cpu measured, once, in results()
+	host    *HostCPU      // usage's machine figures, for the report
 }
 
 func (r *dataRun) setErr(err error) {
@@ -111,15 +112,15 @@ func (r *dataRun) begin() {
 	r.errMu.Unlock()
 	r.stopCh = make(chan struct{})
 	r.start = time.Now()
-	r.cpu = startCPUMeter()
+	r.cpu = cpustat.Start()
 	for _, g := range r.groups {
 		if mq, ok := g.conn.(MultiQueueConn); ok && !r.sender {
 			for _, q := range mq.QueueReaders() {
 				r.wg.Add(1)
 				go func() {
 					defer r.wg.Done()
-					done := threadClock()
-					defer func() { r.cpu.thread(done()) }()
+					done := cpustat.ThreadClock()
+					defer func() { r.cpu.Thread(done()) }()
 					if err := r.queueLoop(g, q); err != nil {
 						r.setErr(err)
 					}
@@ -130,8 +131,8 @@ func (r *dataRun) begin() {
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
-			done := threadClock()
-			defer func() { r.cpu.thread(done()) }()
+			done := cpustat.ThreadClock()
+			defer func() { r.cpu.Thread(done()) }()
 			var err error
 			if r.sender {
 				err = r.sendLoop(g)
@@ -361,8 +362,11 @@ func (r *dataRun) results() iperf3.Results {
 		res.SenderHasRetransmits = 0
 	}
 	if r.cpu != nil {
-		r.cpuOnce.Do(func() { r.host = r.cpu.finish(&r.cpuRes) })
-		res.CPUUtilTotal, res.CPUUtilUser, res.CPUUtilSystem = r.cpuRes.CPUUtilTotal, r.cpuRes.CPUUtilUser, r.cpuRes.CPUUtilSystem
+		r.cpuOnce.Do(func() {
+			r.usage = r.cpu.Finish()
+			r.host = hostCPU(r.usage)
+		})
+		res.CPUUtilTotal, res.CPUUtilUser, res.CPUUtilSystem = r.usage.Total, r.usage.User, r.usage.System
 	}
 	end := r.end
 	if end.IsZero() {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/xdpio/xdpio/bench/iperf3"
+	"github.com/xdpio/xdpio/internal/cpustat"
 )
 
 // TCPAcceptTimeout is how long a TCP-mode client waits after
@@ -204,7 +205,7 @@ func (c *Client) runTCP(ctx context.Context) (rep *Report, err error) {
 			}()
 			ir = newIntervalReporter(run, orDefault(c.Interval, time.Second), c.OnInterval)
 			run.start = time.Now()
-			run.cpu = startCPUMeter()
+			run.cpu = cpustat.Start()
 			snd.Start(run.allStreams(), run.start)
 			ir.begin()
 			timer := time.NewTimer(time.Duration(p.Time) * time.Second)
@@ -213,7 +214,7 @@ func (c *Client) runTCP(ctx context.Context) (rep *Report, err error) {
 			case m := <-ctl:
 				timer.Stop()
 				sstats, _ = snd.Stop()
-				run.cpu.thread(sstats.CPU.Total())
+				run.cpu.Thread(sstats.CPU.Total())
 				run.end = time.Now()
 				rep.Intervals = ir.finish()
 				pending = &m
@@ -221,7 +222,7 @@ func (c *Client) runTCP(ctx context.Context) (rep *Report, err error) {
 			case <-ctx.Done():
 				timer.Stop()
 				sstats, _ = snd.Stop()
-				run.cpu.thread(sstats.CPU.Total())
+				run.cpu.Thread(sstats.CPU.Total())
 				run.end = time.Now()
 				rep.Intervals = ir.finish()
 				rep.End = endFromOne(run.results(), true, nil)
@@ -232,7 +233,7 @@ func (c *Client) runTCP(ctx context.Context) (rep *Report, err error) {
 			timer.Stop()
 			var serr error
 			sstats, serr = snd.Stop()
-			run.cpu.thread(sstats.CPU.Total())
+			run.cpu.Thread(sstats.CPU.Total())
 			run.end = time.Now()
 			rep.Intervals = ir.finish()
 			if serr != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/xdpio/xdpio/bench/iperf3"
+	"github.com/xdpio/xdpio/internal/cpustat"
 )
 
 // tcpReceiver is the server's data path in TCP mode (AF_XDP on Linux).
@@ -106,13 +107,13 @@ func (s *Server) serveTCP(ctx context.Context, c net.Conn, rep *Report, p iperf3
 	}
 	ir := newIntervalReporter(run, orDefault(s.Interval, time.Second), s.OnInterval)
 	run.start = time.Now()
-	run.cpu = startCPUMeter()
+	run.cpu = cpustat.Start()
 	rcv.Start(run.start)
 	ir.begin()
 
 	endErr := awaitTestEnd(ctx, c, ctl, nil, time.Duration(p.Time)*time.Second+orDefault(s.Slack, 10*time.Second), p.Time)
 	rstats := rcv.Stop()
-	run.cpu.thread(rstats.CPU.Total())
+	run.cpu.Thread(rstats.CPU.Total())
 	run.end = time.Now()
 	rep.Intervals = ir.finish()
 	localRes := run.results()

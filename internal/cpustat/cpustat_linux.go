@@ -1,6 +1,6 @@
 //go:build linux
 
-package bench
+package cpustat
 
 import (
 	"os"
@@ -13,12 +13,12 @@ import (
 // architecture Go supports.
 const clockTicks = 100
 
-func readProcStat() (cpuStat, error) {
+func readStat() (Stat, error) {
 	data, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return cpuStat{}, err
+		return Stat{}, err
 	}
-	return parseProcStat(data)
+	return Parse(data)
 }
 
 func readProcTimes() procTimes {
@@ -31,9 +31,9 @@ func readProcTimes() procTimes {
 
 func tvSeconds(tv unix.Timeval) float64 { return float64(tv.Sec) + float64(tv.Usec)/1e6 }
 
-// threadClock locks the calling goroutine to its thread and returns a
+// ThreadClock locks the calling goroutine to its thread and returns a
 // function that unlocks it and reports the thread's CPU time since.
-func threadClock() func() float64 {
+func ThreadClock() func() float64 {
 	runtime.LockOSThread()
 	start := threadCPUSeconds()
 	return func() float64 {

@@ -1,6 +1,6 @@
 //go:build linux
 
-package bench
+package cpustat
 
 import (
 	"errors"
@@ -9,8 +9,6 @@ import (
 	"runtime"
 	"testing"
 	"time"
-
-	"github.com/xdpio/xdpio/bench/iperf3"
 )
 
 // TestProcStatTotalsAreCoreSums reads the real /proc/stat: the kernel
@@ -21,14 +19,14 @@ func TestProcStatTotalsAreCoreSums(t *testing.T) {
 	if err != nil {
 		t.Skipf("no /proc/stat here: %v", err)
 	}
-	st, err := parseProcStat(data)
+	st, err := Parse(data)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(st.cores) == 0 {
 		t.Fatal("no per-core lines parsed")
 	}
-	var sum cpuTicks
+	var sum ticks
 	for _, c := range st.cores {
 		for i := range sum {
 			sum[i] += c[i]
@@ -46,17 +44,17 @@ func TestProcStatTotalsAreCoreSums(t *testing.T) {
 }
 
 func TestCPUUsagePercentages(t *testing.T) {
-	a, err := parseProcStat([]byte("cpu  100 0 50 800 0 0 50 0 0 0\ncpu0 50 0 25 400 0 0 25 0 0 0\ncpu1 50 0 25 400 0 0 25 0 0 0\nintr 1\n"))
+	a, err := Parse([]byte("cpu  100 0 50 800 0 0 50 0 0 0\ncpu0 50 0 25 400 0 0 25 0 0 0\ncpu1 50 0 25 400 0 0 25 0 0 0\nintr 1\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Over 2 s (200 ticks a core): core 0 fully busy, 60 user, 20 system,
 	// 20 softirq; core 1 idle.
-	b, err := parseProcStat([]byte("cpu  220 0 90 1000 0 0 90 0 0 0\ncpu0 170 0 65 400 0 0 65 0 0 0\ncpu1 50 0 25 600 0 0 25 0 0 0\n"))
+	b, err := Parse([]byte("cpu  220 0 90 1000 0 0 90 0 0 0\ncpu0 170 0 65 400 0 0 65 0 0 0\ncpu1 50 0 25 600 0 0 25 0 0 0\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cores, busy := b.since(a, 100)
+	cores, busy := b.Since(a, 100)
 	if len(cores) != 3 || cores[0].CPU != "all" || cores[1].CPU != "0" || cores[2].CPU != "1" {
 		t.Fatalf("cores %+v", cores)
 	}
@@ -83,23 +81,23 @@ func TestProcStatErrors(t *testing.T) {
 		"cpu 1 2 3 4 5 6 7 8\ncpu 1 2 3 4 5 6 7 8\n",
 		"cpu 1 2 3 4 5 6 7 8\ncpuX 1 2 3 4 5 6 7 8\n",
 	} {
-		if _, err := parseProcStat([]byte(in)); !errors.Is(err, ErrProcStat) {
-			t.Errorf("parseProcStat(%q) = %v, want ErrProcStat", in, err)
+		if _, err := Parse([]byte(in)); !errors.Is(err, ErrProcStat) {
+			t.Errorf("Parse(%q) = %v, want ErrProcStat", in, err)
 		}
 	}
 }
 
-// TestCPUMeterSeesWork: a data thread that spins is seen in its own
+// TestCPUMeterSeesWork: a thread that spins is seen in its own
 // thread time, in the process's user time and in the busy time of the
 // cores.
 func TestCPUMeterSeesWork(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("Linux only")
 	}
-	m := startCPUMeter()
+	m := Start()
 	done := make(chan float64)
 	go func() {
-		stop := threadClock()
+		stop := ThreadClock()
 		// The thread may be an old one: its clock counts from its start.
 		until := threadCPUSeconds() + 0.15
 		deadline := time.Now().Add(5 * time.Second)
@@ -113,20 +111,19 @@ func TestCPUMeterSeesWork(t *testing.T) {
 		done <- stop()
 	}()
 	secs := <-done
-	m.thread(secs)
-	var res iperf3.Results
-	h := m.finish(&res)
-	if h.DataThreadSeconds != secs || secs < 0.1 {
-		t.Errorf("data thread %.3f s (reported %.3f s), want ≥ 0.1 s", h.DataThreadSeconds, secs)
+	m.Thread(secs)
+	u := m.Finish()
+	if u.ThreadSeconds != secs || secs < 0.1 {
+		t.Errorf("data thread %.3f s (reported %.3f s), want ≥ 0.1 s", u.ThreadSeconds, secs)
 	}
-	if h.BusySeconds < 0.1 {
-		t.Errorf("cores busy %.3f s, want ≥ 0.1 s", h.BusySeconds)
+	if u.BusySeconds < 0.1 {
+		t.Errorf("cores busy %.3f s, want ≥ 0.1 s", u.BusySeconds)
 	}
-	if res.CPUUtilUser <= 0 || res.CPUUtilTotal < res.CPUUtilUser {
-		t.Errorf("process CPU %+v", res)
+	if u.User <= 0 || u.Total < u.User {
+		t.Errorf("process CPU %+v", u)
 	}
-	if len(h.Cores) != runtime.NumCPU()+1 {
-		t.Errorf("%d core lines, want %d and the average", len(h.Cores), runtime.NumCPU())
+	if len(u.Cores) != runtime.NumCPU()+1 {
+		t.Errorf("%d core lines, want %d and the average", len(u.Cores), runtime.NumCPU())
 	}
 }
 
@@ -135,14 +132,14 @@ func FuzzParseProcStat(f *testing.F) {
 	f.Add([]byte("cpu 1 2 3 4 5 6 7 8\ncpu3 1 2 3 4 5 6 7 8\nctxt 9\n"))
 	f.Add([]byte("cpu0 1 2 3\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		st, err := parseProcStat(data)
+		st, err := Parse(data)
 		if err != nil {
 			if !errors.Is(err, ErrProcStat) {
 				t.Fatalf("error %v does not wrap ErrProcStat", err)
 			}
 			return
 		}
-		cores, _ := st.since(st, 100)
+		cores, _ := st.Since(st, 100)
 		if len(cores) != len(st.cores)+1 {
 			t.Fatalf("%d usage lines for %d cores", len(cores), len(st.cores))
 		}
