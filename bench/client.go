@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/xdpio/xdpio/bench/iperf3"
+	"github.com/xdpio/xdpio/bench/kernelplane"
+	"github.com/xdpio/xdpio/bench/plane"
 )
 
 // BitrateUnlimited as Client.Bitrate sends as fast as the data plane can.
@@ -28,7 +30,7 @@ type Client struct {
 	// Server is the server's control address (iperf3's port is 5201).
 	Server netip.AddrPort
 	// DataPlane carries the UDP streams; nil means kernel sockets.
-	DataPlane DataPlane
+	DataPlane plane.DataPlane
 	// Dial opens the control connection; nil uses a net.Dialer. Set it to
 	// dial from another network namespace.
 	Dial func(ctx context.Context, network, address string) (net.Conn, error)
@@ -57,7 +59,7 @@ type Client struct {
 
 	// Mode is the kind of test: ModeUDP (the zero value too) is iperf3's
 	// UDP test; ModeTCP is xdpio's one-way TCP-framed stream over AF_XDP,
-	// which needs an XSKDataPlane as DataPlane and an xdpio server (a real
+	// which needs an xskplane.DataPlane as plane.DataPlane and an xdpio server (a real
 	// iperf3 server makes Run fail with ErrNotXDPIO). In TCP mode Length
 	// is the bytes per write (0: the largest multiple of the MSS that fits
 	// a 64 KB super-packet), Bitrate 0 means unlimited, and Reverse is
@@ -138,7 +140,7 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 	}
 	dp := c.DataPlane
 	if dp == nil {
-		dp = &SocketDataPlane{}
+		dp = &kernelplane.DataPlane{}
 	}
 	conn, stopClose, err := c.connect(ctx)
 	if err != nil {
@@ -334,17 +336,17 @@ func (c *Client) connect(ctx context.Context) (net.Conn, func() bool, error) {
 
 // dialStream opens one stream's endpoint and does the setup exchange: the
 // client's 4-byte message, the server's 4-byte reply.
-func dialStream(dp DataPlane, server netip.AddrPort, id int, deadline time.Time) (*group, error) {
+func dialStream(dp plane.DataPlane, server netip.AddrPort, id int, deadline time.Time) (*group, error) {
 	pc, err := dp.Dial(server)
 	if err != nil {
 		return nil, err
 	}
-	msg := []Message{{Buf: iperf3.ConnectBytes(iperf3.UDPConnectMsg), N: 4}}
+	msg := []plane.Message{{Buf: iperf3.ConnectBytes(iperf3.UDPConnectMsg), N: 4}}
 	if _, err := pc.WriteBatch(msg); err != nil {
 		pc.Close()
 		return nil, fmt.Errorf("send setup message: %w", err)
 	}
-	buf := []Message{{Buf: make([]byte, 65536)}}
+	buf := []plane.Message{{Buf: make([]byte, 65536)}}
 	pc.SetReadDeadline(deadline)
 	for {
 		n, err := pc.ReadBatch(buf)

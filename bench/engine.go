@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/xdpio/xdpio/bench/iperf3"
+	"github.com/xdpio/xdpio/bench/plane"
 	"github.com/xdpio/xdpio/internal/cpustat"
 )
 
@@ -45,9 +46,9 @@ func (s *stream) counters() Counters {
 	return Counters{RecvCounters: s.recv.RecvCounters, SentBytes: s.sentB, SentPackets: s.sentP}
 }
 
-// group is a PacketConn and the streams that use it.
+// group is a plane.PacketConn and the streams that use it.
 type group struct {
-	conn    PacketConn
+	conn    plane.PacketConn
 	streams []*stream
 	byPeer  map[netip.AddrPort]*stream
 	stray   atomic.Int64 // datagrams from no known stream
@@ -114,7 +115,7 @@ func (r *dataRun) begin() {
 	r.start = time.Now()
 	r.cpu = cpustat.Start()
 	for _, g := range r.groups {
-		if mq, ok := g.conn.(MultiQueueConn); ok && !r.sender {
+		if mq, ok := g.conn.(plane.MultiQueueConn); ok && !r.sender {
 			for _, q := range mq.QueueReaders() {
 				r.wg.Add(1)
 				go func() {
@@ -161,10 +162,8 @@ func (r *dataRun) stop() error {
 	return r.err
 }
 
-const batchSize = 64
-
 func (r *dataRun) sendLoop(g *group) error {
-	msgs := make([]Message, batchSize)
+	msgs := make([]plane.Message, plane.BatchSize)
 	for i := range msgs {
 		msgs[i].Buf = make([]byte, r.blksize)
 		for j := iperf3.HeaderLen(r.counters64); j < r.blksize; j++ {
@@ -184,7 +183,7 @@ func (r *dataRun) sendLoop(g *group) error {
 		wait := time.Millisecond
 		sent := false
 		for _, s := range g.streams {
-			k := batchSize
+			k := plane.BatchSize
 			if r.rate > 0 {
 				allowed := int64(float64(r.rate)*el/8) - int64(s.sentB)
 				if a := allowed / int64(r.blksize); a < int64(k) {
@@ -212,7 +211,7 @@ func (r *dataRun) sendLoop(g *group) error {
 				s.sentB += uint64(n * r.blksize)
 				s.mu.Unlock()
 			}
-			if err != nil && !errors.Is(err, ErrBackpressure) {
+			if err != nil && !errors.Is(err, plane.ErrBackpressure) {
 				if r.stopping.Load() {
 					return nil
 				}
@@ -241,7 +240,7 @@ func (r *dataRun) recvLoop(g *group) error {
 	if size < 2048 {
 		size = 2048
 	}
-	msgs := make([]Message, batchSize)
+	msgs := make([]plane.Message, plane.BatchSize)
 	for i := range msgs {
 		msgs[i].Buf = make([]byte, size)
 	}
@@ -288,9 +287,9 @@ func (d *drain) next(stopping bool) (wait time.Duration, over bool) {
 
 // queueLoop is recvLoop for one receive queue of a MultiQueueConn: the
 // datagrams are counted where they lie in the receive ring.
-func (r *dataRun) queueLoop(g *group, q QueueReader) error {
+func (r *dataRun) queueLoop(g *group, q plane.QueueReader) error {
 	defer q.Done()
-	msgs := make([]Message, batchSize)
+	msgs := make([]plane.Message, plane.BatchSize)
 	var dr drain
 	for {
 		stopping := r.stopping.Load()
@@ -307,7 +306,7 @@ func (r *dataRun) queueLoop(g *group, q QueueReader) error {
 			switch q.Queue() {
 			case -1:
 				return fmt.Errorf("rx queues: %w", err)
-			case KernelSocketQueue:
+			case plane.KernelSocketQueue:
 				return fmt.Errorf("rx kernel socket: %w", err)
 			}
 			return fmt.Errorf("rx queue %d: %w", q.Queue(), err)
@@ -320,7 +319,7 @@ func (r *dataRun) queueLoop(g *group, q QueueReader) error {
 
 // account counts received datagrams in their streams' statistics, taking
 // each stream's lock once per run of its datagrams.
-func (r *dataRun) account(g *group, msgs []Message, arrival time.Time) {
+func (r *dataRun) account(g *group, msgs []plane.Message, arrival time.Time) {
 	var (
 		cur     *stream
 		curAddr netip.AddrPort

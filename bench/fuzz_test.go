@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/xdpio/xdpio/bench/iperf3"
+	"github.com/xdpio/xdpio/bench/plane"
 )
 
 // fakeDataPlane is a data plane with no network: setup datagrams are
@@ -21,14 +22,14 @@ type fakeDataPlane struct{}
 
 type fakeConn struct {
 	mu      sync.Mutex
-	pending []Message
+	pending []plane.Message
 	closed  bool
 }
 
-func (fakeDataPlane) Listen(local netip.AddrPort) (PacketConn, error) { return &fakeConn{}, nil }
-func (fakeDataPlane) Dial(remote netip.AddrPort) (PacketConn, error)  { return &fakeConn{}, nil }
+func (fakeDataPlane) Listen(local netip.AddrPort) (plane.PacketConn, error) { return &fakeConn{}, nil }
+func (fakeDataPlane) Dial(remote netip.AddrPort) (plane.PacketConn, error)  { return &fakeConn{}, nil }
 
-func (c *fakeConn) ReadBatch(msgs []Message) (int, error) {
+func (c *fakeConn) ReadBatch(msgs []plane.Message) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -43,12 +44,12 @@ func (c *fakeConn) ReadBatch(msgs []Message) (int, error) {
 	return n, nil
 }
 
-func (c *fakeConn) WriteBatch(msgs []Message) (int, error) {
+func (c *fakeConn) WriteBatch(msgs []plane.Message) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, m := range msgs {
 		if iperf3.IsConnectMsg(m.Buf[:m.N]) {
-			c.pending = append(c.pending, Message{Buf: iperf3.ConnectBytes(iperf3.UDPConnectReply), N: 4})
+			c.pending = append(c.pending, plane.Message{Buf: iperf3.ConnectBytes(iperf3.UDPConnectReply), N: 4})
 		}
 	}
 	return len(msgs), nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/xdpio/xdpio/bench/iperf3"
+	"github.com/xdpio/xdpio/bench/plane"
 )
 
 // Report is the outcome of a test at one end, in a schema close to
@@ -33,8 +34,8 @@ type ReportStart struct {
 	Cookie       string      `json:"cookie"`
 	TestStart    TestParams  `json:"test_start"`
 	// Placement is each stream's source port and the server RX queue it
-	// was placed on (client with a Placer only; not in iperf3's report).
-	Placement []Placement `json:"placement,omitempty"`
+	// was placed on (client with a plane.Placer only; not in iperf3's report).
+	Placement []plane.Placement `json:"placement,omitempty"`
 }
 
 // Connected is one stream's addresses. Socket is the stream's id (iperf3
@@ -111,7 +112,7 @@ type ReportEnd struct {
 	// during the test: the RSS spread at a server, what a client's
 	// sockets received (-R) at a client (AF_XDP data planes only; not in
 	// iperf3's report).
-	RXQueues []QueueCount `json:"rx_queues,omitempty"`
+	RXQueues []plane.QueueCount `json:"rx_queues,omitempty"`
 }
 
 // EndStream wraps a stream's summary under its protocol, as iperf3 does.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/xdpio/xdpio/bench/iperf3"
+	"github.com/xdpio/xdpio/bench/kernelplane"
 
 	"github.com/xdpio/xdpio/internal/netnstest"
 )
@@ -38,7 +39,7 @@ func TestClientAgainstServer(t *testing.T) {
 		before := udpInDatagrams(t, rx)
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		var ivs []Interval
-		c := &Client{Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &SocketDataPlane{Do: pair.A.Do},
+		c := &Client{Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &kernelplane.DataPlane{Do: pair.A.Do},
 			Dial: nsDial(pair.A), Streams: 3, Duration: 2 * time.Second, Bitrate: 20e6, Reverse: reverse, Length: 1000,
 			Interval: 500 * time.Millisecond, OnInterval: func(iv Interval) { ivs = append(ivs, iv) }}
 		rep, err := c.Run(ctx)
@@ -93,7 +94,7 @@ func TestServerRefuses(t *testing.T) {
 	reports := startServerQuiet(t, pair, 5201)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	base := Client{Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &SocketDataPlane{Do: pair.A.Do}, Dial: nsDial(pair.A), Duration: 2 * time.Second}
+	base := Client{Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &kernelplane.DataPlane{Do: pair.A.Do}, Dial: nsDial(pair.A), Duration: 2 * time.Second}
 	first := base
 	done := make(chan error, 1)
 	go func() { _, err := first.Run(ctx); done <- err }()
@@ -145,7 +146,7 @@ func startServerQuiet(t *testing.T, pair *netnstest.Pair, port int) <-chan repor
 	}
 	ch := make(chan reportErr, 8)
 	ctx, cancel := context.WithCancel(context.Background())
-	srv := &Server{DataPlane: &SocketDataPlane{Do: pair.B.Do}, OnReport: func(r *Report, err error) { ch <- reportErr{r, err} }}
+	srv := &Server{DataPlane: &kernelplane.DataPlane{Do: pair.B.Do}, OnReport: func(r *Report, err error) { ch <- reportErr{r, err} }}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()
 	t.Cleanup(func() { cancel(); <-done })
@@ -174,7 +175,7 @@ func TestClientCancel(t *testing.T) {
 	reports := startServerQuiet(t, pair, 5201)
 	ctx, cancel := context.WithCancel(context.Background())
 	var ivs int
-	c := &Client{Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &SocketDataPlane{Do: pair.A.Do},
+	c := &Client{Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &kernelplane.DataPlane{Do: pair.A.Do},
 		Dial: nsDial(pair.A), Duration: 10 * time.Second, Bitrate: 10e6, Interval: 200 * time.Millisecond,
 		OnInterval: func(Interval) {
 			if ivs++; ivs == 3 {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/xdpio/xdpio/bench/iperf3"
+	"github.com/xdpio/xdpio/bench/kernelplane"
+	"github.com/xdpio/xdpio/bench/plane"
 )
 
 // Version is what this package reports as its version in reports and in
@@ -34,11 +36,11 @@ const DefaultBlksize = 1460
 
 // Server runs the server end of iperf3 UDP tests, one at a time, for real
 // iperf3 clients and for Client. The control connection is the kernel's
-// TCP; the datagrams go through DataPlane. The zero value is ready to use.
+// TCP; the datagrams go through plane.DataPlane. The zero value is ready to use.
 type Server struct {
 	// DataPlane carries the UDP streams; nil means kernel sockets
-	// (&SocketDataPlane{}).
-	DataPlane DataPlane
+	// (&kernelplane.DataPlane{}).
+	DataPlane plane.DataPlane
 	// Interval is the reporting period; 0 means one second, negative none.
 	Interval time.Duration
 	// OnInterval, if set, is called with each interval's figures while a
@@ -65,7 +67,7 @@ type Server struct {
 	// TCPDataPort is the TCP port xdpio's TCP-mode tests send their
 	// segments to (the XDP filter takes it; the kernel keeps it reserved
 	// while a test runs); 0 means the control port + 1. TCP mode needs an
-	// XSKDataPlane as DataPlane.
+	// xskplane.DataPlane as plane.DataPlane.
 	TCPDataPort uint16
 	// OnTCPReport, if set, is called after each TCP-mode test with both
 	// ends' figures.
@@ -85,11 +87,11 @@ type Server struct {
 	dpClosed chan struct{}
 }
 
-func (s *Server) dataPlane() DataPlane {
+func (s *Server) dataPlane() plane.DataPlane {
 	if s.DataPlane != nil {
 		return s.DataPlane
 	}
-	return &SocketDataPlane{}
+	return &kernelplane.DataPlane{}
 }
 
 func orDefault(d, def time.Duration) time.Duration {
@@ -528,13 +530,13 @@ type stateOrErr struct {
 
 // acceptStreams waits for n streams' setup datagrams on pc and answers each.
 // A new source address is a new stream, numbered as iperf3 numbers them.
-func acceptStreams(pc PacketConn, n int, deadline time.Time, ctl <-chan stateOrErr) (*group, error) {
+func acceptStreams(pc plane.PacketConn, n int, deadline time.Time, ctl <-chan stateOrErr) (*group, error) {
 	g := &group{conn: pc, byPeer: map[netip.AddrPort]*stream{}}
-	msgs := make([]Message, 8)
+	msgs := make([]plane.Message, 8)
 	for i := range msgs {
 		msgs[i].Buf = make([]byte, 65536)
 	}
-	reply := []Message{{Buf: iperf3.ConnectBytes(iperf3.UDPConnectReply), N: 4}}
+	reply := []plane.Message{{Buf: iperf3.ConnectBytes(iperf3.UDPConnectReply), N: 4}}
 	for len(g.streams) < n {
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("accept streams: %d of %d set up before the timeout", len(g.streams), n)

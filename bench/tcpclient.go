@@ -43,7 +43,7 @@ type tcpSenderConfig struct {
 }
 
 // tcpPlane is a data plane that carries TCP mode by other means than
-// XSKDataPlane (the tests' fakes).
+// xskplane.DataPlane (the tests' fakes).
 type tcpPlane interface {
 	tcpMSS(dst netip.Addr) (int, error)
 	openTCPSender(cfg tcpSenderConfig) (tcpSender, error)

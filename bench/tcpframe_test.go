@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/xdpio/xdpio/bench/iperf3"
+	"github.com/xdpio/xdpio/bench/kernelplane"
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
@@ -259,7 +260,7 @@ func TestParseMode(t *testing.T) {
 func TestTCPModeRefuses(t *testing.T) {
 	srv := netip.MustParseAddrPort("198.18.0.2:5201")
 	for name, c := range map[string]*Client{
-		"socket data plane": {Server: srv, Mode: iperf3.ModeTCP, Duration: time.Second, DataPlane: &SocketDataPlane{}},
+		"socket data plane": {Server: srv, Mode: iperf3.ModeTCP, Duration: time.Second, DataPlane: &kernelplane.DataPlane{}},
 		"nil data plane":    {Server: srv, Mode: iperf3.ModeTCP, Duration: time.Second},
 		"reverse":           {Server: srv, Mode: iperf3.ModeTCP, Duration: time.Second, Reverse: true},
 	} {

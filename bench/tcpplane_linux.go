@@ -15,7 +15,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/xdpio/xdpio/bench/internal/link"
 	"github.com/xdpio/xdpio/bench/iperf3"
+	"github.com/xdpio/xdpio/bench/plane"
+	"github.com/xdpio/xdpio/bench/xskplane"
 
 	"golang.org/x/sys/unix"
 
@@ -33,8 +36,8 @@ func threadCPU() iperf3.CPUTime {
 	return iperf3.CPUTime{User: float64(ru.Utime.Nano()) / 1e9, System: float64(ru.Stime.Nano()) / 1e9}
 }
 
-func xskPlane(dp DataPlane) (*XSKDataPlane, error) {
-	d, ok := dp.(*XSKDataPlane)
+func xskPlane(dp plane.DataPlane) (*xskplane.DataPlane, error) {
+	d, ok := dp.(*xskplane.DataPlane)
 	if !ok || d == nil {
 		return nil, fmt.Errorf("TCP mode runs over AF_XDP only (the xsk backend), not %T: %w", dp, ErrUnsupported)
 	}
@@ -54,7 +57,7 @@ func frameRoom(cfg xsk.Config) int {
 // localTCPMSS returns the largest MSS the interface of dp allows towards
 // an address of dst's family: its MTU less the IP and TCP headers, and
 // no more than a UMEM frame holds.
-func localTCPMSS(dp DataPlane, dst netip.Addr) (int, error) {
+func localTCPMSS(dp plane.DataPlane, dst netip.Addr) (int, error) {
 	if p, ok := dp.(tcpPlane); ok {
 		return p.tcpMSS(dst)
 	}
@@ -63,7 +66,7 @@ func localTCPMSS(dp DataPlane, dst netip.Addr) (int, error) {
 		return 0, err
 	}
 	var mtu int
-	err = d.run(func() error {
+	err = link.Run(d.Do, func() error {
 		ifi, err := net.InterfaceByName(d.Iface)
 		if err != nil {
 			return err
@@ -87,7 +90,7 @@ func localTCPMSS(dp DataPlane, dst netip.Addr) (int, error) {
 
 // xskTCPSender sends TCP mode's flows: one AF_XDP socket per queue used,
 // with no XDP program (nothing comes back), each owned by one goroutine
-// that sends for the flows placed on its queue. With XSKDataPlane.Placer
+// that sends for the flows placed on its queue. With xskplane.DataPlane.Placer
 // set, the flows' source ports are the ones it chooses, so that the
 // server NIC's RSS spreads them over its queues.
 type xskTCPSender struct {
@@ -127,7 +130,7 @@ func nextHop(ifi *net.Interface, dst netip.Addr) (src netip.Addr, mac net.Hardwa
 }
 
 // openTCPSender opens the sockets and builds the flows' headers.
-func openTCPSender(dp DataPlane, cfg tcpSenderConfig) (tcpSender, error) {
+func openTCPSender(dp plane.DataPlane, cfg tcpSenderConfig) (tcpSender, error) {
 	if p, ok := dp.(tcpPlane); ok {
 		return p.openTCPSender(cfg)
 	}
@@ -138,7 +141,7 @@ func openTCPSender(dp DataPlane, cfg tcpSenderConfig) (tcpSender, error) {
 	s := &xskTCPSender{cfg: cfg}
 	var srcMAC, dstMAC net.HardwareAddr
 	var src netip.Addr
-	err = d.run(func() error {
+	err = link.Run(d.Do, func() error {
 		ifi, err := net.InterfaceByName(d.Iface)
 		if err != nil {
 			return err
@@ -174,7 +177,7 @@ func openTCPSender(dp DataPlane, cfg tcpSenderConfig) (tcpSender, error) {
 		if d.Placer != nil {
 			// Source ports that the server NIC's RSS hash spreads over its
 			// queues (the hash does not depend on the protocol).
-			port, _, err := d.Placer.port(src, cfg.server, tcpPortLow, tcpPortHigh)
+			port, _, err := d.Placer.Port(src, cfg.server, tcpPortLow, tcpPortHigh)
 			if err != nil {
 				s.dev.Close()
 				return nil, fmt.Errorf("tcp sender: %w", err)
@@ -200,11 +203,11 @@ func openTCPSender(dp DataPlane, cfg tcpSenderConfig) (tcpSender, error) {
 }
 
 // tcpTxBudget is how many frames one TX kick sends in copy mode unless
-// XSKDataPlane.Config sets its own: a write's segments in one syscall.
+// xskplane.DataPlane.Config sets its own: a write's segments in one syscall.
 const tcpTxBudget = 256
 
 // tcpRxRing is the RX and fill ring size of TCP mode's receiving sockets
-// unless XSKDataPlane.Config sets its own.
+// unless xskplane.DataPlane.Config sets its own.
 const tcpRxRing = 8192
 
 // Source ports of TCP mode's flows: below Linux's ephemeral range, like
@@ -407,7 +410,7 @@ func (s *xskTCPSender) Close() error {
 // socket checks every frame's checksums with offload.VerifyRx and
 // accounts it to its flow.
 type xskTCPReceiver struct {
-	d     *XSKDataPlane
+	d     *xskplane.DataPlane
 	dev   *xsk.Device
 	port  uint16
 	mss   int
@@ -434,7 +437,7 @@ type rxFlowState struct {
 
 // openTCPReceiver reserves the data port on the server's address and opens
 // the sockets with their XDP filter.
-func openTCPReceiver(dp DataPlane, local netip.AddrPort, port uint16) (tcpReceiver, error) {
+func openTCPReceiver(dp plane.DataPlane, local netip.AddrPort, port uint16) (tcpReceiver, error) {
 	if p, ok := dp.(tcpPlane); ok {
 		return p.openTCPReceiver(local, port)
 	}
@@ -453,7 +456,7 @@ func openTCPReceiver(dp DataPlane, local netip.AddrPort, port uint16) (tcpReceiv
 		cfg.Socket.RxRingSize, cfg.Socket.FillRingSize = tcpRxRing, tcpRxRing
 		cfg.UMEM.NumFrames = 2 * tcpRxRing
 	}
-	err = d.run(func() error {
+	err = link.Run(d.Do, func() error {
 		ifi, err := net.InterfaceByName(d.Iface)
 		if err != nil {
 			return err
@@ -615,13 +618,13 @@ func (r *xskTCPReceiver) Close() error {
 		})
 		r.wg.Wait()
 		if r.d.OnClose != nil {
-			var qs []QueueCount
+			var qs []plane.QueueCount
 			for _, s := range r.dev.Sockets() {
 				st, err := s.Stats()
 				if err != nil {
 					continue
 				}
-				qs = append(qs, QueueCount{Queue: s.Queue(), Packets: st.RxFrames, Bytes: st.RxBytes, Dropped: st.RxDropped + st.RxRingFull})
+				qs = append(qs, plane.QueueCount{Queue: s.Queue(), Packets: st.RxFrames, Bytes: st.RxBytes, Dropped: st.RxDropped + st.RxRingFull})
 			}
 			r.d.OnClose(qs)
 		}

@@ -20,11 +20,11 @@ const (
 	// ModeTCP is xdpio's TCP mode: a one-way TCP-framed stream per flow
 	// from client to server, sent and received through AF_XDP on both
 	// sides with no kernel TCP (see TCPParamsKey). Both ends must be
-	// xdpio; it needs the AF_XDP data plane (XSKDataPlane) at both ends.
+	// xdpio; it needs the AF_XDP data plane (xskplane.DataPlane) at both ends.
 	// In the iperf3-style Report of such a test a receiver's packets are
 	// the segments it accepted, its bytes the in-order bytes, and its lost
 	// packets the segments out of order, late or with a bad checksum;
-	// TCPReport has the details.
+	// bench.TCPReport has the details.
 	ModeTCP Mode = "tcp"
 )
 

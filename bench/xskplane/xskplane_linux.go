@@ -1,22 +1,23 @@
 //go:build linux
 
-package bench
+package xskplane
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/xdpio/xdpio/bench/internal/link"
+	"github.com/xdpio/xdpio/bench/plane"
 	"github.com/xdpio/xdpio/coalesce"
 	"github.com/xdpio/xdpio/xdpnet"
 	"github.com/xdpio/xdpio/xsk"
 )
 
-// XSKDataPlane carries a test's UDP streams over AF_XDP with package
+// DataPlane carries a test's UDP streams over AF_XDP with package
 // xdpnet: one socket per RX queue of Iface, fed by an XDP program that
 // takes only UDP to the test's address and port, so the control
 // connection and everything else stay with the kernel. xdpnet checks each
@@ -29,7 +30,7 @@ import (
 // A client's streams (Dial) share one xdpnet conn on Iface, on a block of
 // 256 ports below Linux's ephemeral range; each stream takes one port, and
 // datagrams are routed to streams by it.
-type XSKDataPlane struct {
+type DataPlane struct {
 	// Iface is the interface to bind to.
 	Iface string
 	// Do, if set, runs the socket setup (for example inside a network
@@ -44,7 +45,7 @@ type XSKDataPlane struct {
 	// shared sockets close, with what each RX queue's socket received (all
 	// frames the filter took, in queue order): the RSS spread of the test.
 	// The kernel socket's datagrams are not in it.
-	OnClose func([]QueueCount)
+	OnClose func([]plane.QueueCount)
 	// Coalesce, if set, batches each RX queue of a server (Listen) in
 	// software, the way NIC interrupt coalescing does (rx-usecs,
 	// rx-frames, adaptive; package coalesce); its counters come with the
@@ -60,17 +61,10 @@ type XSKDataPlane struct {
 	// Placer, if set, chooses each dialled stream's source port (within
 	// the client's block of 256) so it lands on a chosen RX queue of the
 	// server's NIC.
-	Placer *Placer
+	Placer *plane.Placer
 
 	cmu    sync.Mutex
 	client *xskShared
-}
-
-func (d *XSKDataPlane) run(fn func() error) error {
-	if d.Do != nil {
-		return d.Do(fn)
-	}
-	return fn()
 }
 
 // netConfig is the xdpnet configuration of the UDP endpoints: the fields
@@ -81,14 +75,14 @@ func (d *XSKDataPlane) run(fn func() error) error {
 // CHECKSUM_PARTIAL (the pseudo-header sum only), which the kernel accepts
 // for packets that never left the host, and so must we (see package
 // xdpnet's doc, "veth and checksums").
-func (d *XSKDataPlane) netConfig() xdpnet.Config {
+func (d *DataPlane) netConfig() xdpnet.Config {
 	return xdpnet.Config{
 		Queues:         d.Config.Queues,
 		FramesPerQueue: d.Config.UMEM.NumFrames,
 		Bind:           d.Config.Socket.Bind,
 		Attach:         d.Config.Program.Attach,
 		RxNap:          d.Config.Socket.RxNap,
-		BatchSize:      batchSize,
+		BatchSize:      plane.BatchSize,
 		RxChecksum:     xdpnet.RxChecksumAcceptPartial,
 	}
 }
@@ -97,10 +91,10 @@ func (d *XSKDataPlane) netConfig() xdpnet.Config {
 // missing interface, privilege or kernel feature is reported when a
 // server starts rather than when its first test arrives. Between the two,
 // UDP to the discard port (9) of Iface goes to the sockets.
-func (d *XSKDataPlane) Check() error {
+func (d *DataPlane) Check() error {
 	cfg := d.Config
 	cfg.Program.Filter = []xsk.Rule{xsk.UDPPort(9)}
-	err := d.run(func() error {
+	err := link.Run(d.Do, func() error {
 		dev, err := xsk.Open(d.Iface, cfg)
 		if err != nil {
 			return err
@@ -115,12 +109,12 @@ func (d *XSKDataPlane) Check() error {
 
 // Listen opens an xdpnet conn on Iface for UDP to local: a socket on every
 // queue of Iface (or Config.Queues) and a kernel socket on local.
-func (d *XSKDataPlane) Listen(local netip.AddrPort) (PacketConn, error) {
+func (d *DataPlane) Listen(local netip.AddrPort) (plane.PacketConn, error) {
 	local = netip.AddrPortFrom(local.Addr().Unmap(), local.Port())
 	cfg := d.netConfig()
 	cfg.Coalesce = d.Coalesce
 	var conn *xdpnet.UDPConn
-	err := d.run(func() (err error) {
+	err := link.Run(d.Do, func() (err error) {
 		conn, err = xdpnet.ListenUDP(d.Iface, local, cfg)
 		return err
 	})
@@ -131,7 +125,7 @@ func (d *XSKDataPlane) Listen(local netip.AddrPort) (PacketConn, error) {
 	// How the conn is read is decided now, for ReadBatch (stream setup)
 	// and the queue readers (the test) alike: xdpnet lets a conn be read
 	// one way only.
-	batch := batchSize
+	batch := plane.BatchSize
 	if d.Coalesce != nil && d.Coalesce.BatchSize > 0 {
 		batch = d.Coalesce.BatchSize
 	}
@@ -147,7 +141,7 @@ func (d *XSKDataPlane) Listen(local netip.AddrPort) (PacketConn, error) {
 		for _, q := range c.queues {
 			id := q.ID()
 			if id == xdpnet.KernelQueue {
-				id = KernelSocketQueue
+				id = plane.KernelSocketQueue
 			}
 			// A coalesced read takes the receiver's whole batch.
 			c.srcs = append(c.srcs, newViewSource(q, id, batch))
@@ -166,7 +160,7 @@ type xskConn struct {
 	group   *xdpnet.Group   // with OneReader
 	srcs    []*viewSource   // what ReadBatch and the queue readers read
 	lock    bool            // queue readers wire their thread (coalescing)
-	onClose func([]QueueCount)
+	onClose func([]plane.QueueCount)
 
 	deadline atomic.Int64 // ReadBatch's, Unix nanoseconds; 0: none
 	turn     int          // ReadBatch's first source
@@ -188,13 +182,13 @@ type viewReader interface {
 // lost. Its views stay valid until the next read or done.
 type viewSource struct {
 	r       viewReader
-	queue   int // bench's number of the queue (QueueReader.Queue)
+	queue   int // bench's number of the queue (plane.QueueReader.Queue)
 	views   []xdpnet.Message
 	n, next int // views of the last read; handed out
 }
 
 func newViewSource(r viewReader, queue, views int) *viewSource {
-	return &viewSource{r: r, queue: queue, views: make([]xdpnet.Message, max(views, batchSize))}
+	return &viewSource{r: r, queue: queue, views: make([]xdpnet.Message, max(views, plane.BatchSize))}
 }
 
 // pending is how many views of the last read are still to hand out.
@@ -210,18 +204,18 @@ func (s *viewSource) read(timeout time.Duration) error {
 }
 
 // view hands out up to len(msgs) pending datagrams in place.
-func (s *viewSource) view(msgs []Message) int {
+func (s *viewSource) view(msgs []plane.Message) int {
 	k := 0
 	for ; k < len(msgs) && s.next < s.n; k++ {
 		v := &s.views[s.next]
-		msgs[k] = Message{Buf: v.Buf, N: v.N, Addr: v.Addr}
+		msgs[k] = plane.Message{Buf: v.Buf, N: v.N, Addr: v.Addr}
 		s.next++
 	}
 	return k
 }
 
 // copyOut copies up to len(msgs) pending datagrams into msgs' buffers.
-func (s *viewSource) copyOut(msgs []Message) int {
+func (s *viewSource) copyOut(msgs []plane.Message) int {
 	k := 0
 	for ; k < len(msgs) && s.next < s.n; k++ {
 		v := &s.views[s.next]
@@ -257,7 +251,7 @@ const readSlice = 2 * time.Millisecond
 // ReadBatch copies datagrams from the conn's readers into msgs: whatever
 // each has, in turn, and when none has any it waits on them one after the
 // other, a slice at a time, until the deadline. It does not allocate.
-func (c *xskConn) ReadBatch(msgs []Message) (int, error) {
+func (c *xskConn) ReadBatch(msgs []plane.Message) (int, error) {
 	if len(msgs) == 0 {
 		return 0, nil
 	}
@@ -299,10 +293,10 @@ func (c *xskConn) ReadBatch(msgs []Message) (int, error) {
 // QueueReaders returns the readers the engine reads the conn with, in
 // place: one per AF_XDP queue and one of the kernel socket, or with
 // OneReader one of everything.
-func (c *xskConn) QueueReaders() []QueueReader {
-	qs := make([]QueueReader, len(c.srcs))
+func (c *xskConn) QueueReaders() []plane.QueueReader {
+	qs := make([]plane.QueueReader, len(c.srcs))
 	for i, s := range c.srcs {
-		qs[i] = &xskQueueReader{src: s, lock: c.lock && s.queue != KernelSocketQueue}
+		qs[i] = &xskQueueReader{src: s, lock: c.lock && s.queue != plane.KernelSocketQueue}
 	}
 	return qs
 }
@@ -320,7 +314,7 @@ func (q *xskQueueReader) Queue() int { return q.src.queue }
 // ReadView hands out what the last read left first, then reads again.
 // With coalescing it first wires the goroutine to its thread with a tight
 // timer slack, which the coalescing policy's timed sleeps want.
-func (q *xskQueueReader) ReadView(msgs []Message, timeout time.Duration) (int, error) {
+func (q *xskQueueReader) ReadView(msgs []plane.Message, timeout time.Duration) (int, error) {
 	if q.lock && q.unlock == nil {
 		if unlock, err := coalesce.LockThread(); err == nil {
 			q.unlock = unlock
@@ -346,7 +340,7 @@ func (q *xskQueueReader) Done() {
 // WriteBatch sends msgs with the conn's WriteBatch, which builds each
 // datagram in a UMEM frame of the queue a hash of its destination picks.
 //
-// bench's contract lets a full queue return early (ErrBackpressure);
+// bench's contract lets a full queue return early (plane.ErrBackpressure);
 // xdpnet's WriteBatch instead waits while the TX ring is full (the kernel
 // drains it within microseconds) and while a missing next hop is
 // resolved, until its write deadline. No deadline is set: one would also
@@ -355,7 +349,7 @@ func (q *xskQueueReader) Done() {
 // the sender's pacing counts only what was sent, and a call that blocked
 // just makes the next batch come later and fuller. Close ends a blocked
 // call.
-func (c *xskConn) WriteBatch(msgs []Message) (int, error) {
+func (c *xskConn) WriteBatch(msgs []plane.Message) (int, error) {
 	c.wmsgs = toNetMessages(c.wmsgs, msgs, netip.AddrPort{}, 0)
 	n, err := c.conn.WriteBatch(c.wmsgs)
 	if err != nil {
@@ -367,7 +361,7 @@ func (c *xskConn) WriteBatch(msgs []Message) (int, error) {
 // toNetMessages makes msgs xdpnet messages in buf (grown as needed, so
 // that a warm caller does not allocate): to dst from port local when dst
 // is valid, else to each message's Addr from the conn's port.
-func toNetMessages(buf []xdpnet.Message, msgs []Message, dst netip.AddrPort, local uint16) []xdpnet.Message {
+func toNetMessages(buf []xdpnet.Message, msgs []plane.Message, dst netip.AddrPort, local uint16) []xdpnet.Message {
 	if cap(buf) < len(msgs) {
 		buf = make([]xdpnet.Message, len(msgs))
 	}
@@ -397,8 +391,8 @@ func (c *xskConn) Close() error {
 
 // counts is what each AF_XDP queue took, with the coalescing counters of
 // each queue's reader, or the Group's with the first queue.
-func (c *xskConn) counts() []QueueCount {
-	var qs []QueueCount
+func (c *xskConn) counts() []plane.QueueCount {
+	var qs []plane.QueueCount
 	for _, st := range c.conn.Stats().Queues {
 		if st.Queue == xdpnet.KernelQueue {
 			continue
@@ -420,8 +414,8 @@ func (c *xskConn) counts() []QueueCount {
 // queueCount is what a queue's socket took: the frames and bytes it
 // received, what the kernel could not deliver to it, and what xdpnet
 // refused.
-func queueCount(st xdpnet.QueueStats) QueueCount {
-	return QueueCount{Queue: st.Queue, Packets: st.Socket.RxFrames, Bytes: st.Socket.RxBytes,
+func queueCount(st xdpnet.QueueStats) plane.QueueCount {
+	return plane.QueueCount{Queue: st.Queue, Packets: st.Socket.RxFrames, Bytes: st.Socket.RxBytes,
 		Dropped: st.Socket.RxDropped + st.Socket.RxRingFull, Refused: st.Drops.Total()}
 }
 
@@ -443,13 +437,4 @@ func drainTX(qs []*xdpnet.Queue) {
 			time.Sleep(100 * time.Microsecond)
 		}
 	}
-}
-
-// interfaceByName is net.InterfaceByName with xsk.ErrNoDevice.
-func interfaceByName(name string) (*net.Interface, error) {
-	ifi, err := net.InterfaceByName(name)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", xsk.ErrNoDevice, err)
-	}
-	return ifi, nil
 }

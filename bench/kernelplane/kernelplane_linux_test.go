@@ -1,4 +1,4 @@
-package bench
+package kernelplane
 
 import (
 	"errors"
@@ -7,23 +7,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpio/xdpio/bench/plane"
 	"github.com/xdpio/xdpio/internal/netnstest"
 )
 
-// BenchmarkSocketDataPlane sends 1448-byte datagrams from A to B through
-// SocketDataPlane, one sendmmsg of Batch datagrams per op; Batch 1 is the
+// BenchmarkDataPlane sends 1448-byte datagrams from A to B through
+// DataPlane, one sendmmsg of Batch datagrams per op; Batch 1 is the
 // one-syscall-per-datagram peer in the same binary.
-func BenchmarkSocketDataPlane(b *testing.B) {
+func BenchmarkDataPlane(b *testing.B) {
 	pair := netnstest.New(b, netnstest.Config{})
 	dst := netip.AddrPortFrom(pair.B.IPv4, 5999)
 	for _, batch := range []int{1, 8, 64} {
 		b.Run("batch="+itoa(batch), func(b *testing.B) {
-			rx, err := (&SocketDataPlane{Do: pair.B.Do}).Listen(dst)
+			rx, err := (&DataPlane{Do: pair.B.Do}).Listen(dst)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer rx.Close()
-			tx, err := (&SocketDataPlane{Do: pair.A.Do}).Dial(dst)
+			tx, err := (&DataPlane{Do: pair.A.Do}).Dial(dst)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -32,7 +33,7 @@ func BenchmarkSocketDataPlane(b *testing.B) {
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				msgs := make([]Message, 64)
+				msgs := make([]plane.Message, 64)
 				for i := range msgs {
 					msgs[i].Buf = make([]byte, 2048)
 				}
@@ -45,16 +46,16 @@ func BenchmarkSocketDataPlane(b *testing.B) {
 					}
 				}
 			}()
-			msgs := make([]Message, batch)
+			msgs := make([]plane.Message, batch)
 			for i := range msgs {
-				msgs[i] = Message{Buf: make([]byte, 1448), N: 1448}
+				msgs[i] = plane.Message{Buf: make([]byte, 1448), N: 1448}
 			}
 			var sent int64
 			b.SetBytes(int64(batch * 1448))
 			b.ReportAllocs()
 			for b.Loop() {
 				n, err := tx.WriteBatch(msgs)
-				if err != nil && !errors.Is(err, ErrBackpressure) {
+				if err != nil && !errors.Is(err, plane.ErrBackpressure) {
 					b.Fatal(err)
 				}
 				sent += int64(n)

@@ -1,4 +1,4 @@
-package bench
+package plane
 
 import (
 	"fmt"
@@ -37,10 +37,10 @@ type Placement struct {
 	Queue  uint32 `json:"queue"`
 }
 
-// port chooses the source port of the next stream from src to remote
+// Port chooses the source port of the next stream from src to remote
 // among lo..hi (both zero: Linux's ephemeral range) and returns it with
 // the queue it was placed on.
-func (p *Placer) port(src netip.Addr, remote netip.AddrPort, lo, hi uint16) (uint16, uint32, error) {
+func (p *Placer) Port(src netip.Addr, remote netip.AddrPort, lo, hi uint16) (uint16, uint32, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.used == nil {

@@ -1,4 +1,4 @@
-package bench_test
+package xskplane_test
 
 import (
 	"context"
@@ -6,14 +6,16 @@ import (
 	"net"
 
 	"github.com/xdpio/xdpio/bench"
+	"github.com/xdpio/xdpio/bench/plane"
+	"github.com/xdpio/xdpio/bench/xskplane"
 )
 
 // An iperf3-compatible server whose UDP streams arrive through
-// asavie/xdp's AF_XDP sockets on every queue of eth1, while the control
+// AF_XDP sockets (package xdpnet) on every queue of eth1, while the control
 // connection stays with the kernel. (Needs root and an interface:
 // compiled, not run.)
-func ExampleAsavieDataPlane() {
-	dp := &bench.AsavieDataPlane{Iface: "eth1", OnClose: func(qs []bench.QueueCount) {
+func ExampleDataPlane() {
+	dp := &xskplane.DataPlane{Iface: "eth1", OnClose: func(qs []plane.QueueCount) {
 		for _, q := range qs {
 			log.Printf("queue %d: %d packets, %d dropped", q.Queue, q.Packets, q.Dropped)
 		}

@@ -1,4 +1,4 @@
-package bench
+package xskplane
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpio/xdpio/bench/plane"
 	"github.com/xdpio/xdpio/internal/netnstest"
 )
 
@@ -21,23 +22,23 @@ import (
 func TestXSKQueueReaders(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{Queues: 2})
 	local := netip.AddrPortFrom(pair.B.IPv4, 5301)
-	dp := &XSKDataPlane{Iface: pair.B.Link, Do: pair.B.Do}
+	dp := &DataPlane{Iface: pair.B.Link, Do: pair.B.Do}
 	pc, err := dp.Listen(local)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pc.Close()
-	mq, ok := pc.(MultiQueueConn)
+	mq, ok := pc.(plane.MultiQueueConn)
 	if !ok {
 		t.Fatal("the AF_XDP conn does not offer per-queue readers")
 	}
 	qrs := mq.QueueReaders()
-	if len(qrs) != 3 || qrs[0].Queue() != 0 || qrs[1].Queue() != 1 || qrs[2].Queue() != KernelSocketQueue {
+	if len(qrs) != 3 || qrs[0].Queue() != 0 || qrs[1].Queue() != 1 || qrs[2].Queue() != plane.KernelSocketQueue {
 		var ids []int
 		for _, q := range qrs {
 			ids = append(ids, q.Queue())
 		}
-		t.Fatalf("queue readers of queues %v, want 0, 1 and the kernel socket's (%d)", ids, KernelSocketQueue)
+		t.Fatalf("queue readers of queues %v, want 0, 1 and the kernel socket's (%d)", ids, plane.KernelSocketQueue)
 	}
 
 	const perFlow, flows = 300, 8
@@ -53,7 +54,7 @@ func TestXSKQueueReaders(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			defer q.Done()
-			msgs := make([]Message, 16)
+			msgs := make([]plane.Message, 16)
 			for {
 				n, err := q.ReadView(msgs, 2*time.Second)
 				for _, m := range msgs[:n] {
@@ -133,7 +134,7 @@ func TestXSKQueueReaders(t *testing.T) {
 	if len(got) != flows {
 		t.Errorf("datagrams from %d sources, want %d: %v", len(got), flows, got)
 	}
-	if _, err := qrs[0].ReadView(make([]Message, 1), time.Millisecond); !errors.Is(err, net.ErrClosed) {
+	if _, err := qrs[0].ReadView(make([]plane.Message, 1), time.Millisecond); !errors.Is(err, net.ErrClosed) {
 		t.Errorf("ReadView after Close: %v, want net.ErrClosed", err)
 	}
 }

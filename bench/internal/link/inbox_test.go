@@ -1,26 +1,28 @@
-package bench
+package link
 
 import (
 	"net/netip"
 	"testing"
+
+	"github.com/xdpio/xdpio/bench/plane"
 )
 
 // TestInbox: datagrams come out in order with their payload and source,
 // buffers are reused (no allocation per datagram once warm), and beyond
 // the limit datagrams are counted as dropped, not queued.
 func TestInbox(t *testing.T) {
-	var ib inbox
+	var ib Inbox
 	src := netip.MustParseAddrPort("198.18.0.2:5201")
-	msgs := make([]Message, 3)
+	msgs := make([]plane.Message, 3)
 	for i := range msgs {
 		msgs[i].Buf = make([]byte, 64)
 	}
 	for i := 0; i < 5; i++ {
-		ib.push(src, []byte{byte(i), byte(i)})
+		ib.Push(src, []byte{byte(i), byte(i)})
 	}
 	got := []byte{}
-	for ib.len() > 0 {
-		n := ib.pop(msgs)
+	for ib.Len() > 0 {
+		n := ib.Pop(msgs)
 		for _, m := range msgs[:n] {
 			if m.N != 2 || m.Addr != src {
 				t.Fatalf("message %+v", m)
@@ -33,17 +35,17 @@ func TestInbox(t *testing.T) {
 	}
 	allocs := testing.AllocsPerRun(100, func() {
 		for i := 0; i < 3; i++ {
-			ib.push(src, []byte("warm"))
+			ib.Push(src, []byte("warm"))
 		}
-		ib.pop(msgs)
+		ib.Pop(msgs)
 	})
 	if allocs > 0 {
 		t.Errorf("%.1f allocations per 3 datagrams once warm, want 0", allocs)
 	}
 	for i := 0; i < inboxLimit+10; i++ {
-		ib.push(src, []byte("x"))
+		ib.Push(src, []byte("x"))
 	}
-	if ib.len() != inboxLimit || ib.dropped != 10 {
-		t.Errorf("queued %d, dropped %d; want %d and 10", ib.len(), ib.dropped, inboxLimit)
+	if ib.Len() != inboxLimit || ib.Dropped != 10 {
+		t.Errorf("queued %d, dropped %d; want %d and 10", ib.Len(), ib.Dropped, inboxLimit)
 	}
 }

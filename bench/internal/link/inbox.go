@@ -1,10 +1,12 @@
-//go:build linux
+package link
 
-package bench
+import (
+	"net/netip"
 
-import "net/netip"
+	"github.com/xdpio/xdpio/bench/plane"
+)
 
-// inboxLimit is how many datagrams an inbox queues for its stream before
+// inboxLimit is how many datagrams an Inbox queues for its stream before
 // it drops them.
 const inboxLimit = 8192
 
@@ -14,24 +16,25 @@ type datagram struct {
 	b    []byte
 }
 
-// inbox queues the datagrams routed to one client stream of an AF_XDP
+// Inbox queues the datagrams routed to one client stream of an AF_XDP
 // data plane (whose streams share one set of sockets) until its ReadBatch
 // takes them, in buffers it reuses: no allocation per datagram once warm.
 // Beyond inboxLimit it drops (and counts) datagrams; the receiver then
 // sees them as lost, by their sequence numbers.
-type inbox struct {
+type Inbox struct {
 	q       []datagram
 	head    int
 	free    [][]byte
-	dropped uint64
+	Dropped uint64 // datagrams pushed beyond inboxLimit
 }
 
-func (ib *inbox) len() int { return len(ib.q) - ib.head }
+// Len is the number of datagrams queued.
+func (ib *Inbox) Len() int { return len(ib.q) - ib.head }
 
-// push copies payload into the queue.
-func (ib *inbox) push(from netip.AddrPort, payload []byte) {
-	if ib.len() >= inboxLimit {
-		ib.dropped++
+// Push copies payload into the queue.
+func (ib *Inbox) Push(from netip.AddrPort, payload []byte) {
+	if ib.Len() >= inboxLimit {
+		ib.Dropped++
 		return
 	}
 	var b []byte
@@ -41,8 +44,8 @@ func (ib *inbox) push(from netip.AddrPort, payload []byte) {
 	ib.q = append(ib.q, datagram{from: from, b: append(b, payload...)})
 }
 
-// pop copies up to len(msgs) queued datagrams into msgs.
-func (ib *inbox) pop(msgs []Message) int {
+// Pop copies up to len(msgs) queued datagrams into msgs.
+func (ib *Inbox) Pop(msgs []plane.Message) int {
 	n := 0
 	for ; n < len(msgs) && ib.head < len(ib.q); n++ {
 		d := &ib.q[ib.head]

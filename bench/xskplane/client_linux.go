@@ -1,6 +1,6 @@
 //go:build linux
 
-package bench
+package xskplane
 
 import (
 	"context"
@@ -13,6 +13,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/xdpio/xdpio/bench/internal/link"
+	"github.com/xdpio/xdpio/bench/plane"
+	"github.com/xdpio/xdpio/internal/errs"
 	"github.com/xdpio/xdpio/xdpnet"
 )
 
@@ -23,7 +26,7 @@ import (
 const clientPorts = 256
 
 // pumpSlice bounds how long a client stream reads the shared conn for the
-// others before it looks at its own inbox and deadline again.
+// others before it looks at its own link.Inbox and deadline again.
 const pumpSlice = 5 * time.Millisecond
 
 // xskShared is what a client's streams share: one xdpnet conn on a block
@@ -50,7 +53,7 @@ type xskShared struct {
 // Dial gives a client stream its own source port on the shared conn,
 // opening it on first use. The server's next hop is resolved first, so
 // that a server nobody answers for fails the dial.
-func (d *XSKDataPlane) Dial(remote netip.AddrPort) (PacketConn, error) {
+func (d *DataPlane) Dial(remote netip.AddrPort) (plane.PacketConn, error) {
 	remote = netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port())
 	d.cmu.Lock()
 	defer d.cmu.Unlock()
@@ -73,13 +76,13 @@ func (d *XSKDataPlane) Dial(remote netip.AddrPort) (PacketConn, error) {
 }
 
 // dial adds a stream towards remote to sh. The caller holds d.cmu.
-func (d *XSKDataPlane) dial(sh *xskShared, remote netip.AddrPort) (*xskClientConn, error) {
+func (d *DataPlane) dial(sh *xskShared, remote netip.AddrPort) (*xskClientConn, error) {
 	if sh.conn == nil {
 		if err := d.openShared(sh, remote.Addr().Is4()); err != nil {
 			return nil, err
 		}
 	} else if sh.is4 != remote.Addr().Is4() {
-		return nil, fmt.Errorf("the client's streams are all of one address family: %w", ErrUnsupported)
+		return nil, fmt.Errorf("the client's streams are all of one address family: %w", errs.ErrNotSupported)
 	}
 	// The conn resolves the server's next hop now, so that the stream's
 	// first datagrams leave through its AF_XDP queue (not the kernel
@@ -90,14 +93,14 @@ func (d *XSKDataPlane) dial(sh *xskShared, remote netip.AddrPort) (*xskClientCon
 		return nil, err
 	}
 	if sh.next >= clientPorts {
-		return nil, fmt.Errorf("all %d client ports in use: %w", clientPorts, ErrUnsupported)
+		return nil, fmt.Errorf("all %d client ports in use: %w", clientPorts, errs.ErrNotSupported)
 	}
 	nq := len(sh.queues) - 1 // the AF_XDP queues
 	port, txq := sh.base+uint16(sh.next), sh.next%nq
 	if d.Placer != nil {
 		// Where a device has no RSS, as veth, the peer receives on the
 		// queue a frame was sent from: send from the placed queue too.
-		p, q, err := d.Placer.port(src, remote, sh.base, sh.base+clientPorts-1)
+		p, q, err := d.Placer.Port(src, remote, sh.base, sh.base+clientPorts-1)
 		if err != nil {
 			return nil, err
 		}
@@ -118,14 +121,14 @@ func (d *XSKDataPlane) dial(sh *xskShared, remote netip.AddrPort) (*xskClientCon
 // openShared opens sh's conn: a block of clientPorts ports on the
 // unspecified address of the family, every queue of Iface (or
 // Config.Queues).
-func (d *XSKDataPlane) openShared(sh *xskShared, is4 bool) error {
+func (d *DataPlane) openShared(sh *xskShared, is4 bool) error {
 	unspec := netip.IPv6Unspecified()
 	if is4 {
 		unspec = netip.IPv4Unspecified()
 	}
 	cfg := d.netConfig()
 	cfg.Ports = clientPorts
-	err := d.run(func() (err error) {
+	err := link.Run(d.Do, func() (err error) {
 		sh.conn, err = xdpnet.ListenUDP(d.Iface, netip.AddrPortFrom(unspec, 0), cfg)
 		return err
 	})
@@ -135,7 +138,7 @@ func (d *XSKDataPlane) openShared(sh *xskShared, is4 bool) error {
 	sh.is4 = is4
 	sh.queues = sh.conn.Queues()
 	sh.base = sh.conn.LocalAddrPort().Port()
-	sh.rmsgs = make([]xdpnet.Message, batchSize)
+	sh.rmsgs = make([]xdpnet.Message, plane.BatchSize)
 	for i := range sh.rmsgs {
 		// The kernel socket's datagrams may be reassembled ones.
 		sh.rmsgs[i].Buf = make([]byte, 65536)
@@ -145,12 +148,12 @@ func (d *XSKDataPlane) openShared(sh *xskShared, is4 bool) error {
 
 // close closes what sh holds, reporting the queues' counts to onClose
 // first. No stream may use it.
-func (sh *xskShared) close(onClose func([]QueueCount)) error {
+func (sh *xskShared) close(onClose func([]plane.QueueCount)) error {
 	var err error
 	if sh.conn != nil {
 		drainTX(sh.queues)
 		if onClose != nil {
-			var qs []QueueCount
+			var qs []plane.QueueCount
 			for _, st := range sh.conn.Stats().Queues {
 				if st.Queue != xdpnet.KernelQueue {
 					qs = append(qs, queueCount(st))
@@ -167,13 +170,13 @@ func (sh *xskShared) close(onClose func([]QueueCount)) error {
 // through the queue tx (on veth, the peer's RX queue), receiving what is
 // routed to its port.
 type xskClientConn struct {
-	d        *XSKDataPlane
+	d        *DataPlane
 	sh       *xskShared
 	local    netip.AddrPort
 	remote   netip.AddrPort
 	tx       *xdpnet.Queue
 	wmsgs    []xdpnet.Message
-	in       inbox        // under sh.mu
+	in       link.Inbox   // under sh.mu
 	deadline atomic.Int64 // Unix nanoseconds; 0: none
 	closed   atomic.Bool
 }
@@ -189,11 +192,11 @@ func (c *xskClientConn) SetReadDeadline(t time.Time) error {
 	return nil
 }
 
-// ReadBatch returns what is in the stream's inbox. When it is empty, the
+// ReadBatch returns what is in the stream's link.Inbox. When it is empty, the
 // stream reads the shared conn for every stream (one at a time), routing
-// each datagram to its port's inbox, in slices of pumpSlice, until its
+// each datagram to its port's link.Inbox, in slices of pumpSlice, until its
 // own datagrams come or its deadline passes.
-func (c *xskClientConn) ReadBatch(msgs []Message) (int, error) {
+func (c *xskClientConn) ReadBatch(msgs []plane.Message) (int, error) {
 	sh := c.sh
 	for {
 		n, err := c.pop(msgs)
@@ -228,7 +231,7 @@ func (c *xskClientConn) ReadBatch(msgs []Message) (int, error) {
 		for i := 0; i < k; i++ {
 			m := &sh.rmsgs[i]
 			if to := sh.conns[m.LocalPort]; to != nil {
-				to.in.push(m.Addr, m.Buf[:m.N])
+				to.in.Push(m.Addr, m.Buf[:m.N])
 			} else {
 				sh.stray++
 			}
@@ -245,21 +248,21 @@ func (c *xskClientConn) ReadBatch(msgs []Message) (int, error) {
 	}
 }
 
-// pop takes what the stream's inbox holds.
-func (c *xskClientConn) pop(msgs []Message) (int, error) {
+// pop takes what the stream's link.Inbox holds.
+func (c *xskClientConn) pop(msgs []plane.Message) (int, error) {
 	sh := c.sh
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if c.closed.Load() || sh.closed {
 		return 0, net.ErrClosed
 	}
-	return c.in.pop(msgs), nil
+	return c.in.Pop(msgs), nil
 }
 
 // WriteBatch sends msgs to the server from the stream's port, through its
 // queue's TX ring. Like xskConn.WriteBatch, it waits while the ring is
-// full rather than return ErrBackpressure.
-func (c *xskClientConn) WriteBatch(msgs []Message) (int, error) {
+// full rather than return plane.ErrBackpressure.
+func (c *xskClientConn) WriteBatch(msgs []plane.Message) (int, error) {
 	if c.closed.Load() {
 		return 0, net.ErrClosed
 	}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package bench
+package asavieplane
 
 import (
 	"context"
@@ -19,18 +19,21 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/xdpio/xdpio/bench/internal/link"
+	"github.com/xdpio/xdpio/bench/plane"
 	"github.com/xdpio/xdpio/internal/asaviefix"
+	"github.com/xdpio/xdpio/internal/errs"
 	"github.com/xdpio/xdpio/internal/nexthop"
 	"github.com/xdpio/xdpio/xdpnet"
 	"github.com/xdpio/xdpio/xsk"
 )
 
-// AsavieDataPlane carries a test's UDP streams over AF_XDP sockets of
+// DataPlane carries a test's UDP streams over AF_XDP sockets of
 // github.com/asavie/xdp v0.3.3, the Go AF_XDP library xdpio is compared
-// with. It has the shape of XSKDataPlane, so the two run the same tests
+// with. It has the shape of xskplane.DataPlane, so the two run the same tests
 // side by side: one asavie socket (with its own UMEM) per RX queue of
 // Iface, received frames checked and parsed, and replies built, by the
-// same frame codec as XSKDataPlane's (package xdpnet's ParseFrame and
+// same frame codec as xskplane.DataPlane's (package xdpnet's ParseFrame and
 // WriteFrame, with the same checksum rule, asaviePartial), and the next
 // hop from the kernel's route and neighbour tables (package
 // internal/nexthop, as xdpnet's).
@@ -39,7 +42,7 @@ import (
 // fill ring with GetDescs, Receive, Transmit descriptors from GetDescs,
 // Complete, and poll the socket's FD when there is nothing to do. It is
 // made as fair as the library allows: the same ring sizes, UMEM size and
-// batch (64 descriptors) as XSKDataPlane's defaults, the fill ring topped
+// batch (64 descriptors) as xskplane.DataPlane's defaults, the fill ring topped
 // up once a batch of slots is free rather than before every receive, and
 // poll only when every ring is empty.
 //
@@ -58,14 +61,14 @@ import (
 // Close releases them with package internal/asaviefix. It also leaks the
 // rings (and the UMEM's pinned pages) of a socket whose bind fails, which
 // asaviefix.NewSocket cleans up.
-type AsavieDataPlane struct {
+type DataPlane struct {
 	// Iface is the interface to bind to.
 	Iface string
 	// Do, if set, runs the socket setup (for example inside a network
 	// namespace). Nil runs it directly.
 	Do func(func() error) error
 	// Options are asavie's per-socket options. Zero fields take
-	// XSKDataPlane's defaults: 4096 frames of 4096 bytes and rings of 2048
+	// xskplane.DataPlane's defaults: 4096 frames of 4096 bytes and rings of 2048
 	// descriptors.
 	Options asavie.SocketOptions
 	// Batch is the most descriptors taken from the RX ring or put on the
@@ -79,24 +82,17 @@ type AsavieDataPlane struct {
 	// shared sockets close, with what each RX queue's socket received
 	// (from asavie's Stats: frames taken from the RX ring, and the
 	// kernel's rx_dropped + rx_ring_full), in queue order.
-	OnClose func([]QueueCount)
+	OnClose func([]plane.QueueCount)
 	// Placer, if set, chooses each dialled stream's source port (within
 	// the client's block of 256) so it lands on a chosen RX queue of the
-	// server's NIC, as XSKDataPlane.Placer does.
-	Placer *Placer
+	// server's NIC, as xskplane.DataPlane.Placer does.
+	Placer *plane.Placer
 
 	cmu    sync.Mutex
 	client *asavieShared
 }
 
-func (d *AsavieDataPlane) run(fn func() error) error {
-	if d.Do != nil {
-		return d.Do(fn)
-	}
-	return fn()
-}
-
-func (d *AsavieDataPlane) options() (asavie.SocketOptions, int, error) {
+func (d *DataPlane) options() (asavie.SocketOptions, int, error) {
 	o := d.Options
 	def := func(v *int, n int) {
 		if *v == 0 {
@@ -111,24 +107,24 @@ func (d *AsavieDataPlane) options() (asavie.SocketOptions, int, error) {
 	def(&o.TxRingNumDescs, 2048)
 	batch := d.Batch
 	if batch == 0 {
-		batch = batchSize
+		batch = plane.BatchSize
 	}
 	for _, f := range []struct {
 		name string
 		v    int
 	}{{"fill ring", o.FillRingNumDescs}, {"completion ring", o.CompletionRingNumDescs}, {"RX ring", o.RxRingNumDescs}, {"TX ring", o.TxRingNumDescs}} {
 		if f.v < 0 || f.v&(f.v-1) != 0 {
-			return o, 0, fmt.Errorf("asavie: %s size %d: must be a power of two: %w", f.name, f.v, ErrUnsupported)
+			return o, 0, fmt.Errorf("asavie: %s size %d: must be a power of two: %w", f.name, f.v, errs.ErrNotSupported)
 		}
 	}
 	if o.FrameSize < 2048 || o.FrameSize > os.Getpagesize() || o.FrameSize&(o.FrameSize-1) != 0 {
-		return o, 0, fmt.Errorf("asavie: frame size %d: must be a power of two from 2048 to the page size: %w", o.FrameSize, ErrUnsupported)
+		return o, 0, fmt.Errorf("asavie: frame size %d: must be a power of two from 2048 to the page size: %w", o.FrameSize, errs.ErrNotSupported)
 	}
 	if o.NumFrames < o.FillRingNumDescs+batch {
-		return o, 0, fmt.Errorf("asavie: %d frames: need at least the fill ring (%d) plus a batch (%d): %w", o.NumFrames, o.FillRingNumDescs, batch, ErrUnsupported)
+		return o, 0, fmt.Errorf("asavie: %d frames: need at least the fill ring (%d) plus a batch (%d): %w", o.NumFrames, o.FillRingNumDescs, batch, errs.ErrNotSupported)
 	}
 	if batch <= 0 || batch > o.RxRingNumDescs || batch > o.TxRingNumDescs {
-		return o, 0, fmt.Errorf("asavie: batch %d: must be between 1 and the RX and TX ring sizes: %w", batch, ErrUnsupported)
+		return o, 0, fmt.Errorf("asavie: batch %d: must be between 1 and the RX and TX ring sizes: %w", batch, errs.ErrNotSupported)
 	}
 	return o, batch, nil
 }
@@ -193,7 +189,7 @@ func (a *asavieSock) send(n int, frameSize uint64, build func(i int, frame []byt
 	for sent < n {
 		k := min(n-sent, a.batch, a.s.NumFreeTxSlots())
 		if k == 0 {
-			return sent, ErrBackpressure
+			return sent, plane.ErrBackpressure
 		}
 		descs := a.s.GetDescs(k + len(a.rx))
 		j := 0
@@ -205,7 +201,7 @@ func (a *asavieSock) send(n int, frameSize uint64, build func(i int, frame []byt
 		}
 		descs = descs[:j]
 		if len(descs) == 0 {
-			return sent, ErrBackpressure // every frame is in flight
+			return sent, plane.ErrBackpressure // every frame is in flight
 		}
 		for i := range descs {
 			l, err := build(sent+i, a.s.GetFrame(descs[i]))
@@ -226,7 +222,7 @@ func (a *asavieSock) send(n int, frameSize uint64, build func(i int, frame []byt
 		a.kick()
 		sent += done
 		if done < len(descs) {
-			return sent, ErrBackpressure
+			return sent, plane.ErrBackpressure
 		}
 	}
 	return sent, nil
@@ -250,7 +246,7 @@ func (a *asavieSock) kick() {
 // openAsavie opens one asavie socket per RX queue of iface and xdpio's XDP
 // program with filter, registering the sockets in its XSKMAP. The caller
 // runs it in the interface's namespace.
-func (d *AsavieDataPlane) openAsavie(ifi *net.Interface, filter []xsk.Rule) (_ *asavieSet, err error) {
+func (d *DataPlane) openAsavie(ifi *net.Interface, filter []xsk.Rule) (_ *asavieSet, err error) {
 	opts, batch, err := d.options()
 	if err != nil {
 		return nil, err
@@ -362,14 +358,14 @@ type asavieSet struct {
 }
 
 // counts returns each queue's counts. No socket may be in use.
-func (set *asavieSet) counts() []QueueCount {
-	var qs []QueueCount
+func (set *asavieSet) counts() []plane.QueueCount {
+	var qs []plane.QueueCount
 	for _, a := range set.socks {
 		st, err := a.s.Stats()
 		if err != nil {
 			continue
 		}
-		qs = append(qs, QueueCount{Queue: a.queue, Packets: st.Received, Bytes: a.bytes,
+		qs = append(qs, plane.QueueCount{Queue: a.queue, Packets: st.Received, Bytes: a.bytes,
 			Dropped: st.KernelStats.Rx_dropped + st.KernelStats.Rx_ring_full})
 	}
 	return qs
@@ -425,9 +421,9 @@ func (set *asavieSet) close() error {
 // feature, or queues held by another program, is reported when a server
 // starts rather than when its first test arrives. Between the two, UDP to
 // the discard port (9) of Iface goes to the sockets.
-func (d *AsavieDataPlane) Check() error {
-	err := d.run(func() error {
-		ifi, err := interfaceByName(d.Iface)
+func (d *DataPlane) Check() error {
+	err := link.Run(d.Do, func() error {
+		ifi, err := link.InterfaceByName(d.Iface)
 		if err != nil {
 			return err
 		}
@@ -444,7 +440,7 @@ func (d *AsavieDataPlane) Check() error {
 }
 
 // asaviePartial is how the asavie data plane checks received checksums:
-// as XSKDataPlane does (see XSKDataPlane.netConfig), accepting the
+// as xskplane.DataPlane does (see xskplane.DataPlane.netConfig), accepting the
 // unfinished UDP checksums of senders on this host behind a veth with TX
 // checksum offload on, so that both backends do the same work per frame.
 const asaviePartial = xdpnet.RxChecksumAcceptPartial
@@ -475,11 +471,11 @@ func asavieHop(r *nexthop.Resolver, dst netip.Addr) (nexthop.Hop, error) {
 
 // Listen opens asavie sockets on every queue of Iface for UDP to local's
 // port.
-func (d *AsavieDataPlane) Listen(local netip.AddrPort) (PacketConn, error) {
+func (d *DataPlane) Listen(local netip.AddrPort) (plane.PacketConn, error) {
 	local = netip.AddrPortFrom(local.Addr().Unmap(), local.Port())
 	c := &asavieConn{local: local, onClose: d.OnClose}
-	err := d.run(func() error {
-		ifi, err := interfaceByName(d.Iface)
+	err := link.Run(d.Do, func() error {
+		ifi, err := link.InterfaceByName(d.Iface)
 		if err != nil {
 			return err
 		}
@@ -519,7 +515,7 @@ type asavieConn struct {
 	// life keeps Close from unmapping the sockets while a call, or a
 	// queue reader's view, uses them.
 	life    sync.RWMutex
-	onClose func([]QueueCount)
+	onClose func([]plane.QueueCount)
 	notUDP  atomic.Uint64
 }
 
@@ -534,7 +530,7 @@ func (c *asavieConn) SetReadDeadline(t time.Time) error {
 
 // ReadBatch takes datagrams from the sockets in turn, copying each UDP
 // payload into msgs, and waits in poll on all of them when none has any.
-func (c *asavieConn) ReadBatch(msgs []Message) (int, error) {
+func (c *asavieConn) ReadBatch(msgs []plane.Message) (int, error) {
 	for {
 		c.life.RLock()
 		if c.closed.Load() {
@@ -584,9 +580,9 @@ func (c *asavieConn) ReadBatch(msgs []Message) (int, error) {
 
 // QueueReaders returns a reader per RX queue's socket, so that the engine
 // reads asavie's queues in parallel and in place, as it reads
-// XSKDataPlane's.
-func (c *asavieConn) QueueReaders() []QueueReader {
-	qs := make([]QueueReader, len(c.set.socks))
+// xskplane.DataPlane's.
+func (c *asavieConn) QueueReaders() []plane.QueueReader {
+	qs := make([]plane.QueueReader, len(c.set.socks))
 	for i, a := range c.set.socks {
 		qs[i] = &asavieQueueReader{c: c, a: a}
 	}
@@ -612,7 +608,7 @@ func (q *asavieQueueReader) Done() {
 	}
 }
 
-func (q *asavieQueueReader) ReadView(msgs []Message, timeout time.Duration) (int, error) {
+func (q *asavieQueueReader) ReadView(msgs []plane.Message, timeout time.Duration) (int, error) {
 	q.Done()
 	c, a := q.c, q.a
 	var deadline time.Time
@@ -633,7 +629,7 @@ func (q *asavieQueueReader) ReadView(msgs []Message, timeout time.Duration) (int
 				c.notUDP.Add(1)
 				continue
 			}
-			msgs[n] = Message{Buf: d.Payload, N: len(d.Payload), Addr: d.Src}
+			msgs[n] = plane.Message{Buf: d.Payload, N: len(d.Payload), Addr: d.Src}
 			n++
 		}
 		a.mu.Unlock()
@@ -661,7 +657,7 @@ func (q *asavieQueueReader) ReadView(msgs []Message, timeout time.Duration) (int
 
 // WriteBatch builds each datagram in a UMEM frame of queue 0's socket and
 // transmits them.
-func (c *asavieConn) WriteBatch(msgs []Message) (int, error) {
+func (c *asavieConn) WriteBatch(msgs []plane.Message) (int, error) {
 	c.life.RLock()
 	defer c.life.RUnlock()
 	if c.closed.Load() {
@@ -703,7 +699,7 @@ func (c *asavieConn) Close() error {
 
 // Client ports of the asavie data plane: a block of asaviePorts below
 // Linux's default ephemeral range (32768-60999), so the XDP filter does
-// not take the kernel's own sockets' replies. (XSKDataPlane's client has
+// not take the kernel's own sockets' replies. (xskplane.DataPlane's client has
 // xdpnet pick and reserve its block.)
 const (
 	asaviePortLow  = 20000
@@ -735,16 +731,16 @@ func (b *asaviePortBlock) filter() []xsk.Rule {
 
 // port gives the next stream from src towards remote its port and the
 // socket (TX queue, of queues) it sends from: the block's next port, or
-// the Placer's, whose queue it then sends from too (where a device has no
+// the plane.Placer's, whose queue it then sends from too (where a device has no
 // RSS, as veth, the peer receives on the queue a frame was sent from).
 // inUse reports ports streams hold.
-func (b *asaviePortBlock) port(src netip.Addr, remote netip.AddrPort, queues int, placer *Placer, inUse func(uint16) bool) (port uint16, txq int, err error) {
+func (b *asaviePortBlock) port(src netip.Addr, remote netip.AddrPort, queues int, placer *plane.Placer, inUse func(uint16) bool) (port uint16, txq int, err error) {
 	if b.next >= asaviePorts {
-		return 0, 0, fmt.Errorf("all %d client ports in use: %w", asaviePorts, ErrUnsupported)
+		return 0, 0, fmt.Errorf("all %d client ports in use: %w", asaviePorts, errs.ErrNotSupported)
 	}
 	port, txq = b.base+uint16(b.next), b.next%queues
 	if placer != nil {
-		p, q, err := placer.port(src, remote, b.base, b.base+asaviePorts-1)
+		p, q, err := placer.Port(src, remote, b.base, b.base+asaviePorts-1)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -758,7 +754,7 @@ func (b *asaviePortBlock) port(src netip.Addr, remote netip.AddrPort, queues int
 }
 
 // asavieShared is the sockets a client's streams share, as xskShared is
-// for XSKDataPlane: a block of source ports, each stream one of them.
+// for xskplane.DataPlane: a block of source ports, each stream one of them.
 type asavieShared struct {
 	asaviePortBlock
 	mu      sync.Mutex
@@ -769,12 +765,12 @@ type asavieShared struct {
 	stray   uint64
 	refs    int
 	closed  bool
-	onClose func([]QueueCount)
+	onClose func([]plane.QueueCount)
 }
 
 // Dial gives a client stream its own source port on the shared sockets,
 // opening them on first use.
-func (d *AsavieDataPlane) Dial(remote netip.AddrPort) (PacketConn, error) {
+func (d *DataPlane) Dial(remote netip.AddrPort) (plane.PacketConn, error) {
 	d.cmu.Lock()
 	defer d.cmu.Unlock()
 	if d.client == nil {
@@ -802,7 +798,7 @@ func (d *AsavieDataPlane) Dial(remote netip.AddrPort) (PacketConn, error) {
 }
 
 // dial adds a stream to sh, whose lock the caller holds.
-func (d *AsavieDataPlane) dial(sh *asavieShared, remote netip.AddrPort) (PacketConn, error) {
+func (d *DataPlane) dial(sh *asavieShared, remote netip.AddrPort) (plane.PacketConn, error) {
 	remote = netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port())
 	// The server's next hop and the source address towards it: from the
 	// kernel's route and neighbour tables, resolved through the kernel
@@ -822,10 +818,10 @@ func (d *AsavieDataPlane) dial(sh *asavieShared, remote netip.AddrPort) (PacketC
 	return c, nil
 }
 
-func (d *AsavieDataPlane) openShared() (*asavieShared, error) {
+func (d *DataPlane) openShared() (*asavieShared, error) {
 	sh := &asavieShared{asaviePortBlock: newAsaviePortBlock(d.Iface), conns: map[uint16]*asavieClientConn{}, onClose: d.OnClose}
-	err := d.run(func() error {
-		ifi, err := interfaceByName(d.Iface)
+	err := link.Run(d.Do, func() error {
+		ifi, err := link.InterfaceByName(d.Iface)
 		if err != nil {
 			return err
 		}
@@ -857,12 +853,12 @@ func (sh *asavieShared) close() error {
 // sockets, sending through the socket of queue txq, receiving what is
 // routed to its port.
 type asavieClientConn struct {
-	d        *AsavieDataPlane
+	d        *DataPlane
 	sh       *asavieShared
 	local    netip.AddrPort
 	remote   netip.AddrPort
 	txq      int
-	in       inbox
+	in       link.Inbox
 	fds      []unix.PollFd // the shared sockets', polled by this stream's reader
 	deadline time.Time
 	closed   bool
@@ -896,13 +892,13 @@ func (sh *asavieShared) pump() {
 				sh.stray++
 				continue
 			}
-			c.in.push(d.Src, d.Payload)
+			c.in.Push(d.Src, d.Payload)
 		}
 		a.mu.Unlock()
 	}
 }
 
-func (c *asavieClientConn) ReadBatch(msgs []Message) (int, error) {
+func (c *asavieClientConn) ReadBatch(msgs []plane.Message) (int, error) {
 	sh := c.sh
 	for {
 		sh.mu.Lock()
@@ -910,10 +906,10 @@ func (c *asavieClientConn) ReadBatch(msgs []Message) (int, error) {
 			sh.mu.Unlock()
 			return 0, net.ErrClosed
 		}
-		if c.in.len() == 0 {
+		if c.in.Len() == 0 {
 			sh.pump()
 		}
-		n := c.in.pop(msgs)
+		n := c.in.Pop(msgs)
 		deadline := c.deadline
 		sh.mu.Unlock()
 		if n > 0 {
@@ -929,7 +925,7 @@ func (c *asavieClientConn) ReadBatch(msgs []Message) (int, error) {
 	}
 }
 
-func (c *asavieClientConn) WriteBatch(msgs []Message) (int, error) {
+func (c *asavieClientConn) WriteBatch(msgs []plane.Message) (int, error) {
 	sh := c.sh
 	// The next hop from the resolver's cache (the kernel's, when the
 	// tables changed), before the shared sockets are taken.
