@@ -2,16 +2,13 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"net"
 	"net/netip"
-	"os"
 	"time"
 
 	"github.com/xdpio/xdpio/bench/iperf3"
-	"github.com/xdpio/xdpio/bench/kernelplane"
 	"github.com/xdpio/xdpio/bench/plane"
 )
 
@@ -121,10 +118,12 @@ func (c *Client) params() (iperf3.Params, error) {
 // so far, when it fails. Cancelling ctx ends the test early (the server is
 // sent CLIENT_TERMINATE).
 func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
+	var ph clientPhase
 	switch c.Mode {
 	case iperf3.ModeTCP:
-		return c.runTCP(ctx)
+		ph = &tcpClientPhase{c: c}
 	case iperf3.ModeUDP, "":
+		ph = &udpClientPhase{c: c}
 	default:
 		return &Report{Error: "invalid mode"}, fmt.Errorf("client: invalid mode %q: must be udp or tcp", c.Mode)
 	}
@@ -134,13 +133,9 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 			rep.Error = err.Error()
 		}
 	}()
-	p, err := c.params()
+	p, err := ph.params()
 	if err != nil {
 		return rep, fmt.Errorf("client: %w", err)
-	}
-	dp := c.DataPlane
-	if dp == nil {
-		dp = &kernelplane.DataPlane{}
 	}
 	conn, stopClose, err := c.connect(ctx)
 	if err != nil {
@@ -148,39 +143,32 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 	}
 	defer conn.Close()
 	defer stopClose()
-	if c.Length == 0 {
-		// As iperf3 does: a datagram the size of a TCP segment on this
-		// path fits the link's MTU.
-		if mss := controlMSS(conn); mss >= iperf3.HeaderLen(!c.Counters32) && mss <= 65507 {
-			p.Len = mss
-		}
-	}
+	ph.connected(conn, &p)
 	setup := orDefault(c.SetupTimeout, 10*time.Second)
 
 	cookie := iperf3.NewCookie()
 	now := time.Now()
+	proto := "UDP"
+	if p.TCP {
+		proto = "TCP"
+	}
 	rep.Start = ReportStart{Version: Version, Cookie: cookie.String(),
 		Timestamp:    Timestamp{Time: now.UTC().Format(time.RFC1123), Timesecs: now.Unix()},
 		ConnectingTo: &HostPort{Host: c.Server.Addr().String(), Port: int(c.Server.Port())},
-		TestStart: TestParams{Protocol: "UDP", NumStreams: p.Parallel, Blksize: p.Len, Duration: p.Time,
+		TestStart: TestParams{Protocol: proto, NumStreams: p.Parallel, Blksize: p.Len, Duration: p.Time,
 			Reverse: map[bool]int{false: 0, true: 1}[p.Reverse], TargetBitrate: p.Bandwidth}}
 	conn.SetDeadline(time.Now().Add(setup))
 	if _, err := conn.Write(cookie[:]); err != nil {
 		return rep, fmt.Errorf("client: send cookie: %w", err)
 	}
+	terminate := func() {
+		iperf3.WriteState(conn, iperf3.ClientTerminate)
+	}
 
+	defer ph.close()
 	var run *dataRun
 	var ir *intervalReporter
 	var pending *stateOrErr
-	defer func() {
-		if run != nil {
-			run.stop()
-			for _, g := range run.groups {
-				g.conn.Close()
-			}
-		}
-	}()
-	var localRes, remoteRes iperf3.Results
 	for {
 		var st iperf3.State
 		if pending != nil {
@@ -197,21 +185,12 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 		}
 		switch st {
 		case iperf3.ParamExchange:
-			if err := iperf3.WriteMessage(conn, &p); err != nil {
+			if err := iperf3.WriteMessage(conn, ph.paramsMsg(p)); err != nil {
 				return rep, fmt.Errorf("client: parameters: %w", err)
 			}
 		case iperf3.CreateStreams:
-			run = &dataRun{sender: !p.Reverse, blksize: p.Len, rate: p.Bandwidth, counters64: p.UDPCounters64Bit != 0}
-			for i := 0; i < p.Parallel; i++ {
-				g, err := dialStream(dp, c.Server, streamID(i), time.Now().Add(setup))
-				if err != nil {
-					return rep, fmt.Errorf("client: stream %d: %w", streamID(i), err)
-				}
-				run.groups = append(run.groups, g)
-				l := g.conn.LocalAddr()
-				rep.Start.Connected = append(rep.Start.Connected, Connected{Socket: streamID(i),
-					LocalHost: l.Addr().String(), LocalPort: int(l.Port()),
-					RemoteHost: c.Server.Addr().String(), RemotePort: int(c.Server.Port())})
+			if run, err = ph.createStreams(conn, rep, p, setup, terminate); err != nil {
+				return rep, err
 			}
 		case iperf3.TestStart:
 		case iperf3.TestRunning:
@@ -225,7 +204,7 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 				ctl <- stateOrErr{st, err}
 			}()
 			ir = newIntervalReporter(run, orDefault(c.Interval, time.Second), c.OnInterval)
-			run.begin()
+			ph.start(run)
 			ir.begin()
 			timer := time.NewTimer(time.Duration(p.Time) * time.Second)
 			select {
@@ -233,22 +212,27 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 			case m := <-ctl:
 				// The server spoke first: an error or termination.
 				timer.Stop()
-				run.stop()
+				ph.stop(run)
 				rep.Intervals = ir.finish()
 				pending = &m
 				continue
 			case <-ctx.Done():
 				// CLIENT_TERMINATE has gone out; report what was measured.
 				timer.Stop()
-				run.stop()
+				ph.stop(run)
 				rep.Intervals = ir.finish()
 				rep.End = endFromOne(run.results(), run.sender, nil)
 				rep.End.HostCPU = run.host
+				ph.report(rep, false)
 				return rep, fmt.Errorf("client: %w", ctx.Err())
 			}
 			timer.Stop()
 			if run.sender {
-				run.stop()
+				if err := ph.stopSending(run); err != nil {
+					rep.Intervals = ir.finish()
+					terminate()
+					return rep, fmt.Errorf("client: data plane: %w", err)
+				}
 				// iperf3 stops counting at TEST_END: let the receiver read
 				// what is still queued for it first.
 				drain := time.NewTimer(tailGrace)
@@ -265,7 +249,7 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 			// has stopped sending, which it says with EXCHANGE_RESULTS.
 			m := <-ctl
 			pending = &m
-			derr := run.stop()
+			derr := ph.stop(run)
 			rep.Intervals = ir.finish()
 			if derr != nil {
 				return rep, fmt.Errorf("client: data plane: %w", derr)
@@ -275,24 +259,28 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 			if run == nil {
 				return rep, fmt.Errorf("client: EXCHANGE_RESULTS before the test: %w", iperf3.ErrProtocol)
 			}
-			localRes = run.results()
+			localRes := run.results()
 			if err := iperf3.WriteMessage(conn, &localRes); err != nil {
 				return rep, fmt.Errorf("client: results: %w", err)
 			}
+			if err := ph.writeExtra(conn); err != nil {
+				return rep, err
+			}
+			var remoteRes iperf3.Results
 			if err := iperf3.ReadMessage(conn, &remoteRes); err != nil {
 				return rep, fmt.Errorf("client: server results: %w", err)
 			}
-			ooo := map[int]int64{}
-			for _, s := range run.allStreams() {
-				ooo[s.id] = s.counters().OutOfOrder
+			if err := ph.readExtra(conn); err != nil {
+				return rep, err
 			}
+			ooo := ph.outOfOrder(run)
 			if run.sender {
 				rep.End = buildEnd(localRes, remoteRes, true, ooo)
-				rep.End.HostCPU = run.host
 			} else {
 				rep.End = buildEnd(remoteRes, localRes, false, ooo)
-				rep.End.HostCPU = run.host
 			}
+			rep.End.HostCPU = run.host
+			ph.report(rep, true)
 		case iperf3.DisplayResults:
 			if err := iperf3.WriteState(conn, iperf3.IperfDone); err != nil {
 				return rep, fmt.Errorf("client: %w", err)
@@ -308,6 +296,39 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 			return rep, fmt.Errorf("client: unexpected %v: %w", st, iperf3.ErrProtocol)
 		}
 	}
+}
+
+// clientPhase is the data phase of a client's test, the UDP test's
+// streams (udpClientPhase) or TCP mode's flows (tcpClientPhase): Run drives the
+// control protocol around it, the same for both.
+type clientPhase interface {
+	// params checks the Client's settings and returns the parameters;
+	// connected may adjust them once the control connection is up.
+	params() (iperf3.Params, error)
+	connected(conn net.Conn, p *iperf3.Params)
+	// paramsMsg is what the client sends at PARAM_EXCHANGE.
+	paramsMsg(p iperf3.Params) any
+	// createStreams sets the streams up at CREATE_STREAMS (calling
+	// terminate when the server must be told that the test is off) and
+	// returns the run, ready to start.
+	createStreams(conn net.Conn, rep *Report, p iperf3.Params, setup time.Duration, terminate func()) (*dataRun, error)
+	// start begins moving data; stopSending ends a sender's data before
+	// TEST_END; stop ends all of it and returns the data plane's error
+	// (it may be called again).
+	start(run *dataRun)
+	stopSending(run *dataRun) error
+	stop(run *dataRun) error
+	// writeExtra sends what follows the client's results, readExtra
+	// reads what follows the server's.
+	writeExtra(conn net.Conn) error
+	readExtra(conn net.Conn) error
+	// outOfOrder gives each stream's datagrams or segments out of order.
+	outOfOrder(run *dataRun) map[int]int64
+	// report adds the phase's own figures to rep (complete: with the
+	// server's).
+	report(rep *Report, complete bool)
+	// close closes the data endpoints.
+	close()
 }
 
 // connect opens the control connection (within SetupTimeout) and arranges
@@ -332,36 +353,4 @@ func (c *Client) connect(ctx context.Context) (net.Conn, func() bool, error) {
 		conn.Close()
 	})
 	return conn, stop, nil
-}
-
-// dialStream opens one stream's endpoint and does the setup exchange: the
-// client's 4-byte message, the server's 4-byte reply.
-func dialStream(dp plane.DataPlane, server netip.AddrPort, id int, deadline time.Time) (*group, error) {
-	pc, err := dp.Dial(server)
-	if err != nil {
-		return nil, err
-	}
-	msg := []plane.Message{{Buf: iperf3.ConnectBytes(iperf3.UDPConnectMsg), N: 4}}
-	if _, err := pc.WriteBatch(msg); err != nil {
-		pc.Close()
-		return nil, fmt.Errorf("send setup message: %w", err)
-	}
-	buf := []plane.Message{{Buf: make([]byte, 65536)}}
-	pc.SetReadDeadline(deadline)
-	for {
-		n, err := pc.ReadBatch(buf)
-		if err != nil {
-			pc.Close()
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				return nil, fmt.Errorf("no setup reply from %v: %w", server, err)
-			}
-			return nil, fmt.Errorf("read setup reply: %w", err)
-		}
-		if n == 1 && iperf3.IsConnectReply(buf[0].Buf[:buf[0].N]) {
-			break
-		}
-	}
-	pc.SetReadDeadline(time.Time{})
-	st := &stream{id: id, peer: server, local: pc.LocalAddr()}
-	return &group{conn: pc, streams: []*stream{st}}, nil
 }

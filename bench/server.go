@@ -332,61 +332,16 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie iperf3.Cookie
 		return rep, fmt.Errorf("server: %w", err)
 	}
 	defer dpClosed()
+	var ph serverPhase = &udpServerPhase{dp: s.dataPlane(), p: p, local: local, remote: remote}
 	if tp != nil && p.TCP && !p.UDP {
-		return s.serveTCP(ctx, c, rep, p, tp, local, setup)
+		ph = &tcpServerPhase{dp: s.dataPlane(), p: p, tp: tp, local: local, port: s.tcpDataPort(local), onReport: s.OnTCPReport}
 	}
-	counters64 := p.UDPCounters64Bit != 0
-	switch {
-	case !p.UDP:
-		// iperf3's client prints "unable to start stream listener:
-		// Protocol not supported", the clearest its messages allow.
-		iperf3.WriteServerError(c, iperf3.IEStreamListen, iperf3.LinuxEPROTONOSUPPORT)
-		return rep, fmt.Errorf("server: refused an iperf3 %s test from %v: this server runs UDP tests only (iperf3 -u) and xdpio's TCP mode (bench client --mode tcp): %w", proto, remote.Addr(), ErrUnsupported)
-	case p.Bidirectional:
-		iperf3.WriteServerError(c, iperf3.IEUnimp, 0)
-		return rep, fmt.Errorf("server: bidirectional test: %w", ErrUnsupported)
-	case p.Omit > 0:
-		// Counting the omitted seconds would make the totals disagree with
-		// the client's; refuse rather than report wrong numbers.
-		iperf3.WriteServerError(c, iperf3.IEUnimp, 0)
-		return rep, fmt.Errorf("server: omitting %d s (-O): %w", p.Omit, ErrUnsupported)
-	case p.Len < iperf3.HeaderLen(counters64):
-		iperf3.WriteServerError(c, iperf3.IEUnimp, 0)
-		return rep, fmt.Errorf("server: datagram length %d shorter than the %d-byte header: %w", p.Len, iperf3.HeaderLen(counters64), iperf3.ErrProtocol)
-	}
-
-	pc, err := s.dataPlane().Listen(local)
-	if err != nil {
-		iperf3.WriteServerError(c, iperf3.IEStreamListen, 0)
-		return rep, fmt.Errorf("server: %w", err)
-	}
-	defer pc.Close()
+	defer ph.close()
 	defer free() // before the endpoint closes
-	context.AfterFunc(ctx, func() { pc.Close() })
-	if err := iperf3.WriteState(c, iperf3.CreateStreams); err != nil {
-		return rep, fmt.Errorf("server: %w", err)
-	}
-	// From here the client sends a state only to end the test. One
-	// goroutine reads it, and returns: after TEST_END the connection
-	// carries the results exchange, read below.
-	ctl := make(chan stateOrErr, 1)
-	c.SetReadDeadline(time.Time{})
-	go func() {
-		st, err := iperf3.ReadState(c)
-		ctl <- stateOrErr{st, err}
-	}()
-
-	g, err := acceptStreams(pc, p.Parallel, time.Now().Add(setup), ctl)
+	run, ctl, err := ph.open(ctx, c, rep, setup)
 	if err != nil {
-		iperf3.WriteServerError(c, iperf3.IEStreamAccept, 0)
-		return rep, fmt.Errorf("server: %w", err)
+		return rep, err
 	}
-	for _, st := range g.streams {
-		rep.Start.Connected = append(rep.Start.Connected, Connected{Socket: st.id,
-			LocalHost: local.Addr().String(), LocalPort: int(local.Port()),
-			RemoteHost: st.peer.Addr().String(), RemotePort: int(st.peer.Port())})
-	}
-	run := &dataRun{groups: []*group{g}, sender: p.Reverse, blksize: p.Len, rate: p.Bandwidth, counters64: counters64}
 	if err := iperf3.WriteState(c, iperf3.TestStart); err != nil {
 		return rep, fmt.Errorf("server: %w", err)
 	}
@@ -394,7 +349,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie iperf3.Cookie
 		return rep, fmt.Errorf("server: %w", err)
 	}
 	ir := newIntervalReporter(run, orDefault(s.Interval, time.Second), s.OnInterval)
-	run.begin()
+	ph.start(run)
 	ir.begin()
 
 	limit := time.Duration(p.Time)*time.Second + orDefault(s.Slack, 10*time.Second)
@@ -402,7 +357,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie iperf3.Cookie
 		limit = time.Hour
 	}
 	endErr := awaitTestEnd(ctx, c, ctl, run.failure(), limit, p.Time)
-	derr := run.stop()
+	derr := ph.stop(run)
 	rep.Intervals = ir.finish()
 	localRes := run.results()
 	switch {
@@ -423,13 +378,11 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie iperf3.Cookie
 		// cancelled server), and the data plane had failed too.
 		endErr = fmt.Errorf("%w (data plane: %w)", endErr, derr)
 	}
-	ooo := map[int]int64{}
-	for _, st := range g.streams {
-		ooo[st.id] = st.counters().OutOfOrder
-	}
+	ooo := ph.outOfOrder(run)
 	if endErr != nil {
 		rep.End = endFromOne(localRes, run.sender, ooo)
 		rep.End.HostCPU = run.host
+		ph.report(rep, false)
 		return rep, endErr
 	}
 
@@ -441,13 +394,16 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie iperf3.Cookie
 	if err := iperf3.ReadMessage(c, &remoteRes); err != nil {
 		return rep, fmt.Errorf("server: client results: %w", err)
 	}
+	if err := ph.readExtra(c); err != nil {
+		return rep, err
+	}
 	if run.sender {
 		rep.End = buildEnd(localRes, remoteRes, true, ooo)
-		rep.End.HostCPU = run.host
 	} else {
 		rep.End = buildEnd(remoteRes, localRes, false, ooo)
-		rep.End.HostCPU = run.host
 	}
+	rep.End.HostCPU = run.host
+	ph.report(rep, true)
 	if p.GetServerOutput != 0 {
 		if b, err := json.Marshal(rep); err == nil {
 			localRes.ServerOutputJSON = b
@@ -455,6 +411,9 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie iperf3.Cookie
 	}
 	if err := iperf3.WriteMessage(c, &localRes); err != nil {
 		return rep, fmt.Errorf("server: %w", err)
+	}
+	if err := ph.writeExtra(c); err != nil {
+		return rep, err
 	}
 	// The client answers DISPLAY_RESULTS with its last word and may run
 	// its next test at once.
@@ -470,6 +429,46 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie iperf3.Cookie
 		return rep, fmt.Errorf("server: got %v, want IPERF_DONE: %w", st, iperf3.ErrProtocol)
 	}
 	return rep, nil
+}
+
+// serverPhase is the data phase of a server's test, the UDP test's
+// streams (udpServerPhase) or TCP mode's flows (tcpServerPhase): serveConn runs the
+// control protocol around it, the same for both.
+type serverPhase interface {
+	// open refuses (with SERVER_ERROR) a test it cannot run, opens the
+	// data endpoint, sends CREATE_STREAMS and sets the streams up. It
+	// returns the run, ready to start, and from then on the client's
+	// states arrive on ctl.
+	open(ctx context.Context, c net.Conn, rep *Report, setup time.Duration) (run *dataRun, ctl <-chan stateOrErr, err error)
+	// start begins taking in data.
+	start(run *dataRun)
+	// stop ends the data and returns the data plane's error.
+	stop(run *dataRun) error
+	// outOfOrder gives each stream's datagrams or segments out of order.
+	outOfOrder(run *dataRun) map[int]int64
+	// readExtra reads what the client sends after its results, and
+	// writeExtra what the server sends after its own.
+	readExtra(c net.Conn) error
+	writeExtra(c net.Conn) error
+	// report adds the phase's own figures to rep (complete: with the
+	// client's).
+	report(rep *Report, complete bool)
+	// close closes the data endpoint, if one was opened.
+	close()
+}
+
+// watchControl reads the one state the client sends while a test runs
+// (TEST_END, or one that ends it early) in a goroutine, and returns
+// where it arrives: after that the connection carries the results
+// exchange, which serveConn reads itself.
+func watchControl(c net.Conn) <-chan stateOrErr {
+	ctl := make(chan stateOrErr, 1)
+	c.SetReadDeadline(time.Time{})
+	go func() {
+		st, err := iperf3.ReadState(c)
+		ctl <- stateOrErr{st, err}
+	}()
+	return ctl
 }
 
 // errDataPlaneFailed is awaitTestEnd's answer when the data plane
@@ -526,49 +525,4 @@ func endFromOne(local iperf3.Results, sender bool, ooo map[int]int64) ReportEnd 
 type stateOrErr struct {
 	st  iperf3.State
 	err error
-}
-
-// acceptStreams waits for n streams' setup datagrams on pc and answers each.
-// A new source address is a new stream, numbered as iperf3 numbers them.
-func acceptStreams(pc plane.PacketConn, n int, deadline time.Time, ctl <-chan stateOrErr) (*group, error) {
-	g := &group{conn: pc, byPeer: map[netip.AddrPort]*stream{}}
-	msgs := make([]plane.Message, 8)
-	for i := range msgs {
-		msgs[i].Buf = make([]byte, 65536)
-	}
-	reply := []plane.Message{{Buf: iperf3.ConnectBytes(iperf3.UDPConnectReply), N: 4}}
-	for len(g.streams) < n {
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("accept streams: %d of %d set up before the timeout", len(g.streams), n)
-		}
-		select {
-		case m := <-ctl:
-			if m.err != nil {
-				return nil, fmt.Errorf("accept streams: control connection: %w", m.err)
-			}
-			return nil, fmt.Errorf("accept streams: client sent %v: %w", m.st, iperf3.ErrProtocol)
-		default:
-		}
-		pc.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-		k, err := pc.ReadBatch(msgs)
-		for i := 0; i < k; i++ {
-			m := msgs[i]
-			if m.N != 4 {
-				continue // not a setup message; nothing runs yet
-			}
-			if _, ok := g.byPeer[m.Addr]; !ok {
-				st := &stream{id: streamID(len(g.streams)), peer: m.Addr, local: pc.LocalAddr()}
-				g.streams = append(g.streams, st)
-				g.byPeer[m.Addr] = st
-			}
-			reply[0].Addr = m.Addr
-			if _, err := pc.WriteBatch(reply); err != nil {
-				return nil, fmt.Errorf("accept streams: reply to %v: %w", m.Addr, err)
-			}
-		}
-		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, fmt.Errorf("accept streams: %w", err)
-		}
-	}
-	return g, nil
 }
