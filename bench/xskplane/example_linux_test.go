@@ -3,30 +3,27 @@ package xskplane_test
 import (
 	"context"
 	"log"
-	"net"
+	"net/netip"
+	"os"
 
 	"github.com/xdpio/xdpio/bench"
-	"github.com/xdpio/xdpio/bench/plane"
 	"github.com/xdpio/xdpio/bench/xskplane"
 )
 
-// An iperf3-compatible server whose UDP streams arrive through
-// AF_XDP sockets (package xdpnet) on every queue of eth1, while the control
-// connection stays with the kernel. (Needs root and an interface:
-// compiled, not run.)
+// A client whose four streams leave through AF_XDP sockets on eth1
+// (package xdpnet), against an iperf3 server; the control connection
+// stays with the kernel. (Needs root and an interface: compiled, not
+// run.)
 func ExampleDataPlane() {
-	dp := &xskplane.DataPlane{Iface: "eth1", OnClose: func(qs []plane.QueueCount) {
-		for _, q := range qs {
-			log.Printf("queue %d: %d packets, %d dropped", q.Queue, q.Packets, q.Dropped)
-		}
-	}}
-	if err := dp.Check(); err != nil {
-		log.Fatal(err)
+	cl := &bench.Client{
+		Server:    netip.MustParseAddrPort("198.18.0.2:5201"),
+		DataPlane: &xskplane.DataPlane{Iface: "eth1"},
+		Streams:   4,
+		Bitrate:   100e6,
 	}
-	ln, err := net.Listen("tcp", ":5201")
+	rep, err := cl.Run(context.Background())
 	if err != nil {
 		log.Fatal(err)
 	}
-	srv := &bench.Server{DataPlane: dp}
-	log.Fatal(srv.Serve(context.Background(), ln))
+	rep.WriteText(os.Stdout)
 }
