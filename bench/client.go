@@ -167,7 +167,6 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 
 	defer ph.close()
 	var run *dataRun
-	var ir *intervalReporter
 	var pending *stateOrErr
 	for {
 		var st iperf3.State
@@ -197,64 +196,11 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 			if run == nil {
 				return rep, fmt.Errorf("client: TEST_RUNNING before CREATE_STREAMS: %w", iperf3.ErrProtocol)
 			}
-			conn.SetDeadline(time.Time{})
-			ctl := make(chan stateOrErr, 1)
-			go func() {
-				st, err := iperf3.ReadState(conn)
-				ctl <- stateOrErr{st, err}
-			}()
-			ir = newIntervalReporter(run, orDefault(c.Interval, time.Second), c.OnInterval)
-			ph.start(run)
-			ir.begin()
-			timer := time.NewTimer(time.Duration(p.Time) * time.Second)
-			select {
-			case <-timer.C:
-			case m := <-ctl:
-				// The server spoke first: an error or termination.
-				timer.Stop()
-				ph.stop(run)
-				rep.Intervals = ir.finish()
-				pending = &m
-				continue
-			case <-ctx.Done():
-				// CLIENT_TERMINATE has gone out; report what was measured.
-				timer.Stop()
-				ph.stop(run)
-				rep.Intervals = ir.finish()
-				rep.End = endFromOne(run.results(), run.sender, nil)
-				rep.End.HostCPU = run.host
-				ph.report(rep, false)
-				return rep, fmt.Errorf("client: %w", ctx.Err())
+			m, err := c.runTest(ctx, conn, ph, run, time.Duration(p.Time)*time.Second, setup, rep, terminate)
+			if err != nil {
+				return rep, err
 			}
-			timer.Stop()
-			if run.sender {
-				if err := ph.stopSending(run); err != nil {
-					rep.Intervals = ir.finish()
-					terminate()
-					return rep, fmt.Errorf("client: data plane: %w", err)
-				}
-				// iperf3 stops counting at TEST_END: let the receiver read
-				// what is still queued for it first.
-				drain := time.NewTimer(tailGrace)
-				select {
-				case <-drain.C:
-				case <-ctx.Done():
-				}
-				drain.Stop()
-			}
-			if err := iperf3.WriteState(conn, iperf3.TestEnd); err != nil {
-				return rep, fmt.Errorf("client: %w", err)
-			}
-			// A receiver keeps counting what is in flight until the server
-			// has stopped sending, which it says with EXCHANGE_RESULTS.
-			m := <-ctl
 			pending = &m
-			derr := ph.stop(run)
-			rep.Intervals = ir.finish()
-			if derr != nil {
-				return rep, fmt.Errorf("client: data plane: %w", derr)
-			}
-			conn.SetDeadline(time.Now().Add(setup))
 		case iperf3.ExchangeResults:
 			if run == nil {
 				return rep, fmt.Errorf("client: EXCHANGE_RESULTS before the test: %w", iperf3.ErrProtocol)
@@ -296,6 +242,65 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 			return rep, fmt.Errorf("client: unexpected %v: %w", st, iperf3.ErrProtocol)
 		}
 	}
+}
+
+// runTest runs the test from TEST_RUNNING for secs: it moves the data,
+// sends TEST_END (or is cut short by the server or ctx) and returns the
+// state the server sent next, which ends the data phase.
+func (c *Client) runTest(ctx context.Context, conn net.Conn, ph clientPhase, run *dataRun, secs, setup time.Duration, rep *Report, terminate func()) (stateOrErr, error) {
+	conn.SetDeadline(time.Time{})
+	ctl := watchControl(conn)
+	ir := newIntervalReporter(run, orDefault(c.Interval, time.Second), c.OnInterval)
+	ph.start(run)
+	ir.begin()
+	timer := time.NewTimer(secs)
+	select {
+	case <-timer.C:
+	case m := <-ctl:
+		// The server spoke first: an error or termination.
+		timer.Stop()
+		ph.stop(run)
+		rep.Intervals = ir.finish()
+		return m, nil
+	case <-ctx.Done():
+		// CLIENT_TERMINATE has gone out; report what was measured.
+		timer.Stop()
+		ph.stop(run)
+		rep.Intervals = ir.finish()
+		rep.End = endFromOne(run.results(), run.sender, nil)
+		rep.End.HostCPU = run.host
+		ph.report(rep, false)
+		return stateOrErr{}, fmt.Errorf("client: %w", ctx.Err())
+	}
+	timer.Stop()
+	if run.sender {
+		if err := ph.stopSending(run); err != nil {
+			rep.Intervals = ir.finish()
+			terminate()
+			return stateOrErr{}, fmt.Errorf("client: data plane: %w", err)
+		}
+		// iperf3 stops counting at TEST_END: let the receiver read what is
+		// still queued for it first.
+		drain := time.NewTimer(tailGrace)
+		select {
+		case <-drain.C:
+		case <-ctx.Done():
+		}
+		drain.Stop()
+	}
+	if err := iperf3.WriteState(conn, iperf3.TestEnd); err != nil {
+		return stateOrErr{}, fmt.Errorf("client: %w", err)
+	}
+	// A receiver keeps counting what is in flight until the server has
+	// stopped sending, which it says with EXCHANGE_RESULTS.
+	m := <-ctl
+	derr := ph.stop(run)
+	rep.Intervals = ir.finish()
+	if derr != nil {
+		return m, fmt.Errorf("client: data plane: %w", derr)
+	}
+	conn.SetDeadline(time.Now().Add(setup))
+	return m, nil
 }
 
 // clientPhase is the data phase of a client's test, the UDP test's

@@ -457,10 +457,10 @@ type serverPhase interface {
 	close()
 }
 
-// watchControl reads the one state the client sends while a test runs
-// (TEST_END, or one that ends it early) in a goroutine, and returns
-// where it arrives: after that the connection carries the results
-// exchange, which serveConn reads itself.
+// watchControl reads, in a goroutine, the one state the peer sends while
+// a test runs (the client's TEST_END, or a state that ends the test
+// early) and returns where it arrives: after that the connection carries
+// the results exchange, which the caller reads itself.
 func watchControl(c net.Conn) <-chan stateOrErr {
 	ctl := make(chan stateOrErr, 1)
 	c.SetReadDeadline(time.Time{})
