@@ -220,12 +220,7 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 				return rep, err
 			}
 			ooo := ph.outOfOrder(run)
-			if run.sender {
-				rep.End = buildEnd(localRes, remoteRes, true, ooo)
-			} else {
-				rep.End = buildEnd(remoteRes, localRes, false, ooo)
-			}
-			rep.End.HostCPU = run.host
+			rep.End = runEnd(run, localRes, &remoteRes, ooo)
 			ph.report(rep, true)
 		case iperf3.DisplayResults:
 			if err := iperf3.WriteState(conn, iperf3.IperfDone); err != nil {
@@ -267,8 +262,7 @@ func (c *Client) runTest(ctx context.Context, conn net.Conn, ph clientPhase, run
 		timer.Stop()
 		ph.stop(run)
 		rep.Intervals = ir.finish()
-		rep.End = endFromOne(run.results(), run.sender, nil)
-		rep.End.HostCPU = run.host
+		rep.End = runEnd(run, run.results(), nil, nil)
 		ph.report(rep, false)
 		return stateOrErr{}, fmt.Errorf("client: %w", ctx.Err())
 	}
@@ -304,8 +298,8 @@ func (c *Client) runTest(ctx context.Context, conn net.Conn, ph clientPhase, run
 }
 
 // clientPhase is the data phase of a client's test, the UDP test's
-// streams (udpClientPhase) or TCP mode's flows (tcpClientPhase): Run drives the
-// control protocol around it, the same for both.
+// streams (udpClientPhase) or TCP mode's flows (tcpClientPhase): Run
+// drives the control protocol around it, the same for both.
 type clientPhase interface {
 	// params checks the Client's settings and returns the parameters;
 	// connected may adjust them once the control connection is up.

@@ -380,29 +380,30 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie iperf3.Cookie
 	}
 	ooo := ph.outOfOrder(run)
 	if endErr != nil {
-		rep.End = endFromOne(localRes, run.sender, ooo)
-		rep.End.HostCPU = run.host
+		rep.End = runEnd(run, localRes, nil, ooo)
 		ph.report(rep, false)
 		return rep, endErr
 	}
 
+	return rep, s.exchangeResults(c, ph, run, p, localRes, ooo, setup, rep)
+}
+
+// exchangeResults ends a test that ran its course: the results both ways
+// (the report's End is filled in between), DISPLAY_RESULTS and the
+// client's IPERF_DONE.
+func (s *Server) exchangeResults(c net.Conn, ph serverPhase, run *dataRun, p iperf3.Params, localRes iperf3.Results, ooo map[int]int64, setup time.Duration, rep *Report) error {
 	c.SetDeadline(time.Now().Add(setup))
 	if err := iperf3.WriteState(c, iperf3.ExchangeResults); err != nil {
-		return rep, fmt.Errorf("server: %w", err)
+		return fmt.Errorf("server: %w", err)
 	}
 	var remoteRes iperf3.Results
 	if err := iperf3.ReadMessage(c, &remoteRes); err != nil {
-		return rep, fmt.Errorf("server: client results: %w", err)
+		return fmt.Errorf("server: client results: %w", err)
 	}
 	if err := ph.readExtra(c); err != nil {
-		return rep, err
+		return err
 	}
-	if run.sender {
-		rep.End = buildEnd(localRes, remoteRes, true, ooo)
-	} else {
-		rep.End = buildEnd(remoteRes, localRes, false, ooo)
-	}
-	rep.End.HostCPU = run.host
+	rep.End = runEnd(run, localRes, &remoteRes, ooo)
 	ph.report(rep, true)
 	if p.GetServerOutput != 0 {
 		if b, err := json.Marshal(rep); err == nil {
@@ -410,30 +411,30 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie iperf3.Cookie
 		}
 	}
 	if err := iperf3.WriteMessage(c, &localRes); err != nil {
-		return rep, fmt.Errorf("server: %w", err)
+		return fmt.Errorf("server: %w", err)
 	}
 	if err := ph.writeExtra(c); err != nil {
-		return rep, err
+		return err
 	}
 	// The client answers DISPLAY_RESULTS with its last word and may run
 	// its next test at once.
 	s.finishing.Store(true)
 	if err := iperf3.WriteState(c, iperf3.DisplayResults); err != nil {
-		return rep, fmt.Errorf("server: %w", err)
+		return fmt.Errorf("server: %w", err)
 	}
 	st, err := iperf3.ReadState(c)
 	switch {
 	case err != nil:
-		return rep, fmt.Errorf("server: waiting for IPERF_DONE: %w", err)
+		return fmt.Errorf("server: waiting for IPERF_DONE: %w", err)
 	case st != iperf3.IperfDone:
-		return rep, fmt.Errorf("server: got %v, want IPERF_DONE: %w", st, iperf3.ErrProtocol)
+		return fmt.Errorf("server: got %v, want IPERF_DONE: %w", st, iperf3.ErrProtocol)
 	}
-	return rep, nil
+	return nil
 }
 
 // serverPhase is the data phase of a server's test, the UDP test's
-// streams (udpServerPhase) or TCP mode's flows (tcpServerPhase): serveConn runs the
-// control protocol around it, the same for both.
+// streams (udpServerPhase) or TCP mode's flows (tcpServerPhase):
+// serveConn runs the control protocol around it, the same for both.
 type serverPhase interface {
 	// open refuses (with SERVER_ERROR) a test it cannot run, opens the
 	// data endpoint, sends CREATE_STREAMS and sets the streams up. It
@@ -508,6 +509,23 @@ func awaitTestEnd(ctx context.Context, c net.Conn, ctl <-chan stateOrErr, failed
 		iperf3.WriteState(c, iperf3.ServerTerminate)
 		return fmt.Errorf("server: %w", ctx.Err())
 	}
+}
+
+// runEnd is the report's End of run from this end's results and, when
+// the exchange took place, the peer's (nil: a test that ended early),
+// with this end's machine figures.
+func runEnd(run *dataRun, local iperf3.Results, remote *iperf3.Results, ooo map[int]int64) ReportEnd {
+	var e ReportEnd
+	switch {
+	case remote == nil:
+		e = endFromOne(local, run.sender, ooo)
+	case run.sender:
+		e = buildEnd(local, *remote, true, ooo)
+	default:
+		e = buildEnd(*remote, local, false, ooo)
+	}
+	e.HostCPU = run.host
+	return e
 }
 
 // endFromOne summarises a test that ended without the results exchange.
