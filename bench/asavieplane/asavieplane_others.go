@@ -3,20 +3,16 @@
 package asavieplane
 
 import (
-	"fmt"
 	"net/netip"
-	"runtime"
 
+	"github.com/xdpio/xdpio/bench/internal/link"
 	"github.com/xdpio/xdpio/bench/plane"
-	"github.com/xdpio/xdpio/internal/errs"
 	"github.com/xdpio/xdpio/xsk"
 )
 
-// errNoXDP: the AF_XDP data planes exist only on Linux.
-var errNoXDP = fmt.Errorf("AF_XDP on %s: %w", runtime.GOOS, errs.ErrNotSupported)
-
 // DataPlane is the asavie/xdp data plane, which exists only on
-// Linux: here every endpoint fails with errs.ErrNotSupported.
+// Linux: here every endpoint fails with an error matching
+// errors.ErrUnsupported (link.ErrNoXDP).
 type DataPlane struct {
 	Iface   string
 	Do      func(func() error) error
@@ -27,10 +23,10 @@ type DataPlane struct {
 }
 
 // Listen returns errs.ErrNotSupported.
-func (d *DataPlane) Listen(local netip.AddrPort) (plane.PacketConn, error) { return nil, errNoXDP }
+func (d *DataPlane) Listen(local netip.AddrPort) (plane.PacketConn, error) { return nil, link.ErrNoXDP }
 
 // Dial returns errs.ErrNotSupported.
-func (d *DataPlane) Dial(remote netip.AddrPort) (plane.PacketConn, error) { return nil, errNoXDP }
+func (d *DataPlane) Dial(remote netip.AddrPort) (plane.PacketConn, error) { return nil, link.ErrNoXDP }
 
 // Check returns errs.ErrNotSupported.
-func (d *DataPlane) Check() error { return errNoXDP }
+func (d *DataPlane) Check() error { return link.ErrNoXDP }

@@ -3,21 +3,17 @@
 package xskplane
 
 import (
-	"fmt"
 	"net/netip"
-	"runtime"
 
+	"github.com/xdpio/xdpio/bench/internal/link"
 	"github.com/xdpio/xdpio/bench/plane"
 	"github.com/xdpio/xdpio/coalesce"
-	"github.com/xdpio/xdpio/internal/errs"
 	"github.com/xdpio/xdpio/xsk"
 )
 
-// errNoXDP: the AF_XDP data planes exist only on Linux.
-var errNoXDP = fmt.Errorf("AF_XDP on %s: %w", runtime.GOOS, errs.ErrNotSupported)
-
 // DataPlane is the AF_XDP data plane, which exists only on Linux: here
-// every endpoint fails with errs.ErrNotSupported. The fields are Linux's, so
+// every endpoint fails with an error matching
+// errors.ErrUnsupported (link.ErrNoXDP). The fields are Linux's, so
 // that code that sets them builds everywhere.
 type DataPlane struct {
 	Iface     string
@@ -30,10 +26,10 @@ type DataPlane struct {
 }
 
 // Listen returns errs.ErrNotSupported.
-func (d *DataPlane) Listen(local netip.AddrPort) (plane.PacketConn, error) { return nil, errNoXDP }
+func (d *DataPlane) Listen(local netip.AddrPort) (plane.PacketConn, error) { return nil, link.ErrNoXDP }
 
 // Dial returns errs.ErrNotSupported.
-func (d *DataPlane) Dial(remote netip.AddrPort) (plane.PacketConn, error) { return nil, errNoXDP }
+func (d *DataPlane) Dial(remote netip.AddrPort) (plane.PacketConn, error) { return nil, link.ErrNoXDP }
 
 // Check returns errs.ErrNotSupported.
-func (d *DataPlane) Check() error { return errNoXDP }
+func (d *DataPlane) Check() error { return link.ErrNoXDP }

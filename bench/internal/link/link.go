@@ -3,7 +3,9 @@ package link
 import (
 	"fmt"
 	"net"
+	"runtime"
 
+	"github.com/xdpio/xdpio/internal/errs"
 	"github.com/xdpio/xdpio/xsk"
 )
 
@@ -25,3 +27,7 @@ func InterfaceByName(name string) (*net.Interface, error) {
 	}
 	return ifi, nil
 }
+
+// ErrNoXDP is what the AF_XDP data planes' endpoints fail with on systems
+// other than Linux; it matches errors.ErrUnsupported.
+var ErrNoXDP = fmt.Errorf("AF_XDP on %s: %w", runtime.GOOS, errs.ErrNotSupported)
