@@ -18,6 +18,10 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/xdpio/xdpio/bench/asavieplane"
+	"github.com/xdpio/xdpio/bench/kernelplane"
+	"github.com/xdpio/xdpio/bench/plane"
+	"github.com/xdpio/xdpio/bench/xskplane"
 	"github.com/xdpio/xdpio/internal/netnstest"
 	"github.com/xdpio/xdpio/internal/trafficgen"
 	"github.com/xdpio/xdpio/xsk"
@@ -25,7 +29,7 @@ import (
 
 // startServerWith runs our Server with data plane dp in B on port and
 // returns a channel with each test's report (and error).
-func startServerWith(t *testing.T, pair *netnstest.Pair, port int, dp DataPlane) <-chan reportErr {
+func startServerWith(t *testing.T, pair *netnstest.Pair, port int, dp plane.DataPlane) <-chan reportErr {
 	t.Helper()
 	var ln net.Listener
 	if err := pair.B.Do(func() error {
@@ -57,16 +61,16 @@ func startServerWith(t *testing.T, pair *netnstest.Pair, port int, dp DataPlane)
 // queueCounts collects what OnClose reports.
 type queueCounts struct {
 	mu  sync.Mutex
-	got [][]QueueCount
+	got [][]plane.QueueCount
 }
 
-func (q *queueCounts) record(qs []QueueCount) {
+func (q *queueCounts) record(qs []plane.QueueCount) {
 	q.mu.Lock()
 	q.got = append(q.got, qs)
 	q.mu.Unlock()
 }
 
-func (q *queueCounts) take() [][]QueueCount {
+func (q *queueCounts) take() [][]plane.QueueCount {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	g := q.got
@@ -99,14 +103,14 @@ func xdpAttached(t *testing.T, h *netnstest.Host) bool {
 func TestAsavieServerFromSocketClient(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{Queues: 2})
 	var qc queueCounts
-	dp := &AsavieDataPlane{Iface: pair.B.Link, Do: pair.B.Do, OnClose: qc.record}
+	dp := &asavieplane.DataPlane{Iface: pair.B.Link, Do: pair.B.Do, OnClose: qc.record}
 	reports := startServerWith(t, pair, 5201, dp)
 	for _, reverse := range []bool{false, true} {
 		t.Run("reverse="+strconv.FormatBool(reverse), func(t *testing.T) {
 			inA, inB := udpInDatagrams(t, pair.A), udpInDatagrams(t, pair.B)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			c := &Client{Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &SocketDataPlane{Do: pair.A.Do},
+			c := &Client{Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &kernelplane.DataPlane{Do: pair.A.Do},
 				Dial: nsDial(pair.A), Streams: 3, Duration: time.Second, Bitrate: 20e6, Reverse: reverse, Length: 1000}
 			rep, err := c.Run(ctx)
 			if err != nil {
@@ -169,7 +173,7 @@ func TestIperf3ClientAgainstAsavieServer(t *testing.T) {
 	netnstest.RequireTool(t, "iperf3")
 	pair := netnstest.New(t, netnstest.Config{Queues: 2})
 	var qc queueCounts
-	reports := startServerWith(t, pair, 5201, &AsavieDataPlane{Iface: pair.B.Link, Do: pair.B.Do, OnClose: qc.record})
+	reports := startServerWith(t, pair, 5201, &asavieplane.DataPlane{Iface: pair.B.Link, Do: pair.B.Do, OnClose: qc.record})
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -309,7 +313,7 @@ func TestAsavieClientAgainstIperf3Server(t *testing.T) {
 			c := tc.c
 			c.Server = netip.AddrPortFrom(pair.B.IPv4, uint16(port))
 			c.Duration = time.Second
-			c.DataPlane = &AsavieDataPlane{Iface: pair.A.Link, Do: pair.A.Do, OnClose: qc.record}
+			c.DataPlane = &asavieplane.DataPlane{Iface: pair.A.Link, Do: pair.A.Do, OnClose: qc.record}
 			c.Dial = func(ctx context.Context, network, addr string) (conn net.Conn, err error) {
 				for try := 0; try < 50; try++ { // until iperf3 listens
 					if conn, err = nsDial(pair.A)(ctx, network, addr); err == nil {
@@ -377,7 +381,7 @@ func TestAsavieClientAgainstIperf3Server(t *testing.T) {
 func TestAsavieQueueReadersAndClose(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{Queues: 2})
 	local := netip.AddrPortFrom(pair.B.IPv4, 5301)
-	dp := &AsavieDataPlane{Iface: pair.B.Link, Do: pair.B.Do}
+	dp := &asavieplane.DataPlane{Iface: pair.B.Link, Do: pair.B.Do}
 	pc, err := dp.Listen(local)
 	if err != nil {
 		t.Fatal(err)
@@ -386,7 +390,7 @@ func TestAsavieQueueReadersAndClose(t *testing.T) {
 	if !xdpAttached(t, pair.B) {
 		t.Fatal("Listen attached no XDP program")
 	}
-	qrs := pc.(MultiQueueConn).QueueReaders()
+	qrs := pc.(plane.MultiQueueConn).QueueReaders()
 	if len(qrs) != 2 {
 		t.Fatalf("%d queue readers, want 2", len(qrs))
 	}
@@ -403,7 +407,7 @@ func TestAsavieQueueReadersAndClose(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			defer q.Done()
-			msgs := make([]Message, 16)
+			msgs := make([]plane.Message, 16)
 			for {
 				n, err := q.ReadView(msgs, 2*time.Second)
 				mu.Lock()
@@ -477,7 +481,7 @@ func TestAsavieQueueReadersAndClose(t *testing.T) {
 	if bad > 0 {
 		t.Errorf("%d datagrams with a wrong length or payload", bad)
 	}
-	if _, err := pc.ReadBatch(make([]Message, 1)); !errors.Is(err, net.ErrClosed) {
+	if _, err := pc.ReadBatch(make([]plane.Message, 1)); !errors.Is(err, net.ErrClosed) {
 		t.Errorf("ReadBatch after Close: %v, want net.ErrClosed", err)
 	}
 	if xdpAttached(t, pair.B) {
@@ -540,9 +544,9 @@ func TestBackendsInTurn(t *testing.T) {
 	}
 	defer uc.Close()
 	for round := 0; round < 2; round++ {
-		for _, dp := range []DataPlane{
-			&XSKDataPlane{Iface: pair.B.Link, Do: pair.B.Do},
-			&AsavieDataPlane{Iface: pair.B.Link, Do: pair.B.Do},
+		for _, dp := range []plane.DataPlane{
+			&xskplane.DataPlane{Iface: pair.B.Link, Do: pair.B.Do},
+			&asavieplane.DataPlane{Iface: pair.B.Link, Do: pair.B.Do},
 		} {
 			pc, err := dp.Listen(local)
 			if err != nil {
@@ -552,7 +556,7 @@ func TestBackendsInTurn(t *testing.T) {
 			if _, err := uc.Write([]byte(msg)); err != nil {
 				t.Fatal(err)
 			}
-			msgs := []Message{{Buf: make([]byte, 2048)}}
+			msgs := []plane.Message{{Buf: make([]byte, 2048)}}
 			pc.SetReadDeadline(time.Now().Add(2 * time.Second))
 			n, err := pc.ReadBatch(msgs)
 			if err != nil || n != 1 || string(msgs[0].Buf[:msgs[0].N]) != msg || msgs[0].Addr != uc.LocalAddr().(*net.UDPAddr).AddrPort() {
@@ -582,7 +586,7 @@ func TestIperf3IPv6AgainstAsavieServer(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	srv := &Server{DataPlane: &AsavieDataPlane{Iface: pair.B.Link, Do: pair.B.Do}}
+	srv := &Server{DataPlane: &asavieplane.DataPlane{Iface: pair.B.Link, Do: pair.B.Do}}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()
 	defer func() { cancel(); <-done }()
@@ -621,25 +625,25 @@ func TestAsavieResolvesMissingNeighbours(t *testing.T) {
 
 	server := netip.AddrPortFrom(pair.B.IPv4, 5501)
 	rx := listenUDPIn(t, pair.B, server)
-	dp := &AsavieDataPlane{Iface: pair.A.Link, Do: pair.A.Do}
+	dp := &asavieplane.DataPlane{Iface: pair.A.Link, Do: pair.A.Do}
 	c, err := dp.Dial(server)
 	if err != nil {
 		t.Fatalf("dial %v without a neighbour entry: %v", server, err)
 	}
-	if n, err := c.WriteBatch([]Message{{Buf: []byte("hello"), N: 5}}); n != 1 {
+	if n, err := c.WriteBatch([]plane.Message{{Buf: []byte("hello"), N: 5}}); n != 1 {
 		t.Fatalf("write: %d, %v", n, err)
 	}
 	expectRead(t, rx, "hello")
 	c.Close()
 
-	pc, err := (&AsavieDataPlane{Iface: pair.B.Link, Do: pair.B.Do}).Listen(netip.AddrPortFrom(pair.B.IPv4, 5502))
+	pc, err := (&asavieplane.DataPlane{Iface: pair.B.Link, Do: pair.B.Do}).Listen(netip.AddrPortFrom(pair.B.IPv4, 5502))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pc.Close()
 	client := netip.AddrPortFrom(pair.A.IPv4, 5503)
 	rx = listenUDPIn(t, pair.A, client)
-	if n, err := pc.WriteBatch([]Message{{Buf: []byte("reply"), N: 5, Addr: client}}); n != 1 {
+	if n, err := pc.WriteBatch([]plane.Message{{Buf: []byte("reply"), N: 5, Addr: client}}); n != 1 {
 		t.Fatalf("server write: %d, %v", n, err)
 	}
 	expectRead(t, rx, "reply")
@@ -663,14 +667,14 @@ func TestAsavieResolvesMissingNeighbours(t *testing.T) {
 // beyond xsk's own program.
 func TestAsavieCheck(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{Queues: 2})
-	dp := &AsavieDataPlane{Iface: pair.B.Link, Do: pair.B.Do}
+	dp := &asavieplane.DataPlane{Iface: pair.B.Link, Do: pair.B.Do}
 	if err := dp.Check(); err != nil {
 		t.Fatal(err)
 	}
 	if xdpAttached(t, pair.B) {
 		t.Error("Check left an XDP program attached")
 	}
-	if err := (&AsavieDataPlane{Iface: "nonexistent0", Do: pair.B.Do}).Check(); !errors.Is(err, xsk.ErrNoDevice) {
+	if err := (&asavieplane.DataPlane{Iface: "nonexistent0", Do: pair.B.Do}).Check(); !errors.Is(err, xsk.ErrNoDevice) {
 		t.Errorf("Check of a missing interface: %v, want xsk.ErrNoDevice", err)
 	}
 	var dev *xsk.Device
@@ -718,7 +722,7 @@ func TestHelperAsavieCheck(t *testing.T) {
 	if iface == "" {
 		t.Skip("helper of TestAsavieCheckUnprivileged")
 	}
-	err := (&AsavieDataPlane{Iface: iface}).Check()
+	err := (&asavieplane.DataPlane{Iface: iface}).Check()
 	if errors.Is(err, xsk.ErrPermission) {
 		fmt.Printf("result: permission: %v\n", err)
 	} else {
@@ -781,11 +785,11 @@ func BenchmarkReceive(b *testing.B) {
 		payload := size - 14 - 20 - 8
 		for _, be := range []struct {
 			name string
-			dp   DataPlane
+			dp   plane.DataPlane
 		}{
-			{"socket", &SocketDataPlane{Do: pair.B.Do}},
-			{"xsk", &XSKDataPlane{Iface: pair.B.Link, Do: pair.B.Do}},
-			{"asavie", &AsavieDataPlane{Iface: pair.B.Link, Do: pair.B.Do}},
+			{"socket", &kernelplane.DataPlane{Do: pair.B.Do}},
+			{"xsk", &xskplane.DataPlane{Iface: pair.B.Link, Do: pair.B.Do}},
+			{"asavie", &asavieplane.DataPlane{Iface: pair.B.Link, Do: pair.B.Do}},
 		} {
 			b.Run(fmt.Sprintf("size=%d/backend=%s", size, be.name), func(b *testing.B) {
 				pc, err := be.dp.Listen(local)
@@ -793,14 +797,14 @@ func BenchmarkReceive(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer pc.Close()
-				msgs := make([]Message, batchSize)
+				msgs := make([]plane.Message, plane.BatchSize)
 				for i := range msgs {
 					msgs[i].Buf = make([]byte, 2048)
 				}
 				read := func() (int, error) {
 					return pc.ReadBatch(msgs)
 				}
-				if mq, ok := pc.(MultiQueueConn); ok {
+				if mq, ok := pc.(plane.MultiQueueConn); ok {
 					q := mq.QueueReaders()[0]
 					defer q.Done()
 					read = func() (int, error) { return q.ReadView(msgs, time.Second) }

@@ -2,13 +2,14 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"net"
 	"net/netip"
-	"os"
 	"time"
+
+	"github.com/xdpio/xdpio/bench/iperf3"
+	"github.com/xdpio/xdpio/bench/plane"
 )
 
 // BitrateUnlimited as Client.Bitrate sends as fast as the data plane can.
@@ -26,7 +27,7 @@ type Client struct {
 	// Server is the server's control address (iperf3's port is 5201).
 	Server netip.AddrPort
 	// DataPlane carries the UDP streams; nil means kernel sockets.
-	DataPlane DataPlane
+	DataPlane plane.DataPlane
 	// Dial opens the control connection; nil uses a net.Dialer. Set it to
 	// dial from another network namespace.
 	Dial func(ctx context.Context, network, address string) (net.Conn, error)
@@ -55,12 +56,12 @@ type Client struct {
 
 	// Mode is the kind of test: ModeUDP (the zero value too) is iperf3's
 	// UDP test; ModeTCP is xdpio's one-way TCP-framed stream over AF_XDP,
-	// which needs an XSKDataPlane as DataPlane and an xdpio server (a real
+	// which needs an xskplane.DataPlane as plane.DataPlane and an xdpio server (a real
 	// iperf3 server makes Run fail with ErrNotXDPIO). In TCP mode Length
 	// is the bytes per write (0: the largest multiple of the MSS that fits
 	// a 64 KB super-packet), Bitrate 0 means unlimited, and Reverse is
 	// not supported.
-	Mode Mode
+	Mode iperf3.Mode
 	// TSO, in TCP mode, builds each write as one super-packet and cuts it
 	// into MSS-sized segments with offload.SegmentPayload (software TSO:
 	// headers from a template, checksums summed while copying). Without
@@ -78,8 +79,8 @@ type Client struct {
 	tcpCorrupt func(flow int, seg int64, frame []byte)
 }
 
-func (c *Client) params() (Params, error) {
-	p := Params{UDP: true, Parallel: c.Streams, Len: c.Length, Reverse: c.Reverse, ClientVersion: Version}
+func (c *Client) params() (iperf3.Params, error) {
+	p := iperf3.Params{UDP: true, Parallel: c.Streams, Len: c.Length, Reverse: c.Reverse, ClientVersion: Version}
 	if p.Parallel == 0 {
 		p.Parallel = 1
 	}
@@ -104,8 +105,8 @@ func (c *Client) params() (Params, error) {
 	if !c.Counters32 {
 		p.UDPCounters64Bit = 1
 	}
-	if p.Len < HeaderLen(!c.Counters32) || p.Len > 65507 {
-		return p, fmt.Errorf("invalid length %d: must be %d..65507", p.Len, HeaderLen(!c.Counters32))
+	if p.Len < iperf3.HeaderLen(!c.Counters32) || p.Len > 65507 {
+		return p, fmt.Errorf("invalid length %d: must be %d..65507", p.Len, iperf3.HeaderLen(!c.Counters32))
 	}
 	if p.Parallel < 1 || p.Parallel > 128 {
 		return p, fmt.Errorf("invalid streams %d: must be 1..128", p.Parallel)
@@ -117,10 +118,12 @@ func (c *Client) params() (Params, error) {
 // so far, when it fails. Cancelling ctx ends the test early (the server is
 // sent CLIENT_TERMINATE).
 func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
+	var ph clientPhase
 	switch c.Mode {
-	case ModeTCP:
-		return c.runTCP(ctx)
-	case ModeUDP, "":
+	case iperf3.ModeTCP:
+		ph = &tcpClientPhase{c: c}
+	case iperf3.ModeUDP, "":
+		ph = &udpClientPhase{c: c}
 	default:
 		return &Report{Error: "invalid mode"}, fmt.Errorf("client: invalid mode %q: must be udp or tcp", c.Mode)
 	}
@@ -130,13 +133,9 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 			rep.Error = err.Error()
 		}
 	}()
-	p, err := c.params()
+	p, err := ph.params()
 	if err != nil {
 		return rep, fmt.Errorf("client: %w", err)
-	}
-	dp := c.DataPlane
-	if dp == nil {
-		dp = &SocketDataPlane{}
 	}
 	conn, stopClose, err := c.connect(ctx)
 	if err != nil {
@@ -144,46 +143,38 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 	}
 	defer conn.Close()
 	defer stopClose()
-	if c.Length == 0 {
-		// As iperf3 does: a datagram the size of a TCP segment on this
-		// path fits the link's MTU.
-		if mss := controlMSS(conn); mss >= HeaderLen(!c.Counters32) && mss <= 65507 {
-			p.Len = mss
-		}
-	}
+	ph.connected(conn, &p)
 	setup := orDefault(c.SetupTimeout, 10*time.Second)
 
-	cookie := NewCookie()
+	cookie := iperf3.NewCookie()
 	now := time.Now()
+	proto := "UDP"
+	if p.TCP {
+		proto = "TCP"
+	}
 	rep.Start = ReportStart{Version: Version, Cookie: cookie.String(),
 		Timestamp:    Timestamp{Time: now.UTC().Format(time.RFC1123), Timesecs: now.Unix()},
 		ConnectingTo: &HostPort{Host: c.Server.Addr().String(), Port: int(c.Server.Port())},
-		TestStart: TestParams{Protocol: "UDP", NumStreams: p.Parallel, Blksize: p.Len, Duration: p.Time,
+		TestStart: TestParams{Protocol: proto, NumStreams: p.Parallel, Blksize: p.Len, Duration: p.Time,
 			Reverse: map[bool]int{false: 0, true: 1}[p.Reverse], TargetBitrate: p.Bandwidth}}
 	conn.SetDeadline(time.Now().Add(setup))
 	if _, err := conn.Write(cookie[:]); err != nil {
 		return rep, fmt.Errorf("client: send cookie: %w", err)
 	}
+	terminate := func() {
+		iperf3.WriteState(conn, iperf3.ClientTerminate)
+	}
 
+	defer ph.close()
 	var run *dataRun
-	var ir *intervalReporter
 	var pending *stateOrErr
-	defer func() {
-		if run != nil {
-			run.stop()
-			for _, g := range run.groups {
-				g.conn.Close()
-			}
-		}
-	}()
-	var localRes, remoteRes Results
 	for {
-		var st State
+		var st iperf3.State
 		if pending != nil {
 			st, err = pending.st, pending.err
 			pending = nil
 		} else {
-			st, err = ReadState(conn)
+			st, err = iperf3.ReadState(conn)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -192,115 +183,151 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 			return rep, fmt.Errorf("client: control connection: %w", err)
 		}
 		switch st {
-		case ParamExchange:
-			if err := WriteMessage(conn, &p); err != nil {
+		case iperf3.ParamExchange:
+			if err := iperf3.WriteMessage(conn, ph.paramsMsg(p)); err != nil {
 				return rep, fmt.Errorf("client: parameters: %w", err)
 			}
-		case CreateStreams:
-			run = &dataRun{sender: !p.Reverse, blksize: p.Len, rate: p.Bandwidth, counters64: p.UDPCounters64Bit != 0}
-			for i := 0; i < p.Parallel; i++ {
-				g, err := dialStream(dp, c.Server, streamID(i), time.Now().Add(setup))
-				if err != nil {
-					return rep, fmt.Errorf("client: stream %d: %w", streamID(i), err)
-				}
-				run.groups = append(run.groups, g)
-				l := g.conn.LocalAddr()
-				rep.Start.Connected = append(rep.Start.Connected, Connected{Socket: streamID(i),
-					LocalHost: l.Addr().String(), LocalPort: int(l.Port()),
-					RemoteHost: c.Server.Addr().String(), RemotePort: int(c.Server.Port())})
+		case iperf3.CreateStreams:
+			if run, err = ph.createStreams(conn, rep, p, setup, terminate); err != nil {
+				return rep, err
 			}
-		case TestStart:
-		case TestRunning:
+		case iperf3.TestStart:
+		case iperf3.TestRunning:
 			if run == nil {
-				return rep, fmt.Errorf("client: TEST_RUNNING before CREATE_STREAMS: %w", ErrProtocol)
+				return rep, fmt.Errorf("client: TEST_RUNNING before CREATE_STREAMS: %w", iperf3.ErrProtocol)
 			}
-			conn.SetDeadline(time.Time{})
-			ctl := make(chan stateOrErr, 1)
-			go func() {
-				st, err := ReadState(conn)
-				ctl <- stateOrErr{st, err}
-			}()
-			ir = newIntervalReporter(run, orDefault(c.Interval, time.Second), c.OnInterval)
-			run.begin()
-			ir.begin()
-			timer := time.NewTimer(time.Duration(p.Time) * time.Second)
-			select {
-			case <-timer.C:
-			case m := <-ctl:
-				// The server spoke first: an error or termination.
-				timer.Stop()
-				run.stop()
-				rep.Intervals = ir.finish()
-				pending = &m
-				continue
-			case <-ctx.Done():
-				// CLIENT_TERMINATE has gone out; report what was measured.
-				timer.Stop()
-				run.stop()
-				rep.Intervals = ir.finish()
-				rep.End = endFromOne(run.results(), run.sender, nil)
-				return rep, fmt.Errorf("client: %w", ctx.Err())
+			m, err := c.runTest(ctx, conn, ph, run, time.Duration(p.Time)*time.Second, setup, rep, terminate)
+			if err != nil {
+				return rep, err
 			}
-			timer.Stop()
-			if run.sender {
-				run.stop()
-				// iperf3 stops counting at TEST_END: let the receiver read
-				// what is still queued for it first.
-				drain := time.NewTimer(tailGrace)
-				select {
-				case <-drain.C:
-				case <-ctx.Done():
-				}
-				drain.Stop()
-			}
-			if err := WriteState(conn, TestEnd); err != nil {
-				return rep, fmt.Errorf("client: %w", err)
-			}
-			// A receiver keeps counting what is in flight until the server
-			// has stopped sending, which it says with EXCHANGE_RESULTS.
-			m := <-ctl
 			pending = &m
-			derr := run.stop()
-			rep.Intervals = ir.finish()
-			if derr != nil {
-				return rep, fmt.Errorf("client: data plane: %w", derr)
-			}
-			conn.SetDeadline(time.Now().Add(setup))
-		case ExchangeResults:
+		case iperf3.ExchangeResults:
 			if run == nil {
-				return rep, fmt.Errorf("client: EXCHANGE_RESULTS before the test: %w", ErrProtocol)
+				return rep, fmt.Errorf("client: EXCHANGE_RESULTS before the test: %w", iperf3.ErrProtocol)
 			}
-			localRes = run.results()
-			if err := WriteMessage(conn, &localRes); err != nil {
+			localRes := run.results()
+			if err := iperf3.WriteMessage(conn, &localRes); err != nil {
 				return rep, fmt.Errorf("client: results: %w", err)
 			}
-			if err := ReadMessage(conn, &remoteRes); err != nil {
+			if err := ph.writeExtra(conn); err != nil {
+				return rep, err
+			}
+			var remoteRes iperf3.Results
+			if err := iperf3.ReadMessage(conn, &remoteRes); err != nil {
 				return rep, fmt.Errorf("client: server results: %w", err)
 			}
-			ooo := map[int]int64{}
-			for _, s := range run.allStreams() {
-				ooo[s.id] = s.counters().OutOfOrder
+			if err := ph.readExtra(conn); err != nil {
+				return rep, err
 			}
-			if run.sender {
-				rep.End = buildEnd(localRes, remoteRes, true, ooo)
-			} else {
-				rep.End = buildEnd(remoteRes, localRes, false, ooo)
-			}
-		case DisplayResults:
-			if err := WriteState(conn, IperfDone); err != nil {
+			ooo := ph.outOfOrder(run)
+			rep.End = runEnd(run, localRes, &remoteRes, ooo)
+			ph.report(rep, true)
+		case iperf3.DisplayResults:
+			if err := iperf3.WriteState(conn, iperf3.IperfDone); err != nil {
 				return rep, fmt.Errorf("client: %w", err)
 			}
 			return rep, nil
-		case AccessDenied:
-			return rep, fmt.Errorf("client: %w", ErrAccessDenied)
-		case ServerErrorCode:
-			return rep, fmt.Errorf("client: %w", readServerError(conn))
-		case ServerTerminate:
-			return rep, fmt.Errorf("client: %w", ErrServerTerminated)
+		case iperf3.AccessDenied:
+			return rep, fmt.Errorf("client: %w", iperf3.ErrAccessDenied)
+		case iperf3.ServerErrorCode:
+			return rep, fmt.Errorf("client: %w", iperf3.ReadServerError(conn))
+		case iperf3.ServerTerminate:
+			return rep, fmt.Errorf("client: %w", iperf3.ErrServerTerminated)
 		default:
-			return rep, fmt.Errorf("client: unexpected %v: %w", st, ErrProtocol)
+			return rep, fmt.Errorf("client: unexpected %v: %w", st, iperf3.ErrProtocol)
 		}
 	}
+}
+
+// runTest runs the test from TEST_RUNNING for secs: it moves the data,
+// sends TEST_END (or is cut short by the server or ctx) and returns the
+// state the server sent next, which ends the data phase.
+func (c *Client) runTest(ctx context.Context, conn net.Conn, ph clientPhase, run *dataRun, secs, setup time.Duration, rep *Report, terminate func()) (stateOrErr, error) {
+	conn.SetDeadline(time.Time{})
+	ctl := watchControl(conn)
+	ir := newIntervalReporter(run, orDefault(c.Interval, time.Second), c.OnInterval)
+	ph.start(run)
+	ir.begin()
+	timer := time.NewTimer(secs)
+	select {
+	case <-timer.C:
+	case m := <-ctl:
+		// The server spoke first: an error or termination.
+		timer.Stop()
+		ph.stop(run)
+		rep.Intervals = ir.finish()
+		return m, nil
+	case <-ctx.Done():
+		// CLIENT_TERMINATE has gone out; report what was measured.
+		timer.Stop()
+		ph.stop(run)
+		rep.Intervals = ir.finish()
+		rep.End = runEnd(run, run.results(), nil, nil)
+		ph.report(rep, false)
+		return stateOrErr{}, fmt.Errorf("client: %w", ctx.Err())
+	}
+	timer.Stop()
+	if run.sender {
+		if err := ph.stopSending(run); err != nil {
+			rep.Intervals = ir.finish()
+			terminate()
+			return stateOrErr{}, fmt.Errorf("client: data plane: %w", err)
+		}
+		// iperf3 stops counting at TEST_END: let the receiver read what is
+		// still queued for it first.
+		drain := time.NewTimer(tailGrace)
+		select {
+		case <-drain.C:
+		case <-ctx.Done():
+		}
+		drain.Stop()
+	}
+	if err := iperf3.WriteState(conn, iperf3.TestEnd); err != nil {
+		return stateOrErr{}, fmt.Errorf("client: %w", err)
+	}
+	// A receiver keeps counting what is in flight until the server has
+	// stopped sending, which it says with EXCHANGE_RESULTS.
+	m := <-ctl
+	derr := ph.stop(run)
+	rep.Intervals = ir.finish()
+	if derr != nil {
+		return m, fmt.Errorf("client: data plane: %w", derr)
+	}
+	conn.SetDeadline(time.Now().Add(setup))
+	return m, nil
+}
+
+// clientPhase is the data phase of a client's test, the UDP test's
+// streams (udpClientPhase) or TCP mode's flows (tcpClientPhase): Run
+// drives the control protocol around it, the same for both.
+type clientPhase interface {
+	// params checks the Client's settings and returns the parameters;
+	// connected may adjust them once the control connection is up.
+	params() (iperf3.Params, error)
+	connected(conn net.Conn, p *iperf3.Params)
+	// paramsMsg is what the client sends at PARAM_EXCHANGE.
+	paramsMsg(p iperf3.Params) any
+	// createStreams sets the streams up at CREATE_STREAMS (calling
+	// terminate when the server must be told that the test is off) and
+	// returns the run, ready to start.
+	createStreams(conn net.Conn, rep *Report, p iperf3.Params, setup time.Duration, terminate func()) (*dataRun, error)
+	// start begins moving data; stopSending ends a sender's data before
+	// TEST_END; stop ends all of it and returns the data plane's error
+	// (it may be called again).
+	start(run *dataRun)
+	stopSending(run *dataRun) error
+	stop(run *dataRun) error
+	// writeExtra sends what follows the client's results, readExtra
+	// reads what follows the server's.
+	writeExtra(conn net.Conn) error
+	readExtra(conn net.Conn) error
+	// outOfOrder gives each stream's datagrams or segments out of order.
+	outOfOrder(run *dataRun) map[int]int64
+	// report adds the phase's own figures to rep (complete: with the
+	// server's).
+	report(rep *Report, complete bool)
+	// close closes the data endpoints.
+	close()
 }
 
 // connect opens the control connection (within SetupTimeout) and arranges
@@ -321,40 +348,8 @@ func (c *Client) connect(ctx context.Context) (net.Conn, func() bool, error) {
 		tc.SetNoDelay(true)
 	}
 	stop := context.AfterFunc(ctx, func() {
-		WriteState(conn, ClientTerminate)
+		iperf3.WriteState(conn, iperf3.ClientTerminate)
 		conn.Close()
 	})
 	return conn, stop, nil
-}
-
-// dialStream opens one stream's endpoint and does the setup exchange: the
-// client's 4-byte message, the server's 4-byte reply.
-func dialStream(dp DataPlane, server netip.AddrPort, id int, deadline time.Time) (*group, error) {
-	pc, err := dp.Dial(server)
-	if err != nil {
-		return nil, err
-	}
-	msg := []Message{{Buf: connectBytes(UDPConnectMsg), N: 4}}
-	if _, err := pc.WriteBatch(msg); err != nil {
-		pc.Close()
-		return nil, fmt.Errorf("send setup message: %w", err)
-	}
-	buf := []Message{{Buf: make([]byte, 65536)}}
-	pc.SetReadDeadline(deadline)
-	for {
-		n, err := pc.ReadBatch(buf)
-		if err != nil {
-			pc.Close()
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				return nil, fmt.Errorf("no setup reply from %v: %w", server, err)
-			}
-			return nil, fmt.Errorf("read setup reply: %w", err)
-		}
-		if n == 1 && IsConnectReply(buf[0].Buf[:buf[0].N]) {
-			break
-		}
-	}
-	pc.SetReadDeadline(time.Time{})
-	st := &stream{id: id, peer: server, local: pc.LocalAddr()}
-	return &group{conn: pc, streams: []*stream{st}}, nil
 }

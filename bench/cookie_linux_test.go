@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpio/xdpio/bench/iperf3"
+	"github.com/xdpio/xdpio/bench/kernelplane"
+
 	"github.com/xdpio/xdpio/internal/netnstest"
 )
 
@@ -31,7 +34,7 @@ func TestServerIdleConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	reports := make(chan reportErr, 8)
-	srv := &Server{DataPlane: &SocketDataPlane{Do: pair.B.Do}, CookieTimeout: cookieTimeout,
+	srv := &Server{DataPlane: &kernelplane.DataPlane{Do: pair.B.Do}, CookieTimeout: cookieTimeout,
 		OnReport: func(r *Report, err error) { reports <- reportErr{r, err} }}
 	sctx, scancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -79,7 +82,7 @@ func TestServerIdleConnection(t *testing.T) {
 		closed := idle()
 		time.Sleep(100 * time.Millisecond) // the server is waiting on it
 		start := time.Now()
-		c := &Client{Server: server, DataPlane: &SocketDataPlane{Do: pair.A.Do}, Dial: nsDial(pair.A),
+		c := &Client{Server: server, DataPlane: &kernelplane.DataPlane{Do: pair.A.Do}, Dial: nsDial(pair.A),
 			Duration: time.Second, Bitrate: 1e6, Interval: -1}
 		rep, err := c.Run(ctx)
 		if err != nil {
@@ -150,7 +153,7 @@ func TestServerManyIdleConnections(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	srv := &Server{DataPlane: &SocketDataPlane{Do: pair.B.Do}, CookieTimeout: cookieTimeout}
+	srv := &Server{DataPlane: &kernelplane.DataPlane{Do: pair.B.Do}, CookieTimeout: cookieTimeout}
 	sctx, scancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(sctx, ln) }()
@@ -166,8 +169,8 @@ func TestServerManyIdleConnections(t *testing.T) {
 		defer c.Close()
 	}
 	time.Sleep(100 * time.Millisecond) // all accepted and waiting
-	c := Client{Server: server, DataPlane: &SocketDataPlane{Do: pair.A.Do}, Dial: nsDial(pair.A), Duration: time.Second, Interval: -1}
-	if _, err := c.Run(ctx); !errors.Is(err, ErrAccessDenied) {
+	c := Client{Server: server, DataPlane: &kernelplane.DataPlane{Do: pair.A.Do}, Dial: nsDial(pair.A), Duration: time.Second, Interval: -1}
+	if _, err := c.Run(ctx); !errors.Is(err, iperf3.ErrAccessDenied) {
 		t.Errorf("client beyond %d silent connections: %v, want ErrAccessDenied", maxPendingCookies, err)
 	}
 	time.Sleep(cookieTimeout + 300*time.Millisecond)

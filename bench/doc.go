@@ -1,53 +1,42 @@
 // Package bench is xdpio's iperf-like benchmark engine. It speaks iperf3's
 // protocol (3.12, Debian bookworm's), so either end can be a real iperf3.
 //
-// A test has a control connection over the kernel's TCP and, in UDP mode,
-// one datagram stream per parallel flow:
-//
-//	client → server  cookie (37 bytes: 36 characters and a NUL)
-//	server → client  PARAM_EXCHANGE; client → server the Params JSON
-//	server → client  CREATE_STREAMS; per stream the client sends a 4-byte
-//	                 setup datagram and the server replies with another
-//	server → client  TEST_START, TEST_RUNNING; datagrams flow (each starts
-//	                 with a UDPHeader: send time and sequence number)
-//	client → server  TEST_END
-//	server → client  EXCHANGE_RESULTS; Results JSON both ways, client first
-//	server → client  DISPLAY_RESULTS; client → server IPERF_DONE
-//
-// A state is one signed byte; a JSON message is a 4-byte big-endian length
-// and the text.
+// The protocol itself (states, messages, the UDP header and the
+// receiver's statistics) is package iperf3's; this package runs it.
 //
 // Server answers iperf3 clients (and Client); Client drives an iperf3
-// server (or Server). Both move datagrams through a DataPlane:
+// server (or Server). Both move datagrams through a plane.DataPlane:
 //
-//   - SocketDataPlane: kernel UDP sockets, recvmmsg/sendmmsg batches.
-//   - XSKDataPlane: AF_XDP through package xdpnet (a UDP socket over
-//     package xsk), one socket per RX queue behind an XDP filter that
-//     takes only the test's UDP address and port (the control connection
-//     stays with the kernel). A server reads each queue in its own
-//     goroutine, in place (MultiQueueConn, QueueReader), optionally
-//     batched by package coalesce, and the kernel socket xdpnet holds on
-//     the address too; xdpnet checks the frames it receives and builds
-//     those it sends in UMEM, to the next hop the kernel's route and
-//     neighbour tables give (resolved when missing). A client's streams
-//     share one conn on a block of ports.
-//   - AsavieDataPlane: the same over github.com/asavie/xdp v0.3.3, the Go
+//   - kernelplane: kernel UDP sockets, recvmmsg/sendmmsg batches (the
+//     default).
+//   - xskplane: AF_XDP through package xdpnet (a UDP socket over package
+//     xsk), one socket per RX queue behind an XDP filter that takes only
+//     the test's UDP address and port (the control connection stays with
+//     the kernel). A server reads each queue in its own goroutine, in
+//     place (plane.MultiQueueConn, plane.QueueReader), optionally batched
+//     by package coalesce, and the kernel socket xdpnet holds on the
+//     address too; xdpnet checks the frames it receives and builds those
+//     it sends in UMEM, to the next hop the kernel's route and neighbour
+//     tables give (resolved when missing). A client's streams share one
+//     conn on a block of ports.
+//   - asavieplane: the same over github.com/asavie/xdp v0.3.3, the Go
 //     peer, for side-by-side runs, with xdpnet's frame codec.
 //
-// A Placer (from the server NIC's RSS key and table, package rss) gives
-// each client stream a source port that lands it on a chosen RX queue.
-// Each end measures CPU like iperf3 (process time over wall time, both
-// ends in the report) and like mpstat -P ALL (per core, with the data
-// threads' own time: HostCPU), and an AF_XDP server reports what each RX
+// A plane.Placer (from the server NIC's RSS key and table, package rss)
+// gives each client stream a source port that lands it on a chosen RX
+// queue.
+// Each end measures CPU (package cpustat) like iperf3 (process time over
+// wall time, both ends in the report) and like mpstat -P ALL (per core,
+// with the data threads' own time: HostCPU), and an AF_XDP server reports what each RX
 // queue took (ReportEnd.RXQueues).
 //
 // The receiving end computes loss, reordering and jitter as iperf3 does
-// (RecvStats), and both ends produce a Report close to iperf3's -J output
+// (iperf3.RecvStats), and both ends produce a Report close to iperf3's -J output
 // with per-interval figures, printable as text with Report.WriteText.
 //
 // Besides iperf3's UDP test, Mode TCP runs xdpio's one-way TCP-framed
 // stream over AF_XDP at both ends, with or without software TSO (see
-// TCPParamsKey); it needs xdpio at both ends.
+// iperf3.TCPParamsKey); it needs xdpio at both ends.
 //
 // Not supported: iperf3's kernel-TCP test, bidirectional tests, omitted
 // seconds (-O), byte or block counts instead of a time.

@@ -8,6 +8,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/xdpio/xdpio/bench/iperf3"
+	"github.com/xdpio/xdpio/bench/plane"
+	"github.com/xdpio/xdpio/internal/cpustat"
 )
 
 // streamID returns iperf3's id of the i-th stream (from 0): 1, 3, 4, 5…
@@ -20,7 +24,7 @@ func streamID(i int) int {
 
 // Counters are one stream's running totals as seen by one end.
 type Counters struct {
-	RecvCounters
+	iperf3.RecvCounters
 	SentBytes   uint64 // payload bytes sent
 	SentPackets int64  // datagrams sent (the last sequence number used)
 }
@@ -31,7 +35,7 @@ type stream struct {
 	peer  netip.AddrPort // the other end's address
 	local netip.AddrPort
 	mu    sync.Mutex
-	recv  RecvStats
+	recv  iperf3.RecvStats
 	sentB uint64
 	sentP int64
 }
@@ -42,9 +46,9 @@ func (s *stream) counters() Counters {
 	return Counters{RecvCounters: s.recv.RecvCounters, SentBytes: s.sentB, SentPackets: s.sentP}
 }
 
-// group is a PacketConn and the streams that use it.
+// group is a plane.PacketConn and the streams that use it.
 type group struct {
-	conn    PacketConn
+	conn    plane.PacketConn
 	streams []*stream
 	byPeer  map[netip.AddrPort]*stream
 	stray   atomic.Int64 // datagrams from no known stream
@@ -74,10 +78,10 @@ type dataRun struct {
 	start    time.Time
 	end      time.Time
 
-	cpu     *cpuMeter
+	cpu     *cpustat.Meter
 	cpuOnce sync.Once
-	host    *HostCPU
-	cpuRes  Results // the CPU figures of results(), measured once
+	usage   cpustat.Usage // what cpu measured, once, in results()
+	host    *HostCPU      // usage's machine figures, for the report
 }
 
 func (r *dataRun) setErr(err error) {
@@ -109,15 +113,15 @@ func (r *dataRun) begin() {
 	r.errMu.Unlock()
 	r.stopCh = make(chan struct{})
 	r.start = time.Now()
-	r.cpu = startCPUMeter()
+	r.cpu = cpustat.Start()
 	for _, g := range r.groups {
-		if mq, ok := g.conn.(MultiQueueConn); ok && !r.sender {
+		if mq, ok := g.conn.(plane.MultiQueueConn); ok && !r.sender {
 			for _, q := range mq.QueueReaders() {
 				r.wg.Add(1)
 				go func() {
 					defer r.wg.Done()
-					done := threadClock()
-					defer func() { r.cpu.thread(done()) }()
+					done := cpustat.ThreadClock()
+					defer func() { r.cpu.Thread(done()) }()
 					if err := r.queueLoop(g, q); err != nil {
 						r.setErr(err)
 					}
@@ -128,8 +132,8 @@ func (r *dataRun) begin() {
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
-			done := threadClock()
-			defer func() { r.cpu.thread(done()) }()
+			done := cpustat.ThreadClock()
+			defer func() { r.cpu.Thread(done()) }()
 			var err error
 			if r.sender {
 				err = r.sendLoop(g)
@@ -158,18 +162,16 @@ func (r *dataRun) stop() error {
 	return r.err
 }
 
-const batchSize = 64
-
 func (r *dataRun) sendLoop(g *group) error {
-	msgs := make([]Message, batchSize)
+	msgs := make([]plane.Message, plane.BatchSize)
 	for i := range msgs {
 		msgs[i].Buf = make([]byte, r.blksize)
-		for j := HeaderLen(r.counters64); j < r.blksize; j++ {
+		for j := iperf3.HeaderLen(r.counters64); j < r.blksize; j++ {
 			msgs[i].Buf[j] = byte(j)
 		}
 		msgs[i].N = r.blksize
 	}
-	hl := HeaderLen(r.counters64)
+	hl := iperf3.HeaderLen(r.counters64)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -181,7 +183,7 @@ func (r *dataRun) sendLoop(g *group) error {
 		wait := time.Millisecond
 		sent := false
 		for _, s := range g.streams {
-			k := batchSize
+			k := plane.BatchSize
 			if r.rate > 0 {
 				allowed := int64(float64(r.rate)*el/8) - int64(s.sentB)
 				if a := allowed / int64(r.blksize); a < int64(k) {
@@ -195,7 +197,7 @@ func (r *dataRun) sendLoop(g *group) error {
 					continue
 				}
 			}
-			h := UDPHeader{Sec: uint32(now.Unix()), Usec: uint32(now.Nanosecond() / 1000)}
+			h := iperf3.UDPHeader{Sec: uint32(now.Unix()), Usec: uint32(now.Nanosecond() / 1000)}
 			for i := 0; i < k; i++ {
 				h.Seq = uint64(s.sentP) + 1 + uint64(i)
 				h.Put(msgs[i].Buf[:hl], r.counters64)
@@ -209,7 +211,7 @@ func (r *dataRun) sendLoop(g *group) error {
 				s.sentB += uint64(n * r.blksize)
 				s.mu.Unlock()
 			}
-			if err != nil && !errors.Is(err, ErrBackpressure) {
+			if err != nil && !errors.Is(err, plane.ErrBackpressure) {
 				if r.stopping.Load() {
 					return nil
 				}
@@ -238,7 +240,7 @@ func (r *dataRun) recvLoop(g *group) error {
 	if size < 2048 {
 		size = 2048
 	}
-	msgs := make([]Message, batchSize)
+	msgs := make([]plane.Message, plane.BatchSize)
 	for i := range msgs {
 		msgs[i].Buf = make([]byte, size)
 	}
@@ -285,9 +287,9 @@ func (d *drain) next(stopping bool) (wait time.Duration, over bool) {
 
 // queueLoop is recvLoop for one receive queue of a MultiQueueConn: the
 // datagrams are counted where they lie in the receive ring.
-func (r *dataRun) queueLoop(g *group, q QueueReader) error {
+func (r *dataRun) queueLoop(g *group, q plane.QueueReader) error {
 	defer q.Done()
-	msgs := make([]Message, batchSize)
+	msgs := make([]plane.Message, plane.BatchSize)
 	var dr drain
 	for {
 		stopping := r.stopping.Load()
@@ -304,7 +306,7 @@ func (r *dataRun) queueLoop(g *group, q QueueReader) error {
 			switch q.Queue() {
 			case -1:
 				return fmt.Errorf("rx queues: %w", err)
-			case KernelSocketQueue:
+			case plane.KernelSocketQueue:
 				return fmt.Errorf("rx kernel socket: %w", err)
 			}
 			return fmt.Errorf("rx queue %d: %w", q.Queue(), err)
@@ -317,7 +319,7 @@ func (r *dataRun) queueLoop(g *group, q QueueReader) error {
 
 // account counts received datagrams in their streams' statistics, taking
 // each stream's lock once per run of its datagrams.
-func (r *dataRun) account(g *group, msgs []Message, arrival time.Time) {
+func (r *dataRun) account(g *group, msgs []plane.Message, arrival time.Time) {
 	var (
 		cur     *stream
 		curAddr netip.AddrPort
@@ -341,10 +343,10 @@ func (r *dataRun) account(g *group, msgs []Message, arrival time.Time) {
 			cur.mu.Lock()
 		}
 		b := m.Buf[:m.N]
-		if IsConnectMsg(b) {
+		if iperf3.IsConnectMsg(b) {
 			continue // a late retransmitted setup message
 		}
-		if h, err := ParseUDPHeader(b, r.counters64); err != nil {
+		if h, err := iperf3.ParseUDPHeader(b, r.counters64); err != nil {
 			cur.recv.AddMalformed(m.N)
 		} else {
 			cur.recv.Add(m.N, h, arrival)
@@ -353,15 +355,17 @@ func (r *dataRun) account(g *group, msgs []Message, arrival time.Time) {
 }
 
 // results returns this end's per-stream results in iperf3's form.
-func (r *dataRun) results() Results {
-	res := Results{SenderHasRetransmits: -1}
+func (r *dataRun) results() iperf3.Results {
+	res := iperf3.Results{SenderHasRetransmits: -1}
 	if r.sender {
 		res.SenderHasRetransmits = 0
 	}
 	if r.cpu != nil {
-		r.cpuOnce.Do(func() { r.host = r.cpu.finish(&r.cpuRes) })
-		res.CPUUtilTotal, res.CPUUtilUser, res.CPUUtilSystem = r.cpuRes.CPUUtilTotal, r.cpuRes.CPUUtilUser, r.cpuRes.CPUUtilSystem
-		res.host = r.host
+		r.cpuOnce.Do(func() {
+			r.usage = r.cpu.Finish()
+			r.host = hostCPU(r.usage)
+		})
+		res.CPUUtilTotal, res.CPUUtilUser, res.CPUUtilSystem = r.usage.Total, r.usage.User, r.usage.System
 	}
 	end := r.end
 	if end.IsZero() {
@@ -370,7 +374,7 @@ func (r *dataRun) results() Results {
 	for _, g := range r.groups {
 		for _, s := range g.streams {
 			c := s.counters()
-			sr := StreamResults{ID: s.id, Retransmits: -1, EndTime: end.Sub(r.start).Seconds()}
+			sr := iperf3.StreamResults{ID: s.id, Retransmits: -1, EndTime: end.Sub(r.start).Seconds()}
 			if r.sender {
 				sr.Bytes, sr.Packets = c.SentBytes, c.SentPackets
 			} else {

@@ -11,76 +11,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/xdpio/xdpio/bench/iperf3"
+	"github.com/xdpio/xdpio/bench/plane"
 )
-
-// FuzzReadMessage: any byte string read as a control message is a value or
-// an error, never a panic; accepted parameters survive a round trip.
-func FuzzReadMessage(f *testing.F) {
-	frame := func(s string) []byte {
-		b := binary.BigEndian.AppendUint32(nil, uint32(len(s)))
-		return append(b, s...)
-	}
-	f.Add(frame(`{"udp":true,"omit":0,"time":2,"num":0,"blockcount":0,"parallel":4,"len":1448,"bandwidth":52428800,"udp_counters_64bit":1,"client_version":"3.12"}`))
-	f.Add(frame(resultsFromIperf3))
-	f.Add(frame(`{"streams":[{}]}`))
-	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
-	f.Add([]byte{0, 0, 0, 2, '{'})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		var p Params
-		if err := ReadMessage(bytes.NewReader(b), &p); err == nil {
-			var buf bytes.Buffer
-			if err := WriteMessage(&buf, &p); err != nil {
-				t.Fatal(err)
-			}
-			var q Params
-			if err := ReadMessage(&buf, &q); err != nil {
-				t.Fatalf("re-read %+v: %v", p, err)
-			}
-			if (q.ServerAffinity == nil) != (p.ServerAffinity == nil) {
-				t.Fatalf("round trip %+v != %+v", q, p)
-			}
-			q.ServerAffinity, p.ServerAffinity = nil, nil
-			if q != p {
-				t.Fatalf("round trip %+v != %+v", q, p)
-			}
-		}
-		var r Results
-		if err := ReadMessage(bytes.NewReader(b), &r); err == nil {
-			for _, s := range r.Streams {
-				if s.Packets < 0 || s.Errors < 0 {
-					t.Fatalf("accepted negative counts %+v", s)
-				}
-			}
-		}
-	})
-}
-
-// FuzzParseUDPHeader: any datagram parses or errs; a parsed header writes
-// back to the same bytes.
-func FuzzParseUDPHeader(f *testing.F) {
-	f.Add([]byte{0x65, 0x0, 0x0, 0x1, 0x0, 0x0, 0x3, 0xe8, 0, 0, 0, 0, 0, 0, 0, 7})
-	f.Add([]byte{1, 2, 3})
-	f.Add(bytes.Repeat([]byte{0xff}, 16))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		for _, c64 := range []bool{false, true} {
-			h, err := ParseUDPHeader(b, c64)
-			if err != nil {
-				continue
-			}
-			n := HeaderLen(c64)
-			out := make([]byte, n)
-			h.Put(out, c64)
-			if !bytes.Equal(out, b[:n]) {
-				t.Fatalf("%x parsed as %+v writes back %x", b[:n], h, out)
-			}
-			var s RecvStats
-			s.Add(len(b), h, time.Now())
-			if s.Datagrams != 1 || s.Packets != int64(h.Seq) && h.Seq <= 1<<62 {
-				t.Fatalf("stats %+v for %+v", s, h)
-			}
-		}
-	})
-}
 
 // fakeDataPlane is a data plane with no network: setup datagrams are
 // answered, reads otherwise find nothing.
@@ -88,14 +22,14 @@ type fakeDataPlane struct{}
 
 type fakeConn struct {
 	mu      sync.Mutex
-	pending []Message
+	pending []plane.Message
 	closed  bool
 }
 
-func (fakeDataPlane) Listen(local netip.AddrPort) (PacketConn, error) { return &fakeConn{}, nil }
-func (fakeDataPlane) Dial(remote netip.AddrPort) (PacketConn, error)  { return &fakeConn{}, nil }
+func (fakeDataPlane) Listen(local netip.AddrPort) (plane.PacketConn, error) { return &fakeConn{}, nil }
+func (fakeDataPlane) Dial(remote netip.AddrPort) (plane.PacketConn, error)  { return &fakeConn{}, nil }
 
-func (c *fakeConn) ReadBatch(msgs []Message) (int, error) {
+func (c *fakeConn) ReadBatch(msgs []plane.Message) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -110,12 +44,12 @@ func (c *fakeConn) ReadBatch(msgs []Message) (int, error) {
 	return n, nil
 }
 
-func (c *fakeConn) WriteBatch(msgs []Message) (int, error) {
+func (c *fakeConn) WriteBatch(msgs []plane.Message) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, m := range msgs {
-		if IsConnectMsg(m.Buf[:m.N]) {
-			c.pending = append(c.pending, Message{Buf: connectBytes(UDPConnectReply), N: 4})
+		if iperf3.IsConnectMsg(m.Buf[:m.N]) {
+			c.pending = append(c.pending, plane.Message{Buf: iperf3.ConnectBytes(iperf3.UDPConnectReply), N: 4})
 		}
 	}
 	return len(msgs), nil
@@ -133,15 +67,15 @@ func (c *fakeConn) Close() error {
 // FuzzServerControl feeds a byte stream to the Server as if from a client:
 // it ends with an error or a report, never a panic or a hang.
 func FuzzServerControl(f *testing.F) {
-	c := NewCookie()
+	c := iperf3.NewCookie()
 	params := func(s string) []byte {
 		b := append([]byte{}, c[:]...)
 		b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
 		return append(b, s...)
 	}
 	f.Add(params(`{"udp":true,"time":1,"parallel":1,"len":100}`))
-	f.Add(append(params(`{"udp":true,"time":1,"parallel":1,"len":100}`), byte(TestEnd)))
-	f.Add(append(params(`{"udp":true,"time":1,"parallel":1,"len":100}`), byte(ClientTerminate)))
+	f.Add(append(params(`{"udp":true,"time":1,"parallel":1,"len":100}`), byte(iperf3.TestEnd)))
+	f.Add(append(params(`{"udp":true,"time":1,"parallel":1,"len":100}`), byte(iperf3.ClientTerminate)))
 	f.Add(params(`{"tcp":true,"time":1}`))
 	f.Add(c[:20])
 	f.Fuzz(func(t *testing.T, in []byte) {
@@ -167,19 +101,24 @@ func FuzzServerControl(f *testing.F) {
 	})
 }
 
+// resultsFromIperf3 is what iperf3 3.12 sends after EXCHANGE_RESULTS
+// (the same text package iperf3's tests decode).
+const resultsFromIperf3 = `{"cpu_util_total":1.5,"cpu_util_user":0.5,"cpu_util_system":1,"sender_has_retransmits":18446744073709551615,` +
+	`"streams":[{"id":1,"bytes":12496240,"retransmits":18446744073709551615,"jitter":1.5e-05,"errors":0,"packets":8630,"start_time":0,"end_time":2.000113}]}`
+
 // FuzzClientControl feeds a byte stream to the Client as if from a server.
 func FuzzClientControl(f *testing.F) {
 	msg := func(s string) []byte {
 		b := binary.BigEndian.AppendUint32(nil, uint32(len(s)))
 		return append(b, s...)
 	}
-	ok := []byte{byte(ParamExchange), byte(CreateStreams), byte(TestStart), byte(TestRunning), byte(ExchangeResults)}
+	ok := []byte{byte(iperf3.ParamExchange), byte(iperf3.CreateStreams), byte(iperf3.TestStart), byte(iperf3.TestRunning), byte(iperf3.ExchangeResults)}
 	ok = append(ok, msg(resultsFromIperf3)...)
-	ok = append(ok, byte(DisplayResults))
+	ok = append(ok, byte(iperf3.DisplayResults))
 	f.Add(ok)
 	f.Add([]byte{0xff})
 	f.Add([]byte{0xfe, 0, 0, 0, 1, 0, 0, 0, 2})
-	f.Add([]byte{byte(ParamExchange), byte(ExchangeResults), 0, 0, 0, 2, '{', '}'})
+	f.Add([]byte{byte(iperf3.ParamExchange), byte(iperf3.ExchangeResults), 0, 0, 0, 2, '{', '}'})
 	f.Fuzz(func(t *testing.T, in []byte) {
 		cli, srv := net.Pipe()
 		defer srv.Close()

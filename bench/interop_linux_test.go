@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpio/xdpio/bench/kernelplane"
 	"github.com/xdpio/xdpio/internal/netnstest"
 )
 
@@ -61,7 +62,7 @@ func startServer(t *testing.T, pair *netnstest.Pair, port int) <-chan *Report {
 	}
 	reports := make(chan *Report, 16)
 	ctx, cancel := context.WithCancel(context.Background())
-	srv := &Server{DataPlane: &SocketDataPlane{Do: pair.B.Do}, OnReport: func(r *Report, err error) {
+	srv := &Server{DataPlane: &kernelplane.DataPlane{Do: pair.B.Do}, OnReport: func(r *Report, err error) {
 		if err != nil {
 			t.Errorf("server: %v", err)
 		}
@@ -206,7 +207,7 @@ func TestClientAgainstIperf3Server(t *testing.T) {
 			c := tc.c
 			c.Server = netip.AddrPortFrom(pair.B.IPv4, uint16(port))
 			c.Duration = 2 * time.Second
-			c.DataPlane = &SocketDataPlane{Do: pair.A.Do}
+			c.DataPlane = &kernelplane.DataPlane{Do: pair.A.Do}
 			c.Dial = func(ctx context.Context, network, addr string) (conn net.Conn, err error) {
 				for try := 0; try < 50; try++ { // until iperf3 listens
 					err = pair.A.Do(func() error {
@@ -275,7 +276,7 @@ func TestIperf3IPv6(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	srv := &Server{DataPlane: &SocketDataPlane{Do: pair.B.Do}}
+	srv := &Server{DataPlane: &kernelplane.DataPlane{Do: pair.B.Do}}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()
 	defer func() { cancel(); <-done }()

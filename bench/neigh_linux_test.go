@@ -9,6 +9,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/xdpio/xdpio/bench/plane"
+	"github.com/xdpio/xdpio/bench/xskplane"
 	"github.com/xdpio/xdpio/internal/netnstest"
 	"github.com/xdpio/xdpio/internal/nexthop"
 )
@@ -25,12 +27,12 @@ func TestXSKResolvesMissingNeighbours(t *testing.T) {
 	for _, dst := range []netip.Addr{pair.B.IPv4, pair.B.IPv6} {
 		server := netip.AddrPortFrom(dst, 5501)
 		rx := listenUDPIn(t, pair.B, server)
-		dp := &XSKDataPlane{Iface: pair.A.Link, Do: pair.A.Do}
+		dp := &xskplane.DataPlane{Iface: pair.A.Link, Do: pair.A.Do}
 		c, err := dp.Dial(server)
 		if err != nil {
 			t.Fatalf("dial %v without a neighbour entry: %v", server, err)
 		}
-		if n, err := c.WriteBatch([]Message{{Buf: []byte("hello"), N: 5}}); n != 1 {
+		if n, err := c.WriteBatch([]plane.Message{{Buf: []byte("hello"), N: 5}}); n != 1 {
 			t.Fatalf("write: %d, %v", n, err)
 		}
 		expectRead(t, rx, "hello")
@@ -40,14 +42,14 @@ func TestXSKResolvesMissingNeighbours(t *testing.T) {
 	// Server: B has no entry for A; it answers A's kernel socket.
 	forgetNeighbours(t, pair.B, pair.A.IPv4, pair.A.IPv6)
 	local := netip.AddrPortFrom(pair.B.IPv4, 5502)
-	pc, err := (&XSKDataPlane{Iface: pair.B.Link, Do: pair.B.Do}).Listen(local)
+	pc, err := (&xskplane.DataPlane{Iface: pair.B.Link, Do: pair.B.Do}).Listen(local)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pc.Close()
 	client := netip.AddrPortFrom(pair.A.IPv4, 5503)
 	rx := listenUDPIn(t, pair.A, client)
-	if n, err := pc.WriteBatch([]Message{{Buf: []byte("reply"), N: 5, Addr: client}}); n != 1 {
+	if n, err := pc.WriteBatch([]plane.Message{{Buf: []byte("reply"), N: 5, Addr: client}}); n != 1 {
 		t.Fatalf("server write: %d, %v", n, err)
 	}
 	expectRead(t, rx, "reply")
@@ -55,7 +57,7 @@ func TestXSKResolvesMissingNeighbours(t *testing.T) {
 	// Nobody answers for .99; nothing routes 203.0.113.1 (TEST-NET-3; no
 	// default route in the namespace). The errors are package nexthop's,
 	// which resolves the client's next hop (as xdpnet's writes do).
-	dp := &XSKDataPlane{Iface: pair.A.Link, Do: pair.A.Do}
+	dp := &xskplane.DataPlane{Iface: pair.A.Link, Do: pair.A.Do}
 	for dst, want := range map[netip.Addr]string{
 		netip.MustParseAddr("198.18.0.99"): "198.18.0.99 did not answer ARP",
 		netip.MustParseAddr("203.0.113.1"): "no route to 203.0.113.1",

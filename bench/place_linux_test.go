@@ -7,11 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpio/xdpio/bench/kernelplane"
+	"github.com/xdpio/xdpio/bench/plane"
+	"github.com/xdpio/xdpio/bench/xskplane"
 	"github.com/xdpio/xdpio/internal/netnstest"
 	"github.com/xdpio/xdpio/rss"
 )
 
-// TestPlacerSpreadsStreams: with a Placer for a 4-queue table, the kernel
+// TestPlacerSpreadsStreams: with a plane.Placer for a 4-queue table, the kernel
 // socket and AF_XDP clients' streams leave from the ports it chose (as
 // the server's kernel sees them on the wire), and those flows hash to
 // each queue of the table twice.
@@ -36,13 +39,13 @@ func TestPlacerSpreadsStreams(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer rx.Close()
-			pl := &Placer{Predictor: pred}
-			var dp DataPlane = &SocketDataPlane{Do: pair.A.Do, Placer: pl}
+			pl := &plane.Placer{Predictor: pred}
+			var dp plane.DataPlane = &kernelplane.DataPlane{Do: pair.A.Do, Placer: pl}
 			if backend == "xsk" {
-				dp = &XSKDataPlane{Iface: pair.A.Link, Do: pair.A.Do, Placer: pl}
+				dp = &xskplane.DataPlane{Iface: pair.A.Link, Do: pair.A.Do, Placer: pl}
 			}
 			const streams = 8
-			var conns []PacketConn
+			var conns []plane.PacketConn
 			defer func() {
 				for _, c := range conns {
 					c.Close()
@@ -54,7 +57,7 @@ func TestPlacerSpreadsStreams(t *testing.T) {
 					t.Fatalf("dial stream %d: %v", i, err)
 				}
 				conns = append(conns, c)
-				msg := []Message{{Buf: []byte("placed"), N: 6, Addr: server}}
+				msg := []plane.Message{{Buf: []byte("placed"), N: 6, Addr: server}}
 				if n, err := c.WriteBatch(msg); n != 1 {
 					t.Fatalf("stream %d: sent %d: %v", i, n, err)
 				}
@@ -97,7 +100,7 @@ func TestPlacerSpreadsStreams(t *testing.T) {
 }
 
 // TestPlacerAddressesOnly: a NIC that hashes UDP by addresses alone
-// cannot be steered by ports, and the Placer says so instead of
+// cannot be steered by ports, and the plane.Placer says so instead of
 // pretending.
 func TestPlacerAddressesOnly(t *testing.T) {
 	table, _ := rss.Equal(4, 128)
@@ -105,11 +108,11 @@ func TestPlacerAddressesOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pl := &Placer{Predictor: pred, AddressesOnly: true}
+	pl := &plane.Placer{Predictor: pred, AddressesOnly: true}
 	src, dst := netip.MustParseAddr("198.18.0.1"), netip.AddrPortFrom(netip.MustParseAddr("198.18.0.2"), 5201)
 	var failed bool
 	for i := 0; i < 4; i++ {
-		if _, _, err := pl.port(src, dst, 0, 0); err != nil {
+		if _, _, err := pl.Port(src, dst, 0, 0); err != nil {
 			if !errors.Is(err, rss.ErrUnplaceable) {
 				t.Fatalf("error %v does not wrap rss.ErrUnplaceable", err)
 			}

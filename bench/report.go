@@ -6,6 +6,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/xdpio/xdpio/bench/iperf3"
+	"github.com/xdpio/xdpio/bench/plane"
 )
 
 // Report is the outcome of a test at one end, in a schema close to
@@ -31,8 +34,8 @@ type ReportStart struct {
 	Cookie       string      `json:"cookie"`
 	TestStart    TestParams  `json:"test_start"`
 	// Placement is each stream's source port and the server RX queue it
-	// was placed on (client with a Placer only; not in iperf3's report).
-	Placement []Placement `json:"placement,omitempty"`
+	// was placed on (client with a plane.Placer only; not in iperf3's report).
+	Placement []plane.Placement `json:"placement,omitempty"`
 }
 
 // Connected is one stream's addresses. Socket is the stream's id (iperf3
@@ -109,7 +112,7 @@ type ReportEnd struct {
 	// during the test: the RSS spread at a server, what a client's
 	// sockets received (-R) at a client (AF_XDP data planes only; not in
 	// iperf3's report).
-	RXQueues []QueueCount `json:"rx_queues,omitempty"`
+	RXQueues []plane.QueueCount `json:"rx_queues,omitempty"`
 }
 
 // EndStream wraps a stream's summary under its protocol, as iperf3 does.
@@ -296,9 +299,9 @@ func (ir *intervalReporter) finish() []Interval {
 // buildEnd combines the sender's and the receiver's results. localSender
 // tells which of the two is this end; outOfOrder comes from the local
 // receiver's counters when there is one.
-func buildEnd(sent, recv Results, localSender bool, ooo map[int]int64) ReportEnd {
+func buildEnd(sent, recv iperf3.Results, localSender bool, ooo map[int]int64) ReportEnd {
 	var e ReportEnd
-	rx := map[int]StreamResults{}
+	rx := map[int]iperf3.StreamResults{}
 	for _, s := range recv.Streams {
 		rx[s.ID] = s
 	}
@@ -336,7 +339,6 @@ func buildEnd(sent, recv Results, localSender bool, ooo map[int]int64) ReportEnd
 	}
 	e.CPU = CPUUtil{HostTotal: local.CPUUtilTotal, HostUser: local.CPUUtilUser, HostSystem: local.CPUUtilSystem,
 		RemoteTotal: remote.CPUUtilTotal, RemoteUser: remote.CPUUtilUser, RemoteSystem: remote.CPUUtilSystem}
-	e.HostCPU = local.host
 	return e
 }
 

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/xdpio/xdpio/bench/iperf3"
 )
 
 func TestIntervalFigures(t *testing.T) {
-	prev := Counters{RecvCounters: RecvCounters{Bytes: 1000, Packets: 10, Lost: 1}}
-	cur := Counters{RecvCounters: RecvCounters{Bytes: 126000, Packets: 135, Lost: 6, Jitter: 0.0002}}
+	prev := Counters{RecvCounters: iperf3.RecvCounters{Bytes: 1000, Packets: 10, Lost: 1}}
+	cur := Counters{RecvCounters: iperf3.RecvCounters{Bytes: 126000, Packets: 135, Lost: 6, Jitter: 0.0002}}
 	iv := intervalStream(3, false, prev, cur, 1, 1.5)
 	want := IntervalStream{Socket: 3, Start: 1, End: 1.5, Seconds: 0.5, Bytes: 125000, BitsPerSecond: 2e6, Packets: 125,
 		JitterMS: 0.2, LostPackets: 5, LostPercent: 4}
@@ -27,8 +29,8 @@ func TestIntervalFigures(t *testing.T) {
 }
 
 func TestReportJSONAndText(t *testing.T) {
-	sent := Results{Streams: []StreamResults{{ID: 1, Bytes: 2000, Packets: 2, EndTime: 2}, {ID: 3, Bytes: 3000, Packets: 3, EndTime: 2}}}
-	recv := Results{Streams: []StreamResults{{ID: 1, Bytes: 1000, Packets: 2, Errors: 1, Jitter: 0.001, EndTime: 2}, {ID: 3, Bytes: 3000, Packets: 3, Jitter: 0.003, EndTime: 2}}}
+	sent := iperf3.Results{Streams: []iperf3.StreamResults{{ID: 1, Bytes: 2000, Packets: 2, EndTime: 2}, {ID: 3, Bytes: 3000, Packets: 3, EndTime: 2}}}
+	recv := iperf3.Results{Streams: []iperf3.StreamResults{{ID: 1, Bytes: 1000, Packets: 2, Errors: 1, Jitter: 0.001, EndTime: 2}, {ID: 3, Bytes: 3000, Packets: 3, Jitter: 0.003, EndTime: 2}}}
 	r := Report{End: buildEnd(sent, recv, true, nil)}
 	e := r.End
 	if e.SumSent.Packets != 5 || e.SumReceived.Packets != 5 || e.SumReceived.LostPackets != 1 || e.SumReceived.Bytes != 4000 ||
@@ -97,8 +99,8 @@ func fmtRate(bps float64, unit byte) string {
 // and no [SUM] lines, as iperf3 prints it; jitter and losses only on the
 // receiver's line.
 func TestReportTextOneStream(t *testing.T) {
-	sent := Results{Streams: []StreamResults{{ID: 1, Bytes: 3000, Packets: 3, EndTime: 1}}}
-	recv := Results{Streams: []StreamResults{{ID: 1, Bytes: 2000, Packets: 3, Errors: 1, Jitter: 0.001, EndTime: 1}}}
+	sent := iperf3.Results{Streams: []iperf3.StreamResults{{ID: 1, Bytes: 3000, Packets: 3, EndTime: 1}}}
+	recv := iperf3.Results{Streams: []iperf3.StreamResults{{ID: 1, Bytes: 2000, Packets: 3, Errors: 1, Jitter: 0.001, EndTime: 1}}}
 	// At the receiving end (a server) the CPU line names this end the
 	// receiver, as iperf3 -s does.
 	rr := Report{End: buildEnd(sent, recv, false, nil)}

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpio/xdpio/bench/iperf3"
+	"github.com/xdpio/xdpio/bench/kernelplane"
+
 	"github.com/xdpio/xdpio/internal/netnstest"
 )
 
@@ -36,7 +39,7 @@ func TestClientAgainstServer(t *testing.T) {
 		before := udpInDatagrams(t, rx)
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		var ivs []Interval
-		c := &Client{Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &SocketDataPlane{Do: pair.A.Do},
+		c := &Client{Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &kernelplane.DataPlane{Do: pair.A.Do},
 			Dial: nsDial(pair.A), Streams: 3, Duration: 2 * time.Second, Bitrate: 20e6, Reverse: reverse, Length: 1000,
 			Interval: 500 * time.Millisecond, OnInterval: func(iv Interval) { ivs = append(ivs, iv) }}
 		rep, err := c.Run(ctx)
@@ -91,13 +94,13 @@ func TestServerRefuses(t *testing.T) {
 	reports := startServerQuiet(t, pair, 5201)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	base := Client{Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &SocketDataPlane{Do: pair.A.Do}, Dial: nsDial(pair.A), Duration: 2 * time.Second}
+	base := Client{Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &kernelplane.DataPlane{Do: pair.A.Do}, Dial: nsDial(pair.A), Duration: 2 * time.Second}
 	first := base
 	done := make(chan error, 1)
 	go func() { _, err := first.Run(ctx); done <- err }()
 	time.Sleep(500 * time.Millisecond)
 	second := base
-	if _, err := second.Run(ctx); !errors.Is(err, ErrAccessDenied) {
+	if _, err := second.Run(ctx); !errors.Is(err, iperf3.ErrAccessDenied) {
 		t.Errorf("second client: %v, want ErrAccessDenied", err)
 	}
 	if err := <-done; err != nil {
@@ -111,15 +114,15 @@ func TestServerRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	ck := NewCookie()
+	ck := iperf3.NewCookie()
 	conn.Write(ck[:])
-	if st, err := ReadState(conn); st != ParamExchange || err != nil {
+	if st, err := iperf3.ReadState(conn); st != iperf3.ParamExchange || err != nil {
 		t.Fatalf("got %v %v, want PARAM_EXCHANGE", st, err)
 	}
-	WriteMessage(conn, &Params{TCP: true, Time: 1, Parallel: 1})
-	st, err := ReadState(conn)
-	var se *ServerError
-	if st != ServerErrorCode || err != nil || !errors.As(readServerError(conn), &se) || se.Code != ieStreamListen || se.Errno != linuxEPROTONOSUPPORT {
+	iperf3.WriteMessage(conn, &iperf3.Params{TCP: true, Time: 1, Parallel: 1})
+	st, err := iperf3.ReadState(conn)
+	var se *iperf3.ServerError
+	if st != iperf3.ServerErrorCode || err != nil || !errors.As(iperf3.ReadServerError(conn), &se) || se.Code != iperf3.IEStreamListen || se.Errno != iperf3.LinuxEPROTONOSUPPORT {
 		t.Errorf("TCP test: %v %v %+v, want SERVER_ERROR 202 with errno 93", st, err, se)
 	}
 	if r := <-reports; !errors.Is(r.err, ErrUnsupported) || !strings.Contains(r.err.Error(), "UDP tests only") {
@@ -143,7 +146,7 @@ func startServerQuiet(t *testing.T, pair *netnstest.Pair, port int) <-chan repor
 	}
 	ch := make(chan reportErr, 8)
 	ctx, cancel := context.WithCancel(context.Background())
-	srv := &Server{DataPlane: &SocketDataPlane{Do: pair.B.Do}, OnReport: func(r *Report, err error) { ch <- reportErr{r, err} }}
+	srv := &Server{DataPlane: &kernelplane.DataPlane{Do: pair.B.Do}, OnReport: func(r *Report, err error) { ch <- reportErr{r, err} }}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()
 	t.Cleanup(func() { cancel(); <-done })
@@ -172,7 +175,7 @@ func TestClientCancel(t *testing.T) {
 	reports := startServerQuiet(t, pair, 5201)
 	ctx, cancel := context.WithCancel(context.Background())
 	var ivs int
-	c := &Client{Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &SocketDataPlane{Do: pair.A.Do},
+	c := &Client{Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &kernelplane.DataPlane{Do: pair.A.Do},
 		Dial: nsDial(pair.A), Duration: 10 * time.Second, Bitrate: 10e6, Interval: 200 * time.Millisecond,
 		OnInterval: func(Interval) {
 			if ivs++; ivs == 3 {
@@ -192,7 +195,7 @@ func TestClientCancel(t *testing.T) {
 	}
 	select {
 	case r := <-reports:
-		if !errors.Is(r.err, ErrClientTerminated) {
+		if !errors.Is(r.err, iperf3.ErrClientTerminated) {
 			t.Errorf("server: %v, want ErrClientTerminated", r.err)
 		}
 		var got int64

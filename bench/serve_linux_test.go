@@ -12,6 +12,9 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/xdpio/xdpio/bench/kernelplane"
+	"github.com/xdpio/xdpio/bench/plane"
+	"github.com/xdpio/xdpio/bench/xskplane"
 	"github.com/xdpio/xdpio/internal/netnstest"
 	"github.com/xdpio/xdpio/xsk"
 )
@@ -26,12 +29,12 @@ import (
 func TestXSKServerBackToBack(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{Queues: 2})
 	var qc queueCounts
-	reports := startServerWith(t, pair, 5201, &XSKDataPlane{Iface: pair.B.Link, Do: pair.B.Do, OnClose: qc.record})
+	reports := startServerWith(t, pair, 5201, &xskplane.DataPlane{Iface: pair.B.Link, Do: pair.B.Do, OnClose: qc.record})
 	const tests = 3
 	var received []int64
 	for i := 0; i < tests; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		c := &Client{Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &SocketDataPlane{Do: pair.A.Do},
+		c := &Client{Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &kernelplane.DataPlane{Do: pair.A.Do},
 			Dial: nsDial(pair.A), Duration: time.Second, Bitrate: 10e6, Length: 1000, Interval: -1}
 		start := time.Now()
 		rep, err := c.Run(ctx)
@@ -77,10 +80,10 @@ func TestXSKServerBackToBack(t *testing.T) {
 // xsk.ErrNoDevice. Then it serves on.
 func TestXSKServerDeviceDeleted(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{Queues: 2})
-	reports := startServerWith(t, pair, 5201, &XSKDataPlane{Iface: pair.B.Link, Do: pair.B.Do})
+	reports := startServerWith(t, pair, 5201, &xskplane.DataPlane{Iface: pair.B.Link, Do: pair.B.Do})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c := &Client{Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &SocketDataPlane{Do: pair.A.Do},
+	c := &Client{Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &kernelplane.DataPlane{Do: pair.A.Do},
 		Dial: nsDial(pair.A), Duration: 10 * time.Second, Bitrate: 10e6, Length: 1000, Interval: -1}
 	done := make(chan error, 1)
 	go func() {
@@ -124,7 +127,7 @@ func TestXSKServerDeviceDeleted(t *testing.T) {
 // AF_XDP ones take tens of milliseconds, and which logs when they open
 // and when they are closed.
 type slowClosePlane struct {
-	DataPlane
+	plane.DataPlane
 	delay  time.Duration
 	mu     sync.Mutex
 	events []string
@@ -136,7 +139,7 @@ func (p *slowClosePlane) log(ev string) {
 	p.mu.Unlock()
 }
 
-func (p *slowClosePlane) Listen(local netip.AddrPort) (PacketConn, error) {
+func (p *slowClosePlane) Listen(local netip.AddrPort) (plane.PacketConn, error) {
 	p.log("listen")
 	pc, err := p.DataPlane.Listen(local)
 	if err != nil {
@@ -146,7 +149,7 @@ func (p *slowClosePlane) Listen(local netip.AddrPort) (PacketConn, error) {
 }
 
 type slowCloseConn struct {
-	PacketConn
+	plane.PacketConn
 	p    *slowClosePlane
 	once sync.Once
 	err  error
@@ -183,13 +186,13 @@ func (c *firstReadConn) Read(b []byte) (int, error) {
 func TestServerFreeBeforeEndpointCloses(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{})
 	const delay = 500 * time.Millisecond
-	dp := &slowClosePlane{DataPlane: &SocketDataPlane{Do: pair.B.Do}, delay: delay}
+	dp := &slowClosePlane{DataPlane: &kernelplane.DataPlane{Do: pair.B.Do}, delay: delay}
 	reports := startServerWith(t, pair, 5201, dp)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var ctl *firstReadConn
 	for i, name := range []string{"first", "second"} {
-		c := &Client{Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &SocketDataPlane{Do: pair.A.Do},
+		c := &Client{Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &kernelplane.DataPlane{Do: pair.A.Do},
 			Duration: time.Second, Bitrate: 1e6, Length: 1000, Interval: -1,
 			Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
 				conn, err := nsDial(pair.A)(ctx, network, addr)

@@ -11,6 +11,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/xdpio/xdpio/bench/iperf3"
+	"github.com/xdpio/xdpio/bench/kernelplane"
+	"github.com/xdpio/xdpio/bench/plane"
 )
 
 // Version is what this package reports as its version in reports and in
@@ -32,11 +36,11 @@ const DefaultBlksize = 1460
 
 // Server runs the server end of iperf3 UDP tests, one at a time, for real
 // iperf3 clients and for Client. The control connection is the kernel's
-// TCP; the datagrams go through DataPlane. The zero value is ready to use.
+// TCP; the datagrams go through plane.DataPlane. The zero value is ready to use.
 type Server struct {
 	// DataPlane carries the UDP streams; nil means kernel sockets
-	// (&SocketDataPlane{}).
-	DataPlane DataPlane
+	// (&kernelplane.DataPlane{}).
+	DataPlane plane.DataPlane
 	// Interval is the reporting period; 0 means one second, negative none.
 	Interval time.Duration
 	// OnInterval, if set, is called with each interval's figures while a
@@ -63,7 +67,7 @@ type Server struct {
 	// TCPDataPort is the TCP port xdpio's TCP-mode tests send their
 	// segments to (the XDP filter takes it; the kernel keeps it reserved
 	// while a test runs); 0 means the control port + 1. TCP mode needs an
-	// XSKDataPlane as DataPlane.
+	// xskplane.DataPlane as plane.DataPlane.
 	TCPDataPort uint16
 	// OnTCPReport, if set, is called after each TCP-mode test with both
 	// ends' figures.
@@ -83,11 +87,11 @@ type Server struct {
 	dpClosed chan struct{}
 }
 
-func (s *Server) dataPlane() DataPlane {
+func (s *Server) dataPlane() plane.DataPlane {
 	if s.DataPlane != nil {
 		return s.DataPlane
 	}
-	return &SocketDataPlane{}
+	return &kernelplane.DataPlane{}
 }
 
 func orDefault(d, def time.Duration) time.Duration {
@@ -179,18 +183,18 @@ func (s *Server) release() {
 // deny sends ACCESS_DENIED on c and closes it.
 func deny(c net.Conn) {
 	c.SetWriteDeadline(time.Now().Add(time.Second))
-	WriteState(c, AccessDenied)
+	iperf3.WriteState(c, iperf3.AccessDenied)
 	c.Close()
 }
 
 // readCookie reads the cookie a new control connection starts with,
 // within CookieTimeout, or until ctx ends (which closes c).
-func (s *Server) readCookie(ctx context.Context, c net.Conn) (Cookie, error) {
+func (s *Server) readCookie(ctx context.Context, c net.Conn) (iperf3.Cookie, error) {
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 	timeout := orDefault(s.CookieTimeout, DefaultCookieTimeout)
 	c.SetReadDeadline(time.Now().Add(timeout))
-	cookie, err := ReadCookie(c)
+	cookie, err := iperf3.ReadCookie(c)
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		return cookie, fmt.Errorf("server: no cookie within %v: %w", timeout, err)
 	}
@@ -206,9 +210,9 @@ func (s *Server) readCookie(ctx context.Context, c net.Conn) (Cookie, error) {
 // also when the test failed.
 func (s *Server) ServeConn(ctx context.Context, c net.Conn) (*Report, error) {
 	if !s.busy.CompareAndSwap(false, true) {
-		WriteState(c, AccessDenied)
+		iperf3.WriteState(c, iperf3.AccessDenied)
 		c.Close()
-		return nil, ErrAccessDenied
+		return nil, iperf3.ErrAccessDenied
 	}
 	free := sync.OnceFunc(s.release)
 	defer free()
@@ -276,7 +280,7 @@ func addrPort(a net.Addr) netip.AddrPort {
 // calls free (which may be called more than once) when the test is over,
 // before the data plane endpoint is closed, so that the next client is
 // not turned away while that takes.
-func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie Cookie, free func()) (rep *Report, err error) {
+func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie iperf3.Cookie, free func()) (rep *Report, err error) {
 	rep = &Report{}
 	defer func() {
 		if err != nil {
@@ -296,12 +300,12 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie Cookie, free 
 	rep.Start = ReportStart{Version: Version, Cookie: cookie.String(),
 		Timestamp: Timestamp{Time: now.UTC().Format(time.RFC1123), Timesecs: now.Unix()},
 		Accepted:  &HostPort{Host: remote.Addr().String(), Port: int(remote.Port())}}
-	if err := WriteState(c, ParamExchange); err != nil {
+	if err := iperf3.WriteState(c, iperf3.ParamExchange); err != nil {
 		return rep, fmt.Errorf("server: %w", err)
 	}
-	p, tp, err := readParams(c)
+	p, tp, err := iperf3.ReadParams(c)
 	if err != nil {
-		writeServerError(c, ieRecvParams, 0)
+		iperf3.WriteServerError(c, iperf3.IERecvParams, 0)
 		return rep, fmt.Errorf("server: parameters: %w", err)
 	}
 	if p.Parallel == 0 {
@@ -324,73 +328,28 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie Cookie, free 
 	// queues.
 	dpClosed, err := s.awaitDataPlane(ctx, setup)
 	if err != nil {
-		writeServerError(c, ieStreamListen, 0)
+		iperf3.WriteServerError(c, iperf3.IEStreamListen, 0)
 		return rep, fmt.Errorf("server: %w", err)
 	}
 	defer dpClosed()
+	var ph serverPhase = &udpServerPhase{dp: s.dataPlane(), p: p, local: local, remote: remote}
 	if tp != nil && p.TCP && !p.UDP {
-		return s.serveTCP(ctx, c, rep, p, tp, local, setup)
+		ph = &tcpServerPhase{dp: s.dataPlane(), p: p, tp: tp, local: local, port: s.tcpDataPort(local), onReport: s.OnTCPReport}
 	}
-	counters64 := p.UDPCounters64Bit != 0
-	switch {
-	case !p.UDP:
-		// iperf3's client prints "unable to start stream listener:
-		// Protocol not supported", the clearest its messages allow.
-		writeServerError(c, ieStreamListen, linuxEPROTONOSUPPORT)
-		return rep, fmt.Errorf("server: refused an iperf3 %s test from %v: this server runs UDP tests only (iperf3 -u) and xdpio's TCP mode (bench client --mode tcp): %w", proto, remote.Addr(), ErrUnsupported)
-	case p.Bidirectional:
-		writeServerError(c, ieUnimp, 0)
-		return rep, fmt.Errorf("server: bidirectional test: %w", ErrUnsupported)
-	case p.Omit > 0:
-		// Counting the omitted seconds would make the totals disagree with
-		// the client's; refuse rather than report wrong numbers.
-		writeServerError(c, ieUnimp, 0)
-		return rep, fmt.Errorf("server: omitting %d s (-O): %w", p.Omit, ErrUnsupported)
-	case p.Len < HeaderLen(counters64):
-		writeServerError(c, ieUnimp, 0)
-		return rep, fmt.Errorf("server: datagram length %d shorter than the %d-byte header: %w", p.Len, HeaderLen(counters64), ErrProtocol)
-	}
-
-	pc, err := s.dataPlane().Listen(local)
-	if err != nil {
-		writeServerError(c, ieStreamListen, 0)
-		return rep, fmt.Errorf("server: %w", err)
-	}
-	defer pc.Close()
+	defer ph.close()
 	defer free() // before the endpoint closes
-	context.AfterFunc(ctx, func() { pc.Close() })
-	if err := WriteState(c, CreateStreams); err != nil {
-		return rep, fmt.Errorf("server: %w", err)
-	}
-	// From here the client sends a state only to end the test. One
-	// goroutine reads it, and returns: after TEST_END the connection
-	// carries the results exchange, read below.
-	ctl := make(chan stateOrErr, 1)
-	c.SetReadDeadline(time.Time{})
-	go func() {
-		st, err := ReadState(c)
-		ctl <- stateOrErr{st, err}
-	}()
-
-	g, err := acceptStreams(pc, p.Parallel, time.Now().Add(setup), ctl)
+	run, ctl, err := ph.open(ctx, c, rep, setup)
 	if err != nil {
-		writeServerError(c, ieStreamAccept, 0)
+		return rep, err
+	}
+	if err := iperf3.WriteState(c, iperf3.TestStart); err != nil {
 		return rep, fmt.Errorf("server: %w", err)
 	}
-	for _, st := range g.streams {
-		rep.Start.Connected = append(rep.Start.Connected, Connected{Socket: st.id,
-			LocalHost: local.Addr().String(), LocalPort: int(local.Port()),
-			RemoteHost: st.peer.Addr().String(), RemotePort: int(st.peer.Port())})
-	}
-	run := &dataRun{groups: []*group{g}, sender: p.Reverse, blksize: p.Len, rate: p.Bandwidth, counters64: counters64}
-	if err := WriteState(c, TestStart); err != nil {
-		return rep, fmt.Errorf("server: %w", err)
-	}
-	if err := WriteState(c, TestRunning); err != nil {
+	if err := iperf3.WriteState(c, iperf3.TestRunning); err != nil {
 		return rep, fmt.Errorf("server: %w", err)
 	}
 	ir := newIntervalReporter(run, orDefault(s.Interval, time.Second), s.OnInterval)
-	run.begin()
+	ph.start(run)
 	ir.begin()
 
 	limit := time.Duration(p.Time)*time.Second + orDefault(s.Slack, 10*time.Second)
@@ -398,7 +357,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie Cookie, free 
 		limit = time.Hour
 	}
 	endErr := awaitTestEnd(ctx, c, ctl, run.failure(), limit, p.Time)
-	derr := run.stop()
+	derr := ph.stop(run)
 	rep.Intervals = ir.finish()
 	localRes := run.results()
 	switch {
@@ -408,61 +367,109 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie Cookie, free 
 		// what ended the test, or what spoilt it. The client is told, as
 		// iperf3 tells it about a stream it cannot read or write.
 		endErr = fmt.Errorf("server: data plane: %w", derr)
-		code := int32(ieStreamRead)
+		code := int32(iperf3.IEStreamRead)
 		if run.sender {
-			code = ieStreamWrite
+			code = iperf3.IEStreamWrite
 		}
 		c.SetWriteDeadline(time.Now().Add(time.Second))
-		writeServerError(c, code, 0)
+		iperf3.WriteServerError(c, code, 0)
 	case !errors.Is(derr, net.ErrClosed):
 		// The test ended otherwise (the control connection, a
 		// cancelled server), and the data plane had failed too.
 		endErr = fmt.Errorf("%w (data plane: %w)", endErr, derr)
 	}
-	ooo := map[int]int64{}
-	for _, st := range g.streams {
-		ooo[st.id] = st.counters().OutOfOrder
-	}
+	ooo := ph.outOfOrder(run)
 	if endErr != nil {
-		rep.End = endFromOne(localRes, run.sender, ooo)
+		rep.End = runEnd(run, localRes, nil, ooo)
+		ph.report(rep, false)
 		return rep, endErr
 	}
 
+	return rep, s.exchangeResults(c, ph, run, p, localRes, ooo, setup, rep)
+}
+
+// exchangeResults ends a test that ran its course: the results both ways
+// (the report's End is filled in between), DISPLAY_RESULTS and the
+// client's IPERF_DONE.
+func (s *Server) exchangeResults(c net.Conn, ph serverPhase, run *dataRun, p iperf3.Params, localRes iperf3.Results, ooo map[int]int64, setup time.Duration, rep *Report) error {
 	c.SetDeadline(time.Now().Add(setup))
-	if err := WriteState(c, ExchangeResults); err != nil {
-		return rep, fmt.Errorf("server: %w", err)
+	if err := iperf3.WriteState(c, iperf3.ExchangeResults); err != nil {
+		return fmt.Errorf("server: %w", err)
 	}
-	var remoteRes Results
-	if err := ReadMessage(c, &remoteRes); err != nil {
-		return rep, fmt.Errorf("server: client results: %w", err)
+	var remoteRes iperf3.Results
+	if err := iperf3.ReadMessage(c, &remoteRes); err != nil {
+		return fmt.Errorf("server: client results: %w", err)
 	}
-	if run.sender {
-		rep.End = buildEnd(localRes, remoteRes, true, ooo)
-	} else {
-		rep.End = buildEnd(remoteRes, localRes, false, ooo)
+	if err := ph.readExtra(c); err != nil {
+		return err
 	}
+	rep.End = runEnd(run, localRes, &remoteRes, ooo)
+	ph.report(rep, true)
 	if p.GetServerOutput != 0 {
 		if b, err := json.Marshal(rep); err == nil {
 			localRes.ServerOutputJSON = b
 		}
 	}
-	if err := WriteMessage(c, &localRes); err != nil {
-		return rep, fmt.Errorf("server: %w", err)
+	if err := iperf3.WriteMessage(c, &localRes); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	if err := ph.writeExtra(c); err != nil {
+		return err
 	}
 	// The client answers DISPLAY_RESULTS with its last word and may run
 	// its next test at once.
 	s.finishing.Store(true)
-	if err := WriteState(c, DisplayResults); err != nil {
-		return rep, fmt.Errorf("server: %w", err)
+	if err := iperf3.WriteState(c, iperf3.DisplayResults); err != nil {
+		return fmt.Errorf("server: %w", err)
 	}
-	st, err := ReadState(c)
+	st, err := iperf3.ReadState(c)
 	switch {
 	case err != nil:
-		return rep, fmt.Errorf("server: waiting for IPERF_DONE: %w", err)
-	case st != IperfDone:
-		return rep, fmt.Errorf("server: got %v, want IPERF_DONE: %w", st, ErrProtocol)
+		return fmt.Errorf("server: waiting for IPERF_DONE: %w", err)
+	case st != iperf3.IperfDone:
+		return fmt.Errorf("server: got %v, want IPERF_DONE: %w", st, iperf3.ErrProtocol)
 	}
-	return rep, nil
+	return nil
+}
+
+// serverPhase is the data phase of a server's test, the UDP test's
+// streams (udpServerPhase) or TCP mode's flows (tcpServerPhase):
+// serveConn runs the control protocol around it, the same for both.
+type serverPhase interface {
+	// open refuses (with SERVER_ERROR) a test it cannot run, opens the
+	// data endpoint, sends CREATE_STREAMS and sets the streams up. It
+	// returns the run, ready to start, and from then on the client's
+	// states arrive on ctl.
+	open(ctx context.Context, c net.Conn, rep *Report, setup time.Duration) (run *dataRun, ctl <-chan stateOrErr, err error)
+	// start begins taking in data.
+	start(run *dataRun)
+	// stop ends the data and returns the data plane's error.
+	stop(run *dataRun) error
+	// outOfOrder gives each stream's datagrams or segments out of order.
+	outOfOrder(run *dataRun) map[int]int64
+	// readExtra reads what the client sends after its results, and
+	// writeExtra what the server sends after its own.
+	readExtra(c net.Conn) error
+	writeExtra(c net.Conn) error
+	// report adds the phase's own figures to rep (complete: with the
+	// client's).
+	report(rep *Report, complete bool)
+	// close closes the data endpoint, if one was opened.
+	close()
+}
+
+// watchControl reads, in a goroutine, the one state the peer sends while
+// a test runs (the client's TEST_END, or a state that ends the test
+// early) and returns where it arrives: after that the connection carries
+// the results exchange, which the caller reads itself.
+func watchControl(c net.Conn) <-chan stateOrErr {
+	ctl := make(chan stateOrErr, 1)
+	c.SetReadDeadline(time.Time{})
+	go func() {
+		st, err := iperf3.ReadState(c)
+		ctl <- stateOrErr{st, err}
+	}()
+	return ctl
 }
 
 // errDataPlaneFailed is awaitTestEnd's answer when the data plane
@@ -482,33 +489,50 @@ func awaitTestEnd(ctx context.Context, c net.Conn, ctl <-chan stateOrErr, failed
 			return errDataPlaneFailed
 		}
 		// Cancelling ctx closes the endpoint, which fails the reads.
-		WriteState(c, ServerTerminate)
+		iperf3.WriteState(c, iperf3.ServerTerminate)
 		return fmt.Errorf("server: %w", ctx.Err())
 	case m := <-ctl:
 		switch {
 		case m.err != nil:
 			return fmt.Errorf("server: control connection: %w", m.err)
-		case m.st == TestEnd:
+		case m.st == iperf3.TestEnd:
 			return nil
-		case m.st == ClientTerminate:
-			return fmt.Errorf("server: %w", ErrClientTerminated)
+		case m.st == iperf3.ClientTerminate:
+			return fmt.Errorf("server: %w", iperf3.ErrClientTerminated)
 		default:
-			return fmt.Errorf("server: unexpected %v while running: %w", m.st, ErrProtocol)
+			return fmt.Errorf("server: unexpected %v while running: %w", m.st, iperf3.ErrProtocol)
 		}
 	case <-timer.C:
 		c.Close()
 		return fmt.Errorf("server: no TEST_END %v after the test's %d s", limit, secs)
 	case <-ctx.Done():
-		WriteState(c, ServerTerminate)
+		iperf3.WriteState(c, iperf3.ServerTerminate)
 		return fmt.Errorf("server: %w", ctx.Err())
 	}
 }
 
+// runEnd is the report's End of run from this end's results and, when
+// the exchange took place, the peer's (nil: a test that ended early),
+// with this end's machine figures.
+func runEnd(run *dataRun, local iperf3.Results, remote *iperf3.Results, ooo map[int]int64) ReportEnd {
+	var e ReportEnd
+	switch {
+	case remote == nil:
+		e = endFromOne(local, run.sender, ooo)
+	case run.sender:
+		e = buildEnd(local, *remote, true, ooo)
+	default:
+		e = buildEnd(*remote, local, false, ooo)
+	}
+	e.HostCPU = run.host
+	return e
+}
+
 // endFromOne summarises a test that ended without the results exchange.
-func endFromOne(local Results, sender bool, ooo map[int]int64) ReportEnd {
-	other := Results{}
+func endFromOne(local iperf3.Results, sender bool, ooo map[int]int64) ReportEnd {
+	other := iperf3.Results{}
 	for _, s := range local.Streams {
-		other.Streams = append(other.Streams, StreamResults{ID: s.ID, StartTime: s.StartTime, EndTime: s.EndTime})
+		other.Streams = append(other.Streams, iperf3.StreamResults{ID: s.ID, StartTime: s.StartTime, EndTime: s.EndTime})
 	}
 	if sender {
 		return buildEnd(local, other, true, ooo)
@@ -517,51 +541,6 @@ func endFromOne(local Results, sender bool, ooo map[int]int64) ReportEnd {
 }
 
 type stateOrErr struct {
-	st  State
+	st  iperf3.State
 	err error
-}
-
-// acceptStreams waits for n streams' setup datagrams on pc and answers each.
-// A new source address is a new stream, numbered as iperf3 numbers them.
-func acceptStreams(pc PacketConn, n int, deadline time.Time, ctl <-chan stateOrErr) (*group, error) {
-	g := &group{conn: pc, byPeer: map[netip.AddrPort]*stream{}}
-	msgs := make([]Message, 8)
-	for i := range msgs {
-		msgs[i].Buf = make([]byte, 65536)
-	}
-	reply := []Message{{Buf: connectBytes(UDPConnectReply), N: 4}}
-	for len(g.streams) < n {
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("accept streams: %d of %d set up before the timeout", len(g.streams), n)
-		}
-		select {
-		case m := <-ctl:
-			if m.err != nil {
-				return nil, fmt.Errorf("accept streams: control connection: %w", m.err)
-			}
-			return nil, fmt.Errorf("accept streams: client sent %v: %w", m.st, ErrProtocol)
-		default:
-		}
-		pc.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-		k, err := pc.ReadBatch(msgs)
-		for i := 0; i < k; i++ {
-			m := msgs[i]
-			if m.N != 4 {
-				continue // not a setup message; nothing runs yet
-			}
-			if _, ok := g.byPeer[m.Addr]; !ok {
-				st := &stream{id: streamID(len(g.streams)), peer: m.Addr, local: pc.LocalAddr()}
-				g.streams = append(g.streams, st)
-				g.byPeer[m.Addr] = st
-			}
-			reply[0].Addr = m.Addr
-			if _, err := pc.WriteBatch(reply); err != nil {
-				return nil, fmt.Errorf("accept streams: reply to %v: %w", m.Addr, err)
-			}
-		}
-		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, fmt.Errorf("accept streams: %w", err)
-		}
-	}
-	return g, nil
 }

@@ -4,20 +4,14 @@ import (
 	"fmt"
 
 	"github.com/xdpio/xdpio/bench"
+	"github.com/xdpio/xdpio/bench/iperf3"
 )
 
-// TCP mode is chosen by name, as the CLI's --mode flag takes it; a Client
-// in that mode with TSO set cuts 64 KB writes with offload.SegmentPayload.
-func ExampleParseMode() {
-	for _, s := range []string{"udp", "tcp", "sctp"} {
-		m, err := bench.ParseMode(s)
-		fmt.Println(m, err)
-	}
-	c := bench.Client{Mode: bench.ModeTCP, TSO: true}
+// A Client in TCP mode (iperf3.ModeTCP, as the CLI's --mode flag names
+// it) with TSO set cuts 64 KB writes with offload.SegmentPayload.
+func ExampleClient_tcp() {
+	c := bench.Client{Mode: iperf3.ModeTCP, TSO: true}
 	fmt.Println(c.Mode, c.TSO)
 	// Output:
-	// udp <nil>
-	// tcp <nil>
-	//  invalid mode "sctp": must be udp or tcp
 	// tcp true
 }

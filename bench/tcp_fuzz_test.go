@@ -4,14 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"io"
 	"net"
 	"net/netip"
-	"reflect"
 	"testing"
 	"time"
+
+	"github.com/xdpio/xdpio/bench/iperf3"
 )
 
 // FuzzParseTCPSegment: any frame parses as a TCP segment or fails with
@@ -47,44 +47,6 @@ func FuzzParseTCPSegment(f *testing.F) {
 	})
 }
 
-// FuzzTCPMessages: any JSON body decodes into each TCP-mode message or
-// fails with an error, never panics; what is accepted passes its checks
-// and survives a round trip.
-func FuzzTCPMessages(f *testing.F) {
-	f.Add([]byte(`{"version":1,"tso":true,"mss":1460}`))
-	f.Add([]byte(`{"version":1,"data_port":5202,"mss":1440}`))
-	f.Add([]byte(`{"mss":1460,"streams":[{"id":1,"src":"198.18.0.1","src_port":20000,"isn":7},{"id":3,"src":"2001:db8::1","src_port":20001,"isn":4294967295}]}`))
-	f.Add([]byte(`{"tso":false,"mss":1460,"seconds":1.5,"streams":[{"id":1,"bytes":100,"segments":1,"writes":1}],"cpu":{"user":0.1,"system":0.2}}`))
-	f.Add([]byte(`{"seconds":1,"streams":[{"id":1,"segments":1,"bytes":10,"in_order_bytes":10,"out_of_order":0,"gap_bytes":0,"late":0,"bad_checksum":1}],"stray":0,"malformed":2,"dropped":3,"cpu":{"user":0,"system":0}}`))
-	f.Add([]byte(`{"udp":true,"time":1,"parallel":1,"xdpio_tcp":{"version":1,"mss":1460}}`))
-	f.Add([]byte(`{"streams":[{"id":-1,"src":"x"}]}`))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		for _, mk := range []func() any{
-			func() any { return new(TCPParams) }, func() any { return new(TCPAccept) }, func() any { return new(TCPStreams) },
-			func() any { return new(TCPSenderStats) }, func() any { return new(TCPReceiverStats) }, func() any { return new(tcpParamsMsg) },
-		} {
-			v := mk()
-			if err := DecodeMessage(b, v); err != nil {
-				continue
-			}
-			enc, err := json.Marshal(v)
-			if err != nil {
-				t.Fatalf("re-encode %T %+v: %v", v, v, err)
-			}
-			w := mk()
-			if err := DecodeMessage(enc, w); err != nil {
-				t.Fatalf("%T %s accepted, its encoding %s not: %v", v, b, enc, err)
-			}
-			if _, ok := v.(*tcpParamsMsg); !ok && !reflect.DeepEqual(v, w) {
-				t.Fatalf("round trip of %T: %+v became %+v", v, v, w)
-			}
-			if bytes.Contains(enc, []byte("NaN")) {
-				t.Fatalf("encoded NaN: %s", enc)
-			}
-		}
-	})
-}
-
 // fakeTCPPlane carries TCP mode without a network: the sender sends
 // nothing, the receiver receives nothing.
 type fakeTCPPlane struct{ fakeDataPlane }
@@ -101,25 +63,25 @@ func (fakeTCPPlane) openTCPReceiver(_ netip.AddrPort, port uint16) (tcpReceiver,
 	return &fakeTCPReceiver{port}, nil
 }
 
-func (s *fakeTCPSender) Flows() []TCPStreamInfo {
-	var in []TCPStreamInfo
+func (s *fakeTCPSender) Flows() []iperf3.TCPStreamInfo {
+	var in []iperf3.TCPStreamInfo
 	for i := 0; i < s.cfg.streams; i++ {
-		in = append(in, TCPStreamInfo{ID: streamID(i), Src: "198.18.0.1", SrcPort: uint16(20000 + i)})
+		in = append(in, iperf3.TCPStreamInfo{ID: streamID(i), Src: "198.18.0.1", SrcPort: uint16(20000 + i)})
 	}
 	return in
 }
 func (s *fakeTCPSender) Start([]*stream, time.Time) {}
-func (s *fakeTCPSender) Stop() (TCPSenderStats, error) {
-	return TCPSenderStats{TSO: s.cfg.tso, MSS: s.cfg.mss, Seconds: 1}, nil
+func (s *fakeTCPSender) Stop() (iperf3.TCPSenderStats, error) {
+	return iperf3.TCPSenderStats{TSO: s.cfg.tso, MSS: s.cfg.mss, Seconds: 1}, nil
 }
 func (s *fakeTCPSender) Close() error { return nil }
 
-func (r *fakeTCPReceiver) Port() uint16                        { return r.port }
-func (r *fakeTCPReceiver) MSS() int                            { return 1460 }
-func (r *fakeTCPReceiver) Register([]TCPStreamInfo, []*stream) {}
-func (r *fakeTCPReceiver) Start(time.Time)                     {}
-func (r *fakeTCPReceiver) Stop() TCPReceiverStats              { return TCPReceiverStats{Seconds: 1} }
-func (r *fakeTCPReceiver) Close() error                        { return nil }
+func (r *fakeTCPReceiver) Port() uint16                               { return r.port }
+func (r *fakeTCPReceiver) MSS() int                                   { return 1460 }
+func (r *fakeTCPReceiver) Register([]iperf3.TCPStreamInfo, []*stream) {}
+func (r *fakeTCPReceiver) Start(time.Time)                            {}
+func (r *fakeTCPReceiver) Stop() iperf3.TCPReceiverStats              { return iperf3.TCPReceiverStats{Seconds: 1} }
+func (r *fakeTCPReceiver) Close() error                               { return nil }
 
 func jsonMsg(s string) []byte {
 	b := binary.BigEndian.AppendUint32(nil, uint32(len(s)))
@@ -129,17 +91,17 @@ func jsonMsg(s string) []byte {
 // tcpServerSeeds returns inputs for FuzzTCPServerControl, the
 // well-formed exchange first.
 func tcpServerSeeds() [][]byte {
-	c := NewCookie()
+	c := iperf3.NewCookie()
 	params := append(append([]byte{}, c[:]...), jsonMsg(`{"tcp":true,"time":1,"parallel":2,"xdpio_tcp":{"version":1,"tso":true,"mss":1460}}`)...)
 	streams := jsonMsg(`{"mss":1460,"streams":[{"id":1,"src":"198.18.0.1","src_port":20000,"isn":1},{"id":3,"src":"198.18.0.1","src_port":20001,"isn":2}]}`)
 	ok := append(append([]byte{}, params...), streams...)
-	ok = append(ok, byte(TestEnd))
+	ok = append(ok, byte(iperf3.TestEnd))
 	ok = append(ok, jsonMsg(`{"cpu_util_total":1,"cpu_util_user":1,"cpu_util_system":0,"sender_has_retransmits":0,"streams":[{"id":1,"bytes":0,"retransmits":0,"jitter":0,"errors":0,"packets":0},{"id":3,"bytes":0,"retransmits":0,"jitter":0,"errors":0,"packets":0}]}`)...)
 	ok = append(ok, jsonMsg(`{"tso":true,"mss":1460,"seconds":1,"streams":[],"cpu":{"user":0,"system":0}}`)...)
-	ok = append(ok, byte(IperfDone))
+	ok = append(ok, byte(iperf3.IperfDone))
 	seeds := [][]byte{ok, params}
 	seeds = append(seeds, append(append([]byte{}, params...), jsonMsg(`{"mss":1460,"streams":[]}`)...))
-	seeds = append(seeds, append(append([]byte{}, params...), byte(ClientTerminate)))
+	seeds = append(seeds, append(append([]byte{}, params...), byte(iperf3.ClientTerminate)))
 	return seeds
 }
 
@@ -178,16 +140,16 @@ func FuzzTCPServerControl(f *testing.F) {
 // tcpClientSeeds returns inputs for FuzzTCPClientControl, the
 // well-formed exchange first.
 func tcpClientSeeds() [][]byte {
-	ok := []byte{byte(ParamExchange), byte(CreateStreams)}
+	ok := []byte{byte(iperf3.ParamExchange), byte(iperf3.CreateStreams)}
 	ok = append(ok, jsonMsg(`{"version":1,"data_port":5202,"mss":1440}`)...)
-	ok = append(ok, byte(TestStart), byte(TestRunning), byte(ExchangeResults))
+	ok = append(ok, byte(iperf3.TestStart), byte(iperf3.TestRunning), byte(iperf3.ExchangeResults))
 	ok = append(ok, jsonMsg(`{"cpu_util_total":1,"cpu_util_user":1,"cpu_util_system":0,"sender_has_retransmits":-1,"streams":[{"id":1,"bytes":0,"retransmits":-1,"jitter":0,"errors":0,"packets":0}]}`)...)
 	ok = append(ok, jsonMsg(`{"seconds":1,"streams":[{"id":1,"segments":0,"bytes":0,"in_order_bytes":0,"out_of_order":0,"gap_bytes":0,"late":0,"bad_checksum":0}],"stray":0,"malformed":0,"dropped":0,"cpu":{"user":0,"system":0}}`)...)
-	ok = append(ok, byte(DisplayResults))
+	ok = append(ok, byte(iperf3.DisplayResults))
 	seeds := [][]byte{ok}
-	seeds = append(seeds, []byte{byte(ParamExchange), byte(CreateStreams)})
-	seeds = append(seeds, append([]byte{byte(ParamExchange), byte(CreateStreams)}, jsonMsg(`{"version":1,"data_port":0,"mss":1440}`)...))
-	seeds = append(seeds, []byte{byte(ParamExchange), 0xfe, 0, 0, 0, 13, 0, 0, 0, 0})
+	seeds = append(seeds, []byte{byte(iperf3.ParamExchange), byte(iperf3.CreateStreams)})
+	seeds = append(seeds, append([]byte{byte(iperf3.ParamExchange), byte(iperf3.CreateStreams)}, jsonMsg(`{"version":1,"data_port":0,"mss":1440}`)...))
+	seeds = append(seeds, []byte{byte(iperf3.ParamExchange), 0xfe, 0, 0, 0, 13, 0, 0, 0, 0})
 	return seeds
 }
 
@@ -204,7 +166,7 @@ func FuzzTCPClientControl(f *testing.F) {
 		defer srv.Close()
 		go io.Copy(io.Discard, srv)
 		go func() { srv.Write(in); time.Sleep(100 * time.Millisecond); srv.Close() }()
-		c := &Client{Server: netip.MustParseAddrPort("198.18.0.2:5201"), DataPlane: fakeTCPPlane{}, Mode: ModeTCP, Duration: time.Second,
+		c := &Client{Server: netip.MustParseAddrPort("198.18.0.2:5201"), DataPlane: fakeTCPPlane{}, Mode: iperf3.ModeTCP, Duration: time.Second,
 			SetupTimeout: 50 * time.Millisecond, Interval: -1,
 			Dial: func(context.Context, string, string) (net.Conn, error) { return cli, nil }}
 		var rep *TCPReport

@@ -16,6 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpio/xdpio/bench/iperf3"
+	"github.com/xdpio/xdpio/bench/plane"
+	"github.com/xdpio/xdpio/bench/xskplane"
+
 	"github.com/xdpio/xdpio/internal/netnstest"
 	"github.com/xdpio/xdpio/rss"
 )
@@ -34,7 +38,7 @@ func startTCPServer(t *testing.T, pair *netnstest.Pair, ctrl netip.AddrPort) (<-
 	reps := make(chan reportErr, 8)
 	tcps := make(chan *TCPReport, 8)
 	ctx, cancel := context.WithCancel(context.Background())
-	srv := &Server{DataPlane: &XSKDataPlane{Iface: pair.B.Link, Do: pair.B.Do}, Interval: -1,
+	srv := &Server{DataPlane: &xskplane.DataPlane{Iface: pair.B.Link, Do: pair.B.Do}, Interval: -1,
 		OnReport: func(r *Report, err error) { reps <- reportErr{r, err} },
 		OnTCPReport: func(r *TCPReport) {
 			select {
@@ -49,8 +53,8 @@ func startTCPServer(t *testing.T, pair *netnstest.Pair, ctrl netip.AddrPort) (<-
 }
 
 func tcpClient(pair *netnstest.Pair, server netip.AddrPort, tso bool) *Client {
-	return &Client{Server: server, DataPlane: &XSKDataPlane{Iface: pair.A.Link, Do: pair.A.Do}, Dial: nsDial(pair.A),
-		Mode: ModeTCP, TSO: tso, Streams: 2, Duration: time.Second, Bitrate: 150e6, Interval: 250 * time.Millisecond}
+	return &Client{Server: server, DataPlane: &xskplane.DataPlane{Iface: pair.A.Link, Do: pair.A.Do}, Dial: nsDial(pair.A),
+		Mode: iperf3.ModeTCP, TSO: tso, Streams: 2, Duration: time.Second, Bitrate: 150e6, Interval: 250 * time.Millisecond}
 }
 
 // TestTCPMode runs our client against our server in TCP mode, IPv4 and
@@ -221,7 +225,7 @@ func TestTCPModeAgainstIperf3Server(t *testing.T) {
 	c := tcpClient(pair, netip.AddrPortFrom(pair.B.IPv4, 5201), true)
 	start := time.Now()
 	_, err := c.Run(ctx)
-	if !errors.Is(err, ErrNotXDPIO) {
+	if !errors.Is(err, iperf3.ErrNotXDPIO) {
 		t.Errorf("Run: %v, want ErrNotXDPIO", err)
 	}
 	if el := time.Since(start); el > TCPAcceptTimeout+2*time.Second {
@@ -288,7 +292,7 @@ func TestTCPSenderOnTheWire(t *testing.T) {
 		v6   bool
 		mss  int
 		isn  uint32
-		sent TCPSenderStream
+		sent iperf3.TCPSenderStream
 	}
 	var runs []run
 	csumB, segsB := tcpCounter(t, pair.B, "TcpInCsumErrors"), tcpCounter(t, pair.B, "TcpInSegs")
@@ -309,7 +313,7 @@ func TestTCPSenderOnTheWire(t *testing.T) {
 		if v6 {
 			dst = pair.B.IPv6
 		}
-		dp := &XSKDataPlane{Iface: pair.A.Link, Do: pair.A.Do}
+		dp := &xskplane.DataPlane{Iface: pair.A.Link, Do: pair.A.Do}
 		var err error
 		if r.mss, err = localTCPMSS(dp, dst); err != nil {
 			t.Fatal(err)
@@ -468,9 +472,9 @@ func TestTCPModeDataPortInUse(t *testing.T) {
 	defer busy.Close()
 	reps, _ := startTCPServer(t, pair, ctrl)
 	_, err := tcpClient(pair, ctrl, false).Run(context.Background())
-	var se *ServerError
-	if !errors.As(err, &se) || se.Code != ieStreamListen {
-		t.Errorf("client: %v, want SERVER_ERROR %d", err, ieStreamListen)
+	var se *iperf3.ServerError
+	if !errors.As(err, &se) || se.Code != iperf3.IEStreamListen {
+		t.Errorf("client: %v, want SERVER_ERROR %d", err, iperf3.IEStreamListen)
 	}
 	if s := <-reps; s.err == nil || !strings.Contains(s.err.Error(), "address already in use") {
 		t.Errorf("server: %v, want the port in use", s.err)
@@ -495,7 +499,7 @@ func TestTCPSenderResolvesNeighbour(t *testing.T) {
 		if strings.Contains(string(out), pair.B.MAC.String()) {
 			t.Fatalf("%v still in the table: %s", dst, out)
 		}
-		dp := &XSKDataPlane{Iface: pair.A.Link, Do: pair.A.Do}
+		dp := &xskplane.DataPlane{Iface: pair.A.Link, Do: pair.A.Do}
 		snd, err := openTCPSender(dp, tcpSenderConfig{server: netip.AddrPortFrom(dst, 5999), streams: 1, mss: 1400, wlen: 1400})
 		if err != nil {
 			t.Fatalf("%v: %v", dst, err)
@@ -539,7 +543,7 @@ func TestTCPModeCancel(t *testing.T) {
 	}
 	select {
 	case s := <-reps:
-		if !errors.Is(s.err, ErrClientTerminated) {
+		if !errors.Is(s.err, iperf3.ErrClientTerminated) {
 			t.Errorf("server: %v, want ErrClientTerminated", s.err)
 		}
 		if x := <-tcps; x.Sum.ReceivedBytes == 0 {
@@ -559,7 +563,7 @@ func TestTCPModeCancel(t *testing.T) {
 	}
 }
 
-// With a Placer, TCP mode's flows leave from the source ports it chose,
+// With a plane.Placer, TCP mode's flows leave from the source ports it chose,
 // which the server NIC's table (modelled: 4 queues) spreads evenly.
 // Oracle: the rss package's prediction for the ports the server saw.
 func TestTCPModePlacer(t *testing.T) {
@@ -575,8 +579,8 @@ func TestTCPModePlacer(t *testing.T) {
 	ctrl := netip.AddrPortFrom(pair.B.IPv4, 5201)
 	reps, _ := startTCPServer(t, pair, ctrl)
 	c := tcpClient(pair, ctrl, true)
-	pl := &Placer{Predictor: pred}
-	c.DataPlane.(*XSKDataPlane).Placer = pl
+	pl := &plane.Placer{Predictor: pred}
+	c.DataPlane.(*xskplane.DataPlane).Placer = pl
 	c.Streams, c.Bitrate = 8, 10e6
 	var r *TCPReport
 	c.OnTCPReport = func(x *TCPReport) { r = x }

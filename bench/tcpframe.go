@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/netip"
 
+	"github.com/xdpio/xdpio/bench/iperf3"
+
 	"github.com/xdpio/xdpio/offload"
 )
 
@@ -43,7 +45,7 @@ func newTCPTxFlow(srcMAC, dstMAC net.HardwareAddr, src, dst netip.AddrPort, isn 
 	if len(srcMAC) != 6 || len(dstMAC) != 6 {
 		return nil, fmt.Errorf("tcp flow %v → %v: MAC addresses %v, %v: need 6 bytes each", src, dst, srcMAC, dstMAC)
 	}
-	if err := checkMSS("sender", mss); err != nil {
+	if err := iperf3.CheckMSS("sender", mss); err != nil {
 		return nil, fmt.Errorf("tcp flow %v → %v: %w", src, dst, err)
 	}
 	f := &tcpTxFlow{v6: d.Is6(), seq: isn, mss: mss}
@@ -244,7 +246,7 @@ func parseTCPSegment(f []byte) (tcpSegment, error) {
 
 // tcpRxFlow accounts one flow's segments at the receiver.
 type tcpRxFlow struct {
-	TCPReceiverStream
+	iperf3.TCPReceiverStream
 	next uint32 // the next expected sequence number
 }
 

@@ -3,13 +3,15 @@ package bench
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"net"
 	"net/netip"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/xdpio/xdpio/bench/iperf3"
+	"github.com/xdpio/xdpio/bench/kernelplane"
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
@@ -160,7 +162,7 @@ func TestTCPTxFlowErrors(t *testing.T) {
 	if _, err := newTCPTxFlow(testMAC1, testMAC2, a4, a6, 0, 1460); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("mixed families: %v", err)
 	}
-	if _, err := newTCPTxFlow(testMAC1, testMAC2, a4, a4, 0, 10); !errors.Is(err, ErrProtocol) {
+	if _, err := newTCPTxFlow(testMAC1, testMAC2, a4, a4, 0, 10); !errors.Is(err, iperf3.ErrProtocol) {
 		t.Errorf("MSS 10: %v", err)
 	}
 	if _, err := newTCPTxFlow(testMAC1[:3], testMAC2, a4, a4, 0, 1460); err == nil {
@@ -181,14 +183,14 @@ func TestTCPRxFlow(t *testing.T) {
 		name string
 		isn  uint32
 		segs []seg
-		want TCPReceiverStream
+		want iperf3.TCPReceiverStream
 	}{
-		{"in order", 100, []seg{{100, 10}, {110, 10}, {120, 5}}, TCPReceiverStream{Segments: 3, Bytes: 25, InOrderBytes: 25}},
-		{"wraps", 0xfffffffa, []seg{{0xfffffffa, 10}, {4, 10}}, TCPReceiverStream{Segments: 2, Bytes: 20, InOrderBytes: 20}},
-		{"gap then on", 0, []seg{{0, 10}, {20, 10}, {30, 10}}, TCPReceiverStream{Segments: 3, Bytes: 30, InOrderBytes: 20, OutOfOrder: 1, GapBytes: 10}},
-		{"late fill and duplicate", 0, []seg{{0, 10}, {20, 10}, {10, 10}, {20, 10}}, TCPReceiverStream{Segments: 2, Bytes: 20, InOrderBytes: 10, OutOfOrder: 1, GapBytes: 10, Late: 2}},
-		{"first lost", 50, []seg{{60, 10}}, TCPReceiverStream{Segments: 1, Bytes: 10, OutOfOrder: 1, GapBytes: 10}},
-		{"pure ACK", 0, []seg{{0, 0}, {0, 5}}, TCPReceiverStream{Segments: 2, Bytes: 5, InOrderBytes: 5}},
+		{"in order", 100, []seg{{100, 10}, {110, 10}, {120, 5}}, iperf3.TCPReceiverStream{Segments: 3, Bytes: 25, InOrderBytes: 25}},
+		{"wraps", 0xfffffffa, []seg{{0xfffffffa, 10}, {4, 10}}, iperf3.TCPReceiverStream{Segments: 2, Bytes: 20, InOrderBytes: 20}},
+		{"gap then on", 0, []seg{{0, 10}, {20, 10}, {30, 10}}, iperf3.TCPReceiverStream{Segments: 3, Bytes: 30, InOrderBytes: 20, OutOfOrder: 1, GapBytes: 10}},
+		{"late fill and duplicate", 0, []seg{{0, 10}, {20, 10}, {10, 10}, {20, 10}}, iperf3.TCPReceiverStream{Segments: 2, Bytes: 20, InOrderBytes: 10, OutOfOrder: 1, GapBytes: 10, Late: 2}},
+		{"first lost", 50, []seg{{60, 10}}, iperf3.TCPReceiverStream{Segments: 1, Bytes: 10, OutOfOrder: 1, GapBytes: 10}},
+		{"pure ACK", 0, []seg{{0, 0}, {0, 5}}, iperf3.TCPReceiverStream{Segments: 2, Bytes: 5, InOrderBytes: 5}},
 	} {
 		f := tcpRxFlow{next: tc.isn}
 		for _, s := range tc.segs {
@@ -226,42 +228,10 @@ func TestParseTCPSegmentRejects(t *testing.T) {
 	}
 }
 
-func TestTCPMessagesCheck(t *testing.T) {
-	ok := TCPStreams{MSS: 1460, Streams: []TCPStreamInfo{{ID: 1, Src: "198.18.0.1", SrcPort: 20000, ISN: 5}, {ID: 3, Src: "198.18.0.1", SrcPort: 20001}}}
-	if err := ok.check(); err != nil {
-		t.Fatal(err)
-	}
-	for name, s := range map[string]TCPStreams{
-		"mss":      {MSS: 20, Streams: ok.Streams},
-		"none":     {MSS: 1460},
-		"bad addr": {MSS: 1460, Streams: []TCPStreamInfo{{ID: 1, Src: "x", SrcPort: 1}}},
-		"port 0":   {MSS: 1460, Streams: []TCPStreamInfo{{ID: 1, Src: "198.18.0.1"}}},
-		"twice":    {MSS: 1460, Streams: []TCPStreamInfo{ok.Streams[0], ok.Streams[0]}},
-		"mcast":    {MSS: 1460, Streams: []TCPStreamInfo{{ID: 1, Src: "ff02::1", SrcPort: 1}}},
-	} {
-		b, _ := json.Marshal(s)
-		var got TCPStreams
-		if err := DecodeMessage(b, &got); !errors.Is(err, ErrProtocol) {
-			t.Errorf("%s: %v, want ErrProtocol", name, err)
-		}
-	}
-	// The params message carries iperf3's keys and ours.
-	b, _ := json.Marshal(&tcpParamsMsg{Params: Params{TCP: true, Time: 2, Parallel: 1}, TCP: &TCPParams{Version: 1, TSO: true, MSS: 1460}})
-	p, tp, err := readParams(bytes.NewReader(append([]byte{0, 0, 0, byte(len(b))}, b...)))
-	if err != nil || tp == nil || !tp.TSO || !p.TCP || p.Time != 2 {
-		t.Errorf("params %s: %+v %+v %v", b, p, tp, err)
-	}
-	var raw map[string]any
-	json.Unmarshal(b, &raw)
-	if _, ok := raw[TCPParamsKey]; !ok || raw["tcp"] != true {
-		t.Errorf("params JSON %s lacks %q or tcp", b, TCPParamsKey)
-	}
-}
-
 func TestTCPReportText(t *testing.T) {
-	r := newTCPReport(TCPSenderStats{TSO: true, MSS: 1460, Seconds: 2, CPU: CPUTime{User: 0.5, System: 0.5},
-		Streams: []TCPSenderStream{{ID: 1, Bytes: 250e6, Segments: 171234}}},
-		TCPReceiverStats{Seconds: 2, Streams: []TCPReceiverStream{{ID: 1, Segments: 171234, Bytes: 250e6, InOrderBytes: 250e6}}})
+	r := newTCPReport(iperf3.TCPSenderStats{TSO: true, MSS: 1460, Seconds: 2, CPU: iperf3.CPUTime{User: 0.5, System: 0.5},
+		Streams: []iperf3.TCPSenderStream{{ID: 1, Bytes: 250e6, Segments: 171234}}},
+		iperf3.TCPReceiverStats{Seconds: 2, Streams: []iperf3.TCPReceiverStream{{ID: 1, Segments: 171234, Bytes: 250e6, InOrderBytes: 250e6}}})
 	if r.Sum.SenderBitsPerSec != 1e9 || r.Sum.SenderCPUNsPerByte != 4 || r.Sum.SenderCPUPercent != 50 {
 		t.Errorf("sum %+v", r.Sum)
 	}
@@ -275,12 +245,12 @@ func TestTCPReportText(t *testing.T) {
 }
 
 func TestParseMode(t *testing.T) {
-	for in, want := range map[string]Mode{"udp": ModeUDP, "TCP": ModeTCP, "": ModeUDP} {
-		if m, err := ParseMode(in); err != nil || m != want {
+	for in, want := range map[string]iperf3.Mode{"udp": iperf3.ModeUDP, "TCP": iperf3.ModeTCP, "": iperf3.ModeUDP} {
+		if m, err := iperf3.ParseMode(in); err != nil || m != want {
 			t.Errorf("%q: %v %v", in, m, err)
 		}
 	}
-	if _, err := ParseMode("sctp"); err == nil {
+	if _, err := iperf3.ParseMode("sctp"); err == nil {
 		t.Error("sctp accepted")
 	}
 }
@@ -290,9 +260,9 @@ func TestParseMode(t *testing.T) {
 func TestTCPModeRefuses(t *testing.T) {
 	srv := netip.MustParseAddrPort("198.18.0.2:5201")
 	for name, c := range map[string]*Client{
-		"socket data plane": {Server: srv, Mode: ModeTCP, Duration: time.Second, DataPlane: &SocketDataPlane{}},
-		"nil data plane":    {Server: srv, Mode: ModeTCP, Duration: time.Second},
-		"reverse":           {Server: srv, Mode: ModeTCP, Duration: time.Second, Reverse: true},
+		"socket data plane": {Server: srv, Mode: iperf3.ModeTCP, Duration: time.Second, DataPlane: &kernelplane.DataPlane{}},
+		"nil data plane":    {Server: srv, Mode: iperf3.ModeTCP, Duration: time.Second},
+		"reverse":           {Server: srv, Mode: iperf3.ModeTCP, Duration: time.Second, Reverse: true},
 	} {
 		c.Dial = func(context.Context, string, string) (net.Conn, error) {
 			t.Errorf("%s: dialled the server", name)
@@ -316,15 +286,15 @@ func TestTCPModeServerWithoutXSK(t *testing.T) {
 	s := &Server{DataPlane: fakeDataPlane{}, SetupTimeout: 2 * time.Second}
 	done := make(chan error, 1)
 	go func() { _, err := s.ServeConn(context.Background(), srv); done <- err }()
-	ck := NewCookie()
+	ck := iperf3.NewCookie()
 	cli.Write(ck[:])
-	if st, err := ReadState(cli); st != ParamExchange || err != nil {
+	if st, err := iperf3.ReadState(cli); st != iperf3.ParamExchange || err != nil {
 		t.Fatalf("%v %v, want PARAM_EXCHANGE", st, err)
 	}
-	WriteMessage(cli, &tcpParamsMsg{Params: Params{TCP: true, Time: 1, Parallel: 1}, TCP: &TCPParams{Version: 1, MSS: 1460}})
-	st, err := ReadState(cli)
-	var se *ServerError
-	if st != ServerErrorCode || err != nil || !errors.As(readServerError(cli), &se) || se.Code != ieUnimp {
+	iperf3.WriteMessage(cli, &iperf3.TCPParamsMsg{Params: iperf3.Params{TCP: true, Time: 1, Parallel: 1}, TCP: &iperf3.TCPParams{Version: 1, MSS: 1460}})
+	st, err := iperf3.ReadState(cli)
+	var se *iperf3.ServerError
+	if st != iperf3.ServerErrorCode || err != nil || !errors.As(iperf3.ReadServerError(cli), &se) || se.Code != iperf3.IEUnimp {
 		t.Errorf("got %v %v %v, want SERVER_ERROR 13", st, err, se)
 	}
 	if err := <-done; !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "AF_XDP") {

@@ -15,6 +15,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/xdpio/xdpio/bench/internal/link"
+	"github.com/xdpio/xdpio/bench/iperf3"
+	"github.com/xdpio/xdpio/bench/plane"
+	"github.com/xdpio/xdpio/bench/xskplane"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpio/xdpio/internal/nexthop"
@@ -24,23 +29,16 @@ import (
 )
 
 // threadCPU returns the CPU time the calling OS thread has used.
-func threadCPU() CPUTime {
+func threadCPU() iperf3.CPUTime {
 	var ru unix.Rusage
 	if unix.Getrusage(unix.RUSAGE_THREAD, &ru) != nil {
-		return CPUTime{}
+		return iperf3.CPUTime{}
 	}
-	return CPUTime{User: float64(ru.Utime.Nano()) / 1e9, System: float64(ru.Stime.Nano()) / 1e9}
+	return iperf3.CPUTime{User: float64(ru.Utime.Nano()) / 1e9, System: float64(ru.Stime.Nano()) / 1e9}
 }
 
-func (c CPUTime) sub(o CPUTime) CPUTime {
-	return CPUTime{User: c.User - o.User, System: c.System - o.System}
-}
-func (c CPUTime) add(o CPUTime) CPUTime {
-	return CPUTime{User: c.User + o.User, System: c.System + o.System}
-}
-
-func xskPlane(dp DataPlane) (*XSKDataPlane, error) {
-	d, ok := dp.(*XSKDataPlane)
+func xskPlane(dp plane.DataPlane) (*xskplane.DataPlane, error) {
+	d, ok := dp.(*xskplane.DataPlane)
 	if !ok || d == nil {
 		return nil, fmt.Errorf("TCP mode runs over AF_XDP only (the xsk backend), not %T: %w", dp, ErrUnsupported)
 	}
@@ -60,7 +58,7 @@ func frameRoom(cfg xsk.Config) int {
 // localTCPMSS returns the largest MSS the interface of dp allows towards
 // an address of dst's family: its MTU less the IP and TCP headers, and
 // no more than a UMEM frame holds.
-func localTCPMSS(dp DataPlane, dst netip.Addr) (int, error) {
+func localTCPMSS(dp plane.DataPlane, dst netip.Addr) (int, error) {
 	if p, ok := dp.(tcpPlane); ok {
 		return p.tcpMSS(dst)
 	}
@@ -69,7 +67,7 @@ func localTCPMSS(dp DataPlane, dst netip.Addr) (int, error) {
 		return 0, err
 	}
 	var mtu int
-	err = d.run(func() error {
+	err = link.Run(d.Do, func() error {
 		ifi, err := net.InterfaceByName(d.Iface)
 		if err != nil {
 			return err
@@ -85,7 +83,7 @@ func localTCPMSS(dp DataPlane, dst netip.Addr) (int, error) {
 		ip = offload.IPv6Len
 	}
 	mss := min(mtu, frameRoom(d.Config)-offload.EthernetLen) - ip - offload.TCPMinLen
-	if err := checkMSS("local", mss); err != nil {
+	if err := iperf3.CheckMSS("local", mss); err != nil {
 		return 0, fmt.Errorf("interface %s (MTU %d): %w", d.Iface, mtu, err)
 	}
 	return mss, nil
@@ -93,14 +91,14 @@ func localTCPMSS(dp DataPlane, dst netip.Addr) (int, error) {
 
 // xskTCPSender sends TCP mode's flows: one AF_XDP socket per queue used,
 // with no XDP program (nothing comes back), each owned by one goroutine
-// that sends for the flows placed on its queue. With XSKDataPlane.Placer
+// that sends for the flows placed on its queue. With xskplane.DataPlane.Placer
 // set, the flows' source ports are the ones it chooses, so that the
 // server NIC's RSS spreads them over its queues.
 type xskTCPSender struct {
 	cfg   tcpSenderConfig
 	dev   *xsk.Device
 	flows []*tcpTxFlow
-	infos []TCPStreamInfo
+	infos []iperf3.TCPStreamInfo
 	queue []int // socket index of each flow
 
 	payload  []byte
@@ -109,7 +107,7 @@ type xskTCPSender struct {
 	stopping atomic.Bool
 	wg       sync.WaitGroup
 	mu       sync.Mutex
-	cpu      CPUTime
+	cpu      iperf3.CPUTime
 	err      error
 	writes   []int64
 	end      time.Time
@@ -133,7 +131,7 @@ func nextHop(ifi *net.Interface, dst netip.Addr) (src netip.Addr, mac net.Hardwa
 }
 
 // openTCPSender opens the sockets and builds the flows' headers.
-func openTCPSender(dp DataPlane, cfg tcpSenderConfig) (tcpSender, error) {
+func openTCPSender(dp plane.DataPlane, cfg tcpSenderConfig) (tcpSender, error) {
 	if p, ok := dp.(tcpPlane); ok {
 		return p.openTCPSender(cfg)
 	}
@@ -144,7 +142,7 @@ func openTCPSender(dp DataPlane, cfg tcpSenderConfig) (tcpSender, error) {
 	s := &xskTCPSender{cfg: cfg}
 	var srcMAC, dstMAC net.HardwareAddr
 	var src netip.Addr
-	err = d.run(func() error {
+	err = link.Run(d.Do, func() error {
 		ifi, err := net.InterfaceByName(d.Iface)
 		if err != nil {
 			return err
@@ -180,7 +178,7 @@ func openTCPSender(dp DataPlane, cfg tcpSenderConfig) (tcpSender, error) {
 		if d.Placer != nil {
 			// Source ports that the server NIC's RSS hash spreads over its
 			// queues (the hash does not depend on the protocol).
-			port, _, err := d.Placer.port(src, cfg.server, tcpPortLow, tcpPortHigh)
+			port, _, err := d.Placer.Port(src, cfg.server, tcpPortLow, tcpPortHigh)
 			if err != nil {
 				s.dev.Close()
 				return nil, fmt.Errorf("tcp sender: %w", err)
@@ -195,7 +193,7 @@ func openTCPSender(dp DataPlane, cfg tcpSenderConfig) (tcpSender, error) {
 		}
 		s.flows = append(s.flows, f)
 		s.queue = append(s.queue, i%nsock)
-		s.infos = append(s.infos, TCPStreamInfo{ID: streamID(i), Src: src.String(), SrcPort: sp.Port(), ISN: isn})
+		s.infos = append(s.infos, iperf3.TCPStreamInfo{ID: streamID(i), Src: src.String(), SrcPort: sp.Port(), ISN: isn})
 	}
 	s.writes = make([]int64, cfg.streams)
 	s.payload = make([]byte, cfg.wlen)
@@ -206,11 +204,11 @@ func openTCPSender(dp DataPlane, cfg tcpSenderConfig) (tcpSender, error) {
 }
 
 // tcpTxBudget is how many frames one TX kick sends in copy mode unless
-// XSKDataPlane.Config sets its own: a write's segments in one syscall.
+// xskplane.DataPlane.Config sets its own: a write's segments in one syscall.
 const tcpTxBudget = 256
 
 // tcpRxRing is the RX and fill ring size of TCP mode's receiving sockets
-// unless XSKDataPlane.Config sets its own.
+// unless xskplane.DataPlane.Config sets its own.
 const tcpRxRing = 8192
 
 // Source ports of TCP mode's flows: below Linux's ephemeral range, like
@@ -220,7 +218,7 @@ const (
 	tcpPortHigh = 32000
 )
 
-func (s *xskTCPSender) Flows() []TCPStreamInfo { return s.infos }
+func (s *xskTCPSender) Flows() []iperf3.TCPStreamInfo { return s.infos }
 
 func (s *xskTCPSender) Start(sts []*stream, start time.Time) {
 	s.sts, s.start = sts, start
@@ -238,9 +236,9 @@ func (s *xskTCPSender) Start(sts []*stream, start time.Time) {
 			defer runtime.UnlockOSThread()
 			c0 := threadCPU()
 			err := s.loop(sock, mine)
-			c := threadCPU().sub(c0)
+			c := threadCPU().Sub(c0)
 			s.mu.Lock()
-			s.cpu = s.cpu.add(c)
+			s.cpu = s.cpu.Add(c)
 			if err != nil && s.err == nil {
 				s.err = err
 			}
@@ -385,15 +383,15 @@ func (s *xskTCPSender) drain(sock *xsk.Socket) {
 	}
 }
 
-func (s *xskTCPSender) Stop() (TCPSenderStats, error) {
+func (s *xskTCPSender) Stop() (iperf3.TCPSenderStats, error) {
 	if s.stopping.CompareAndSwap(false, true) {
 		s.end = time.Now()
 	}
 	s.wg.Wait()
-	st := TCPSenderStats{TSO: s.cfg.tso, MSS: s.cfg.mss, Seconds: s.end.Sub(s.start).Seconds()}
+	st := iperf3.TCPSenderStats{TSO: s.cfg.tso, MSS: s.cfg.mss, Seconds: s.end.Sub(s.start).Seconds()}
 	for i, x := range s.sts {
 		c := x.counters()
-		st.Streams = append(st.Streams, TCPSenderStream{ID: x.id, Bytes: c.SentBytes, Segments: c.SentPackets, Writes: s.writes[i]})
+		st.Streams = append(st.Streams, iperf3.TCPSenderStream{ID: x.id, Bytes: c.SentBytes, Segments: c.SentPackets, Writes: s.writes[i]})
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -413,7 +411,7 @@ func (s *xskTCPSender) Close() error {
 // socket checks every frame's checksums with offload.VerifyRx and
 // accounts it to its flow.
 type xskTCPReceiver struct {
-	d     *XSKDataPlane
+	d     *xskplane.DataPlane
 	dev   *xsk.Device
 	port  uint16
 	mss   int
@@ -425,7 +423,7 @@ type xskTCPReceiver struct {
 	stopping  atomic.Bool
 	wg        sync.WaitGroup
 	mu        sync.Mutex
-	cpu       CPUTime
+	cpu       iperf3.CPUTime
 	stray     atomic.Int64
 	malformed atomic.Int64
 	closeOnce sync.Once
@@ -440,7 +438,7 @@ type rxFlowState struct {
 
 // openTCPReceiver reserves the data port on the server's address and opens
 // the sockets with their XDP filter.
-func openTCPReceiver(dp DataPlane, local netip.AddrPort, port uint16) (tcpReceiver, error) {
+func openTCPReceiver(dp plane.DataPlane, local netip.AddrPort, port uint16) (tcpReceiver, error) {
 	if p, ok := dp.(tcpPlane); ok {
 		return p.openTCPReceiver(local, port)
 	}
@@ -459,7 +457,7 @@ func openTCPReceiver(dp DataPlane, local netip.AddrPort, port uint16) (tcpReceiv
 		cfg.Socket.RxRingSize, cfg.Socket.FillRingSize = tcpRxRing, tcpRxRing
 		cfg.UMEM.NumFrames = 2 * tcpRxRing
 	}
-	err = d.run(func() error {
+	err = link.Run(d.Do, func() error {
 		ifi, err := net.InterfaceByName(d.Iface)
 		if err != nil {
 			return err
@@ -469,7 +467,7 @@ func openTCPReceiver(dp DataPlane, local netip.AddrPort, port uint16) (tcpReceiv
 			ip = offload.IPv6Len
 		}
 		r.mss = min(ifi.MTU, frameRoom(cfg)-offload.EthernetLen) - ip - offload.TCPMinLen
-		if err := checkMSS("server", r.mss); err != nil {
+		if err := iperf3.CheckMSS("server", r.mss); err != nil {
 			return fmt.Errorf("MTU %d: %w", ifi.MTU, err)
 		}
 		// Hold the port in the kernel so that no local TCP socket uses it
@@ -492,10 +490,10 @@ func openTCPReceiver(dp DataPlane, local netip.AddrPort, port uint16) (tcpReceiv
 func (r *xskTCPReceiver) Port() uint16 { return r.port }
 func (r *xskTCPReceiver) MSS() int     { return r.mss }
 
-func (r *xskTCPReceiver) Register(infos []TCPStreamInfo, sts []*stream) {
+func (r *xskTCPReceiver) Register(infos []iperf3.TCPStreamInfo, sts []*stream) {
 	for i, in := range infos {
 		a, _ := netip.ParseAddr(in.Src)
-		r.flows[netip.AddrPortFrom(a.Unmap(), in.SrcPort)] = &rxFlowState{f: tcpRxFlow{TCPReceiverStream: TCPReceiverStream{ID: in.ID}, next: in.ISN}, st: sts[i]}
+		r.flows[netip.AddrPortFrom(a.Unmap(), in.SrcPort)] = &rxFlowState{f: tcpRxFlow{TCPReceiverStream: iperf3.TCPReceiverStream{ID: in.ID}, next: in.ISN}, st: sts[i]}
 	}
 }
 
@@ -509,9 +507,9 @@ func (r *xskTCPReceiver) Start(start time.Time) {
 			defer runtime.UnlockOSThread()
 			c0 := threadCPU()
 			r.loop(sock)
-			c := threadCPU().sub(c0)
+			c := threadCPU().Sub(c0)
 			r.mu.Lock()
-			r.cpu = r.cpu.add(c)
+			r.cpu = r.cpu.Add(c)
 			r.mu.Unlock()
 		}()
 	}
@@ -576,13 +574,13 @@ func (r *xskTCPReceiver) handle(f []byte) {
 	st.mu.Unlock()
 }
 
-func (r *xskTCPReceiver) Stop() TCPReceiverStats {
+func (r *xskTCPReceiver) Stop() iperf3.TCPReceiverStats {
 	r.stopOnce.Do(func() {
 		r.end = time.Now()
 		r.stopping.Store(true)
 	})
 	r.wg.Wait()
-	st := TCPReceiverStats{Seconds: r.end.Sub(r.start).Seconds(), Stray: r.stray.Load(), Malformed: r.malformed.Load()}
+	st := iperf3.TCPReceiverStats{Seconds: r.end.Sub(r.start).Seconds(), Stray: r.stray.Load(), Malformed: r.malformed.Load()}
 	for _, x := range r.sortedFlows() {
 		x.mu.Lock()
 		st.Streams = append(st.Streams, x.f.TCPReceiverStream)
@@ -621,13 +619,13 @@ func (r *xskTCPReceiver) Close() error {
 		})
 		r.wg.Wait()
 		if r.d.OnClose != nil {
-			var qs []QueueCount
+			var qs []plane.QueueCount
 			for _, s := range r.dev.Sockets() {
 				st, err := s.Stats()
 				if err != nil {
 					continue
 				}
-				qs = append(qs, QueueCount{Queue: s.Queue(), Packets: st.RxFrames, Bytes: st.RxBytes, Dropped: st.RxDropped + st.RxRingFull})
+				qs = append(qs, plane.QueueCount{Queue: s.Queue(), Packets: st.RxFrames, Bytes: st.RxBytes, Dropped: st.RxDropped + st.RxRingFull})
 			}
 			r.d.OnClose(qs)
 		}

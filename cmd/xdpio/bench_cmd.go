@@ -13,6 +13,11 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/xdpio/xdpio/bench"
+	"github.com/xdpio/xdpio/bench/asavieplane"
+	"github.com/xdpio/xdpio/bench/iperf3"
+	"github.com/xdpio/xdpio/bench/kernelplane"
+	"github.com/xdpio/xdpio/bench/plane"
+	"github.com/xdpio/xdpio/bench/xskplane"
 	"github.com/xdpio/xdpio/coalesce"
 	"github.com/xdpio/xdpio/nic"
 	"github.com/xdpio/xdpio/rss"
@@ -30,25 +35,25 @@ var benchBackends = []string{"auto", "xsk", "socket", "asavie"}
 type checker interface{ Check() error }
 
 // dataPlane returns the data plane a bench command asked for.
-func (g *globals) dataPlane(backend, iface string, onClose func([]bench.QueueCount)) (bench.DataPlane, string, error) {
+func (g *globals) dataPlane(backend, iface string, onClose func([]plane.QueueCount)) (plane.DataPlane, string, error) {
 	switch backend {
 	case "auto":
 		if iface == "" {
-			return &bench.SocketDataPlane{Do: g.inNetns}, "socket", nil
+			return &kernelplane.DataPlane{Do: g.inNetns}, "socket", nil
 		}
 		fallthrough
 	case "xsk":
 		if iface == "" {
 			return nil, "", usagef("--backend xsk needs -i IFACE")
 		}
-		return &bench.XSKDataPlane{Iface: iface, Do: g.inNetns, OnClose: onClose}, "xsk", nil
+		return &xskplane.DataPlane{Iface: iface, Do: g.inNetns, OnClose: onClose}, "xsk", nil
 	case "socket":
-		return &bench.SocketDataPlane{Do: g.inNetns}, "socket", nil
+		return &kernelplane.DataPlane{Do: g.inNetns}, "socket", nil
 	case "asavie":
 		if iface == "" {
 			return nil, "", usagef("--backend asavie needs -i IFACE")
 		}
-		return &bench.AsavieDataPlane{Iface: iface, Do: g.inNetns, OnClose: onClose}, "asavie", nil
+		return &asavieplane.DataPlane{Iface: iface, Do: g.inNetns, OnClose: onClose}, "asavie", nil
 	}
 	return nil, "", usagef("--backend %q: want %s", backend, strings.Join(benchBackends, ", "))
 }
@@ -110,10 +115,10 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 					return usagef("--queues %q: want all or a list such as 0,2-3 (%v)", qflag, err)
 				}
 			}
-			if _, ok := dp.(*bench.XSKDataPlane); !ok && (coalescing || qlist != nil || oneRead) {
+			if _, ok := dp.(*xskplane.DataPlane); !ok && (coalescing || qlist != nil || oneRead) {
 				return usagef("--queues, --rx-usecs, --rx-frames, --adaptive and --one-reader are about xdpio's AF_XDP queues: they need the xsk backend")
 			}
-			if x, ok := dp.(*bench.XSKDataPlane); ok {
+			if x, ok := dp.(*xskplane.DataPlane); ok {
 				x.Config.Queues = qlist
 				x.OneReader = oneRead
 				if coalescing {
@@ -242,7 +247,7 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 			}
 			// A sending client's RX queues carry nothing of the test:
 			// print them only when it receives (-R).
-			printQ := func([]bench.QueueCount) {}
+			printQ := func([]plane.QueueCount) {}
 			if reverse {
 				printQ = g.printQueues(iface)
 			}
@@ -285,15 +290,15 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 			if seconds < 1 || seconds > 86400 {
 				return usagef("-t %d: must be 1-86400 seconds", seconds)
 			}
-			m, err := bench.ParseMode(mode)
+			m, err := iperf3.ParseMode(mode)
 			if err != nil {
 				return usagef("--mode: %v", err)
 			}
 			if tso != "on" && tso != "off" {
 				return usagef("--tso %q: want on or off", tso)
 			}
-			if m == bench.ModeTCP {
-				if _, ok := dp.(*bench.XSKDataPlane); !ok {
+			if m == iperf3.ModeTCP {
+				if _, ok := dp.(*xskplane.DataPlane); !ok {
 					return usagef("--mode tcp sends TCP-framed segments through AF_XDP: it needs --backend xsk and -i IFACE")
 				}
 				if reverse {
@@ -317,11 +322,11 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 			if !cmd.Flags().Changed("length") {
 				length = 0 // iperf3's choice: the control connection's MSS
 			}
-			if m == bench.ModeUDP && cmd.Flags().Changed("length") {
-				if lo := bench.HeaderLen(!counters); length < lo || length > 65507 {
+			if m == iperf3.ModeUDP && cmd.Flags().Changed("length") {
+				if lo := iperf3.HeaderLen(!counters); length < lo || length > 65507 {
 					return usagef("-l %d: a UDP payload is %d-65507 bytes", length, lo)
 				}
-			} else if m == bench.ModeTCP && length < 0 {
+			} else if m == iperf3.ModeTCP && length < 0 {
 				return usagef("-l %d: bytes per write must be positive", length)
 			}
 			if x, ok := dp.(checker); ok {
@@ -334,11 +339,11 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 				return err
 			}
 			switch d := dp.(type) {
-			case *bench.SocketDataPlane:
+			case *kernelplane.DataPlane:
 				d.Placer = placer
-			case *bench.XSKDataPlane:
+			case *xskplane.DataPlane:
 				d.Placer = placer
-			case *bench.AsavieDataPlane:
+			case *asavieplane.DataPlane:
 				d.Placer = placer
 			default:
 				if placer != nil {
@@ -365,14 +370,14 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 					return c, err
 				},
 			}
-			ivs := &intervalPrinter{g: g, unit: ipf.unit(), tcp: m == bench.ModeTCP}
+			ivs := &intervalPrinter{g: g, unit: ipf.unit(), tcp: m == iperf3.ModeTCP}
 			if !g.json {
 				rateText := "unlimited rate"
 				if bps != bench.BitrateUnlimited {
 					rateText, _ = bench.FormatRate(float64(bps), ipf.unit())
 				}
 				kind := "UDP"
-				if m == bench.ModeTCP {
+				if m == iperf3.ModeTCP {
 					kind = "TCP-mode"
 				}
 				fmt.Fprintf(g.stdout, "Connecting to %v, %d %s stream(s), %s each, for %d s (%s backend)\n", cl.Server, streams, kind, rateText, seconds, backend)
@@ -425,7 +430,7 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 
 // benchPlacer builds the client's stream placer from the --rss-* flags
 // (nil when neither --rss-queues nor --rss-table is given).
-func benchPlacer(key string, queues int, table string, addrsOnly bool) (*bench.Placer, error) {
+func benchPlacer(key string, queues int, table string, addrsOnly bool) (*plane.Placer, error) {
 	if queues == 0 && table == "" {
 		if key != "" || addrsOnly {
 			return nil, usagef("--rss-key and --rss-addresses-only need --rss-queues or --rss-table")
@@ -462,7 +467,7 @@ func benchPlacer(key string, queues int, table string, addrsOnly bool) (*bench.P
 	if err != nil {
 		return nil, usagef("--rss-*: %v", err)
 	}
-	return &bench.Placer{Predictor: p, AddressesOnly: addrsOnly}, nil
+	return &plane.Placer{Predictor: p, AddressesOnly: addrsOnly}, nil
 }
 
 // streamLabel is iperf3's number of the i-th stream (from 0): 1, 3, 4…
@@ -478,11 +483,11 @@ func streamLabel(i int) string {
 // prints them.
 type queueLog struct {
 	mu    sync.Mutex
-	qs    []bench.QueueCount
-	print func([]bench.QueueCount)
+	qs    []plane.QueueCount
+	print func([]plane.QueueCount)
 }
 
-func (l *queueLog) record(qs []bench.QueueCount) {
+func (l *queueLog) record(qs []plane.QueueCount) {
 	l.mu.Lock()
 	l.qs = qs
 	l.mu.Unlock()
@@ -490,7 +495,7 @@ func (l *queueLog) record(qs []bench.QueueCount) {
 }
 
 // take returns the counts recorded since the last take.
-func (l *queueLog) take() []bench.QueueCount {
+func (l *queueLog) take() []plane.QueueCount {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	qs := l.qs
@@ -500,8 +505,8 @@ func (l *queueLog) take() []bench.QueueCount {
 
 // printQueues returns the callback that prints an AF_XDP test's per-queue
 // counts (nothing with --json).
-func (g *globals) printQueues(iface string) func([]bench.QueueCount) {
-	return func(qs []bench.QueueCount) {
+func (g *globals) printQueues(iface string) func([]plane.QueueCount) {
+	return func(qs []plane.QueueCount) {
 		if g.json {
 			return
 		}

@@ -15,6 +15,10 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/xdpio/xdpio/bench"
+	"github.com/xdpio/xdpio/bench/asavieplane"
+	"github.com/xdpio/xdpio/bench/kernelplane"
+	"github.com/xdpio/xdpio/bench/plane"
+	"github.com/xdpio/xdpio/bench/xskplane"
 	"github.com/xdpio/xdpio/internal/vethpair"
 )
 
@@ -46,7 +50,7 @@ type demoRow struct {
 	SendThreadPerPacket float64 `json:"sender_thread_ns_per_packet"`
 	// Cores is the CPU use of each core during the run (mpstat -P ALL).
 	Cores  []bench.CoreCPU    `json:"cores,omitempty"`
-	Queues []bench.QueueCount `json:"queues,omitempty"`
+	Queues []plane.QueueCount `json:"queues,omitempty"`
 	// Intervals are the receiver's, SentIntervals the sender's, second
 	// by second.
 	Intervals     []bench.Interval `json:"intervals,omitempty"`
@@ -367,21 +371,21 @@ func demoSVG(rows []demoRow, queues, length int) []byte {
 var demoBackends = []string{"xsk", "asavie", "socket"}
 
 // demoPlane returns backend's data plane on host h.
-func demoPlane(backend string, h *vethpair.Host, onClose func([]bench.QueueCount)) bench.DataPlane {
+func demoPlane(backend string, h *vethpair.Host, onClose func([]plane.QueueCount)) plane.DataPlane {
 	switch backend {
 	case "xsk":
-		return &bench.XSKDataPlane{Iface: h.Link, Do: h.Do, OnClose: onClose}
+		return &xskplane.DataPlane{Iface: h.Link, Do: h.Do, OnClose: onClose}
 	case "asavie":
-		return &bench.AsavieDataPlane{Iface: h.Link, Do: h.Do, OnClose: onClose}
+		return &asavieplane.DataPlane{Iface: h.Link, Do: h.Do, OnClose: onClose}
 	}
-	return &bench.SocketDataPlane{Do: h.Do}
+	return &kernelplane.DataPlane{Do: h.Do}
 }
 
 // demoRun runs one test with backend at both ends: the server in
 // namespace B, the client sending from A at full speed.
 func demoRun(ctx context.Context, pair *vethpair.Pair, backend string, port, streams int, d time.Duration, length int) (demoRow, error) {
 	row := demoRow{Backend: backend, Sender: backend, Receiver: backend}
-	dp := demoPlane(backend, pair.B, func(qs []bench.QueueCount) { row.Queues = qs })
+	dp := demoPlane(backend, pair.B, func(qs []plane.QueueCount) { row.Queues = qs })
 	var ln net.Listener
 	if err := pair.B.Do(func() (err error) {
 		ln, err = net.Listen("tcp", net.JoinHostPort(pair.B.IPv4.String(), strconv.Itoa(port)))

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/xdpio/xdpio/bench"
+	"github.com/xdpio/xdpio/bench/plane"
 )
 
 // The demo's text: every interval line fills its header's columns, sent
@@ -18,7 +19,7 @@ func TestDemoText(t *testing.T) {
 	rows := []demoRow{
 		{Backend: "xsk", SentPackets: 2000, RecvPackets: 1900, LostPackets: 100, SentPPS: 1000, PPS: 950, SendThreadPerPacket: 1300, RecvThreadPerPacket: 400, CPUPerPacket: 4000,
 			Intervals: []bench.Interval{iv(0, 1000, 50), iv(1, 1000, 50)}, SentIntervals: []bench.Interval{iv(0, 1000, 0), iv(1, 1000, 0)},
-			Queues: []bench.QueueCount{{Queue: 0, Packets: 1000}, {Queue: 1, Packets: 900}}},
+			Queues: []plane.QueueCount{{Queue: 0, Packets: 1000}, {Queue: 1, Packets: 900}}},
 		{Backend: "socket", SentPackets: 1000, RecvPackets: 1000, SentPPS: 500, PPS: 500, SendThreadPerPacket: 3000, RecvThreadPerPacket: 900, CPUPerPacket: 8000,
 			Intervals: []bench.Interval{iv(0, 500, 0), iv(1, 500, 0)}, SentIntervals: []bench.Interval{iv(0, 500, 0), iv(1, 500, 0)}},
 	}

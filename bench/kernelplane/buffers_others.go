@@ -1,0 +1,9 @@
+//go:build !linux
+
+package kernelplane
+
+import "github.com/xdpio/xdpio/internal/errs"
+
+// forceBuffer is Linux's; elsewhere the caller falls back to the plain
+// buffer size.
+func forceBuffer(fd uintptr, rx bool, size int) error { return errs.ErrNotSupported }

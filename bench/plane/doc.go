@@ -1,0 +1,12 @@
+// Package plane is what xdpio bench asks of a data plane, the part that
+// carries a test's UDP datagrams: DataPlane opens endpoints (PacketConn)
+// that read and write batches of Messages; an endpoint with a socket per
+// RX queue (MultiQueueConn) lets the engine read each queue in place in
+// its own goroutine (QueueReader) and reports what each queue took
+// (QueueCount). A Placer gives each stream a client dials a source port
+// that the server NIC's RSS puts on a chosen RX queue.
+//
+// The data planes themselves are packages of their own: kernelplane
+// (kernel sockets), xskplane (AF_XDP through package xdpnet) and
+// asavieplane (AF_XDP through github.com/asavie/xdp).
+package plane

@@ -1,0 +1,374 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"time"
+
+	"github.com/xdpio/xdpio/bench/iperf3"
+	"github.com/xdpio/xdpio/bench/plane"
+	"github.com/xdpio/xdpio/internal/cpustat"
+)
+
+// TCPAcceptTimeout is how long a TCP-mode client waits after
+// CREATE_STREAMS for the server's TCPAccept before it concludes that the
+// server does not speak xdpio's TCP mode.
+const TCPAcceptTimeout = 3 * time.Second
+
+// tcpSender is the client's data path in TCP mode (AF_XDP on Linux).
+type tcpSender interface {
+	// Flows returns the flows to announce, in stream order.
+	Flows() []iperf3.TCPStreamInfo
+	// Start begins sending; sts[i] counts flow i.
+	Start(sts []*stream, start time.Time)
+	// Stop ends sending, waits until the TX rings are drained, and returns
+	// the figures.
+	Stop() (iperf3.TCPSenderStats, error)
+	Close() error
+}
+
+// tcpSenderConfig describes the flows a client sends.
+type tcpSenderConfig struct {
+	server  netip.AddrPort // the data port's address
+	streams int
+	mss     int
+	tso     bool
+	wlen    int    // bytes per write
+	rate    uint64 // bits/s per flow; 0 unlimited
+	// corrupt, a test hook, may change a frame after its checksums were
+	// filled (flow index, segment number from 0 within the flow).
+	corrupt func(flow int, seg int64, frame []byte)
+}
+
+// tcpPlane is a data plane that carries TCP mode by other means than
+// xskplane.DataPlane (the tests' fakes).
+type tcpPlane interface {
+	tcpMSS(dst netip.Addr) (int, error)
+	openTCPSender(cfg tcpSenderConfig) (tcpSender, error)
+	openTCPReceiver(local netip.AddrPort, port uint16) (tcpReceiver, error)
+}
+
+// tcpParams checks the client's settings for TCP mode and returns the
+// params message.
+func (c *Client) tcpParams() (iperf3.Params, error) {
+	p := iperf3.Params{TCP: true, Parallel: c.Streams, Len: c.Length, Reverse: c.Reverse, ClientVersion: Version}
+	if p.Parallel == 0 {
+		p.Parallel = 1
+	}
+	d := c.Duration
+	if d == 0 {
+		d = 10 * time.Second
+	}
+	switch {
+	case d < time.Second || d%time.Second != 0:
+		return p, fmt.Errorf("invalid duration %v: must be whole seconds", d)
+	case p.Parallel < 1 || p.Parallel > 128:
+		return p, fmt.Errorf("invalid streams %d: must be 1..128", p.Parallel)
+	case c.Reverse:
+		return p, fmt.Errorf("TCP mode sends from client to server only (no -R): %w", ErrUnsupported)
+	case p.Len < 0 || p.Len > iperf3.MaxTCPMSS:
+		return p, fmt.Errorf("invalid length %d: must be 1..%d bytes per write in TCP mode", p.Len, iperf3.MaxTCPMSS)
+	}
+	p.Time = int(d / time.Second)
+	if c.Bitrate != BitrateUnlimited {
+		p.Bandwidth = c.Bitrate // 0: unlimited, as iperf3's TCP default
+	}
+	return p, nil
+}
+
+// tcpClientPhase is the data phase of xdpio's TCP mode at the client: a
+// sender of one flow per stream to the server's data port.
+type tcpClientPhase struct {
+	c       *Client
+	mss     int // the local interface's
+	v6      bool
+	snd     tcpSender
+	sstats  iperf3.TCPSenderStats
+	rstats  iperf3.TCPReceiverStats
+	serr    error
+	stopped bool
+}
+
+func (t *tcpClientPhase) params() (iperf3.Params, error) {
+	c := t.c
+	p, err := c.tcpParams()
+	if err != nil {
+		return p, err
+	}
+	if t.mss, err = localTCPMSS(c.DataPlane, c.Server.Addr()); err != nil {
+		return p, err
+	}
+	t.v6 = c.Server.Addr().Unmap().Is6()
+	if c.Length == 0 {
+		// The server's report shows it; recomputed at CREATE_STREAMS if
+		// the server's MSS is smaller.
+		p.Len = maxWrite(t.v6, t.mss)
+	}
+	return p, nil
+}
+
+func (t *tcpClientPhase) connected(net.Conn, *iperf3.Params) {}
+
+func (t *tcpClientPhase) paramsMsg(p iperf3.Params) any {
+	return &iperf3.TCPParamsMsg{Params: p, TCP: &iperf3.TCPParams{Version: iperf3.TCPProtocolVersion, TSO: t.c.TSO, MSS: t.mss}}
+}
+
+func (t *tcpClientPhase) createStreams(conn net.Conn, rep *Report, p iperf3.Params, setup time.Duration, terminate func()) (*dataRun, error) {
+	c := t.c
+	if t.snd != nil {
+		return nil, fmt.Errorf("client: CREATE_STREAMS twice: %w", iperf3.ErrProtocol)
+	}
+	// An xdpio server answers at once; a real iperf3 server waits for TCP
+	// connections that will not come.
+	conn.SetReadDeadline(time.Now().Add(TCPAcceptTimeout))
+	var acc iperf3.TCPAccept
+	if err := iperf3.ReadMessage(conn, &acc); err != nil {
+		terminate()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, fmt.Errorf("client: no answer to TCP mode %v after CREATE_STREAMS: %w", TCPAcceptTimeout, iperf3.ErrNotXDPIO)
+		}
+		return nil, fmt.Errorf("client: TCP mode answer: %w", err)
+	}
+	conn.SetDeadline(time.Now().Add(setup))
+	useMSS := min(t.mss, acc.MSS)
+	wlen := p.Len
+	if c.Length == 0 {
+		wlen = maxWrite(t.v6, useMSS)
+	}
+	snd, err := openTCPSender(c.DataPlane, tcpSenderConfig{server: netAddrPort(c.Server.Addr(), acc.DataPort), streams: p.Parallel,
+		mss: useMSS, tso: c.TSO, wlen: wlen, rate: p.Bandwidth, corrupt: c.tcpCorrupt})
+	if err != nil {
+		terminate()
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	t.snd = snd
+	rep.Start.TestStart.Blksize = wlen
+	ann := iperf3.TCPStreams{MSS: useMSS, Streams: snd.Flows()}
+	if err := iperf3.WriteMessage(conn, &ann); err != nil {
+		return nil, fmt.Errorf("client: announce streams: %w", err)
+	}
+	run := &dataRun{sender: true, blksize: wlen}
+	g := &group{}
+	for _, in := range ann.Streams {
+		g.streams = append(g.streams, &stream{id: in.ID, peer: netAddrPort(c.Server.Addr(), acc.DataPort)})
+		rep.Start.Connected = append(rep.Start.Connected, Connected{Socket: in.ID, LocalHost: in.Src, LocalPort: int(in.SrcPort),
+			RemoteHost: c.Server.Addr().String(), RemotePort: int(acc.DataPort)})
+	}
+	run.groups = []*group{g}
+	return run, nil
+}
+
+func (t *tcpClientPhase) start(run *dataRun) {
+	run.start = time.Now()
+	run.cpu = cpustat.Start()
+	t.snd.Start(run.allStreams(), run.start)
+}
+
+func (t *tcpClientPhase) stopSending(run *dataRun) error { return t.stop(run) }
+
+// stop stops the sender once (waiting until its TX rings are drained).
+func (t *tcpClientPhase) stop(run *dataRun) error {
+	if !t.stopped {
+		t.stopped = true
+		t.sstats, t.serr = t.snd.Stop()
+		run.cpu.Thread(t.sstats.CPU.Total())
+		run.end = time.Now()
+	}
+	return t.serr
+}
+
+func (t *tcpClientPhase) writeExtra(conn net.Conn) error {
+	if err := iperf3.WriteMessage(conn, &t.sstats); err != nil {
+		return fmt.Errorf("client: sender figures: %w", err)
+	}
+	return nil
+}
+
+func (t *tcpClientPhase) readExtra(conn net.Conn) error {
+	if err := iperf3.ReadMessage(conn, &t.rstats); err != nil {
+		return fmt.Errorf("client: receiver figures: %w", err)
+	}
+	return nil
+}
+
+func (t *tcpClientPhase) outOfOrder(*dataRun) map[int]int64 { return tcpOutOfOrder(t.rstats) }
+
+func (t *tcpClientPhase) report(rep *Report, complete bool) {
+	r := t.rstats
+	if !complete {
+		r = iperf3.TCPReceiverStats{}
+	}
+	reportTCP(rep, newTCPReport(t.sstats, r), t.c.OnTCPReport)
+}
+
+func (t *tcpClientPhase) close() {
+	if t.snd != nil {
+		t.snd.Close()
+	}
+}
+
+// tcpOutOfOrder is each flow's segments out of order or late, from the
+// receiver's figures.
+func tcpOutOfOrder(r iperf3.TCPReceiverStats) map[int]int64 {
+	ooo := map[int]int64{}
+	for _, s := range r.Streams {
+		ooo[s.ID] = s.OutOfOrder + s.Late
+	}
+	return ooo
+}
+
+// tcpReceiver is the server's data path in TCP mode (AF_XDP on Linux).
+type tcpReceiver interface {
+	// Port is the data port; MSS the largest segment payload the
+	// interface's MTU allows.
+	Port() uint16
+	MSS() int
+	// Register makes the announced flows known; sts[i] counts infos[i].
+	Register(infos []iperf3.TCPStreamInfo, sts []*stream)
+	// Start begins counting.
+	Start(start time.Time)
+	// Stop reads what is still queued, stops and returns the figures.
+	Stop() iperf3.TCPReceiverStats
+	Close() error
+}
+
+func netAddrPort(a netip.Addr, port uint16) netip.AddrPort {
+	return netip.AddrPortFrom(a.Unmap(), port)
+}
+
+// tcpDataPort returns the data port for a test on the control address.
+func (s *Server) tcpDataPort(local netip.AddrPort) uint16 {
+	if s.TCPDataPort != 0 {
+		return s.TCPDataPort
+	}
+	if local.Port() == 65535 {
+		return 65534
+	}
+	return local.Port() + 1
+}
+
+// tcpServerPhase is the data phase of xdpio's TCP mode at the server: a
+// receiver on the data port for the flows the client announces.
+type tcpServerPhase struct {
+	dp       plane.DataPlane
+	p        iperf3.Params
+	tp       *iperf3.TCPParams
+	local    netip.AddrPort // the control connection's
+	port     uint16         // the data port
+	onReport func(*TCPReport)
+	rcv      tcpReceiver
+	mss      int // announced by the client
+	rstats   iperf3.TCPReceiverStats
+	sstats   iperf3.TCPSenderStats
+}
+
+func (t *tcpServerPhase) open(ctx context.Context, c net.Conn, rep *Report, setup time.Duration) (*dataRun, <-chan stateOrErr, error) {
+	p := t.p
+	switch {
+	case p.Reverse || p.Bidirectional:
+		iperf3.WriteServerError(c, iperf3.IEUnimp, 0)
+		return nil, nil, fmt.Errorf("server: TCP mode in reverse: %w (client to server only)", ErrUnsupported)
+	case p.Omit > 0:
+		iperf3.WriteServerError(c, iperf3.IEUnimp, 0)
+		return nil, nil, fmt.Errorf("server: omitting %d s (-O): %w", p.Omit, ErrUnsupported)
+	case p.Time == 0 || p.Num != 0 || p.Blockcount != 0:
+		iperf3.WriteServerError(c, iperf3.IEUnimp, 0)
+		return nil, nil, fmt.Errorf("server: TCP mode needs a test time, not a byte or block count: %w", ErrUnsupported)
+	}
+	rcv, err := openTCPReceiver(t.dp, t.local, t.port)
+	if err != nil {
+		code := int32(iperf3.IEStreamListen)
+		if errors.Is(err, ErrUnsupported) {
+			code = iperf3.IEUnimp // not the AF_XDP data plane
+		}
+		iperf3.WriteServerError(c, code, 0)
+		return nil, nil, fmt.Errorf("server: %w", err)
+	}
+	t.rcv = rcv
+	context.AfterFunc(ctx, func() { rcv.Close() })
+	if err := iperf3.WriteState(c, iperf3.CreateStreams); err != nil {
+		return nil, nil, fmt.Errorf("server: %w", err)
+	}
+	acc := iperf3.TCPAccept{Version: iperf3.TCPProtocolVersion, DataPort: rcv.Port(), MSS: rcv.MSS()}
+	if err := iperf3.WriteMessage(c, &acc); err != nil {
+		return nil, nil, fmt.Errorf("server: %w", err)
+	}
+	var ann iperf3.TCPStreams
+	if err := iperf3.ReadMessage(c, &ann); err != nil {
+		return nil, nil, fmt.Errorf("server: stream announcement: %w", err)
+	}
+	if len(ann.Streams) != p.Parallel || ann.MSS > rcv.MSS() {
+		iperf3.WriteServerError(c, iperf3.IEStreamAccept, 0)
+		return nil, nil, fmt.Errorf("server: %d streams of MSS %d announced, want %d of at most %d: %w", len(ann.Streams), ann.MSS, p.Parallel, rcv.MSS(), iperf3.ErrProtocol)
+	}
+	t.mss = ann.MSS
+	run := &dataRun{sender: false, blksize: p.Len}
+	g := &group{}
+	for _, in := range ann.Streams {
+		a, _ := netip.ParseAddr(in.Src)
+		g.streams = append(g.streams, &stream{id: in.ID, peer: netAddrPort(a, in.SrcPort), local: netAddrPort(t.local.Addr(), rcv.Port())})
+		rep.Start.Connected = append(rep.Start.Connected, Connected{Socket: in.ID, LocalHost: t.local.Addr().String(), LocalPort: int(rcv.Port()),
+			RemoteHost: a.String(), RemotePort: int(in.SrcPort)})
+	}
+	run.groups = []*group{g}
+	rcv.Register(ann.Streams, g.streams)
+	return run, watchControl(c), nil
+}
+
+func (t *tcpServerPhase) start(run *dataRun) {
+	run.start = time.Now()
+	run.cpu = cpustat.Start()
+	t.rcv.Start(run.start)
+}
+
+func (t *tcpServerPhase) stop(run *dataRun) error {
+	t.rstats = t.rcv.Stop()
+	run.cpu.Thread(t.rstats.CPU.Total())
+	run.end = time.Now()
+	return nil
+}
+
+func (t *tcpServerPhase) outOfOrder(*dataRun) map[int]int64 { return tcpOutOfOrder(t.rstats) }
+
+func (t *tcpServerPhase) readExtra(c net.Conn) error {
+	if err := iperf3.ReadMessage(c, &t.sstats); err != nil {
+		return fmt.Errorf("server: sender figures: %w", err)
+	}
+	return nil
+}
+
+func (t *tcpServerPhase) writeExtra(c net.Conn) error {
+	if err := iperf3.WriteMessage(c, &t.rstats); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	return nil
+}
+
+func (t *tcpServerPhase) report(rep *Report, complete bool) {
+	s := t.sstats
+	if !complete {
+		s = iperf3.TCPSenderStats{TSO: t.tp.TSO, MSS: t.mss}
+	}
+	reportTCP(rep, newTCPReport(s, t.rstats), t.onReport)
+}
+
+func (t *tcpServerPhase) close() {
+	if t.rcv != nil {
+		t.rcv.Close()
+	}
+}
+
+// reportTCP puts a TCP-mode test's figures in rep and hands them to
+// onReport, if set.
+func reportTCP(rep *Report, r *TCPReport, onReport func(*TCPReport)) {
+	if rep != nil {
+		rep.TCP = r
+	}
+	if onReport != nil {
+		onReport(r)
+	}
+}
