@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -26,9 +25,10 @@ const (
 	tcpAckNum  = 1 // the fixed acknowledgement number of the one-way stream
 )
 
-// tcpTxFlow is the sending state of one flow: its header template and the
-// next sequence number and IPv4 ID.
+// tcpTxFlow is the sending state of one flow: its headers (and their
+// template for TSO) and the next sequence number and IPv4 ID.
 type tcpTxFlow struct {
+	h    offload.Headers
 	hdr  []byte // Ethernet, IP and TCP header; lengths and checksums are filled per segment
 	v6   bool
 	seq  uint32
@@ -36,55 +36,31 @@ type tcpTxFlow struct {
 	mss  int
 }
 
-// newTCPTxFlow builds the header template of a flow from src to dst.
+// newTCPTxFlow builds the headers of a flow from src to dst with
+// offload's frame builder: DF and TTL 64 over IPv4, no TCP options.
 func newTCPTxFlow(srcMAC, dstMAC net.HardwareAddr, src, dst netip.AddrPort, isn uint32, mss int) (*tcpTxFlow, error) {
 	s, d := src.Addr().Unmap(), dst.Addr().Unmap()
 	if s.Is4() != d.Is4() || !s.IsValid() || !d.IsValid() {
 		return nil, fmt.Errorf("tcp flow %v → %v: addresses of different families: %w", src, dst, ErrUnsupported)
 	}
-	if len(srcMAC) != 6 || len(dstMAC) != 6 {
-		return nil, fmt.Errorf("tcp flow %v → %v: MAC addresses %v, %v: need 6 bytes each", src, dst, srcMAC, dstMAC)
-	}
 	if err := iperf3.CheckMSS("sender", mss); err != nil {
 		return nil, fmt.Errorf("tcp flow %v → %v: %w", src, dst, err)
 	}
-	f := &tcpTxFlow{v6: d.Is6(), seq: isn, mss: mss}
-	l3 := offload.EthernetLen
-	var l4 int
-	if f.v6 {
-		f.hdr = make([]byte, tcpHdrLen6)
-		l4 = l3 + offload.IPv6Len
-		offload.Ethernet(f.hdr).SetType(offload.EtherTypeIPv6)
-		ip := f.hdr[l3:]
-		ip[0] = 0x60
-		ip[6] = offload.ProtoTCP
-		ip[7] = 64
-		s16, d16 := s.As16(), d.As16()
-		copy(ip[8:], s16[:])
-		copy(ip[24:], d16[:])
-	} else {
-		f.hdr = make([]byte, tcpHdrLen4)
-		l4 = l3 + offload.IPv4MinLen
-		offload.Ethernet(f.hdr).SetType(offload.EtherTypeIPv4)
-		ip := f.hdr[l3:]
-		ip[0] = 0x45
-		binary.BigEndian.PutUint16(ip[6:], offload.IPv4DontFragment)
-		ip[8] = 64
-		ip[9] = offload.ProtoTCP
-		s4, d4 := s.As4(), d.As4()
-		copy(ip[12:], s4[:])
-		copy(ip[16:], d4[:])
+	f := &tcpTxFlow{v6: d.Is6(), seq: isn, mss: mss,
+		h: offload.Headers{SrcMAC: srcMAC, DstMAC: dstMAC, Src: netip.AddrPortFrom(s, src.Port()), Dst: netip.AddrPortFrom(d, dst.Port())}}
+	if err := f.h.Check(); err != nil {
+		return nil, fmt.Errorf("tcp flow %v → %v: %w", src, dst, err)
 	}
-	copy(f.hdr[0:], dstMAC)
-	copy(f.hdr[6:], srcMAC)
-	t := f.hdr[l4:]
-	binary.BigEndian.PutUint16(t[0:], src.Port())
-	binary.BigEndian.PutUint16(t[2:], dst.Port())
-	binary.BigEndian.PutUint32(t[8:], tcpAckNum)
-	t[12] = offload.TCPMinLen / 4 << 4
-	t[13] = offload.TCPFlagACK
-	binary.BigEndian.PutUint16(t[14:], tcpWindow)
+	f.hdr = make([]byte, f.h.Len(offload.ProtoTCP))
+	if _, err := f.h.BuildTCP(f.hdr, 0, f.fields(offload.TCPFlagACK), nil); err != nil {
+		return nil, fmt.Errorf("tcp flow %v → %v: %w", src, dst, err)
+	}
 	return f, nil
+}
+
+// fields are the TCP fields of the flow's next segment.
+func (f *tcpTxFlow) fields(flags uint8) offload.TCPFields {
+	return offload.TCPFields{Seq: f.seq, Ack: tcpAckNum, Flags: flags, Window: tcpWindow}
 }
 
 func (f *tcpTxFlow) l4() int { return len(f.hdr) - offload.TCPMinLen }
@@ -111,10 +87,10 @@ func maxWrite(v6 bool, mss int) int {
 // checksums computed while the payload is copied.
 func (f *tcpTxFlow) writeTSO(payload []byte, next func(size int) []byte) (int, error) {
 	l4 := f.l4()
-	binary.BigEndian.PutUint32(f.hdr[l4+4:], f.seq)
+	offload.TCP(f.hdr[l4:]).SetSeq(f.seq)
 	f.hdr[l4+13] = offload.TCPFlagACK | offload.TCPFlagPSH
 	if !f.v6 {
-		binary.BigEndian.PutUint16(f.hdr[offload.EthernetLen+4:], f.ipID)
+		offload.IPv4(f.hdr[offload.EthernetLen:]).SetID(f.ipID)
 	}
 	n, err := offload.SegmentPayload(f.hdr, payload, offload.SegmentOptions{MSS: f.mss}, next)
 	if err != nil {
@@ -126,11 +102,11 @@ func (f *tcpTxFlow) writeTSO(payload []byte, next func(size int) []byte) (int, e
 }
 
 // writeSegments sends the same bytes as writeTSO, one segment at a time:
-// each frame's headers written from the flow's state, its payload copied,
-// then its checksums computed by offload.FillChecksum. This is the work a
-// sender without TSO does per segment.
+// each frame built by offload's frame builder from the flow's state, its
+// payload copied and summed in one pass. This is the work a sender without
+// TSO does per segment.
 func (f *tcpTxFlow) writeSegments(payload []byte, next func(size int) []byte) (int, error) {
-	hl, l4 := len(f.hdr), f.l4()
+	hl := len(f.hdr)
 	count := 0
 	for off := 0; off < len(payload) || off == 0; {
 		n := min(f.mss, len(payload)-off)
@@ -138,24 +114,11 @@ func (f *tcpTxFlow) writeSegments(payload []byte, next func(size int) []byte) (i
 		if buf == nil {
 			return count, fmt.Errorf("tcp segment %d: %w", count, offload.ErrDestTooSmall)
 		}
-		fr := buf[:hl+n]
-		copy(fr, f.hdr)
-		ip := fr[offload.EthernetLen:]
-		if f.v6 {
-			binary.BigEndian.PutUint16(ip[4:], uint16(offload.TCPMinLen+n))
-		} else {
-			binary.BigEndian.PutUint16(ip[2:], uint16(hl-offload.EthernetLen+n))
-			binary.BigEndian.PutUint16(ip[4:], f.ipID)
-		}
-		t := fr[l4:]
-		binary.BigEndian.PutUint32(t[4:], f.seq)
-		flags := byte(offload.TCPFlagACK)
+		flags := uint8(offload.TCPFlagACK)
 		if off+n == len(payload) {
 			flags |= offload.TCPFlagPSH
 		}
-		t[13] = flags
-		copy(fr[hl:], payload[off:off+n])
-		if _, err := offload.FillChecksum(fr); err != nil {
+		if _, err := f.h.BuildTCP(buf[:hl+n], f.ipID, f.fields(flags), payload[off:off+n]); err != nil {
 			return count, fmt.Errorf("tcp segment %d: %w", count, err)
 		}
 		f.seq += uint32(n)
@@ -180,68 +143,39 @@ type tcpSegment struct {
 }
 
 // parseTCPSegment reads an Ethernet II / IPv4 (options allowed, no
-// fragment) or IPv6 (no extension headers) / TCP frame. Link padding after
-// the IP packet is ignored. It does not check checksums (VerifyRx does).
+// fragment) or IPv6 (no extension headers) / TCP frame with offload's
+// parser. Link padding after the IP packet is ignored. It does not check
+// checksums (VerifyRx does).
 func parseTCPSegment(f []byte) (tcpSegment, error) {
-	var s tcpSegment
 	bad := func(why string, a ...any) (tcpSegment, error) {
 		return tcpSegment{}, fmt.Errorf("parse tcp segment: %s: %w", fmt.Sprintf(why, a...), errNotTCPSegment)
 	}
-	if len(f) < offload.EthernetLen {
-		return bad("%d-byte frame", len(f))
+	lo, r := offload.Parse(f)
+	switch {
+	case r != offload.ReasonNone:
+		return bad("%v", r)
+	case lo.VLANTags != 0:
+		return bad("%d VLAN tags", lo.VLANTags)
+	case lo.ExtHeaders != 0:
+		return bad("%d IPv6 extension headers", lo.ExtHeaders)
+	case lo.Fragment:
+		return bad("IP fragment")
+	case lo.Proto != offload.ProtoTCP:
+		return bad("IP protocol %d", lo.Proto)
+	case lo.Payload == 0:
+		return bad("no whole TCP header")
 	}
-	var src, dst netip.Addr
-	var l4, end int
-	switch et := binary.BigEndian.Uint16(f[12:]); et {
-	case offload.EtherTypeIPv4:
-		ip := f[offload.EthernetLen:]
-		if len(ip) < offload.IPv4MinLen || ip[0]>>4 != 4 {
-			return bad("short or not an IPv4 header")
-		}
-		ihl := int(ip[0]&0xf) * 4
-		tot := int(binary.BigEndian.Uint16(ip[2:]))
-		switch {
-		case ihl < offload.IPv4MinLen || tot < ihl || tot > len(ip):
-			return bad("IPv4 header length %d, total length %d in %d bytes", ihl, tot, len(ip))
-		case ip[9] != offload.ProtoTCP:
-			return bad("IP protocol %d", ip[9])
-		case binary.BigEndian.Uint16(ip[6:])&0x3fff != 0:
-			return bad("IPv4 fragment")
-		}
-		src, dst = netip.AddrFrom4([4]byte(ip[12:16])), netip.AddrFrom4([4]byte(ip[16:20]))
-		l4, end = offload.EthernetLen+ihl, offload.EthernetLen+tot
-	case offload.EtherTypeIPv6:
-		ip := f[offload.EthernetLen:]
-		if len(ip) < offload.IPv6Len || ip[0]>>4 != 6 {
-			return bad("short or not an IPv6 header")
-		}
-		pl := int(binary.BigEndian.Uint16(ip[4:]))
-		switch {
-		case offload.IPv6Len+pl > len(ip):
-			return bad("IPv6 payload length %d in %d bytes", pl, len(ip)-offload.IPv6Len)
-		case ip[6] != offload.ProtoTCP:
-			return bad("IPv6 next header %d", ip[6])
-		}
-		src, dst = netip.AddrFrom16([16]byte(ip[8:24])), netip.AddrFrom16([16]byte(ip[24:40]))
-		l4, end = offload.EthernetLen+offload.IPv6Len, offload.EthernetLen+offload.IPv6Len+pl
-	default:
-		return bad("EtherType %#04x", et)
-	}
-	if end-l4 < offload.TCPMinLen {
-		return bad("%d bytes for the TCP header", end-l4)
-	}
-	t := f[l4:end]
-	doff := int(t[12]>>4) * 4
-	if doff < offload.TCPMinLen || doff > len(t) {
-		return bad("TCP data offset %d in a %d-byte segment", doff, len(t))
-	}
-	s.src = netip.AddrPortFrom(src, binary.BigEndian.Uint16(t[0:]))
-	s.dst = netip.AddrPortFrom(dst, binary.BigEndian.Uint16(t[2:]))
-	s.seq = binary.BigEndian.Uint32(t[4:])
-	s.flags = t[13]
-	s.payloadStart = l4 + doff
-	s.payload = end - s.payloadStart
-	return s, nil
+	t := offload.TCP(f[lo.L4:])
+	src, _ := netip.AddrFromSlice(lo.Src(f))
+	dst, _ := netip.AddrFromSlice(lo.Dst(f))
+	return tcpSegment{
+		src:          netip.AddrPortFrom(src, t.SrcPort()),
+		dst:          netip.AddrPortFrom(dst, t.DstPort()),
+		seq:          t.Seq(),
+		flags:        t.Flags(),
+		payloadStart: lo.Payload,
+		payload:      lo.End - lo.Payload,
+	}, nil
 }
 
 // tcpRxFlow accounts one flow's segments at the receiver.
