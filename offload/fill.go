@@ -55,7 +55,9 @@ func (f Filled) String() string {
 // is not modified. FillChecksum writes only to the checksum fields and
 // does not allocate unless it returns an error.
 func FillChecksum(frame []byte) (Filled, error) {
-	lo, r := Parse(frame)
+	var layout Layout
+	lo := &layout
+	r := lo.Parse(frame)
 	if r == ReasonNotIP {
 		return 0, nil
 	}
@@ -136,7 +138,9 @@ func FillPartial(frame []byte, start, offset int) error {
 // would sum those bytes too. Frames without an offloadable transport
 // checksum return ErrNoL4Checksum. On error the frame is not modified.
 func PreparePartial(frame []byte) (start, offset int, err error) {
-	lo, r := Parse(frame)
+	var layout Layout
+	lo := &layout
+	r := lo.Parse(frame)
 	if r == ReasonNotIP {
 		return 0, 0, fmt.Errorf("prepare partial checksum: %w: ethertype %#04x", ErrNoL4Checksum, lo.EtherType)
 	}

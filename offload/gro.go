@@ -138,8 +138,9 @@ func (g *GRO) Flush(dst [][]byte) [][]byte {
 // Feed offers one received frame to the table and appends the frames that
 // are ready for delivery (possibly none, possibly several) to dst.
 func (g *GRO) Feed(dst [][]byte, frame []byte) [][]byte {
-	lo, perr := parseLayout(frame, ipProtoTCP)
-	if perr.kind != nil {
+	var layout Layout
+	lo := &layout
+	if perr := parseLayout(lo, frame, ipProtoTCP); perr.kind != nil {
 		return g.emitCopy(dst, frame)
 	}
 	s := g.lookup(frame, lo)
@@ -184,7 +185,7 @@ func (g *GRO) Feed(dst [][]byte, frame []byte) [][]byte {
 // groEligible reports whether a parsed TCP frame may take part in merging
 // at all (inet_gro_receive's and ipv6_gro_receive's flush conditions that
 // depend on the packet alone).
-func groEligible(frame []byte, lo Layout) bool {
+func groEligible(frame []byte, lo *Layout) bool {
 	if lo.End != len(frame) { // link padding: lengths disagree
 		return false
 	}
@@ -199,7 +200,7 @@ func groEligible(frame []byte, lo Layout) bool {
 }
 
 // lookup returns the held slot of frame's flow, or nil.
-func (g *GRO) lookup(frame []byte, lo Layout) *groSlot {
+func (g *GRO) lookup(frame []byte, lo *Layout) *groSlot {
 	for i := range g.slots {
 		s := &g.slots[i]
 		if !s.used || s.l3 != lo.L3 || s.v6 != lo.IPv6 || s.l4 != lo.L4 {
@@ -231,7 +232,7 @@ func (g *GRO) lookup(frame []byte, lo Layout) *groSlot {
 
 // canMerge applies tcp_gro_receive's and the network layer's flush
 // conditions between held slot s and the same-flow segment frame.
-func (g *GRO) canMerge(s *groSlot, frame []byte, lo Layout) bool {
+func (g *GRO) canMerge(s *groSlot, frame []byte, lo *Layout) bool {
 	h := s.buf
 	newFixed := s.fixedID
 	th, th2 := frame[lo.L4:lo.Payload], h[s.l4:s.pay]
@@ -283,7 +284,7 @@ func (g *GRO) canMerge(s *groSlot, frame []byte, lo Layout) bool {
 // appendPayload copies frame's payload behind s's, verifying the segment's
 // TCP checksum in the same pass. On a bad checksum it leaves s as it was
 // and returns false.
-func (g *GRO) appendPayload(s *groSlot, frame []byte, lo Layout) bool {
+func (g *GRO) appendPayload(s *groSlot, frame []byte, lo *Layout) bool {
 	pay := frame[lo.Payload:lo.End]
 	n := len(s.buf)
 	ps := copySum(s.buf[n:n+len(pay)], pay)
@@ -303,7 +304,7 @@ func (g *GRO) appendPayload(s *groSlot, frame []byte, lo Layout) bool {
 
 // tcpSumOK reports whether frame's TCP checksum verifies, given the sum of
 // its payload.
-func tcpSumOK(frame []byte, lo Layout, paySum uint16) bool {
+func tcpSumOK(frame []byte, lo *Layout, paySum uint16) bool {
 	sum := uint64(pseudoSum(frame[lo.L3:], lo.IPv6, ipProtoTCP, lo.End-lo.L4)) +
 		uint64(Checksum(frame[lo.L4:lo.Payload], 0)) + uint64(paySum)
 	return Fold(sum) == 0xffff
@@ -311,7 +312,7 @@ func tcpSumOK(frame []byte, lo Layout, paySum uint16) bool {
 
 // hold makes frame the head of empty slot s. It fails (leaving s empty)
 // on a bad TCP checksum.
-func (g *GRO) hold(s *groSlot, frame []byte, lo Layout) bool {
+func (g *GRO) hold(s *groSlot, frame []byte, lo *Layout) bool {
 	if cap(s.buf) < g.bufSize {
 		s.buf = make([]byte, 0, g.bufSize)
 	}

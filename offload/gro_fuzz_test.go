@@ -9,8 +9,8 @@ import (
 // groWeight is the number of TCP payload bytes in a frame, or its length
 // if it is not a TCP frame: GRO must conserve the total.
 func groWeight(f []byte) int {
-	lo, e := parseLayout(f, ipProtoTCP)
-	if e.kind != nil {
+	var lo Layout
+	if e := parseLayout(&lo, f, ipProtoTCP); e.kind != nil {
 		return len(f)
 	}
 	return lo.End - lo.Payload

@@ -81,25 +81,52 @@ type Layout struct {
 // (Payload is 0 when a TCP or UDP header does not fit); VerifyRx checks
 // it. It never writes to frame, never panics and does not allocate.
 func Parse(frame []byte) (Layout, Reason) {
-	return parse(frame, 0)
+	var lo Layout
+	r := lo.parse(frame, 0)
+	return lo, r
+}
+
+// Parse is the package's Parse writing into lo, which it resets first: the
+// form for a hot path, where the Layout is not copied on return.
+func (lo *Layout) Parse(frame []byte) Reason {
+	return lo.parse(frame, 0)
+}
+
+// ParseIP is Parse without the look at the transport header: Payload
+// stays 0, L4 and Proto are set. It is for callers that read a few bytes
+// at L4 themselves (RSS hashing reads the ports) and check that they lie
+// before End.
+func (lo *Layout) ParseIP(frame []byte) Reason {
+	return lo.parseIP(frame, 0)
 }
 
 // parse is Parse for headers followed by extra more bytes of the packet
 // held elsewhere (SegmentPayload's template): the IP length fields may
 // reach extra bytes beyond frame; all headers must lie within frame.
-func parse(frame []byte, extra int) (Layout, Reason) {
-	var lo Layout
+func (lo *Layout) parse(frame []byte, extra int) Reason {
+	r := lo.parseIP(frame, extra)
+	if r == ReasonNone && (lo.Proto == ProtoTCP || lo.Proto == ProtoUDP) && !lo.later {
+		if n, r := lo.transportLen(frame); r == ReasonNone {
+			lo.Payload = lo.L4 + n
+		}
+	}
+	return r
+}
+
+// parseIP is parse up to the transport header.
+func (lo *Layout) parseIP(frame []byte, extra int) Reason {
+	*lo = Layout{}
 	if len(frame) < EthernetLen {
-		return lo, ReasonShortEthernet
+		return ReasonShortEthernet
 	}
 	off := EthernetLen
 	et := binary.BigEndian.Uint16(frame[12:])
 	for et == EtherTypeVLAN || et == EtherTypeQinQ || et == etherTypeQinQOld {
 		if lo.VLANTags == MaxVLANTags {
-			return lo, ReasonVLANTags
+			return ReasonVLANTags
 		}
 		if len(frame) < off+VLANLen {
-			return lo, ReasonShortEthernet
+			return ReasonShortEthernet
 		}
 		et = binary.BigEndian.Uint16(frame[off+2:])
 		off += VLANLen
@@ -110,18 +137,13 @@ func parse(frame []byte, extra int) (Layout, Reason) {
 	var r Reason
 	switch et {
 	case EtherTypeIPv4:
-		r = parseIPv4(frame, &lo, extra)
+		r = parseIPv4(frame, lo, extra)
 	case EtherTypeIPv6:
-		r = parseIPv6(frame, &lo, extra)
+		r = parseIPv6(frame, lo, extra)
 	default:
-		return lo, ReasonNotIP
+		return ReasonNotIP
 	}
-	if r == ReasonNone && (lo.Proto == ProtoTCP || lo.Proto == ProtoUDP) && !lo.later {
-		if n, r := lo.transportLen(frame); r == ReasonNone {
-			lo.Payload = lo.L4 + n
-		}
-	}
-	return lo, r
+	return r
 }
 
 func parseIPv4(frame []byte, lo *Layout, extra int) Reason {
@@ -129,27 +151,28 @@ func parseIPv4(frame []byte, lo *Layout, extra int) Reason {
 	if len(p) < IPv4MinLen {
 		return ReasonShortIPHeader
 	}
-	ip := IPv4(p)
-	if ip.Version() != 4 {
+	p = p[:len(p):len(p)]
+	_ = p[IPv4MinLen-1] // one bounds check for the fixed header
+	if p[0]>>4 != 4 {
 		return ReasonIPVersion
 	}
-	hl := ip.HeaderLength()
+	hl := int(p[0]&0x0f) * 4
 	if hl < IPv4MinLen {
 		return ReasonIHL
 	}
 	if hl > len(p) {
 		return ReasonShortIPHeader
 	}
-	tl := int(ip.TotalLength())
+	tl := int(p[2])<<8 | int(p[3])
 	if tl < hl || tl > len(p)+extra {
 		return ReasonIPLength
 	}
 	lo.L4 = lo.L3 + hl
 	lo.End = lo.L3 + tl
-	lo.Proto = ip.Protocol()
-	if ip.IsFragment() {
+	lo.Proto = p[9]
+	if ff := uint16(p[6])<<8 | uint16(p[7]); ff&(IPv4MoreFragments|ipv4OffsetMask) != 0 {
 		lo.Fragment = true
-		lo.later = ip.FragmentOffset() != 0
+		lo.later = ff&ipv4OffsetMask != 0
 		lo.Skip = ReasonFragment
 	} else if lo.Proto == ProtoESP {
 		lo.Skip = ReasonEncrypted

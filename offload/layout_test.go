@@ -141,7 +141,8 @@ func FuzzParse(f *testing.F) {
 		if (r.Malformed() && (!v.Malformed() || v.Reason != r)) || (!r.Malformed() && v.Malformed() && !l4Fault) || v.L3Offset != lo.L3 {
 			t.Fatalf("Parse %+v %v, VerifyRx %+v", lo, r, v)
 		}
-		if _, e := parseLayout(frame, ProtoTCP); e.kind == nil && r != ReasonNone {
+		var seg Layout
+		if e := parseLayout(&seg, frame, ProtoTCP); e.kind == nil && r != ReasonNone {
 			t.Fatalf("segmentation parses what Parse calls %v", r)
 		}
 		if r != ReasonNone {

@@ -30,7 +30,8 @@ const (
 // transport header of protocol want (TCP or UDP). op names the operation for
 // error messages.
 func parseSegLayout(frame []byte, want uint8, op string) (Layout, error) {
-	lo, e := parseLayout(frame, want)
+	var lo Layout
+	e := parseLayout(&lo, frame, want)
 	if e.kind != nil {
 		return lo, e.err(op)
 	}
@@ -62,8 +63,8 @@ func (e layoutErr) err(op string) error {
 
 // parseLayout is parseSegLayout without the allocation of an error value,
 // for GRO, which meets non-TCP frames all the time.
-func parseLayout(frame []byte, want uint8) (Layout, layoutErr) {
-	return parseLayoutExt(frame, want, 0, false)
+func parseLayout(lo *Layout, frame []byte, want uint8) layoutErr {
+	return parseLayoutExt(lo, frame, want, 0, false)
 }
 
 // parseLayoutExt is Parse with the rules of segmentation on top, for
@@ -72,32 +73,32 @@ func parseLayout(frame []byte, want uint8) (Layout, layoutErr) {
 // frame, all headers must lie within frame, and with template the UDP
 // length is not checked, since it is recomputed. The transport header must
 // be want's (TCP or UDP) and complete, and the packet no fragment.
-func parseLayoutExt(frame []byte, want uint8, extra int, template bool) (Layout, layoutErr) {
-	lo, r := parse(frame, extra)
+func parseLayoutExt(lo *Layout, frame []byte, want uint8, extra int, template bool) layoutErr {
+	r := lo.parse(frame, extra)
 	switch {
 	case r == ReasonNotIP:
-		return lo, lerr(ErrWrongProtocol, "EtherType %#04x is not IPv4 or IPv6", int(lo.EtherType))
+		return lerr(ErrWrongProtocol, "EtherType %#04x is not IPv4 or IPv6", int(lo.EtherType))
 	case r != ReasonNone:
-		return lo, lerr(ErrMalformed, r.String())
+		return lerr(ErrMalformed, r.String())
 	case lo.IPv6 && IPv6(frame[lo.L3:]).PayloadLength() == 0:
-		return lo, lerr(ErrMalformed, "IPv6 payload length 0 (jumbograms are not supported)")
+		return lerr(ErrMalformed, "IPv6 payload length 0 (jumbograms are not supported)")
 	case lo.Fragment:
-		return lo, lerr(ErrWrongProtocol, "IP fragment, not a complete transport segment")
+		return lerr(ErrWrongProtocol, "IP fragment, not a complete transport segment")
 	case lo.AH:
-		return lo, lerr(ErrWrongProtocol, "IPsec AH: the authentication data covers the payload")
+		return lerr(ErrWrongProtocol, "IPsec AH: the authentication data covers the payload")
 	case lo.Proto != want:
-		return lo, lerr(ErrWrongProtocol, "IP protocol %d, want %d", int(lo.Proto), int(want))
+		return lerr(ErrWrongProtocol, "IP protocol %d, want %d", int(lo.Proto), int(want))
 	}
 	if lo.Payload == 0 {
 		_, r := lo.transportLen(frame)
-		return lo, lerr(ErrMalformed, r.String())
+		return lerr(ErrMalformed, r.String())
 	}
 	if want == ProtoUDP && !template {
 		if ul := int(UDP(frame[lo.L4:]).Length()); ul != lo.End-lo.L4 {
-			return lo, lerr(ErrMalformed, "UDP length %d, IP says %d", ul, lo.End-lo.L4)
+			return lerr(ErrMalformed, "UDP length %d, IP says %d", ul, lo.End-lo.L4)
 		}
 	}
-	return lo, layoutErr{}
+	return layoutErr{}
 }
 
 // pseudoSum returns the pseudo-header sum of the IP header at ip for an L4

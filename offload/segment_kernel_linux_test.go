@@ -200,8 +200,8 @@ func segDataFrames(frames [][]byte, proto uint8, src netip.Addr) ([][]byte, []La
 	var out [][]byte
 	var los []Layout
 	for _, f := range frames {
-		lo, e := parseLayout(f, proto)
-		if e.kind != nil || lo.End-lo.Payload == 0 {
+		var lo Layout
+		if e := parseLayout(&lo, f, proto); e.kind != nil || lo.End-lo.Payload == 0 {
 			continue
 		}
 		var s netip.Addr
@@ -849,8 +849,8 @@ func TestKernelReceivesSegmentedStream(t *testing.T) {
 			var haveA, haveB bool
 			for _, out := range []bool{false, true} {
 				for _, f := range c.received(out) {
-					lo, e := parseLayout(f, ipProtoTCP)
-					if e.kind != nil || lo.IPv6 != v6 {
+					var lo Layout
+					if e := parseLayout(&lo, f, ipProtoTCP); e.kind != nil || lo.IPv6 != v6 {
 						continue
 					}
 					th := f[lo.L4:]

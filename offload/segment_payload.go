@@ -58,7 +58,8 @@ func segmentPayload(hdr, payload []byte, opts SegmentOptions, proto uint8, op st
 			binary.BigEndian.PutUint16(h[l3+4:], uint16(plen))
 		}
 	}
-	lo, e := parseLayoutExt(h, proto, len(payload), true)
+	var lo Layout
+	e := parseLayoutExt(&lo, h, proto, len(payload), true)
 	if e.kind != nil {
 		return 0, e.err(op)
 	}

@@ -214,7 +214,7 @@ func protoName(p uint8) string {
 // of the bytes its checksum covers (UDP length and UDP-Lite coverage can
 // end before the IP packet does) and the checksum field offset in the
 // frame. ok is false for a protocol without a known checksum.
-func layoutL4Span(frame []byte, lo Layout) (covEnd, field int, ok bool, r Reason) {
+func layoutL4Span(frame []byte, lo *Layout) (covEnd, field int, ok bool, r Reason) {
 	seg := frame[lo.L4:lo.End]
 	switch lo.Proto {
 	case ProtoTCP:
@@ -264,7 +264,7 @@ func layoutL4Span(frame []byte, lo Layout) (covEnd, field int, ok bool, r Reason
 // layoutPseudoSum returns the pseudo-header sum of a parsed frame's transport
 // segment (0 for ICMP over IPv4, which has none). The length is that of
 // the whole transport segment (the IP payload), also for UDP-Lite.
-func layoutPseudoSum(frame []byte, lo Layout) uint16 {
+func layoutPseudoSum(frame []byte, lo *Layout) uint16 {
 	length := lo.End - lo.L4
 	if lo.Proto == ProtoUDP {
 		length = int(UDP(frame[lo.L4:]).Length()) // the trimmed datagram
@@ -303,7 +303,9 @@ func VerifyRxComplete(frame []byte, sum uint16) RxResult {
 
 func verifyRx(frame []byte, sum uint16, haveSum bool) RxResult {
 	var res RxResult
-	lo, r := Parse(frame)
+	var layout Layout
+	lo := &layout
+	r := lo.Parse(frame)
 	res.EtherType = lo.EtherType
 	res.L3Offset = lo.L3
 	if r != ReasonNone {

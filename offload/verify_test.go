@@ -74,7 +74,7 @@ func TestFillChecksumGopacket(t *testing.T) {
 				t.Fatalf("frame %d (%+v): gopacket says the filled transport checksum is wrong", i, o)
 			}
 			lo, _ := Parse(f)
-			_, field, _, _ := layoutL4Span(f, lo)
+			_, field, _, _ := layoutL4Span(f, &lo)
 			if got := binary.BigEndian.Uint16(f[field:]); got != correct && !(got == 0 && correct == 0xffff) {
 				t.Fatalf("frame %d (%+v): filled %#04x, gopacket computes %#04x", i, o, got, correct)
 			}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/xdpio/xdpio/offload"
 	"runtime"
 	"slices"
 	"sync"
@@ -200,7 +201,8 @@ func (d *Dispatcher) pick(frame []byte) (int, int) {
 	if h, ok := d.fastHash(frame); ok {
 		return d.workerOf(h), classPorts
 	}
-	fi, _, r := parseFlow(frame)
+	var lo offload.Layout
+	fi, r := parseFlow(frame, &lo)
 	var h uint32
 	class := classPorts
 	switch r {

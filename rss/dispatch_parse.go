@@ -51,9 +51,10 @@ type flowInfo struct {
 // Frames without an IP header return an error wrapping ErrNotIP; frames
 // whose headers are cut short or inconsistent one wrapping ErrMalformed.
 func ParseFlowKey(frame []byte) (FlowKey, error) {
-	fi, lo, r := parseFlow(frame)
+	var lo offload.Layout
+	fi, r := parseFlow(frame, &lo)
 	if r != flowOK {
-		return FlowKey{}, fmt.Errorf("parse flow key: %w", flowErr(frame, lo, r))
+		return FlowKey{}, fmt.Errorf("parse flow key: %w", flowErr(frame, &lo, r))
 	}
 	return flowKeyOf(frame, fi), nil
 }
@@ -69,38 +70,40 @@ const (
 	flowShortPorts
 )
 
-// parseFlow finds the flow fields of an Ethernet frame. It does not
-// allocate; flowErr describes a failure.
-func parseFlow(b []byte) (flowInfo, offload.Layout, flowResult) {
+// parseFlow finds the flow fields of an Ethernet frame, parsing into lo
+// (no Layout is copied on the hot path). It does not allocate; flowErr
+// describes a failure.
+func parseFlow(b []byte, lo *offload.Layout) (flowInfo, flowResult) {
 	var fi flowInfo
-	lo, r := offload.Parse(b)
+	r := lo.ParseIP(b) // the ports are checked against End below
+
 	switch {
 	case r == offload.ReasonNotIP:
-		return fi, lo, flowNotIP
+		return fi, flowNotIP
 	case r == offload.ReasonVLANTags || lo.VLANTags > maxVLANTags ||
 		lo.VLANTags == maxVLANTags && r == offload.ReasonShortEthernet:
 		// A third tag, whole or cut: not hashed as IP.
-		return fi, lo, flowTooManyTags
+		return fi, flowTooManyTags
 	case r == offload.ReasonExtHeaderChain:
 		// A chain longer than the parser follows: addresses only.
 	case r != offload.ReasonNone:
-		return fi, lo, flowMalformed
+		return fi, flowMalformed
 	}
 	fi.l3, fi.v6, fi.proto = lo.L3, lo.IPv6, lo.Proto
 	if r != offload.ReasonNone || lo.Fragment || (fi.proto != protoTCP && fi.proto != protoUDP) {
-		return fi, lo, flowOK
+		return fi, flowOK
 	}
 	if lo.L4+4 > lo.End {
-		return fi, lo, flowShortPorts
+		return fi, flowShortPorts
 	}
 	fi.l4 = lo.L4
 	fi.ports = true
-	return fi, lo, flowOK
+	return fi, flowOK
 }
 
 // flowErr is the error of a parseFlow failure; it does not name the
 // operation, callers add it.
-func flowErr(b []byte, lo offload.Layout, r flowResult) error {
+func flowErr(b []byte, lo *offload.Layout, r flowResult) error {
 	switch r {
 	case flowNotIP:
 		return fmt.Errorf("EtherType %#04x: %w", lo.EtherType, ErrNotIP)
@@ -118,9 +121,10 @@ func flowErr(b []byte, lo offload.Layout, r flowResult) error {
 // SymmetricNone): the value a NIC with this key reports for the frame. It
 // fails like ParseFlowKey.
 func (t *Toeplitz) HashFrame(frame []byte, s Symmetric) (uint32, error) {
-	fi, lo, r := parseFlow(frame)
+	var lo offload.Layout
+	fi, r := parseFlow(frame, &lo)
 	if r != flowOK {
-		return 0, fmt.Errorf("hash frame: %w", flowErr(frame, lo, r))
+		return 0, fmt.Errorf("hash frame: %w", flowErr(frame, &lo, r))
 	}
 	return t.hashFrame(frame, fi, s), nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/xdpio/xdpio/offload"
 	"math/rand/v2"
 
 	"runtime"
@@ -350,9 +351,10 @@ func BenchmarkDispatch(b *testing.B) {
 		i := 0
 		for b.Loop() {
 			fr := frames[i&1023]
-			fi, lo, r := parseFlow(fr)
+			var lo offload.Layout
+			fi, r := parseFlow(fr, &lo)
 			if r != flowOK {
-				b.Fatal(flowErr(fr, lo, r))
+				b.Fatal(flowErr(fr, &lo, r))
 			}
 			x ^= t.hashFrame(fr, fi, SymmetricNone) // HashFrame without the error wrap
 			i++

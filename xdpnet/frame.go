@@ -173,7 +173,9 @@ func (p *rxParser) parse(f []byte, d *rxDatagram) cause {
 	if et := offload.Ethernet(f).Type(); et != etherIPv4 && et != etherIPv6 {
 		return causeNotIP // VLAN-tagged frames included
 	}
-	lo, r := offload.Parse(f)
+	var layout offload.Layout
+	lo := &layout
+	r := lo.Parse(f)
 	switch {
 	case lo.IPv6 && lo.ExtHeaders > 0:
 		return causeNotUDP
