@@ -221,6 +221,7 @@ func TestClientAgainstIperf3Server(t *testing.T) {
 				}
 				return nil, err
 			}
+			bufErr0 := udpRcvbufErrors(t, pair.B)
 			rep, err := c.Run(ctx)
 			if err != nil {
 				t.Fatalf("Run: %v", err)
@@ -228,6 +229,11 @@ func TestClientAgainstIperf3Server(t *testing.T) {
 			if err := srv.Wait(); err != nil {
 				t.Fatalf("iperf3 -s: %v\n%s", err, out.Bytes())
 			}
+			// iperf3 -s reads one datagram per syscall from a 208 KiB
+			// buffer: when the machine stalls it, the kernel drops what
+			// overflows and counts it (Udp RcvbufErrors). Such a loss is
+			// the receiver's and accounted; any other is a failure.
+			overflow := udpRcvbufErrors(t, pair.B) - bufErr0
 			j := parseIperf(t, out.Bytes())
 			if j.Error != "" {
 				t.Fatalf("iperf3 server reports error: %s", j.Error)
@@ -239,11 +245,14 @@ func TestClientAgainstIperf3Server(t *testing.T) {
 			// iperf3's server knows only its own side: as receiver what it
 			// received, as sender (-R) what it sent.
 			if !c.Reverse {
-				if recv.Packets == 0 || recv.Packets != rep.End.SumSent.Packets || recv.Bytes != rep.End.SumSent.Bytes {
-					t.Errorf("iperf3 received %d packets/%d bytes, we sent %d/%d", recv.Packets, recv.Bytes, rep.End.SumSent.Packets, rep.End.SumSent.Bytes)
+				lostB := int64(recv.LostPackets) * int64(rep.End.SumSent.Bytes/uint64(max(rep.End.SumSent.Packets, 1)))
+				if recv.Packets == 0 || recv.Packets != rep.End.SumSent.Packets || int64(recv.Bytes)+lostB != int64(rep.End.SumSent.Bytes) {
+					t.Errorf("iperf3 received %d packets/%d bytes (%d lost), we sent %d/%d", recv.Packets, recv.Bytes, recv.LostPackets, rep.End.SumSent.Packets, rep.End.SumSent.Bytes)
 				}
-				if recv.LostPackets != 0 {
-					t.Errorf("iperf3 lost_packets = %d, want 0", recv.LostPackets)
+				if int64(recv.LostPackets) != overflow || recv.LostPackets*100 > recv.Packets {
+					t.Errorf("iperf3 lost_packets = %d, the kernel counted %d overflowing iperf3's socket buffer: want them equal and under 1%%", recv.LostPackets, overflow)
+				} else if overflow > 0 {
+					t.Logf("iperf3's socket buffer overflowed: %d datagrams, as many as it reports lost", overflow)
 				}
 			} else if sent.Packets == 0 || sent.Packets != rep.End.SumReceived.Packets || sent.Bytes != rep.End.SumReceived.Bytes {
 				// We count until the server stops sending, so nothing is
@@ -251,7 +260,7 @@ func TestClientAgainstIperf3Server(t *testing.T) {
 				t.Errorf("we received %d packets/%d bytes, iperf3 sent %d/%d", rep.End.SumReceived.Packets, rep.End.SumReceived.Bytes, sent.Packets, sent.Bytes)
 			}
 			// Our report agrees with iperf3's.
-			if rep.End.SumReceived.LostPackets != 0 || rep.End.SumReceived.Packets != rep.End.SumSent.Packets {
+			if int64(rep.End.SumReceived.LostPackets) != max(overflow, 0) && !c.Reverse || c.Reverse && rep.End.SumReceived.LostPackets != 0 || rep.End.SumReceived.Packets != rep.End.SumSent.Packets {
 				t.Errorf("our report: sent %d received %d lost %d", rep.End.SumSent.Packets, rep.End.SumReceived.Packets, rep.End.SumReceived.LostPackets)
 			}
 			if len(j.End.Streams) != max(1, tc.c.Streams) {
