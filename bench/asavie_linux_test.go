@@ -501,7 +501,7 @@ func TestAsavieQueueReadersAndClose(t *testing.T) {
 // socket's buffer was full) in h's namespace.
 func udpRcvbufErrors(t *testing.T, h *netnstest.Host) int64 {
 	t.Helper()
-	return udpCounter(t, h, "UdpRcvbufErrors")
+	return netnstest.Counter(t, h, "UdpRcvbufErrors")
 }
 
 // udpRefused is what A's kernel took in but could deliver to no socket:
@@ -510,21 +510,7 @@ func udpRcvbufErrors(t *testing.T, h *netnstest.Host) int64 {
 // then arrive to nobody).
 func udpRefused(t *testing.T, h *netnstest.Host) int64 {
 	t.Helper()
-	return udpCounter(t, h, "UdpRcvbufErrors") + udpCounter(t, h, "UdpNoPorts")
-}
-
-// udpCounter reads one of the kernel's SNMP UDP counters in h's namespace.
-func udpCounter(t *testing.T, h *netnstest.Host, name string) int64 {
-	t.Helper()
-	m, err := h.Counters()
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, ok := m[name]
-	if !ok {
-		t.Fatalf("no %s in the kernel's SNMP counters", name)
-	}
-	return v
+	return netnstest.Counter(t, h, "UdpRcvbufErrors") + netnstest.Counter(t, h, "UdpNoPorts")
 }
 
 // TestBackendsInTurn opens and closes xsk and asavie endpoints on one

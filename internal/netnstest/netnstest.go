@@ -85,3 +85,19 @@ func New(tb testing.TB, cfg Config) *Pair {
 	tb.Cleanup(func() { p.Close() })
 	return p
 }
+
+// Counter returns one of the kernel's SNMP counters of h's namespace
+// (Host.Counters: "TcpInSegs", "UdpNoPorts"…); it fails tb if they cannot
+// be read or have no such counter.
+func Counter(tb testing.TB, h *Host, name string) int64 {
+	tb.Helper()
+	m, err := h.Counters()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	v, ok := m[name]
+	if !ok {
+		tb.Fatalf("no %s in the kernel's SNMP counters", name)
+	}
+	return v
+}
