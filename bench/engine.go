@@ -14,14 +14,6 @@ import (
 	"github.com/xdpio/xdpio/internal/cpustat"
 )
 
-// streamID returns iperf3's id of the i-th stream (from 0): 1, 3, 4, 5…
-func streamID(i int) int {
-	if i == 0 {
-		return 1
-	}
-	return i + 2
-}
-
 // Counters are one stream's running totals as seen by one end.
 type Counters struct {
 	iperf3.RecvCounters

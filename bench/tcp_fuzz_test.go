@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"io"
 	"net"
 	"net/netip"
@@ -12,76 +11,44 @@ import (
 	"time"
 
 	"github.com/xdpio/xdpio/bench/iperf3"
+	"github.com/xdpio/xdpio/bench/tcpplane"
 )
-
-// FuzzParseTCPSegment: any frame parses as a TCP segment or fails with
-// errNotTCPSegment, never panics; a parsed segment's payload lies inside
-// the frame, and accounting it never panics either.
-func FuzzParseTCPSegment(f *testing.F) {
-	for _, v6 := range []bool{false, true} {
-		var fr [][]byte
-		fl := testFlow(f, v6, 0xfffffff0, 100)
-		fl.writeSegments(make([]byte, 150), collect(&fr))
-		for _, b := range fr {
-			f.Add(b)
-		}
-	}
-	f.Add([]byte{})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		s, err := parseTCPSegment(b)
-		if err != nil {
-			if !errors.Is(err, errNotTCPSegment) {
-				t.Fatalf("error %v does not wrap errNotTCPSegment", err)
-			}
-			return
-		}
-		if s.payload < 0 || s.payloadStart < tcpHdrLen4 || s.payloadStart+s.payload > len(b) {
-			t.Fatalf("segment %+v outside the %d-byte frame", s, len(b))
-		}
-		fl := tcpRxFlow{next: s.seq}
-		fl.add(s.seq, s.payload)
-		fl.add(s.seq, s.payload) // the same again: a duplicate
-		if fl.Bytes != uint64(s.payload) || fl.InOrderBytes != uint64(s.payload) || (s.payload > 0) != (fl.Late == 1) {
-			t.Fatalf("accounting %+v for %+v", fl, s)
-		}
-	})
-}
 
 // fakeTCPPlane carries TCP mode without a network: the sender sends
 // nothing, the receiver receives nothing.
 type fakeTCPPlane struct{ fakeDataPlane }
 
-type fakeTCPSender struct{ cfg tcpSenderConfig }
+type fakeTCPSender struct{ cfg tcpplane.SenderConfig }
 
 type fakeTCPReceiver struct{ port uint16 }
 
-func (fakeTCPPlane) tcpMSS(netip.Addr) (int, error) { return 1460, nil }
-func (fakeTCPPlane) openTCPSender(cfg tcpSenderConfig) (tcpSender, error) {
+func (fakeTCPPlane) TCPMSS(netip.Addr) (int, error) { return 1460, nil }
+func (fakeTCPPlane) OpenTCPSender(cfg tcpplane.SenderConfig) (tcpplane.Sender, error) {
 	return &fakeTCPSender{cfg}, nil
 }
-func (fakeTCPPlane) openTCPReceiver(_ netip.AddrPort, port uint16) (tcpReceiver, error) {
+func (fakeTCPPlane) OpenTCPReceiver(_ netip.AddrPort, port uint16) (tcpplane.Receiver, error) {
 	return &fakeTCPReceiver{port}, nil
 }
 
 func (s *fakeTCPSender) Flows() []iperf3.TCPStreamInfo {
 	var in []iperf3.TCPStreamInfo
-	for i := 0; i < s.cfg.streams; i++ {
-		in = append(in, iperf3.TCPStreamInfo{ID: streamID(i), Src: "198.18.0.1", SrcPort: uint16(20000 + i)})
+	for i := 0; i < s.cfg.Streams; i++ {
+		in = append(in, iperf3.TCPStreamInfo{ID: iperf3.StreamID(i), Src: "198.18.0.1", SrcPort: uint16(20000 + i)})
 	}
 	return in
 }
-func (s *fakeTCPSender) Start([]*stream, time.Time) {}
+func (s *fakeTCPSender) Start([]tcpplane.Counter, time.Time) {}
 func (s *fakeTCPSender) Stop() (iperf3.TCPSenderStats, error) {
-	return iperf3.TCPSenderStats{TSO: s.cfg.tso, MSS: s.cfg.mss, Seconds: 1}, nil
+	return iperf3.TCPSenderStats{TSO: s.cfg.TSO, MSS: s.cfg.MSS, Seconds: 1}, nil
 }
 func (s *fakeTCPSender) Close() error { return nil }
 
-func (r *fakeTCPReceiver) Port() uint16                               { return r.port }
-func (r *fakeTCPReceiver) MSS() int                                   { return 1460 }
-func (r *fakeTCPReceiver) Register([]iperf3.TCPStreamInfo, []*stream) {}
-func (r *fakeTCPReceiver) Start(time.Time)                            {}
-func (r *fakeTCPReceiver) Stop() iperf3.TCPReceiverStats              { return iperf3.TCPReceiverStats{Seconds: 1} }
-func (r *fakeTCPReceiver) Close() error                               { return nil }
+func (r *fakeTCPReceiver) Port() uint16                                        { return r.port }
+func (r *fakeTCPReceiver) MSS() int                                            { return 1460 }
+func (r *fakeTCPReceiver) Register([]iperf3.TCPStreamInfo, []tcpplane.Counter) {}
+func (r *fakeTCPReceiver) Start(time.Time)                                     {}
+func (r *fakeTCPReceiver) Stop() iperf3.TCPReceiverStats                       { return iperf3.TCPReceiverStats{Seconds: 1} }
+func (r *fakeTCPReceiver) Close() error                                        { return nil }
 
 func jsonMsg(s string) []byte {
 	b := binary.BigEndian.AppendUint32(nil, uint32(len(s)))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/xdpio/xdpio/bench/iperf3"
 	"github.com/xdpio/xdpio/bench/plane"
+	"github.com/xdpio/xdpio/bench/tcpplane"
 	"github.com/xdpio/xdpio/internal/cpustat"
 )
 
@@ -19,37 +20,37 @@ import (
 // server does not speak xdpio's TCP mode.
 const TCPAcceptTimeout = 3 * time.Second
 
-// tcpSender is the client's data path in TCP mode (AF_XDP on Linux).
-type tcpSender interface {
-	// Flows returns the flows to announce, in stream order.
-	Flows() []iperf3.TCPStreamInfo
-	// Start begins sending; sts[i] counts flow i.
-	Start(sts []*stream, start time.Time)
-	// Stop ends sending, waits until the TX rings are drained, and returns
-	// the figures.
-	Stop() (iperf3.TCPSenderStats, error)
-	Close() error
+// AddSent counts TCP segments the sender handed to its TX ring
+// (tcpplane.Counter).
+func (s *stream) AddSent(bytes uint64, segments int64) {
+	s.mu.Lock()
+	s.sentB += bytes
+	s.sentP += segments
+	s.mu.Unlock()
 }
 
-// tcpSenderConfig describes the flows a client sends.
-type tcpSenderConfig struct {
-	server  netip.AddrPort // the data port's address
-	streams int
-	mss     int
-	tso     bool
-	wlen    int    // bytes per write
-	rate    uint64 // bits/s per flow; 0 unlimited
-	// corrupt, a test hook, may change a frame after its checksums were
-	// filled (flow index, segment number from 0 within the flow).
-	corrupt func(flow int, seg int64, frame []byte)
+// SetReceived sets the stream's receiver figures from the TCP receiver's
+// (tcpplane.Counter): bytes in order; segments as datagrams; gaps, late
+// segments and bad checksums as lost; gaps and late segments as out of
+// order.
+func (s *stream) SetReceived(in iperf3.TCPReceiverStream) {
+	s.mu.Lock()
+	s.recv.Bytes = in.InOrderBytes
+	s.recv.Datagrams = in.Segments
+	s.recv.Packets = in.Segments
+	s.recv.Lost = in.OutOfOrder + in.Late + in.BadChecksum
+	s.recv.OutOfOrder = in.OutOfOrder + in.Late
+	s.mu.Unlock()
 }
 
-// tcpPlane is a data plane that carries TCP mode by other means than
-// xskplane.DataPlane (the tests' fakes).
-type tcpPlane interface {
-	tcpMSS(dst netip.Addr) (int, error)
-	openTCPSender(cfg tcpSenderConfig) (tcpSender, error)
-	openTCPReceiver(local netip.AddrPort, port uint16) (tcpReceiver, error)
+// counters returns sts as the counters of a TCP sender's or receiver's
+// flows.
+func counters(sts []*stream) []tcpplane.Counter {
+	cs := make([]tcpplane.Counter, len(sts))
+	for i, st := range sts {
+		cs[i] = st
+	}
+	return cs
 }
 
 // tcpParams checks the client's settings for TCP mode and returns the
@@ -86,7 +87,7 @@ type tcpClientPhase struct {
 	c       *Client
 	mss     int // the local interface's
 	v6      bool
-	snd     tcpSender
+	snd     tcpplane.Sender
 	sstats  iperf3.TCPSenderStats
 	rstats  iperf3.TCPReceiverStats
 	serr    error
@@ -99,14 +100,14 @@ func (t *tcpClientPhase) params() (iperf3.Params, error) {
 	if err != nil {
 		return p, err
 	}
-	if t.mss, err = localTCPMSS(c.DataPlane, c.Server.Addr()); err != nil {
+	if t.mss, err = tcpplane.LocalMSS(c.DataPlane, c.Server.Addr()); err != nil {
 		return p, err
 	}
 	t.v6 = c.Server.Addr().Unmap().Is6()
 	if c.Length == 0 {
 		// The server's report shows it; recomputed at CREATE_STREAMS if
 		// the server's MSS is smaller.
-		p.Len = maxWrite(t.v6, t.mss)
+		p.Len = tcpplane.MaxWrite(t.v6, t.mss)
 	}
 	return p, nil
 }
@@ -137,10 +138,10 @@ func (t *tcpClientPhase) createStreams(conn net.Conn, rep *Report, p iperf3.Para
 	useMSS := min(t.mss, acc.MSS)
 	wlen := p.Len
 	if c.Length == 0 {
-		wlen = maxWrite(t.v6, useMSS)
+		wlen = tcpplane.MaxWrite(t.v6, useMSS)
 	}
-	snd, err := openTCPSender(c.DataPlane, tcpSenderConfig{server: netAddrPort(c.Server.Addr(), acc.DataPort), streams: p.Parallel,
-		mss: useMSS, tso: c.TSO, wlen: wlen, rate: p.Bandwidth, corrupt: c.tcpCorrupt})
+	snd, err := tcpplane.OpenSender(c.DataPlane, tcpplane.SenderConfig{Server: netAddrPort(c.Server.Addr(), acc.DataPort), Streams: p.Parallel,
+		MSS: useMSS, TSO: c.TSO, Write: wlen, Rate: p.Bandwidth, Corrupt: c.tcpCorrupt})
 	if err != nil {
 		terminate()
 		return nil, fmt.Errorf("client: %w", err)
@@ -165,7 +166,7 @@ func (t *tcpClientPhase) createStreams(conn net.Conn, rep *Report, p iperf3.Para
 func (t *tcpClientPhase) start(run *dataRun) {
 	run.start = time.Now()
 	run.cpu = cpustat.Start()
-	t.snd.Start(run.allStreams(), run.start)
+	t.snd.Start(counters(run.allStreams()), run.start)
 }
 
 func (t *tcpClientPhase) stopSending(run *dataRun) error { return t.stop(run) }
@@ -221,21 +222,6 @@ func tcpOutOfOrder(r iperf3.TCPReceiverStats) map[int]int64 {
 	return ooo
 }
 
-// tcpReceiver is the server's data path in TCP mode (AF_XDP on Linux).
-type tcpReceiver interface {
-	// Port is the data port; MSS the largest segment payload the
-	// interface's MTU allows.
-	Port() uint16
-	MSS() int
-	// Register makes the announced flows known; sts[i] counts infos[i].
-	Register(infos []iperf3.TCPStreamInfo, sts []*stream)
-	// Start begins counting.
-	Start(start time.Time)
-	// Stop reads what is still queued, stops and returns the figures.
-	Stop() iperf3.TCPReceiverStats
-	Close() error
-}
-
 func netAddrPort(a netip.Addr, port uint16) netip.AddrPort {
 	return netip.AddrPortFrom(a.Unmap(), port)
 }
@@ -260,7 +246,7 @@ type tcpServerPhase struct {
 	local    netip.AddrPort // the control connection's
 	port     uint16         // the data port
 	onReport func(*TCPReport)
-	rcv      tcpReceiver
+	rcv      tcpplane.Receiver
 	mss      int // announced by the client
 	rstats   iperf3.TCPReceiverStats
 	sstats   iperf3.TCPSenderStats
@@ -279,7 +265,7 @@ func (t *tcpServerPhase) open(ctx context.Context, c net.Conn, rep *Report, setu
 		iperf3.WriteServerError(c, iperf3.IEUnimp, 0)
 		return nil, nil, fmt.Errorf("server: TCP mode needs a test time, not a byte or block count: %w", ErrUnsupported)
 	}
-	rcv, err := openTCPReceiver(t.dp, t.local, t.port)
+	rcv, err := tcpplane.OpenReceiver(t.dp, t.local, t.port)
 	if err != nil {
 		code := int32(iperf3.IEStreamListen)
 		if errors.Is(err, ErrUnsupported) {
@@ -315,7 +301,7 @@ func (t *tcpServerPhase) open(ctx context.Context, c net.Conn, rep *Report, setu
 			RemoteHost: a.String(), RemotePort: int(in.SrcPort)})
 	}
 	run.groups = []*group{g}
-	rcv.Register(ann.Streams, g.streams)
+	rcv.Register(ann.Streams, counters(g.streams))
 	return run, watchControl(c), nil
 }
 

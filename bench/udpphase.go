@@ -125,7 +125,7 @@ func acceptStreams(pc plane.PacketConn, n int, deadline time.Time, ctl <-chan st
 				continue // not a setup message; nothing runs yet
 			}
 			if _, ok := g.byPeer[m.Addr]; !ok {
-				st := &stream{id: streamID(len(g.streams)), peer: m.Addr, local: pc.LocalAddr()}
+				st := &stream{id: iperf3.StreamID(len(g.streams)), peer: m.Addr, local: pc.LocalAddr()}
 				g.streams = append(g.streams, st)
 				g.byPeer[m.Addr] = st
 			}
@@ -173,13 +173,13 @@ func (u *udpClientPhase) createStreams(_ net.Conn, rep *Report, p iperf3.Params,
 	server := u.c.Server
 	u.run = &dataRun{sender: !p.Reverse, blksize: p.Len, rate: p.Bandwidth, counters64: p.UDPCounters64Bit != 0}
 	for i := 0; i < p.Parallel; i++ {
-		g, err := dialStream(u.dp, server, streamID(i), time.Now().Add(setup))
+		g, err := dialStream(u.dp, server, iperf3.StreamID(i), time.Now().Add(setup))
 		if err != nil {
-			return nil, fmt.Errorf("client: stream %d: %w", streamID(i), err)
+			return nil, fmt.Errorf("client: stream %d: %w", iperf3.StreamID(i), err)
 		}
 		u.run.groups = append(u.run.groups, g)
 		l := g.conn.LocalAddr()
-		rep.Start.Connected = append(rep.Start.Connected, Connected{Socket: streamID(i),
+		rep.Start.Connected = append(rep.Start.Connected, Connected{Socket: iperf3.StreamID(i),
 			LocalHost: l.Addr().String(), LocalPort: int(l.Port()),
 			RemoteHost: server.Addr().String(), RemotePort: int(server.Port())})
 	}

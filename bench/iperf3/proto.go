@@ -341,6 +341,15 @@ type Results struct {
 	present map[string]bool
 }
 
+// StreamID returns iperf3's id of the i-th stream of a test (from 0): 1,
+// 3, 4, 5… (iperf3 skips 2).
+func StreamID(i int) int {
+	if i == 0 {
+		return 1
+	}
+	return i + 2
+}
+
 // StreamResults is one stream's totals in a Results message.
 type StreamResults struct {
 	ID          int     `json:"id"`          // 1, 3, 4, 5… as iperf3 numbers them

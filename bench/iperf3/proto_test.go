@@ -215,3 +215,15 @@ func TestRecvStats(t *testing.T) {
 		t.Errorf("jitter %g, want %g", s.Jitter, j2)
 	}
 }
+
+// iperf3 numbers a test's streams 1, 3, 4, 5… (2 is skipped).
+func TestStreamID(t *testing.T) {
+	for i, want := range []int{1, 3, 4, 5, 130} {
+		if i == 4 {
+			i = 128
+		}
+		if got := StreamID(i); got != want {
+			t.Errorf("StreamID(%d) = %d, want %d", i, got, want)
+		}
+	}
+}

@@ -8,5 +8,6 @@
 //
 // The data planes themselves are packages of their own: kernelplane
 // (kernel sockets), xskplane (AF_XDP through package xdpnet) and
-// asavieplane (AF_XDP through github.com/asavie/xdp).
+// asavieplane (AF_XDP through github.com/asavie/xdp); TCP mode's, which
+// carries TCP segments rather than datagrams, is tcpplane.
 package plane

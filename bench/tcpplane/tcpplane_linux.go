@@ -1,6 +1,6 @@
 //go:build linux
 
-package bench
+package tcpplane
 
 import (
 	"context"
@@ -22,6 +22,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/xdpio/xdpio/internal/errs"
 	"github.com/xdpio/xdpio/internal/nexthop"
 	"github.com/xdpio/xdpio/nic"
 	"github.com/xdpio/xdpio/offload"
@@ -40,7 +41,7 @@ func threadCPU() iperf3.CPUTime {
 func xskPlane(dp plane.DataPlane) (*xskplane.DataPlane, error) {
 	d, ok := dp.(*xskplane.DataPlane)
 	if !ok || d == nil {
-		return nil, fmt.Errorf("TCP mode runs over AF_XDP only (the xsk backend), not %T: %w", dp, ErrUnsupported)
+		return nil, fmt.Errorf("TCP mode runs over AF_XDP only (the xsk backend), not %T: %w", dp, errs.ErrNotSupported)
 	}
 	return d, nil
 }
@@ -55,13 +56,7 @@ func frameRoom(cfg xsk.Config) int {
 	return fs - 256 - cfg.UMEM.Headroom
 }
 
-// localTCPMSS returns the largest MSS the interface of dp allows towards
-// an address of dst's family: its MTU less the IP and TCP headers, and
-// no more than a UMEM frame holds.
-func localTCPMSS(dp plane.DataPlane, dst netip.Addr) (int, error) {
-	if p, ok := dp.(tcpPlane); ok {
-		return p.tcpMSS(dst)
-	}
+func localMSS(dp plane.DataPlane, dst netip.Addr) (int, error) {
 	d, err := xskPlane(dp)
 	if err != nil {
 		return 0, err
@@ -95,22 +90,26 @@ func localTCPMSS(dp plane.DataPlane, dst netip.Addr) (int, error) {
 // set, the flows' source ports are the ones it chooses, so that the
 // server NIC's RSS spreads them over its queues.
 type xskTCPSender struct {
-	cfg   tcpSenderConfig
+	cfg   SenderConfig
 	dev   *xsk.Device
 	flows []*tcpTxFlow
 	infos []iperf3.TCPStreamInfo
 	queue []int // socket index of each flow
 
 	payload  []byte
-	sts      []*stream
+	ctrs     []Counter
 	start    time.Time
 	stopping atomic.Bool
 	wg       sync.WaitGroup
 	mu       sync.Mutex
 	cpu      iperf3.CPUTime
 	err      error
-	writes   []int64
-	end      time.Time
+	// Each flow's figures, written by the goroutine of its queue only and
+	// read by Stop after they ended.
+	writes []int64
+	sentB  []uint64
+	sentP  []int64
+	end    time.Time
 }
 
 // nextHop finds, in the calling thread's namespace, the source address
@@ -130,11 +129,8 @@ func nextHop(ifi *net.Interface, dst netip.Addr) (src netip.Addr, mac net.Hardwa
 	return hop.Src, slices.Clone(hop.MAC), nil
 }
 
-// openTCPSender opens the sockets and builds the flows' headers.
-func openTCPSender(dp plane.DataPlane, cfg tcpSenderConfig) (tcpSender, error) {
-	if p, ok := dp.(tcpPlane); ok {
-		return p.openTCPSender(cfg)
-	}
+// openSender opens the sockets and builds the flows' headers.
+func openSender(dp plane.DataPlane, cfg SenderConfig) (Sender, error) {
 	d, err := xskPlane(dp)
 	if err != nil {
 		return nil, err
@@ -148,7 +144,7 @@ func openTCPSender(dp plane.DataPlane, cfg tcpSenderConfig) (tcpSender, error) {
 			return err
 		}
 		srcMAC = ifi.HardwareAddr
-		if src, dstMAC, err = nextHop(ifi, cfg.server.Addr().Unmap()); err != nil {
+		if src, dstMAC, err = nextHop(ifi, cfg.Server.Addr().Unmap()); err != nil {
 			return err
 		}
 		nq, err := nic.RXQueues(d.Iface)
@@ -162,7 +158,7 @@ func openTCPSender(dp plane.DataPlane, cfg tcpSenderConfig) (tcpSender, error) {
 			xc.Socket.TxBudget = tcpTxBudget
 		}
 		xc.Queues = nil
-		for q := 0; q < min(nq, cfg.streams); q++ {
+		for q := 0; q < min(nq, cfg.Streams); q++ {
 			xc.Queues = append(xc.Queues, q)
 		}
 		s.dev, err = xsk.Open(d.Iface, xc)
@@ -173,12 +169,12 @@ func openTCPSender(dp plane.DataPlane, cfg tcpSenderConfig) (tcpSender, error) {
 	}
 	nsock := len(s.dev.Sockets())
 	base := uint16(tcpPortLow + rand.IntN((tcpPortHigh-tcpPortLow)/128)*128)
-	for i := 0; i < cfg.streams; i++ {
+	for i := 0; i < cfg.Streams; i++ {
 		sp := netip.AddrPortFrom(src, base+uint16(i))
 		if d.Placer != nil {
 			// Source ports that the server NIC's RSS hash spreads over its
 			// queues (the hash does not depend on the protocol).
-			port, _, err := d.Placer.Port(src, cfg.server, tcpPortLow, tcpPortHigh)
+			port, _, err := d.Placer.Port(src, cfg.Server, tcpPortLow, tcpPortHigh)
 			if err != nil {
 				s.dev.Close()
 				return nil, fmt.Errorf("tcp sender: %w", err)
@@ -186,17 +182,19 @@ func openTCPSender(dp plane.DataPlane, cfg tcpSenderConfig) (tcpSender, error) {
 			sp = netip.AddrPortFrom(src, port)
 		}
 		isn := rand.Uint32()
-		f, err := newTCPTxFlow(srcMAC, dstMAC, sp, cfg.server, isn, cfg.mss)
+		f, err := newTCPTxFlow(srcMAC, dstMAC, sp, cfg.Server, isn, cfg.MSS)
 		if err != nil {
 			s.dev.Close()
 			return nil, err
 		}
 		s.flows = append(s.flows, f)
 		s.queue = append(s.queue, i%nsock)
-		s.infos = append(s.infos, iperf3.TCPStreamInfo{ID: streamID(i), Src: src.String(), SrcPort: sp.Port(), ISN: isn})
+		s.infos = append(s.infos, iperf3.TCPStreamInfo{ID: iperf3.StreamID(i), Src: src.String(), SrcPort: sp.Port(), ISN: isn})
 	}
-	s.writes = make([]int64, cfg.streams)
-	s.payload = make([]byte, cfg.wlen)
+	s.writes = make([]int64, cfg.Streams)
+	s.sentB = make([]uint64, cfg.Streams)
+	s.sentP = make([]int64, cfg.Streams)
+	s.payload = make([]byte, cfg.Write)
 	for i := range s.payload {
 		s.payload[i] = byte(i*7 + i>>8)
 	}
@@ -220,8 +218,8 @@ const (
 
 func (s *xskTCPSender) Flows() []iperf3.TCPStreamInfo { return s.infos }
 
-func (s *xskTCPSender) Start(sts []*stream, start time.Time) {
-	s.sts, s.start = sts, start
+func (s *xskTCPSender) Start(counters []Counter, start time.Time) {
+	s.ctrs, s.start = counters, start
 	for qi, sock := range s.dev.Sockets() {
 		var mine []int
 		for i, q := range s.queue {
@@ -250,7 +248,7 @@ func (s *xskTCPSender) Start(sts []*stream, start time.Time) {
 // loop sends writes for the flows in turn until Stop, then waits for the
 // TX ring to drain.
 func (s *xskTCPSender) loop(sock *xsk.Socket, flows []int) error {
-	k := s.flows[0].segments(s.cfg.wlen)
+	k := s.flows[0].segments(s.cfg.Write)
 	b := sock.NewBatch(max(k, 64))
 	sizes := make([]int, b.Cap())
 	segNo := make([]int64, len(s.flows))
@@ -259,13 +257,10 @@ func (s *xskTCPSender) loop(sock *xsk.Socket, flows []int) error {
 		el := time.Since(s.start).Seconds()
 		wait := time.Duration(0)
 		for _, fi := range flows {
-			st := s.sts[fi]
-			if s.cfg.rate > 0 {
-				st.mu.Lock()
-				sent := st.sentB
-				st.mu.Unlock()
-				if float64(sent+uint64(s.cfg.wlen))*8 > float64(s.cfg.rate)*el {
-					due := time.Duration((float64(sent+uint64(s.cfg.wlen))*8/float64(s.cfg.rate) - el) * 1e9)
+			if s.cfg.Rate > 0 {
+				sent := s.sentB[fi]
+				if float64(sent+uint64(s.cfg.Write))*8 > float64(s.cfg.Rate)*el {
+					due := time.Duration((float64(sent+uint64(s.cfg.Write))*8/float64(s.cfg.Rate) - el) * 1e9)
 					if wait == 0 || due < wait {
 						wait = due
 					}
@@ -289,20 +284,20 @@ func (s *xskTCPSender) loop(sock *xsk.Socket, flows []int) error {
 			f := s.flows[fi]
 			var n int
 			var err error
-			if s.cfg.tso {
+			if s.cfg.TSO {
 				n, err = f.writeTSO(s.payload, next)
 			} else {
 				n, err = f.writeSegments(s.payload, next)
 			}
 			if err != nil {
 				sock.Free(b)
-				return fmt.Errorf("stream %d: %w", streamID(fi), err)
+				return fmt.Errorf("stream %d: %w", s.infos[fi].ID, err)
 			}
 			hl := len(f.hdr)
 			for j := 0; j < n; j++ {
 				b.SetLen(j, sizes[j])
-				if s.cfg.corrupt != nil {
-					s.cfg.corrupt(fi, segNo[fi]+int64(j), b.Frame(j))
+				if s.cfg.Corrupt != nil {
+					s.cfg.Corrupt(fi, segNo[fi]+int64(j), b.Frame(j))
 				}
 			}
 			s.writes[fi]++
@@ -316,14 +311,13 @@ func (s *xskTCPSender) loop(sock *xsk.Socket, flows []int) error {
 				}
 				j += done
 				if done > 0 {
-					st.mu.Lock()
-					st.sentB += bytes
-					st.sentP += int64(done)
-					st.mu.Unlock()
+					s.sentB[fi] += bytes
+					s.sentP[fi] += int64(done)
+					s.ctrs[fi].AddSent(bytes, int64(done))
 				}
 				if err != nil {
 					sock.Free(b)
-					return fmt.Errorf("stream %d: transmit: %w", streamID(fi), err)
+					return fmt.Errorf("stream %d: transmit: %w", s.infos[fi].ID, err)
 				}
 				if b.Len() > 0 {
 					if s.stopping.Load() {
@@ -388,10 +382,9 @@ func (s *xskTCPSender) Stop() (iperf3.TCPSenderStats, error) {
 		s.end = time.Now()
 	}
 	s.wg.Wait()
-	st := iperf3.TCPSenderStats{TSO: s.cfg.tso, MSS: s.cfg.mss, Seconds: s.end.Sub(s.start).Seconds()}
-	for i, x := range s.sts {
-		c := x.counters()
-		st.Streams = append(st.Streams, iperf3.TCPSenderStream{ID: x.id, Bytes: c.SentBytes, Segments: c.SentPackets, Writes: s.writes[i]})
+	st := iperf3.TCPSenderStats{TSO: s.cfg.TSO, MSS: s.cfg.MSS, Seconds: s.end.Sub(s.start).Seconds()}
+	for i := range s.ctrs {
+		st.Streams = append(st.Streams, iperf3.TCPSenderStream{ID: s.infos[i].ID, Bytes: s.sentB[i], Segments: s.sentP[i], Writes: s.writes[i]})
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -431,17 +424,14 @@ type xskTCPReceiver struct {
 }
 
 type rxFlowState struct {
-	mu sync.Mutex
-	f  tcpRxFlow
-	st *stream
+	mu  sync.Mutex
+	f   tcpRxFlow
+	ctr Counter
 }
 
-// openTCPReceiver reserves the data port on the server's address and opens
+// openReceiver reserves the data port on the server's address and opens
 // the sockets with their XDP filter.
-func openTCPReceiver(dp plane.DataPlane, local netip.AddrPort, port uint16) (tcpReceiver, error) {
-	if p, ok := dp.(tcpPlane); ok {
-		return p.openTCPReceiver(local, port)
-	}
+func openReceiver(dp plane.DataPlane, local netip.AddrPort, port uint16) (Receiver, error) {
 	d, err := xskPlane(dp)
 	if err != nil {
 		return nil, err
@@ -490,10 +480,10 @@ func openTCPReceiver(dp plane.DataPlane, local netip.AddrPort, port uint16) (tcp
 func (r *xskTCPReceiver) Port() uint16 { return r.port }
 func (r *xskTCPReceiver) MSS() int     { return r.mss }
 
-func (r *xskTCPReceiver) Register(infos []iperf3.TCPStreamInfo, sts []*stream) {
+func (r *xskTCPReceiver) Register(infos []iperf3.TCPStreamInfo, counters []Counter) {
 	for i, in := range infos {
 		a, _ := netip.ParseAddr(in.Src)
-		r.flows[netip.AddrPortFrom(a.Unmap(), in.SrcPort)] = &rxFlowState{f: tcpRxFlow{TCPReceiverStream: iperf3.TCPReceiverStream{ID: in.ID}, next: in.ISN}, st: sts[i]}
+		r.flows[netip.AddrPortFrom(a.Unmap(), in.SrcPort)] = &rxFlowState{f: tcpRxFlow{TCPReceiverStream: iperf3.TCPReceiverStream{ID: in.ID}, next: in.ISN}, ctr: counters[i]}
 	}
 }
 
@@ -564,14 +554,7 @@ func (r *xskTCPReceiver) handle(f []byte) {
 	}
 	in := fl.f.TCPReceiverStream
 	fl.mu.Unlock()
-	st := fl.st
-	st.mu.Lock()
-	st.recv.Bytes = in.InOrderBytes
-	st.recv.Datagrams = in.Segments
-	st.recv.Packets = in.Segments
-	st.recv.Lost = in.OutOfOrder + in.Late + in.BadChecksum
-	st.recv.OutOfOrder = in.OutOfOrder + in.Late
-	st.mu.Unlock()
+	fl.ctr.SetReceived(in)
 }
 
 func (r *xskTCPReceiver) Stop() iperf3.TCPReceiverStats {

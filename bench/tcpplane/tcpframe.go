@@ -1,4 +1,4 @@
-package bench
+package tcpplane
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/xdpio/xdpio/bench/iperf3"
 
+	"github.com/xdpio/xdpio/internal/errs"
 	"github.com/xdpio/xdpio/offload"
 )
 
@@ -41,7 +42,7 @@ type tcpTxFlow struct {
 func newTCPTxFlow(srcMAC, dstMAC net.HardwareAddr, src, dst netip.AddrPort, isn uint32, mss int) (*tcpTxFlow, error) {
 	s, d := src.Addr().Unmap(), dst.Addr().Unmap()
 	if s.Is4() != d.Is4() || !s.IsValid() || !d.IsValid() {
-		return nil, fmt.Errorf("tcp flow %v → %v: addresses of different families: %w", src, dst, ErrUnsupported)
+		return nil, fmt.Errorf("tcp flow %v → %v: addresses of different families: %w", src, dst, errs.ErrNotSupported)
 	}
 	if err := iperf3.CheckMSS("sender", mss); err != nil {
 		return nil, fmt.Errorf("tcp flow %v → %v: %w", src, dst, err)
@@ -68,9 +69,11 @@ func (f *tcpTxFlow) l4() int { return len(f.hdr) - offload.TCPMinLen }
 // segments returns how many frames a write of n bytes takes.
 func (f *tcpTxFlow) segments(n int) int { return (n + f.mss - 1) / f.mss }
 
-// maxWrite is the largest write TCP mode makes: whole segments that fit
-// one super-packet (a 16-bit IP length).
-func maxWrite(v6 bool, mss int) int {
+// MaxWrite is the largest write TCP mode makes over IPv6 (v6) or IPv4
+// with segments of mss bytes: whole segments that fit one super-packet (a
+// 16-bit IP length), or the most the super-packet holds if one segment
+// does not fit.
+func MaxWrite(v6 bool, mss int) int {
 	room := 65535 - offload.IPv4MinLen - offload.TCPMinLen
 	if v6 {
 		room = 65535 - offload.TCPMinLen

@@ -1,4 +1,4 @@
-package bench
+package tcpplane
 
 import (
 	"fmt"
@@ -21,7 +21,7 @@ func BenchmarkTCPBuild(b *testing.B) {
 					mss = 1440
 				}
 				f := testFlow(b, v6, 1, mss)
-				payload := make([]byte, maxWrite(v6, mss))
+				payload := make([]byte, MaxWrite(v6, mss))
 				bufs := make([][]byte, f.segments(len(payload)))
 				for i := range bufs {
 					bufs[i] = make([]byte, 4096-256)
@@ -66,7 +66,7 @@ func BenchmarkTCPBuildRatio(b *testing.B) {
 				mss = 1440
 			}
 			fOff, fOn := testFlow(b, v6, 1, mss), testFlow(b, v6, 1, mss)
-			payload := make([]byte, maxWrite(v6, mss))
+			payload := make([]byte, MaxWrite(v6, mss))
 			bufs := make([][]byte, fOff.segments(len(payload)))
 			for i := range bufs {
 				bufs[i] = make([]byte, 4096-256)
