@@ -39,32 +39,13 @@ func TestRunnerLatency(t *testing.T) {
 		{name: "runner (default)", runner: true},
 		{name: "runner, no nap", runner: true, cfg: xsk.RunConfig{Nap: -1}},
 	}
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "%-8s %-18s %9s %9s %6s %10s %8s %8s %8s %8s  %s\n", "rate", "setting", "sent/s", "received", "lost", "cpu/pkt", "p50", "p90", "p99", "max", "rounds (cpu/pkt@rate)")
+	res, table := compareModes(t, r, modes, rates, dur, rounds)
 	type result struct{ plain, runner *rxRun }
 	var results []result
 	for _, rate := range rates {
-		row := make([]*rxRun, len(modes))
-		for range rounds {
-			for i, m := range modes {
-				row[i] = row[i].merge(r.runRx(m, rate, dur))
-			}
-		}
-		for _, x := range row {
-			if x.dups > 0 {
-				t.Errorf("%s at %.0f pps: %d datagrams delivered twice", x.name, rate, x.dups)
-			}
-			if lost := int64(x.sent.Sent) - int64(x.received); lost != int64(x.xskDrops+x.linkDrops) && lost > 0 {
-				t.Errorf("%s at %.0f pps: sent %d, received %d, but the kernel counted %d dropped", x.name, rate, x.sent.Sent, x.received, x.xskDrops+x.linkDrops)
-			}
-			fmt.Fprintf(&sb, "%-8s %-18s %9.0f %9d %6d %10v %8v %8v %8v %8v  %s\n", fmt.Sprintf("%.0fk", rate/1e3), x.name,
-				float64(x.sent.Sent)/x.sent.Elapsed.Seconds(), x.received, int64(x.sent.Sent)-int64(x.received), x.cpuPerPkt(),
-				x.quantile(0.5).Round(time.Microsecond), x.quantile(0.9).Round(time.Microsecond), x.quantile(0.99).Round(time.Microsecond),
-				time.Duration(x.delays[len(x.delays)-1]).Round(time.Microsecond), strings.Join(x.runs, " "))
-		}
-		results = append(results, result{plain: row[0], runner: row[1]})
+		results = append(results, result{plain: res[rate][0], runner: res[rate][1]})
 	}
-	t.Logf("runner against the plain poll loop, %v per setting, %d interleaved rounds:\n%s", dur, rounds, sb.String())
+	t.Logf("runner against the plain poll loop, %v per setting, %d interleaved rounds:\n%s", dur, rounds, table)
 	if !*runnerReport {
 		return
 	}
@@ -105,8 +86,26 @@ func TestNAPIDeferralVeth(t *testing.T) {
 		{name: "runner, defaults", runner: true},
 		{name: "runner, deferral", runner: true, napi: &nic.NAPISettings{DeferHardIRQs: &d2, GROFlushTimeout: &f200}},
 	}
+	res, table := compareModes(t, r, modes, rates, dur, rounds)
+	t.Logf("NAPI deferral against the defaults, %v per setting, %d interleaved rounds:\n%s", dur, rounds, table)
+	if !*runnerReport {
+		return
+	}
+	if row := res[10e3]; row != nil {
+		if d := row[1].quantile(0.99) - row[0].quantile(0.99); d > f200+50*time.Microsecond {
+			t.Errorf("10k pps: p99 with deferral %v is %v above the default's %v, want at most gro-flush-timeout + 50µs", row[1].quantile(0.99), d, row[0].quantile(0.99))
+		}
+	}
+}
+
+// compareModes runs each mode at each rate for rounds interleaved rounds
+// of dur on the rig, checks that every datagram arrived once or was
+// counted dropped by the kernel, and returns each rate's row of merged
+// runs (in the order of modes) with the table of them.
+func compareModes(t *testing.T, r *rig, modes []rxMode, rates []float64, dur time.Duration, rounds int) (map[float64][]*rxRun, string) {
+	t.Helper()
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "%-8s %-18s %9s %9s %6s %10s %8s %8s %8s\n", "rate", "setting", "sent/s", "received", "lost", "cpu/pkt", "p50", "p90", "p99")
+	fmt.Fprintf(&sb, "%-8s %-18s %9s %9s %6s %10s %8s %8s %8s %8s  %s\n", "rate", "setting", "sent/s", "received", "lost", "cpu/pkt", "p50", "p90", "p99", "max", "rounds (cpu/pkt@rate)")
 	res := map[float64][]*rxRun{}
 	for _, rate := range rates {
 		row := make([]*rxRun, len(modes))
@@ -122,19 +121,12 @@ func TestNAPIDeferralVeth(t *testing.T) {
 			if lost := int64(x.sent.Sent) - int64(x.received); lost != int64(x.xskDrops+x.linkDrops) && lost > 0 {
 				t.Errorf("%s at %.0f pps: sent %d, received %d, but the kernel counted %d dropped", x.name, rate, x.sent.Sent, x.received, x.xskDrops+x.linkDrops)
 			}
-			fmt.Fprintf(&sb, "%-8s %-18s %9.0f %9d %6d %10v %8v %8v %8v\n", fmt.Sprintf("%.0fk", rate/1e3), x.name,
+			fmt.Fprintf(&sb, "%-8s %-18s %9.0f %9d %6d %10v %8v %8v %8v %8v  %s\n", fmt.Sprintf("%.0fk", rate/1e3), x.name,
 				float64(x.sent.Sent)/x.sent.Elapsed.Seconds(), x.received, int64(x.sent.Sent)-int64(x.received), x.cpuPerPkt(),
-				x.quantile(0.5).Round(time.Microsecond), x.quantile(0.9).Round(time.Microsecond), x.quantile(0.99).Round(time.Microsecond))
+				x.quantile(0.5).Round(time.Microsecond), x.quantile(0.9).Round(time.Microsecond), x.quantile(0.99).Round(time.Microsecond),
+				time.Duration(x.delays[len(x.delays)-1]).Round(time.Microsecond), strings.Join(x.runs, " "))
 		}
 		res[rate] = row
 	}
-	t.Logf("NAPI deferral against the defaults, %v per setting, %d interleaved rounds:\n%s", dur, rounds, sb.String())
-	if !*runnerReport {
-		return
-	}
-	if row := res[10e3]; row != nil {
-		if d := row[1].quantile(0.99) - row[0].quantile(0.99); d > f200+50*time.Microsecond {
-			t.Errorf("10k pps: p99 with deferral %v is %v above the default's %v, want at most gro-flush-timeout + 50µs", row[1].quantile(0.99), d, row[0].quantile(0.99))
-		}
-	}
+	return res, sb.String()
 }
