@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -503,7 +504,7 @@ func TestLabZeroCopyHazards(t *testing.T) {
 		// is the driver's: reported, not asserted. What the library
 		// owes is asserted: no corruption, every frame accounted for,
 		// and frames flowing again.
-		fmt.Printf("XDPIO-LAB-NOTE zero-copy after a fill-ring dry spell: %d of %d frames arrived (baseline before it: all)\n", got, len(flows)*2)
+		labNote(t, "zero-copy after a fill-ring dry spell: %d of %d frames arrived (baseline before it: all)", got, len(flows)*2)
 		if got == 0 || bad.Load() != 0 {
 			t.Errorf("after the frames went back: %d of %d frames (%d malformed)", got, len(flows)*2, bad.Load())
 		}
@@ -696,31 +697,33 @@ func TestLabZeroCopyRatio(t *testing.T) {
 		ztx = append(ztx, tx(xsk.BindZeroCopy))
 		ctx = append(ctx, tx(xsk.BindCopy))
 	}
-	med := func(rs []res, f func(res) float64) float64 {
-		v := make([]float64, len(rs))
-		for i, r := range rs {
-			v[i] = f(r)
-		}
-		for i := range v {
-			for j := i + 1; j < len(v); j++ {
-				if v[j] < v[i] {
-					v[i], v[j] = v[j], v[i]
-				}
-			}
-		}
-		return v[len(v)/2]
-	}
+	med := medianOf[res]
 	pps := func(r res) float64 { return r.pps }
 	cpu := func(r res) float64 { return r.cpuNs }
-	for _, l := range []string{
-		fmt.Sprintf("zero-copy/copy rxdrop: %.0f/%.0f pps = %.2fx, CPU/pkt %.0f/%.0f ns = %.2fx (median of 3, at the host sender's pace)",
-			med(zrx, pps), med(crx, pps), med(zrx, pps)/med(crx, pps), med(zrx, cpu), med(crx, cpu), med(zrx, cpu)/med(crx, cpu)),
-		fmt.Sprintf("zero-copy/copy txonly: %.0f/%.0f pps = %.2fx, CPU/pkt %.0f/%.0f ns = %.2fx (median of 3)",
-			med(ztx, pps), med(ctx, pps), med(ztx, pps)/med(ctx, pps), med(ztx, cpu), med(ctx, cpu), med(ztx, cpu)/med(ctx, cpu)),
-	} {
-		fmt.Println("XDPIO-LAB-NOTE " + l)
-		t.Log(l)
+	labNote(t, "zero-copy/copy rxdrop: %.0f/%.0f pps = %.2fx, CPU/pkt %.0f/%.0f ns = %.2fx (median of 3, at the host sender's pace)",
+		med(zrx, pps), med(crx, pps), med(zrx, pps)/med(crx, pps), med(zrx, cpu), med(crx, cpu), med(zrx, cpu)/med(crx, cpu))
+	labNote(t, "zero-copy/copy txonly: %.0f/%.0f pps = %.2fx, CPU/pkt %.0f/%.0f ns = %.2fx (median of 3)",
+		med(ztx, pps), med(ctx, pps), med(ztx, pps)/med(ctx, pps), med(ztx, cpu), med(ctx, cpu), med(ztx, cpu)/med(ctx, cpu))
+}
+
+// medianOf returns the median of f over rs (the upper one of an even
+// count).
+func medianOf[T any](rs []T, f func(T) float64) float64 {
+	v := make([]float64, len(rs))
+	for i, r := range rs {
+		v[i] = f(r)
 	}
+	slices.Sort(v)
+	return v[len(v)/2]
+}
+
+// labNote prints a measurement as an XDPIO-LAB-NOTE line, which
+// test/lab/run repeats in its results, and logs it.
+func labNote(t *testing.T, format string, args ...any) {
+	t.Helper()
+	l := fmt.Sprintf(format, args...)
+	fmt.Println("XDPIO-LAB-NOTE " + l)
+	t.Log(l)
 }
 
 // guestCPU returns the guest's busy CPU time (all CPUs, everything but
