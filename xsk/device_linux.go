@@ -115,14 +115,18 @@ func Open(ifname string, cfg Config) (_ *Device, err error) {
 	if pc.Queues == 0 {
 		pc.Queues = max(nq, maxQ+1)
 	}
-	d.prog, err = NewProgram(ifi.Index, pc)
+	// The sockets go into the XSKMAP before the program is attached, so
+	// that no matching frame reaches the kernel stack while Open runs.
+	d.prog, err = newProgram(ifi.Index, pc, func(p *Program) error {
+		for _, s := range d.sockets {
+			if err := p.Register(s.Queue(), s); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	for _, s := range d.sockets {
-		if err := d.prog.Register(s.Queue(), s); err != nil {
-			return nil, err
-		}
 	}
 	return d, nil
 }

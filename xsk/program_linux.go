@@ -37,7 +37,15 @@ type Program struct {
 
 // NewProgram builds the program for the interface with index ifindex (in
 // the caller's network namespace) and attaches it.
-func NewProgram(ifindex int, cfg ProgramConfig) (_ *Program, err error) {
+func NewProgram(ifindex int, cfg ProgramConfig) (*Program, error) {
+	return newProgram(ifindex, cfg, nil)
+}
+
+// newProgram is NewProgram that runs before (registering sockets) once the
+// XSKMAP exists and before the program is attached: otherwise frames that
+// match arrive in between, find no socket and go to the kernel stack
+// (a closed port there answers ICMP port unreachable).
+func newProgram(ifindex int, cfg ProgramConfig, before func(*Program) error) (_ *Program, err error) {
 	defer func() {
 		if err != nil {
 			err = &OpError{Op: "load XDP program for", Ifindex: ifindex, Queue: -1, Err: err}
@@ -48,7 +56,14 @@ func NewProgram(ifindex int, cfg ProgramConfig) (_ *Program, err error) {
 		return nil, err
 	}
 	if cfg.UserMap != nil {
-		return userProgram(ifindex, cfg)
+		p, err := userProgram(ifindex, cfg)
+		if err == nil && before != nil {
+			if err = before(p); err != nil {
+				p.Close()
+				return nil, err
+			}
+		}
+		return p, err
 	}
 	if err := checkFree(ifindex); err != nil {
 		return nil, err
@@ -77,6 +92,11 @@ func NewProgram(ifindex int, cfg ProgramConfig) (_ *Program, err error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if before != nil {
+		if err := before(p); err != nil {
+			return nil, err
+		}
 	}
 	if err := p.attach(cfg.Attach); err != nil {
 		return nil, err
