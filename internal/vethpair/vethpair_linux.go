@@ -124,12 +124,12 @@ func (p *Pair) build() error {
 		return fmt.Errorf("return to original namespace: %w", err)
 	}
 
-	ha, err := netlink.NewHandleAt(p.A.handle)
+	ha, err := netlink.NewHandleAt(p.A.handle, unix.NETLINK_ROUTE)
 	if err != nil {
 		return fmt.Errorf("netlink in %s: %w", p.A.NS, err)
 	}
 	defer ha.Close()
-	hb, err := netlink.NewHandleAt(p.B.handle)
+	hb, err := netlink.NewHandleAt(p.B.handle, unix.NETLINK_ROUTE)
 	if err != nil {
 		return fmt.Errorf("netlink in %s: %w", p.B.NS, err)
 	}
@@ -251,7 +251,7 @@ func (h *Host) Do(fn func() error) error {
 // Handle returns a netlink handle that operates inside h's namespace. The
 // caller closes it.
 func (h *Host) Handle() (*netlink.Handle, error) {
-	return netlink.NewHandleAt(h.handle)
+	return netlink.NewHandleAt(h.handle, unix.NETLINK_ROUTE)
 }
 
 // NsHandle returns the namespace's file descriptor handle, owned by the pair.
