@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/bits"
 	"net"
+	"strings"
 
 	"github.com/xdpio/xdpio/internal/ethtool"
 )
@@ -41,7 +42,11 @@ func Open(ifname string, cfg Config) (_ *Device, err error) {
 	if !cfg.NoProgram && (cfg.Program.UserMap == nil || cfg.Program.UserProgram != nil) {
 		// Before binding sockets: another XDP program on the interface
 		// is the likelier conflict, and the more useful error.
-		if err := checkFree(ifi.Index); err != nil {
+		share := cfg.Program.Share
+		if cfg.Program.UserProgram != nil {
+			share = ShareExclusive // a user's program does not join a dispatcher
+		}
+		if err := checkFree(ifi.Index, share); err != nil {
 			return nil, err
 		}
 	}
@@ -127,6 +132,10 @@ func Open(ifname string, cfg Config) (_ *Device, err error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if m := d.prog.member; m != nil && cfg.Socket.MultiBuffer && len(m.noFrags) > 0 {
+		return nil, &OpError{Op: "join the libxdp dispatcher on", Ifindex: ifi.Index, Queue: -1,
+			Err: fmt.Errorf("%w: multi-buffer sockets need every program of the dispatcher to be frags-aware, and %s is not (load it from an \"xdp.frags\" section)", ErrNotSupported, strings.Join(m.noFrags, ", "))}
 	}
 	return d, nil
 }

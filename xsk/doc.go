@@ -134,8 +134,8 @@
 // virtio-net recovers only in part once its fill ring ran dry (the lab
 // reports how much). With need_wakeup (the
 // default) the library makes a syscall only when the kernel asks for one.
-// The XDP program is attached through a bpf_link, so it disappears from
-// the interface when the process exits or is killed.
+// Alone on an interface, the XDP program is attached through a bpf_link,
+// so it disappears from the interface when the process exits or is killed.
 //
 // # Choosing the frames
 //
@@ -147,9 +147,37 @@
 // own can make the decision instead (UserProgram), redirecting into an
 // XSKMAP xdpio fills (UserMap: key the RX queue, value the socket); with
 // UserMap alone xdpio only fills the map of a program attached by someone
-// else. xdpio attaches one program per interface: when another XDP
-// program is attached already, Open fails with ErrBusy naming it (id,
-// name, mode); xdpio does not join libxdp's multi-program dispatcher.
+// else.
+//
+// # Sharing the interface with other XDP programs
+//
+// Alone on an interface, xdpio attaches its program through a bpf_link.
+// Where libxdp's multi-program dispatcher is attached (xdp-loader,
+// xdp-filter, or any libxdp user loaded it), Open joins it as one more
+// program (ProgramConfig.Share, ShareAuto by default), following libxdp's
+// documented protocol: a new dispatcher with one more slot, xdpio's
+// program loaded as an freplace extension of its slot, everything pinned
+// in bpffs (/sys/fs/bpf/xdp, or $LIBXDP_BPFFS), and an atomic replace of
+// the old dispatcher under libxdp's lock. `xdp-loader status` lists it as
+// xdpio_redirect; programs run in order of ProgramConfig.Priority (libxdp's
+// default 50; xdp-filter's is 10, so its rules apply first); frames
+// xdpio's program does not take go on (XDP_PASS) to the next program. libxdp's tools may add and remove their programs while xdpio's
+// sockets run, and Close takes xdpio's program out again. ShareDispatcher
+// creates a dispatcher when none is attached, so that libxdp users can
+// join xdpio later; ShareExclusive never joins. Any other program already
+// attached makes Open fail with ErrBusy naming it (id, name, mode).
+//
+// What a dispatcher cannot do: RX hash metadata (RxHash) needs a
+// device-bound program and is refused in one; a device-bound dispatcher
+// (libxdp's XDP_ATTACH_DEVBIND) is refused; multi-buffer frames reach the
+// sockets only when every program in the dispatcher is frags-aware
+// (libxdp then loads the dispatcher with BPF_F_XDP_HAS_FRAGS, as xdpio
+// does). Joining needs a kernel that loads freplace (BPF_PROG_TYPE_EXT)
+// programs: some restricted kernels refuse them even to root, and then no
+// libxdp dispatcher works (libxdp falls back to a single program), which
+// the error says. A process killed before Close leaves its program pinned
+// in the dispatcher; with its sockets gone it passes every frame on.
+// `xdp-loader unload DEV -i ID` removes it.
 //
 // # Waiting for packets
 //

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -67,6 +68,11 @@ func TestHelperHoldSockets(t *testing.T) {
 	if os.Getenv("XDPIO_HELPER_NAPI") != "" {
 		// The lab's crash test: hold NAPI deferral when killed.
 		cfg.NAPIDeferral = &xsk.NAPIDeferral{DeferHardIRQs: 7, GROFlushTimeout: 70 * time.Microsecond}
+	}
+	if p := os.Getenv("XDPIO_HELPER_UDPPORT"); p != "" {
+		// The dispatcher's crash test: only this port to the sockets.
+		port, _ := strconv.Atoi(p)
+		cfg.Program.Filter = []xsk.Rule{xsk.UDPPort(uint16(port))}
 	}
 	d, err := xsk.Open(ifname, cfg)
 	if err != nil {

@@ -34,6 +34,40 @@ func (m AttachMode) String() string {
 	return "AttachMode(" + strconv.Itoa(int(m)) + ")"
 }
 
+// Share says how xdpio's program shares an interface with other XDP
+// programs (ProgramConfig.Share).
+type Share int
+
+const (
+	// ShareAuto joins libxdp's multi-program dispatcher when one is
+	// attached (loaded by xdp-loader, xdp-filter or any libxdp user), as one
+	// more program; with nothing attached, xdpio attaches its program alone
+	// through a bpf_link; with any other program attached, Open fails with
+	// ErrBusy.
+	ShareAuto Share = iota
+	// ShareExclusive never joins a dispatcher: anything attached is
+	// ErrBusy.
+	ShareExclusive
+	// ShareDispatcher always goes through a libxdp dispatcher: it joins
+	// the one attached, or attaches a new one holding xdpio's program
+	// alone, so that libxdp users (xdp-loader, xdp-filter) can add theirs
+	// next to it later.
+	ShareDispatcher
+)
+
+// String returns the mode's name as the CLI and the docs spell it.
+func (s Share) String() string {
+	switch s {
+	case ShareAuto:
+		return "auto"
+	case ShareExclusive:
+		return "exclusive"
+	case ShareDispatcher:
+		return "dispatcher"
+	}
+	return "Share(" + strconv.Itoa(int(s)) + ")"
+}
+
 // Rule selects frames for redirection into the sockets. Zero fields match
 // anything; a frame matches a rule when every non-zero field matches.
 type Rule struct {
@@ -135,8 +169,30 @@ type ProgramConfig struct {
 	// Queues is the size of the socket map: the highest queue index + 1
 	// that can have a socket. Default: the device's queue count.
 	Queues int
-	// Attach chooses driver or generic mode.
+	// Attach chooses driver or generic mode. When xdpio joins a
+	// dispatcher already attached, the dispatcher's mode applies.
 	Attach AttachMode
+	// Share: how to share the interface with other XDP programs; the
+	// default (ShareAuto) joins a libxdp dispatcher that is attached.
+	//
+	// In a dispatcher, xdpio's program is one of up to ten programs run in
+	// turn by run priority (Priority): frames it redirects stop there,
+	// frames it passes (XDP_PASS) go on to the next program, and then to
+	// the kernel. It follows libxdp's protocol: the programs are pinned in
+	// bpffs ($LIBXDP_BPFFS or /sys/fs/bpf, which must be mounted) under
+	// xdp/dispatch-IFINDEX-ID/, `xdp-loader status` lists xdpio's as
+	// "xdpio_redirect", and libxdp's tools can add and remove their
+	// programs while xdpio's sockets run. Close takes xdpio's program out
+	// again (and detaches the dispatcher when it was the last program). A
+	// process killed before Close leaves its program pinned in the
+	// dispatcher: with its sockets gone, it passes every frame on; remove
+	// it with `xdp-loader unload DEV -i ID`. RxHash needs a device-bound
+	// program and does not work in a dispatcher; UserProgram and UserMap
+	// do not join one.
+	Share Share
+	// Priority is the run priority in a dispatcher: lower runs first. 0
+	// means 50, libxdp's default.
+	Priority int
 }
 
 // Metadata layout written by the program when RxHash is set: hash u32,

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -14,7 +15,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
-	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 	"github.com/xdpio/xdpio/filter"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
@@ -33,6 +34,8 @@ type Program struct {
 	// borrowed: prog and xsks are the caller's (UserProgram, UserMap),
 	// not closed by Close.
 	borrowed bool
+	// member: prog is one of a libxdp dispatcher's programs.
+	member *member
 }
 
 // NewProgram builds the program for the interface with index ifindex (in
@@ -65,8 +68,16 @@ func newProgram(ifindex int, cfg ProgramConfig, before func(*Program) error) (_ 
 		}
 		return p, err
 	}
-	if err := checkFree(ifindex); err != nil {
+	a, ifname, err := attachedProgram(netns.None(), ifindex)
+	if err != nil {
 		return nil, err
+	}
+	join := cfg.Share == ShareDispatcher || (cfg.Share == ShareAuto && a != nil && a.name == dispatcherName)
+	if a != nil && !join {
+		return nil, busyError(ifname, a, cfg.Share)
+	}
+	if join && cfg.RxHash {
+		return nil, fmt.Errorf("RX hash metadata needs a device-bound program, which cannot be one of a libxdp dispatcher's programs (%v); use ShareExclusive on an interface of its own: %w", cfg.Share, ErrNotSupported)
 	}
 	if cfg.Queues <= 0 {
 		n, err := maxQueues(ifindex)
@@ -86,7 +97,21 @@ func newProgram(ifindex int, cfg ProgramConfig, before func(*Program) error) (_ 
 		}
 	}()
 	cfg.BPF = filterProg
-	p.prog, err = loadProgram(ifindex, xsks, cfg)
+	if join {
+		if before != nil {
+			if err := before(p); err != nil {
+				return nil, err
+			}
+		}
+		p.prog, p.member, p.mode, err = joinDispatcher(ifindex, cfg.Attach, cfg.Priority, func(target *ebpf.Program, slot string) (*ebpf.Program, error) {
+			return loadProgram(ifindex, xsks, cfg, &extension{target, slot})
+		})
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
+	p.prog, err = loadProgram(ifindex, xsks, cfg, nil)
 	if err != nil && cfg.RxHash && errors.Is(err, ErrNotSupported) {
 		return nil, fmt.Errorf("RX hash metadata: %w", err)
 	}
@@ -182,7 +207,7 @@ func userProgram(ifindex int, cfg ProgramConfig) (*Program, error) {
 	if t := cfg.UserProgram.Type(); t != ebpf.XDP {
 		return nil, invalid("ProgramConfig.UserProgram", t, "must be an XDP program")
 	}
-	if err := checkFree(ifindex); err != nil {
+	if err := checkFree(ifindex, ShareExclusive); err != nil {
 		return nil, err
 	}
 	p.prog = cfg.UserProgram
@@ -193,7 +218,15 @@ func userProgram(ifindex int, cfg ProgramConfig) (*Program, error) {
 	return p, nil
 }
 
-func loadProgram(ifindex int, xsks *ebpf.Map, cfg ProgramConfig) (*ebpf.Program, error) {
+// extension is the dispatcher slot a program replaces.
+type extension struct {
+	target *ebpf.Program
+	slot   string
+}
+
+// loadProgram loads xdpio's redirect program: an XDP program, or, with
+// ext, an extension replacing ext.slot of a dispatcher.
+func loadProgram(ifindex int, xsks *ebpf.Map, cfg ProgramConfig, ext *extension) (*ebpf.Program, error) {
 	var kfunc btf.TypeID
 	if cfg.RxHash {
 		id, err := kfuncID("bpf_xdp_metadata_rx_hash")
@@ -219,11 +252,23 @@ func loadProgram(ifindex int, xsks *ebpf.Map, cfg ProgramConfig) (*ebpf.Program,
 		spec.Flags |= unix.BPF_F_XDP_DEV_BOUND_ONLY
 		spec.Ifindex = uint32(ifindex)
 	}
+	if ext != nil {
+		// The dispatcher carries the frags flag for all its programs; the
+		// extension's prototype must match the stub's.
+		spec.Type, spec.Flags = ebpf.Extension, 0
+		spec.AttachTarget, spec.AttachTo = ext.target, ext.slot
+		spec.Instructions = slices.Clone(insns)
+		spec.Instructions[0] = btf.WithFuncMetadata(spec.Instructions[0], &btf.Func{Name: spec.Name, Type: xdpFuncProto(), Linkage: btf.GlobalFunc})
+	}
 	prog, err := ebpf.NewProgramWithOptions(spec, ebpf.ProgramOptions{LogDisabled: false})
 	if err != nil && spec.Flags&unix.BPF_F_XDP_HAS_FRAGS != 0 && errors.Is(err, unix.EINVAL) {
 		// Kernels before 5.18 do not know frags-aware programs.
 		spec.Flags &^= unix.BPF_F_XDP_HAS_FRAGS
 		prog, err = ebpf.NewProgramWithOptions(spec, ebpf.ProgramOptions{})
+	}
+	if err != nil && ext != nil && errors.Is(err, unix.EPERM) {
+		return nil, fmt.Errorf("load as an extension (freplace) of the libxdp dispatcher's %s: refused (EPERM): it needs CAP_BPF and CAP_PERFMON, "+
+			"and some restricted kernels refuse BPF_PROG_TYPE_EXT even to root, in which case no libxdp dispatcher works on this host: %w: %w", ext.slot, ErrNotSupported, err)
 	}
 	if err != nil {
 		return nil, bpfError("load program", err)
@@ -505,7 +550,7 @@ func (p *Program) attach(mode AttachMode) error {
 	}
 	switch {
 	case errors.Is(err, unix.EBUSY), errors.Is(err, unix.EEXIST):
-		if busy := checkFree(p.ifindex); busy != nil {
+		if busy := checkFree(p.ifindex, ShareExclusive); busy != nil {
 			return fmt.Errorf("%w (attach: %w)", busy, err)
 		}
 		return fmt.Errorf("attach: another XDP program is attached to the interface (see `ip link show`; detach it or use its socket map): %w: %w", ErrBusy, err)
@@ -566,9 +611,17 @@ func (p *Program) ProgramID() (uint32, error) {
 	return uint32(id), nil
 }
 
-// Close detaches the program and frees it and its map.
+// Close detaches the program and frees it and its map. A program in a
+// libxdp dispatcher leaves it: the dispatcher is rebuilt without it, or
+// detached when it was the last one.
 func (p *Program) Close() error {
 	var first error
+	if p.member != nil {
+		if err := p.member.leave(p.ifindex); err != nil {
+			first = fmt.Errorf("leave the libxdp dispatcher: %w", err)
+		}
+		p.member = nil
+	}
 	if p.link != nil {
 		if err := p.link.Close(); err != nil {
 			first = fmt.Errorf("detach XDP: %w", err)
@@ -597,42 +650,32 @@ func bpfError(op string, err error) error {
 }
 
 // checkFree returns an error wrapping ErrBusy that names the XDP program
-// already attached to the interface, if any. xdpio attaches one program
-// per interface and does not join other loaders' multi-program
-// dispatchers.
-func checkFree(ifindex int) error {
-	l, err := netlink.LinkByIndex(ifindex)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrNoDevice, err)
+// already attached to the interface, if any that xdpio cannot share it
+// with under share: a libxdp dispatcher is no conflict unless share is
+// ShareExclusive.
+func checkFree(ifindex int, share Share) error {
+	a, ifname, err := attachedProgram(netns.None(), ifindex)
+	if err != nil || a == nil {
+		return err
 	}
-	x := l.Attrs().Xdp
-	if x == nil || !x.Attached {
+	if a.name == dispatcherName && share != ShareExclusive {
 		return nil
 	}
-	name := "?"
-	if prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(x.ProgId)); err == nil {
-		if info, err := prog.Info(); err == nil {
-			name = info.Name
-		}
-		prog.Close()
-	}
-	mode := map[uint32]string{
-		1: "driver", 2: "generic", 3: "offload", 4: "several", // XDP_ATTACHED_*
-	}[uint32(x.AttachMode)]
-	if mode == "" {
-		mode = strconv.Itoa(int(x.AttachMode))
-	}
-	ifname := l.Attrs().Name
-	if name == "xdp_dispatcher" {
+	return busyError(ifname, a, share)
+}
+
+// busyError says which program holds the interface and what to do.
+func busyError(ifname string, a *attachedXDP, share Share) error {
+	if a.name == dispatcherName {
 		return fmt.Errorf("%w: another XDP program is attached to %s: id %d name %q in %s mode, libxdp's multi-program dispatcher (xdp-loader, xdp-filter), "+
-			"which xdpio cannot join; unload its programs (xdp-loader unload %s --all), or load xdpio's sockets' redirect into it yourself "+
-			"as one of its programs and pass that program's XSKMAP as ProgramConfig.UserMap",
-			ErrBusy, ifname, x.ProgId, name, mode, ifname)
+			"which xdpio joins unless ProgramConfig.Share is ShareExclusive (it is %v); leave Share at ShareAuto to join it, or unload its programs (xdp-loader unload %s --all)",
+			ErrBusy, ifname, a.id, a.name, a.modeName, share, ifname)
 	}
 	return fmt.Errorf("%w: another XDP program is attached to %s: id %d name %q in %s mode; "+
 		"detach it (ip link set dev %s xdp off, or close the program that owns its bpf_link), "+
-		"or let it redirect to xdpio's sockets: pass its XSKMAP as ProgramConfig.UserMap and have it call bpf_redirect_map(map, rx_queue_index, XDP_PASS)",
-		ErrBusy, ifname, x.ProgId, name, mode, ifname)
+		"or let it redirect to xdpio's sockets: pass its XSKMAP as ProgramConfig.UserMap and have it call bpf_redirect_map(map, rx_queue_index, XDP_PASS); "+
+		"a libxdp dispatcher (xdp-loader) would let both run",
+		ErrBusy, ifname, a.id, a.name, a.modeName, ifname)
 }
 
 // Verdicts runs each frame through the XDP program NewProgram would
