@@ -43,7 +43,12 @@ type Config struct {
 	Queues []int
 	// FramesPerQueue is the UMEM frames of each queue's socket; 0 is
 	// package xsk's default (4096, or what fits RLIMIT_MEMLOCK without
-	// CAP_IPC_LOCK). A quarter of them are set apart for sending.
+	// CAP_IPC_LOCK). A quarter of them are set apart for sending. The fill
+	// and RX rings hold half of them (up to 16384): what the kernel can
+	// deliver while the reading goroutine waits for a CPU. A busy Go
+	// process can keep it waiting a whole 10 ms scheduler slice, which
+	// the default 2048 last only up to 200k packets/s per queue; raise
+	// FramesPerQueue for more (16384 frames of 4 KiB: 64 MiB per queue).
 	FramesPerQueue int
 	// Bind chooses copy or zero-copy (xsk.BindAuto by default).
 	Bind xsk.BindMode

@@ -225,3 +225,26 @@ func TestRingUnsentAndWholePackets(t *testing.T) {
 		t.Fatal("consumed descriptors are still unsent")
 	}
 }
+
+// The fill and RX rings grow with the socket's frames (half of them, from
+// 2048 to 16384): a receiver that is not scheduled for a while is served
+// only by the frames already lent to the kernel.
+func TestDefaultRXRing(t *testing.T) {
+	for _, c := range []struct{ frames, want int }{
+		{0, 2048}, {256, 2048}, {4096, 2048}, {6000, 2048}, {8192, 4096}, {16384, 8192}, {32768, 16384}, {1 << 20, 16384},
+	} {
+		if got := defaultRXRing(c.frames); got != c.want {
+			t.Errorf("defaultRXRing(%d) = %d, want %d", c.frames, got, c.want)
+		}
+	}
+	var c SocketConfig
+	c.setDefaults(16384)
+	if c.FillRingSize != 8192 || c.RxRingSize != 8192 || c.TxRingSize != 2048 || c.CompletionRingSize != 2048 {
+		t.Errorf("defaults for 16384 frames: %+v", c)
+	}
+	c = SocketConfig{FillRingSize: 1024}
+	c.setDefaults(16384)
+	if c.FillRingSize != 1024 {
+		t.Errorf("an explicit fill ring size was overridden: %d", c.FillRingSize)
+	}
+}

@@ -20,7 +20,11 @@ import (
 // The socket starts with its fill ring full, so the kernel can deliver as
 // soon as an XDP program redirects to it (see Program.Register).
 func NewSocket(u *UMEM, ifindex, queue int, cfg SocketConfig) (_ *Socket, err error) {
-	cfg.setDefaults()
+	share := cfg.Frames
+	if share == 0 {
+		share = u.framesLeft()
+	}
+	cfg.setDefaults(share)
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}

@@ -164,6 +164,13 @@ func (u *UMEM) validTX(addr uint64, length uint32) bool {
 
 // takeFrames hands out n frames (their base addresses) for a new socket's
 // pool, or fewer when the region is used up.
+// framesLeft is how many frames no socket took yet.
+func (u *UMEM) framesLeft() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.cfg.NumFrames - u.nextFree
+}
+
 func (u *UMEM) takeFrames(n int) []uint64 {
 	u.mu.Lock()
 	defer u.mu.Unlock()

@@ -48,3 +48,20 @@ func TestReceiveAllQueues(t *testing.T) {
 		t.Errorf("only queues %v received: want traffic spread over more than one queue", c.perQueue)
 	}
 }
+
+// A socket with more frames lends the kernel more of them up front: its
+// fill ring defaults to half its frames.
+func TestFillRingGrowsWithFrames(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 1})
+	for _, c := range []struct{ frames, fill int }{{4096, 2048}, {16384, 8192}} {
+		d := openOn(t, pair.B, xsk.Config{UMEM: xsk.UMEMConfig{NumFrames: c.frames}})
+		st, err := d.Sockets()[0].Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.FramesFill != c.fill {
+			t.Errorf("%d frames: %d lent in the fill ring after Open, want %d", c.frames, st.FramesFill, c.fill)
+		}
+		d.Close()
+	}
+}
