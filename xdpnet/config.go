@@ -54,6 +54,12 @@ type Config struct {
 	Bind xsk.BindMode
 	// Attach chooses driver or generic XDP (xsk.AttachAuto by default).
 	Attach xsk.AttachMode
+	// Share says whether the conn's XDP program joins libxdp's
+	// multi-program dispatcher (xdp-loader, xdp-filter) when one is on
+	// the interface (xsk.ShareAuto, the default), starts one
+	// (xsk.ShareDispatcher), or must be alone (xsk.ShareExclusive); see
+	// package xsk, "Sharing the interface with other XDP programs".
+	Share xsk.Share
 	// RxNap is the longest nap of a reader that found its queues empty
 	// (0: xsk.DefaultNap; negative: never nap, always wait in poll).
 	// Readers nap NAPI style, as xsk's runner does (xsk.Napper): only

@@ -168,7 +168,7 @@ func open(ifname string, laddr, raddr netip.AddrPort, cfg Config) (_ *UDPConn, e
 	}
 	xc := xsk.Config{
 		Queues:  cfg.Queues,
-		Program: xsk.ProgramConfig{Filter: []xsk.Rule{rule}, Attach: cfg.Attach},
+		Program: xsk.ProgramConfig{Filter: []xsk.Rule{rule}, Attach: cfg.Attach, Share: cfg.Share},
 		Socket:  xsk.SocketConfig{Bind: cfg.Bind, TxBudget: max(cfg.BatchSize, 64)}, // the readers nap themselves (Config.RxNap)
 		UMEM:    xsk.UMEMConfig{NumFrames: cfg.FramesPerQueue},
 	}
