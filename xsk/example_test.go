@@ -63,6 +63,23 @@ func ExampleProgramConfig_expr() {
 	defer dev.Close()
 }
 
+// Run next to xdp-filter (or any program loaded with libxdp's
+// xdp-loader): xdp-filter's rules run first (priority 10), frames they
+// pass and that match the filter go to the sockets, the rest on to the
+// kernel. `xdp-loader status eth0` lists xdpio's program as
+// xdpio_redirect; Close takes it out again.
+func ExampleProgramConfig_share() {
+	dev, err := xsk.Open("eth0", xsk.Config{Program: xsk.ProgramConfig{
+		Filter:   []xsk.Rule{xsk.UDPPort(9000)},
+		Share:    xsk.ShareDispatcher, // join the dispatcher, or start one others can join
+		Priority: 20,                  // after xdp-filter's 10
+	}})
+	if err != nil {
+		log.Fatal(err) // no bpffs, or a kernel that refuses freplace: the error says which
+	}
+	defer dev.Close()
+}
+
 // Send one frame from queue 0.
 func ExampleSocket_Transmit() {
 	dev, err := xsk.Open("eth0", xsk.Config{Queues: []int{0}})
