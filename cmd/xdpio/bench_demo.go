@@ -179,7 +179,7 @@ func writeDemoTable(w io.Writer, rows []demoRow) {
 			100*float64(r.LostPackets)/max(float64(r.SentPackets), 1), r.SentPPS, r.PPS, r.RatioSocket, r.SendThreadPerPacket, r.RecvThreadPerPacket, r.CPUPerPacket, pq)
 	}
 	tw.Flush()
-	fmt.Fprintln(w, "(lost: sent but not received, as iperf3 counts it; sender/receiver ns/pkt: CPU time of the sending threads per packet sent and of the receiving threads per packet received; machine ns/pkt: busy time of all cores per packet received, the kernel's softirq work included; both ends share this machine's cores)")
+	fmt.Fprintln(w, "(lost: sent but not received, as iperf3 counts it; per second, lost is the gaps in the sequence numbers the receiver saw in that second, so sent − received differs from it by what was in flight at the second's edges; rates are over the sending window; sender/receiver ns/pkt: CPU time of the sending threads per packet sent and of the receiving threads per packet received; machine ns/pkt: busy time of all cores per packet received, the kernel's softirq work included; both ends share this machine's cores)")
 	for _, l := range demoHeadline(rows) {
 		fmt.Fprintln(w, l)
 	}
@@ -479,14 +479,19 @@ func demoRun(ctx context.Context, pair *vethpair.Pair, backend string, port, str
 	row.SentPackets = rep.End.SumSent.Packets
 	row.RecvPackets = sum.Packets - sum.LostPackets
 	row.LostPackets = sum.LostPackets
-	row.Seconds = sum.Seconds
+	// Both rates over the sending window: the receiver's own count of
+	// seconds runs on while it drains what was in flight when the sender
+	// stopped (a tenth of a second), and would make a test without loss
+	// look as if it received less than it was sent.
+	row.Seconds = rep.End.SumSent.Seconds
+	if row.Seconds == 0 {
+		row.Seconds = sum.Seconds
+	}
 	if row.Seconds == 0 {
 		row.Seconds = d.Seconds()
 	}
 	row.PPS = float64(row.RecvPackets) / row.Seconds
-	if ss := rep.End.SumSent.Seconds; ss > 0 {
-		row.SentPPS = float64(row.SentPackets) / ss
-	}
+	row.SentPPS = float64(row.SentPackets) / row.Seconds
 	row.BitsPerSec = row.PPS * float64(length) * 8
 	if n := float64(row.RecvPackets); n > 0 {
 		if h := srvRep.End.HostCPU; h != nil {
