@@ -20,7 +20,8 @@ import (
 func Open(ifname string, cfg Config) (_ *Device, err error) {
 	ifi, err := net.InterfaceByName(ifname)
 	if err != nil {
-		return nil, &OpError{Op: "open", Ifname: ifname, Queue: -1, Err: fmt.Errorf("%w: %w", ErrNoDevice, err)}
+		// (net's error says only "no such network interface" again.)
+		return nil, &OpError{Op: "open", Ifname: ifname, Queue: -1, Err: fmt.Errorf("%w in this network namespace (see ip link)", ErrNoDevice)}
 	}
 	d := &Device{name: ifname, ifindex: ifi.Index}
 	restoreStaleNAPI(ifname, ifi.Index)

@@ -275,6 +275,53 @@ func TestDispatcherCreate(t *testing.T) {
 	checkNoPins(t)
 }
 
+// Two Devices split an interface's queues, each one program of the same
+// dispatcher: frames of a queue whose socket belongs to the other Device
+// pass through the first program (no socket in its XSKMAP) to the second.
+func TestDispatcherTwoDevices(t *testing.T) {
+	if !inPrivateBPFFS(t) {
+		return
+	}
+	netnstest.RequireTool(t, "xdp-loader")
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	const port uint16 = 9164
+	filter := []xsk.Rule{xsk.UDPPort(port)}
+	d0 := openOn(t, pair.B, xsk.Config{Queues: []int{0}, Program: xsk.ProgramConfig{Filter: filter, Share: xsk.ShareDispatcher}})
+	d1 := openOn(t, pair.B, xsk.Config{Queues: []int{1}, Program: xsk.ProgramConfig{Filter: filter, Share: xsk.ShareDispatcher}})
+	if _, progs, out := loaderStatus(t, pair.B); len(progs) != 2 || progs[0] != "xdpio_redirect" || progs[1] != "xdpio_redirect" {
+		t.Fatalf("want two xdpio programs in one dispatcher, got %v:\n%s", progs, out)
+	}
+	const n = 400
+	done := make(chan [2]int, 1)
+	go func() {
+		var c0, c1 *collector
+		ch := make(chan struct{}, 2)
+		go func() { c0 = collect(t, d0.Sockets(), port, n, 4*time.Second); ch <- struct{}{} }()
+		go func() { c1 = collect(t, d1.Sockets(), port, n, 4*time.Second); ch <- struct{}{} }()
+		<-ch
+		<-ch
+		done <- [2]int{c0.frames, c1.frames}
+	}()
+	sendUDP(t, pair.A, netip.AddrPortFrom(pair.B.IPv4, port), 16, n, 64, 0)
+	got := <-done
+	if got[0]+got[1] != n || got[0] == 0 || got[1] == 0 {
+		t.Errorf("queue 0's Device got %d, queue 1's %d: want all %d between them, some on each", got[0], got[1], n)
+	}
+	if err := d0.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, progs, out := loaderStatus(t, pair.B); len(progs) != 1 {
+		t.Fatalf("after the first Close: %v\n%s", progs, out)
+	}
+	if err := d1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, progs, out := loaderStatus(t, pair.B); len(progs) != 0 || strings.Contains(out, "xdp_dispatcher") {
+		t.Fatalf("after both Closed: %v\n%s", progs, out)
+	}
+	checkNoPins(t)
+}
+
 // A process killed in a dispatcher leaves its program pinned there, as
 // documented: with its sockets gone the program passes every frame on to
 // the kernel, and xdp-loader removes it by id, leaving the others.

@@ -164,7 +164,11 @@
 // xdpio's program does not take go on (XDP_PASS) to the next program. libxdp's tools may add and remove their programs while xdpio's
 // sockets run, and Close takes xdpio's program out again. ShareDispatcher
 // creates a dispatcher when none is attached, so that libxdp users can
-// join xdpio later; ShareExclusive never joins. Any other program already
+// join xdpio later; ShareExclusive never joins. Two Devices (in one
+// process or two) can split an interface's queues (Config.Queues) when
+// both use ShareDispatcher: a queue takes one socket, and a frame of a
+// queue the first Device has no socket for passes its program on to the
+// second's. Any other program already
 // attached makes Open fail with ErrBusy naming it (id, name, mode).
 //
 // What a dispatcher cannot do: RX hash metadata (RxHash) needs a

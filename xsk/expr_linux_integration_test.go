@@ -143,7 +143,9 @@ func TestProgramConfigConflicts(t *testing.T) {
 	}
 }
 
-// Another XDP program on the interface: Open fails with ErrBusy naming it.
+// Another XDP program on the interface: Open fails with ErrBusy naming it,
+// and saying that another xdpio user holds it through a bpf_link (which
+// `ip link set xdp off` cannot detach).
 func TestOpenBusy(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{Queues: 1})
 	first := openOn(t, pair.B, xsk.Config{Program: xsk.ProgramConfig{Expr: "udp"}})
@@ -163,7 +165,7 @@ func TestOpenBusy(t *testing.T) {
 	}
 	t.Log(err)
 	mode := first.Program().Mode().String()
-	for _, want := range []string{fmt.Sprintf("id %d", id), `"xdpio_redirect"`, mode + " mode", "UserMap"} {
+	for _, want := range []string{fmt.Sprintf("id %d", id), "xdpio's own program", mode + " mode", "held by bpf_link", "ShareDispatcher"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("ErrBusy text %q lacks %q", err, want)
 		}
