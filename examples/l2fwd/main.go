@@ -18,7 +18,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/xdpio/xdpio/examples/internal/exutil"
+	"github.com/xdpio/xdpio/examples/exutil"
 	"github.com/xdpio/xdpio/offload"
 	"github.com/xdpio/xdpio/xsk"
 )

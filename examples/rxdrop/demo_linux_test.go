@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdpio/xdpio/examples/internal/exutil"
+	"github.com/xdpio/xdpio/examples/exutil"
 	"github.com/xdpio/xdpio/internal/trafficgen"
 	"github.com/xdpio/xdpio/internal/vethpair"
 	"github.com/xdpio/xdpio/xsk"

@@ -32,7 +32,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/xdpio/xdpio/examples/internal/exutil"
+	"github.com/xdpio/xdpio/examples/exutil"
 	"github.com/xdpio/xdpio/xsk"
 )
 

@@ -24,7 +24,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/xdpio/xdpio/examples/internal/exutil"
+	"github.com/xdpio/xdpio/examples/exutil"
 	"github.com/xdpio/xdpio/nic"
 	"github.com/xdpio/xdpio/offload"
 	"github.com/xdpio/xdpio/xsk"

@@ -1,4 +1,8 @@
-package exutil
+// Package flagtest is the oracle of the examples' flag fuzz tests: it
+// reads back what a command line said, for comparison with what
+// exutil.Flags.Parse made of it. It serves the examples' tests only; the
+// programs themselves need only package exutil.
+package flagtest
 
 import (
 	"flag"
@@ -7,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/xdpio/xdpio/examples/exutil"
 	"github.com/xdpio/xdpio/xsk"
 )
 
@@ -54,14 +59,14 @@ func GivenInt(given map[string]string, name string, def int) (int, error) {
 // (given, from Given) or holds a value outside its documented range, and
 // whether Config accepts it: for the examples' fuzz tests, on command lines
 // Parse accepted.
-func (f *Flags) CheckGiven(given map[string]string) error {
-	batch, err := GivenInt(given, "batch", DefaultBatch)
-	if err != nil || batch != f.Batch || f.Batch < 1 || f.Batch > MaxBatch {
-		return fmt.Errorf("-batch %q gave %d (%v), want it as given and within 1-%d", given["batch"], f.Batch, err, MaxBatch)
+func CheckGiven(f *exutil.Flags, given map[string]string) error {
+	batch, err := GivenInt(given, "batch", exutil.DefaultBatch)
+	if err != nil || batch != f.Batch || f.Batch < 1 || f.Batch > exutil.MaxBatch {
+		return fmt.Errorf("-batch %q gave %d (%v), want it as given and within 1-%d", given["batch"], f.Batch, err, exutil.MaxBatch)
 	}
 	frames, err := GivenInt(given, "frames", 0)
-	if err != nil || frames != f.Frames || (f.Frames != 0 && (f.Frames < MinFrames || f.Frames > MaxFrames)) {
-		return fmt.Errorf("-frames %q gave %d (%v), want it as given and 0 or %d-%d", given["frames"], f.Frames, err, MinFrames, MaxFrames)
+	if err != nil || frames != f.Frames || (f.Frames != 0 && (f.Frames < exutil.MinFrames || f.Frames > exutil.MaxFrames)) {
+		return fmt.Errorf("-frames %q gave %d (%v), want it as given and 0 or %d-%d", given["frames"], f.Frames, err, exutil.MinFrames, exutil.MaxFrames)
 	}
 	for _, d := range []struct {
 		name string
@@ -101,7 +106,7 @@ func (f *Flags) CheckGiven(given map[string]string) error {
 	if err != nil {
 		return fmt.Errorf("accepted flags, but Config fails: %w", err)
 	}
-	qs, _ := ParseQueues(f.Queues)
+	qs, _ := exutil.ParseQueues(f.Queues)
 	if len(cfg.Queues) != len(qs) || cfg.Socket.RxNap != f.Nap || cfg.UMEM.NumFrames != f.Frames ||
 		(cfg.Socket.Bind == xsk.BindCopy) != f.Copy || (cfg.Program.Attach == xsk.AttachGeneric) != f.Generic {
 		return fmt.Errorf("Config %+v does not say what the flags %+v do", cfg, f)

@@ -1,6 +1,3 @@
-// Package exutil holds what the example programs share: flags, queue
-// lists, signal handling and the once-a-second per-queue report. It is
-// glue for the examples, not part of xdpio's API.
 package exutil
 
 import (
