@@ -49,6 +49,6 @@ func Example() {
 	//   -q string
 	//     	queues: all, or a list such as 0,1,3 or 0-3 (queue numbers 0-4095) (default "all")
 	//   -t duration
-	//     	stop after this long (e.g. 10s), not negative; 0 runs until Ctrl-C
+	//     	stop after this long once the sockets are open (e.g. 10s), not negative; 0 runs until Ctrl-C
 	// status 2
 }

@@ -214,10 +214,10 @@ func run(args []string) error {
 	cfg.Socket.TxBudget = 256
 	// Sending needs no XDP program: RX stays with the kernel.
 	cfg.NoProgram = true
-	ctx, cancel := exutil.Context(o.Duration)
+	ctx, cancel := exutil.Context()
 	defer cancel()
 	shape, raw := o.loop()
-	return txonly(ctx, o.Iface, cfg, frame, o.flows, o.Batch, shape, raw)
+	return txonly(ctx, o.Iface, cfg, frame, o.flows, o.Batch, shape, raw, o.Duration)
 }
 
 // sourceAddr returns ifi's first address of the family (IPv4 if v4) that
@@ -258,8 +258,9 @@ func BuildUDP(srcMAC, dstMAC net.HardwareAddr, src, dst netip.Addr, sport, dport
 }
 
 // txonly sends copies of frame, with the source port cycling over flows
-// values, until ctx ends: through the runner (Device.Send) unless raw.
-func txonly(ctx context.Context, iface string, cfg xsk.Config, frame []byte, flows, batch int, shape xsk.Shape, raw bool) error {
+// values, until ctx ends or, if d is positive, for d once the sockets are
+// open: through the runner (Device.Send) unless raw.
+func txonly(ctx context.Context, iface string, cfg xsk.Config, frame []byte, flows, batch int, shape xsk.Shape, raw bool, d time.Duration) error {
 	dev, err := xsk.Open(iface, cfg)
 	if err != nil {
 		return err
@@ -370,7 +371,8 @@ func txonly(ctx context.Context, iface string, cfg xsk.Config, frame []byte, flo
 			}
 		}(s)
 	}
-	exutil.Report(ctx, os.Stdout, socks, "sent", func(st xsk.Stats) uint64 { return st.TxFrames })
+	exutil.Report(ctx, os.Stdout, socks, "sent", func(st xsk.Stats) uint64 { return st.TxFrames }, d)
+	stop()
 	wg.Wait()
 	// Frames still on the TX rings get a moment to leave; then what was
 	// put on a ring but never completed is reported apart from what was
