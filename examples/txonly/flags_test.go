@@ -243,3 +243,6 @@ func FuzzParseFlags(f *testing.F) {
 		}
 	})
 }
+
+// -h prints the usage and exits 0, a bad flag exits 2, as in every example.
+func TestHelp(t *testing.T) { flagtest.CheckHelp(t, "txonly", run) }

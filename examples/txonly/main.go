@@ -3,7 +3,12 @@
 // runner (Device.Send; -raw: a hand-written goroutine per queue). It
 // prints packets/s per queue once a second and the totals at the end.
 //
-//	txonly -i eth0 -dst 198.18.0.1 -dst-mac 02:00:00:00:00:01 [-size 64] [-q 0-1] [-t 10s] [-shape auto|per-queue|one] [-raw]
+//	txonly -i eth0 -dst 198.18.0.1 [-dst-mac 02:00:00:00:00:01] [-size 64] [-q 0-1] [-t 10s] [-shape auto|per-queue|one] [-raw]
+//
+// -dst-mac is optional: by default the frames go to the Ethernet broadcast
+// address, which the peer of a veth pair or a host on the same link takes
+// in; give the MAC address of the destination (or of the router towards
+// it) to send through a switch that learns addresses, or a router.
 //
 // Every flag is checked before anything is opened (-size against the
 // interface's MTU, -flows against its number of queues, once it is known):
@@ -69,7 +74,7 @@ type options struct {
 func flagSet(o *options) *flag.FlagSet {
 	fs := exutil.NewFlagSet("txonly", synopsis)
 	o.Register(fs, "skb", "nap")
-	fs.StringVar(&o.dstMACText, "dst-mac", "ff:ff:ff:ff:ff:ff", "destination MAC address (6 bytes)")
+	fs.StringVar(&o.dstMACText, "dst-mac", "ff:ff:ff:ff:ff:ff", "destination MAC address (6 bytes), of the destination or the router towards it; the broadcast default reaches a peer on the same link")
 	fs.StringVar(&o.dstText, "dst", "", "destination IPv4 or IPv6 address (required)")
 	fs.StringVar(&o.srcText, "src", "", "source address, of the destination's family (default: the interface's first address of that family)")
 	fs.IntVar(&o.port, "port", 9000, "destination UDP port, 1-65535")

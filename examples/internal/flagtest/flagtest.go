@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
+	"testing"
 	"time"
 
 	"github.com/xdpio/xdpio/examples/exutil"
@@ -112,4 +114,29 @@ func CheckGiven(f *exutil.Flags, given map[string]string) error {
 		return fmt.Errorf("Config %+v does not say what the flags %+v do", cfg, f)
 	}
 	return nil
+}
+
+// CheckHelp checks that run, the run function of the example called name,
+// ends the way every example's does through exutil.Exit: -h and -help
+// print the usage (with the flags) and give exit status 0; an unknown flag
+// or a stray argument prints the error and the usage and gives 2.
+func CheckHelp(t *testing.T, name string, run func(args []string) error) {
+	t.Helper()
+	usage := "usage: " + name + " "
+	for _, tc := range []struct {
+		args   []string
+		status int
+		out    string // the output's start
+	}{
+		{[]string{"-h"}, 0, usage},
+		{[]string{"-help"}, 0, usage},
+		{[]string{"-bogus"}, 2, name + ": flag provided but not defined: -bogus\n" + usage},
+		{[]string{"-i", "veth0", "stray"}, 2, name + `: unexpected argument "stray"`},
+	} {
+		var b strings.Builder
+		status := exutil.Exit(&b, name, run(tc.args))
+		if status != tc.status || !strings.HasPrefix(b.String(), tc.out) || !strings.Contains(b.String(), "\nflags:\n  -") {
+			t.Errorf("%s %q: exit status %d, printing:\n%s\nwant status %d, the usage with the flags, starting %q", name, tc.args, status, b.String(), tc.status, tc.out)
+		}
+	}
 }
