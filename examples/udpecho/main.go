@@ -116,7 +116,7 @@ func run(args []string, out io.Writer) error {
 	fmt.Fprintf(out, "received %d datagrams, echoed %d (%d bytes); dropped %d: %+v; the kernel dropped %d before the sockets\n",
 		st.Datagrams, st.Sent, st.SentBytes, st.Drops.Total(), st.Drops, st.Socket.RxDropped+st.Socket.RxRingFull)
 	if n := st.Drops.PartialChecksum; n > 0 {
-		fmt.Fprintf(out, "hint: %d datagrams had checksums left unfinished by a sender on this host (veth with TX checksum offload): run with -accept-partial, or on the sender: ethtool -K DEV tx off\n", n)
+		fmt.Fprintf(out, "hint: %d datagrams dropped as PartialChecksum: a sender on this host (veth with TX checksum offload on) left their checksums unfinished; run with -accept-partial, or on the sender: ethtool -K DEV tx off\n", n)
 	}
 	return err
 }
