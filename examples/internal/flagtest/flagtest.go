@@ -111,7 +111,7 @@ func CheckGiven(f *exutil.Flags, given map[string]string) error {
 	qs, _ := exutil.ParseQueues(f.Queues)
 	if len(cfg.Queues) != len(qs) || cfg.Socket.RxNap != f.Nap || cfg.UMEM.NumFrames != f.Frames ||
 		(cfg.Socket.Bind == xsk.BindCopy) != f.Copy || (cfg.Program.Attach == xsk.AttachGeneric) != f.Generic {
-		return fmt.Errorf("Config %+v does not say what the flags %+v do", cfg, f)
+		return fmt.Errorf("the xsk.Config %+v of Flags.Config does not say what the flags %+v do", cfg, f)
 	}
 	return nil
 }
