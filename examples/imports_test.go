@@ -1,7 +1,8 @@
 // Package examples holds no code, only this test: the programs under
-// examples/ are what a user copies, so they may use only the module's
-// public packages. A test may use the internal ones (rxdrop's demo
-// harness does); a program file may not.
+// examples/ are what a user copies into another module, so they may use
+// only the module's public packages (examples/exutil among them). A test
+// may use the internal ones (rxdrop's demo harness does, and the flag
+// tests use examples/internal/flagtest); a program file may not.
 package examples
 
 import (
@@ -10,18 +11,29 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 )
 
-// internalPrefix is the import path of the module's internal packages.
-// examples/internal/exutil, shared by the examples, is the examples' own
-// and public-API-only too (this test covers its files).
-const internalPrefix = "github.com/xdpio/xdpio/internal"
+// module is the module's path: an import under it with an "internal"
+// element (github.com/xdpio/xdpio/internal/..., or the examples' own
+// examples/internal/...) cannot be imported from another module, so a
+// program copied out of examples/ that used one would not build.
+// examples/exutil, shared by the programs, is public for that reason (and
+// this test covers its files too).
+const module = "github.com/xdpio/xdpio"
+
+// isInternal reports whether the import path p is one of the module's
+// internal packages.
+func isInternal(p string) bool {
+	rest, ok := strings.CutPrefix(p, module+"/")
+	return ok && slices.Contains(strings.Split(rest, "/"), "internal")
+}
 
 // internalImports returns "file: import" for every import of the module's
-// internal packages by a non-test Go file under root, whatever its build
+// internal packages (isInternal) by a non-test Go file under root, whatever its build
 // constraints (every GOOS, every tag).
 func internalImports(t *testing.T, root string) []string {
 	t.Helper()
@@ -46,7 +58,7 @@ func internalImports(t *testing.T, root string) []string {
 			if err != nil {
 				return err
 			}
-			if p == internalPrefix || strings.HasPrefix(p, internalPrefix+"/") {
+			if isInternal(p) {
 				bad = append(bad, path+": "+p)
 			}
 		}
@@ -65,7 +77,9 @@ func TestExamplesUsePublicPackagesOnly(t *testing.T) {
 }
 
 // The check finds an internal import in a program file, behind any build
-// constraint, and lets a test file have one.
+// constraint and under examples/ too, and lets a test file have one; a
+// public package, another module's internal one, or a name that only
+// starts with "internal" is no internal import of this module.
 func TestInternalImportsCheck(t *testing.T) {
 	dir := t.TempDir()
 	files := map[string]string{
@@ -73,6 +87,7 @@ func TestInternalImportsCheck(t *testing.T) {
 		"a/demo_linux.go": "//go:build linux && demo\n\npackage main\n\nimport _ \"github.com/xdpio/xdpio/internal/vethpair\"\n",
 		"a/main_test.go":  "package main\n\nimport _ \"github.com/xdpio/xdpio/internal/netnstest\"\n",
 		"b/lib.go":        "package b\n\nimport (\n\t\"fmt\"\n\tgen \"github.com/xdpio/xdpio/internal/trafficgen\"\n)\n",
+		"c/main.go":       "package main\n\nimport (\n\t\"github.com/xdpio/xdpio/examples/exutil\"\n\t\"github.com/xdpio/xdpio/examples/internal/exutil\"\n\t\"example.com/internal/x\"\n\t\"github.com/xdpio/xdpio/internalx\"\n)\n",
 	}
 	for name, body := range files {
 		p := filepath.Join(dir, name)
@@ -87,6 +102,7 @@ func TestInternalImportsCheck(t *testing.T) {
 	want := []string{
 		filepath.Join(dir, "a/demo_linux.go") + ": github.com/xdpio/xdpio/internal/vethpair",
 		filepath.Join(dir, "b/lib.go") + ": github.com/xdpio/xdpio/internal/trafficgen",
+		filepath.Join(dir, "c/main.go") + ": github.com/xdpio/xdpio/examples/internal/exutil",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("found:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

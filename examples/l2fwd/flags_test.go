@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdpio/xdpio/examples/internal/exutil"
+	"github.com/xdpio/xdpio/examples/exutil"
+	"github.com/xdpio/xdpio/examples/internal/flagtest"
 	"github.com/xdpio/xdpio/xsk"
 )
 
@@ -92,17 +93,17 @@ func FuzzParseFlags(f *testing.F) {
 			}
 			return
 		}
-		given, rest, err := exutil.Given(flagSet(new(options)), args)
+		given, rest, err := flagtest.Given(flagSet(new(options)), args)
 		if err != nil || len(rest) > 0 {
 			t.Fatalf("parseFlags(%q) accepted what reads as %v, arguments %q left over", args, err, rest)
 		}
-		if err := o.CheckGiven(given); err != nil {
+		if err := flagtest.CheckGiven(&o.Flags, given); err != nil {
 			t.Fatalf("parseFlags(%q): %v", args, err)
 		}
 		if o.Iface == "" {
 			t.Fatalf("parseFlags(%q): no -i", args)
 		}
-		port, err := exutil.GivenInt(given, "port", 0)
+		port, err := flagtest.GivenInt(given, "port", 0)
 		if err != nil || o.port != port || port < 0 || port > 65535 {
 			t.Fatalf("parseFlags(%q): -port %q gave %d", args, given["port"], o.port)
 		}
@@ -116,3 +117,6 @@ func FuzzParseFlags(f *testing.F) {
 		}
 	})
 }
+
+// -h prints the usage and exits 0, a bad flag exits 2, as in every example.
+func TestHelp(t *testing.T) { flagtest.CheckHelp(t, "l2fwd", run) }

@@ -58,7 +58,7 @@ func testForwardMillion(t *testing.T, cfg xsk.Config) {
 	go func() {
 		var r result
 		r.err = pair.B.Do(func() (err error) {
-			r.sum, err = l2fwdStarted(fwdCtx, pair.B.Link, cfg, 64, func() { close(started) })
+			r.sum, err = l2fwdStarted(fwdCtx, pair.B.Link, cfg, 64, 0, func() { close(started) })
 			return err
 		})
 		fwdDone <- r

@@ -18,7 +18,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/xdpio/xdpio/examples/internal/exutil"
+	"github.com/xdpio/xdpio/examples/exutil"
 	"github.com/xdpio/xdpio/offload"
 	"github.com/xdpio/xdpio/xsk"
 )
@@ -81,9 +81,9 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := exutil.Context(o.Duration)
+	ctx, cancel := exutil.Context()
 	defer cancel()
-	return l2fwd(ctx, o.Iface, cfg, o.Batch)
+	return l2fwd(ctx, o.Iface, cfg, o.Batch, o.Duration)
 }
 
 // SwapMAC exchanges the destination and source MAC addresses of frame
@@ -110,15 +110,16 @@ type summary struct {
 	RingFull      uint64 // rx_ring_full: the forwarder was too slow
 }
 
-// l2fwd forwards until ctx ends.
-func l2fwd(ctx context.Context, iface string, cfg xsk.Config, batch int) error {
-	_, err := l2fwdStarted(ctx, iface, cfg, batch, func() {})
+// l2fwd forwards until ctx ends or, if d is positive, for d once the
+// sockets are open.
+func l2fwd(ctx context.Context, iface string, cfg xsk.Config, batch int, d time.Duration) error {
+	_, err := l2fwdStarted(ctx, iface, cfg, batch, d, func() {})
 	return err
 }
 
 // l2fwdStarted is l2fwd that calls started once the sockets are open (or
 // failed to) and returns the counts.
-func l2fwdStarted(ctx context.Context, iface string, cfg xsk.Config, batch int, started func()) (summary, error) {
+func l2fwdStarted(ctx context.Context, iface string, cfg xsk.Config, batch int, d time.Duration, started func()) (summary, error) {
 	var sum summary
 	dev, err := xsk.Open(iface, cfg)
 	started()
@@ -142,7 +143,8 @@ func l2fwdStarted(ctx context.Context, iface string, cfg xsk.Config, batch int, 
 			}
 		}(s)
 	}
-	exutil.Report(ctx, os.Stdout, socks, "forwarded", func(st xsk.Stats) uint64 { return st.TxFrames })
+	exutil.Report(ctx, os.Stdout, socks, "forwarded", func(st xsk.Stats) uint64 { return st.TxFrames }, d)
+	stop()
 	wg.Wait()
 	// The goroutines are done: give the frames still on the TX rings a
 	// moment to leave before the sockets close.

@@ -20,7 +20,7 @@ func TestL2Fwd(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() {
 		errc <- pair.B.Do(func() error {
-			return l2fwd(ctx, pair.B.Link, xsk.Config{Program: xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(9000)}}}, 64)
+			return l2fwd(ctx, pair.B.Link, xsk.Config{Program: xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(9000)}}}, 64, 0)
 		})
 	}()
 	time.Sleep(500 * time.Millisecond) // let it attach

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/xdpio/xdpio/examples/internal/exutil"
+	"github.com/xdpio/xdpio/examples/exutil"
 	"github.com/xdpio/xdpio/xsk"
 )
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdpio/xdpio/examples/internal/exutil"
+	"github.com/xdpio/xdpio/examples/exutil"
 	"github.com/xdpio/xdpio/internal/trafficgen"
 	"github.com/xdpio/xdpio/internal/vethpair"
 	"github.com/xdpio/xdpio/xsk"
@@ -95,7 +95,7 @@ func runDemo(o *options, queues int) error {
 
 	// ctx ends on Ctrl-C; the generator runs for the duration, and the
 	// receiver stops shortly after it, once the frames in flight are in.
-	ctx, cancel := exutil.Context(0)
+	ctx, cancel := exutil.Context()
 	defer cancel()
 	rxCtx, rxStop := context.WithCancel(ctx)
 	defer rxStop()
@@ -135,7 +135,7 @@ func runDemo(o *options, queues int) error {
 	}()
 	var sum summary
 	err = pair.B.Do(func() (err error) {
-		sum, err = rxdropStarted(rxCtx, pair.B.Link, cfg, f.Batch, o.loop(), func() { close(started) })
+		sum, err = rxdropStarted(rxCtx, pair.B.Link, cfg, f.Batch, o.loop(), 0, func() { close(started) })
 		return err
 	})
 	interrupted := ctx.Err() != nil

@@ -58,7 +58,7 @@ func testRxdropAccounts(t *testing.T, l loop, sc xsk.SocketConfig) {
 	}()
 	var sum summary
 	err = pair.B.Do(func() (err error) {
-		sum, err = rxdropStarted(ctx, pair.B.Link, xsk.Config{Socket: sc, Program: xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(9)}}}, 64, l, func() { close(started) })
+		sum, err = rxdropStarted(ctx, pair.B.Link, xsk.Config{Socket: sc, Program: xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(9)}}}, 64, l, 0, func() { close(started) })
 		return err
 	})
 	if err != nil {

@@ -32,7 +32,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/xdpio/xdpio/examples/internal/exutil"
+	"github.com/xdpio/xdpio/examples/exutil"
 	"github.com/xdpio/xdpio/xsk"
 )
 
@@ -138,9 +138,9 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := exutil.Context(o.Duration)
+	ctx, cancel := exutil.Context()
 	defer cancel()
-	return rxdrop(ctx, o.Iface, cfg, o.Batch, o.loop())
+	return rxdrop(ctx, o.Iface, cfg, o.Batch, o.loop(), o.Duration)
 }
 
 // summary is what a run received and what the kernel dropped on the way
@@ -151,9 +151,10 @@ type summary struct {
 	RingFull      uint64 // rx_ring_full: the application was too slow
 }
 
-// rxdrop opens the sockets and drops everything until ctx ends.
-func rxdrop(ctx context.Context, iface string, cfg xsk.Config, batch int, l loop) error {
-	_, err := rxdropStarted(ctx, iface, cfg, batch, l, func() {})
+// rxdrop opens the sockets and drops everything until ctx ends or, if d
+// is positive, for d from then on.
+func rxdrop(ctx context.Context, iface string, cfg xsk.Config, batch int, l loop, d time.Duration) error {
+	_, err := rxdropStarted(ctx, iface, cfg, batch, l, d, func() {})
 	return err
 }
 
@@ -185,7 +186,7 @@ func dropAll(ctx context.Context, socks []*xsk.Socket, batch int) error {
 
 // rxdropStarted is rxdrop that calls started once the sockets are open and
 // returns the counts.
-func rxdropStarted(ctx context.Context, iface string, cfg xsk.Config, batch int, l loop, started func()) (summary, error) {
+func rxdropStarted(ctx context.Context, iface string, cfg xsk.Config, batch int, l loop, d time.Duration, started func()) (summary, error) {
 	var sum summary
 	dev, err := xsk.Open(iface, cfg)
 	if err != nil {
@@ -248,7 +249,8 @@ func rxdropStarted(ctx context.Context, iface string, cfg xsk.Config, batch int,
 			}(s)
 		}
 	}
-	exutil.Report(ctx, os.Stdout, socks, "received", func(st xsk.Stats) uint64 { return st.RxFrames })
+	exutil.Report(ctx, os.Stdout, socks, "received", func(st xsk.Stats) uint64 { return st.RxFrames }, d)
+	stop()
 	wg.Wait()
 	var runErr error
 	select {

@@ -9,7 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/xdpio/xdpio/examples/internal/exutil"
+	"github.com/xdpio/xdpio/examples/exutil"
+	"github.com/xdpio/xdpio/examples/internal/flagtest"
 )
 
 // splitArgs turns a test's or the fuzzer's string into a command line:
@@ -180,11 +181,11 @@ func FuzzParseFlags(f *testing.F) {
 			}
 			return
 		}
-		given, rest, err := exutil.Given(flagSet(new(options)), args)
+		given, rest, err := flagtest.Given(flagSet(new(options)), args)
 		if err != nil || len(rest) > 0 {
 			t.Fatalf("parseFlags(%q) accepted what reads as %v, arguments %q left over", args, err, rest)
 		}
-		if err := o.CheckGiven(given); err != nil {
+		if err := flagtest.CheckGiven(&o.Flags, given); err != nil {
 			t.Fatalf("parseFlags(%q): %v", args, err)
 		}
 		if o.Iface == "" || !o.dst.IsValid() || len(o.dstMAC) != 6 || o.src.IsValid() && o.src.Is4() != o.dst.Is4() {
@@ -193,15 +194,15 @@ func FuzzParseFlags(f *testing.F) {
 		if want, err := netip.ParseAddr(given["dst"]); err != nil || want.Unmap().WithZone("") != o.dst {
 			t.Fatalf("parseFlags(%q): -dst %q gave %v", args, given["dst"], o.dst)
 		}
-		port, err := exutil.GivenInt(given, "port", 9000)
+		port, err := flagtest.GivenInt(given, "port", 9000)
 		if err != nil || o.port != port || port < 1 || port > 65535 {
 			t.Fatalf("parseFlags(%q): -port %q gave %d", args, given["port"], o.port)
 		}
-		flows, err := exutil.GivenInt(given, "flows", 16)
+		flows, err := flagtest.GivenInt(given, "flows", 16)
 		if err != nil || o.flows != flows || flows < 1 || flows > portSpace {
 			t.Fatalf("parseFlags(%q): -flows %q gave %d", args, given["flows"], o.flows)
 		}
-		size, err := exutil.GivenInt(given, "size", 64)
+		size, err := flagtest.GivenInt(given, "size", 64)
 		lo := 14 + 20 + 8
 		if o.dst.Is6() {
 			lo = 14 + 40 + 8
@@ -242,3 +243,6 @@ func FuzzParseFlags(f *testing.F) {
 		}
 	})
 }
+
+// -h prints the usage and exits 0, a bad flag exits 2, as in every example.
+func TestHelp(t *testing.T) { flagtest.CheckHelp(t, "txonly", run) }

@@ -3,7 +3,12 @@
 // runner (Device.Send; -raw: a hand-written goroutine per queue). It
 // prints packets/s per queue once a second and the totals at the end.
 //
-//	txonly -i eth0 -dst 198.18.0.1 -dst-mac 02:00:00:00:00:01 [-size 64] [-q 0-1] [-t 10s] [-shape auto|per-queue|one] [-raw]
+//	txonly -i eth0 -dst 198.18.0.1 [-dst-mac 02:00:00:00:00:01] [-size 64] [-q 0-1] [-t 10s] [-shape auto|per-queue|one] [-raw]
+//
+// -dst-mac is optional: by default the frames go to the Ethernet broadcast
+// address, which the peer of a veth pair or a host on the same link takes
+// in; give the MAC address of the destination (or of the router towards
+// it) to send through a switch that learns addresses, or a router.
 //
 // Every flag is checked before anything is opened (-size against the
 // interface's MTU, -flows against its number of queues, once it is known):
@@ -24,7 +29,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/xdpio/xdpio/examples/internal/exutil"
+	"github.com/xdpio/xdpio/examples/exutil"
 	"github.com/xdpio/xdpio/nic"
 	"github.com/xdpio/xdpio/offload"
 	"github.com/xdpio/xdpio/xsk"
@@ -69,7 +74,7 @@ type options struct {
 func flagSet(o *options) *flag.FlagSet {
 	fs := exutil.NewFlagSet("txonly", synopsis)
 	o.Register(fs, "skb", "nap")
-	fs.StringVar(&o.dstMACText, "dst-mac", "ff:ff:ff:ff:ff:ff", "destination MAC address (6 bytes)")
+	fs.StringVar(&o.dstMACText, "dst-mac", "ff:ff:ff:ff:ff:ff", "destination MAC address (6 bytes), of the destination or the router towards it; the broadcast default reaches a peer on the same link")
 	fs.StringVar(&o.dstText, "dst", "", "destination IPv4 or IPv6 address (required)")
 	fs.StringVar(&o.srcText, "src", "", "source address, of the destination's family (default: the interface's first address of that family)")
 	fs.IntVar(&o.port, "port", 9000, "destination UDP port, 1-65535")
@@ -214,10 +219,10 @@ func run(args []string) error {
 	cfg.Socket.TxBudget = 256
 	// Sending needs no XDP program: RX stays with the kernel.
 	cfg.NoProgram = true
-	ctx, cancel := exutil.Context(o.Duration)
+	ctx, cancel := exutil.Context()
 	defer cancel()
 	shape, raw := o.loop()
-	return txonly(ctx, o.Iface, cfg, frame, o.flows, o.Batch, shape, raw)
+	return txonly(ctx, o.Iface, cfg, frame, o.flows, o.Batch, shape, raw, o.Duration)
 }
 
 // sourceAddr returns ifi's first address of the family (IPv4 if v4) that
@@ -258,8 +263,9 @@ func BuildUDP(srcMAC, dstMAC net.HardwareAddr, src, dst netip.Addr, sport, dport
 }
 
 // txonly sends copies of frame, with the source port cycling over flows
-// values, until ctx ends: through the runner (Device.Send) unless raw.
-func txonly(ctx context.Context, iface string, cfg xsk.Config, frame []byte, flows, batch int, shape xsk.Shape, raw bool) error {
+// values, until ctx ends or, if d is positive, for d once the sockets are
+// open: through the runner (Device.Send) unless raw.
+func txonly(ctx context.Context, iface string, cfg xsk.Config, frame []byte, flows, batch int, shape xsk.Shape, raw bool, d time.Duration) error {
 	dev, err := xsk.Open(iface, cfg)
 	if err != nil {
 		return err
@@ -370,7 +376,8 @@ func txonly(ctx context.Context, iface string, cfg xsk.Config, frame []byte, flo
 			}
 		}(s)
 	}
-	exutil.Report(ctx, os.Stdout, socks, "sent", func(st xsk.Stats) uint64 { return st.TxFrames })
+	exutil.Report(ctx, os.Stdout, socks, "sent", func(st xsk.Stats) uint64 { return st.TxFrames }, d)
+	stop()
 	wg.Wait()
 	// Frames still on the TX rings get a moment to leave; then what was
 	// put on a ring but never completed is reported apart from what was

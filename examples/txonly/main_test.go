@@ -77,12 +77,14 @@ func testTxOnly(t *testing.T, shape xsk.Shape, raw bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	// It sends for 1 s (-t 1s) once its sockets are open; ctx only
+	// guards against a run that would not end.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() {
 		errc <- pair.B.Do(func() error {
-			return txonly(ctx, pair.B.Link, xsk.Config{NoProgram: true, Socket: xsk.SocketConfig{NoRX: true}}, frame, 4, 32, shape, raw)
+			return txonly(ctx, pair.B.Link, xsk.Config{NoProgram: true, Socket: xsk.SocketConfig{NoRX: true}}, frame, 4, 32, shape, raw, time.Second)
 		})
 	}()
 	got := 0

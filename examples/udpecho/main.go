@@ -3,113 +3,121 @@
 // datagram to its sender. ARP, ICMP, SSH and every other port stay with
 // the kernel.
 //
-//	udpecho -i eth0 -port 7 [-addr 198.18.0.2] [-t 10s] [-queues]
+//	udpecho -i eth0 [-port 7] [-addr 198.18.0.2] [-t 10s] [-queues] [-accept-partial]
 //
 // With -queues it reads each RX queue in its own goroutine, in place, and
 // answers through the same queue (the fast path); without, it uses the
 // conn as a net.PacketConn. It prints what it echoed and what was dropped,
 // by cause, when it stops (Ctrl-C or -t).
+//
+// A sender on the same host, through a veth pair whose sending end has
+// TX checksum offload on (veth's default), leaves its UDP checksums
+// unfinished: the kernel only fills them in for packets that leave the
+// host. udpecho drops such datagrams and counts them as PartialChecksum,
+// unless -accept-partial (xdpnet.RxChecksumAcceptPartial) accepts them;
+// or turn the offload off on the sender's device: ethtool -K DEV tx off.
+//
+// Every flag is checked before anything is opened: a value out of range,
+// or an argument that is not a flag, exits with status 2 and the usage;
+// -h prints the usage and exits 0.
 package main
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
 	"os"
-	"os/signal"
 	"sync"
-	"syscall"
-	"time"
 
+	"github.com/xdpio/xdpio/examples/exutil"
 	"github.com/xdpio/xdpio/xdpnet"
 	"github.com/xdpio/xdpio/xsk"
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		var ue usageError
-		if errors.As(err, &ue) {
-			fmt.Fprintln(os.Stderr, "udpecho:", err)
-			os.Exit(2)
-		}
-		fmt.Fprintln(os.Stderr, "udpecho:", err)
-		os.Exit(1)
-	}
+	os.Exit(exutil.Exit(os.Stderr, "udpecho", run(os.Args[1:], os.Stdout)))
 }
 
-type usageError struct{ error }
+const synopsis = "udpecho -i IFACE [-port 7] [-addr ADDR] [-t 10s] [-queues] [-accept-partial] [flags]"
 
 // options are udpecho's flags.
 type options struct {
-	iface    string
-	addr     netip.Addr
-	port     uint16
-	duration time.Duration
-	queues   bool
-	frames   int
+	exutil.Flags  // -i and -t; the others are xsk's, which xdpnet sets itself
+	addr          netip.Addr
+	port          uint16
+	queues        bool
+	frames        int
+	acceptPartial bool
 }
 
 // parseFlags parses and checks the command line (without the program
-// name).
-func parseFlags(args []string, stderr io.Writer) (options, error) {
+// name). Errors are *exutil.UsageError.
+func parseFlags(args []string) (options, error) {
 	var o options
-	fs := flag.NewFlagSet("udpecho", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&o.iface, "i", "", "interface (required)")
+	fs := exutil.NewFlagSet("udpecho", synopsis)
+	o.Register(fs, "q", "copy", "skb", "batch", "nap", "frames")
 	addr := fs.String("addr", "::", "local address: one of the interface's, or :: for all (IPv4 and IPv6)")
 	port := fs.Int("port", 7, "UDP port, 1-65535")
-	fs.DurationVar(&o.duration, "t", 0, "stop after this long; 0 runs until Ctrl-C")
 	fs.BoolVar(&o.queues, "queues", false, "one goroutine per RX queue, reading in place (the fast path)")
 	fs.IntVar(&o.frames, "frames", 0, "UMEM frames per queue, 0 (the library's default: 4096, or what fits RLIMIT_MEMLOCK without CAP_IPC_LOCK) or 256-1048576")
-	if err := fs.Parse(args); err != nil {
-		return o, usageError{err}
+	fs.BoolVar(&o.acceptPartial, "accept-partial", false, "accept UDP checksums a sender on this host left unfinished for an offload "+
+		"(veth with TX checksumming on, its default), which are otherwise dropped as PartialChecksum (xdpnet.RxChecksumAcceptPartial)")
+	err := o.Parse(fs, args, func() error {
+		switch {
+		case o.Iface == "":
+			return errors.New("-i IFACE is required")
+		case *port < 1 || *port > 65535:
+			return fmt.Errorf("-port %d: must be 1-65535", *port)
+		case o.frames != 0 && (o.frames < 256 || o.frames > 1<<20):
+			return fmt.Errorf("-frames %d: must be 0 or 256-1048576", o.frames)
+		}
+		a, err := netip.ParseAddr(*addr)
+		if err != nil {
+			return fmt.Errorf("-addr: %w", err)
+		}
+		o.addr, o.port = a.Unmap(), uint16(*port)
+		return nil
+	})
+	return o, err
+}
+
+// config is the xdpnet.Config the options ask for.
+func (o *options) config() xdpnet.Config {
+	cfg := xdpnet.Config{FramesPerQueue: o.frames}
+	if o.acceptPartial {
+		cfg.RxChecksum = xdpnet.RxChecksumAcceptPartial
 	}
-	switch {
-	case fs.NArg() > 0:
-		return o, usageError{fmt.Errorf("unexpected argument %q: every option is a -flag", fs.Arg(0))}
-	case o.iface == "":
-		return o, usageError{errors.New("-i IFACE is required")}
-	case *port < 1 || *port > 65535:
-		return o, usageError{fmt.Errorf("-port %d: must be 1-65535", *port)}
-	case o.duration < 0:
-		return o, usageError{fmt.Errorf("-t %v: must not be negative", o.duration)}
-	case o.frames != 0 && (o.frames < 256 || o.frames > 1<<20):
-		return o, usageError{fmt.Errorf("-frames %d: must be 0 or 256-1048576", o.frames)}
-	}
-	a, err := netip.ParseAddr(*addr)
-	if err != nil {
-		return o, usageError{fmt.Errorf("-addr: %w", err)}
-	}
-	o.addr, o.port = a.Unmap(), uint16(*port)
-	return o, nil
+	return cfg
 }
 
 func run(args []string, out io.Writer) error {
-	o, err := parseFlags(args, os.Stderr)
+	o, err := parseFlags(args)
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := exutil.Context()
 	defer stop()
-	if o.duration > 0 {
+	c, err := xdpnet.ListenUDP(o.Iface, netip.AddrPortFrom(o.addr, o.port), o.config())
+	if err != nil {
+		return err
+	}
+	if o.Duration > 0 { // -t counts from here, as in the other examples
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, o.duration)
+		ctx, cancel = context.WithTimeout(ctx, o.Duration)
 		defer cancel()
 	}
-	c, err := xdpnet.ListenUDP(o.iface, netip.AddrPortFrom(o.addr, o.port), xdpnet.Config{FramesPerQueue: o.frames})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "udpecho on %s: %v\n", o.iface, c.LocalAddr())
+	fmt.Fprintf(out, "udpecho on %s: %v\n", o.Iface, c.LocalAddr())
 	err = serve(ctx, c, o.queues)
 	st := c.Stats().Total()
 	c.Close()
 	fmt.Fprintf(out, "received %d datagrams, echoed %d (%d bytes); dropped %d: %+v; the kernel dropped %d before the sockets\n",
 		st.Datagrams, st.Sent, st.SentBytes, st.Drops.Total(), st.Drops, st.Socket.RxDropped+st.Socket.RxRingFull)
+	if n := st.Drops.PartialChecksum; n > 0 {
+		fmt.Fprintf(out, "hint: %d datagrams dropped as PartialChecksum: a sender on this host (veth with TX checksum offload on) left their checksums unfinished; run with -accept-partial, or on the sender: ethtool -K DEV tx off\n", n)
+	}
 	return err
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpio/xdpio/examples/internal/flagtest"
 	"github.com/xdpio/xdpio/internal/netnstest"
 )
 
@@ -30,18 +32,8 @@ func TestUDPEcho(t *testing.T) {
 			if queues {
 				args = append(args, "-queues")
 			}
-			var out bytes.Buffer
-			done := make(chan error, 1)
-			go func() { done <- pair.B.Do(func() error { return run(args, &out) }) }()
-			time.Sleep(300 * time.Millisecond) // let it attach
-			var k *net.UDPConn
-			if err := pair.A.Do(func() (err error) {
-				k, err = net.ListenUDP("udp", &net.UDPAddr{})
-				return err
-			}); err != nil {
-				t.Fatal(err)
-			}
-			defer k.Close()
+			out, done := startEcho(t, pair, args)
+			k := client(t, pair)
 			buf := make([]byte, 2000)
 			for _, dst := range []netip.Addr{pair.B.IPv4, pair.B.IPv6} {
 				for i := 0; i < 20; i++ {
@@ -66,6 +58,72 @@ func TestUDPEcho(t *testing.T) {
 	}
 }
 
+// A client on the same host whose veth keeps TX checksum offload on (veth's
+// default) sends datagrams with partial checksums: udpecho drops them and
+// its summary names -accept-partial and ethtool; with -accept-partial it
+// echoes them.
+func TestUDPEchoPartialChecksum(t *testing.T) {
+	for _, accept := range []bool{false, true} {
+		t.Run(fmt.Sprintf("accept-partial=%v", accept), func(t *testing.T) {
+			pair := netnstest.New(t, netnstest.Config{Queues: 1})
+			args := []string{"-i", pair.B.Link, "-port", "7007", "-t", "2s"}
+			if accept {
+				args = append(args, "-accept-partial")
+			}
+			out, done := startEcho(t, pair, args)
+			k := client(t, pair)
+			const count = 5
+			echoed := 0
+			buf := make([]byte, 2000)
+			for i := 0; i < count; i++ {
+				msg := []byte(fmt.Sprintf("datagram %d", i))
+				if _, err := k.WriteToUDPAddrPort(msg, netip.AddrPortFrom(pair.B.IPv4, 7007)); err != nil {
+					t.Fatal(err)
+				}
+				k.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+				if n, _, err := k.ReadFromUDPAddrPort(buf); err == nil && bytes.Equal(buf[:n], msg) {
+					echoed++
+				}
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("udpecho: %v\n%s", err, out.String())
+			}
+			hint := strings.Contains(out.String(), "hint: ") && strings.Contains(out.String(), "-accept-partial") && strings.Contains(out.String(), "ethtool -K DEV tx off")
+			switch {
+			case accept && (echoed != count || hint || !strings.Contains(out.String(), "echoed 5")):
+				t.Errorf("-accept-partial: %d of %d echoed; output:\n%s\nwant all echoed and no hint", echoed, count, out.String())
+			case !accept && (echoed != 0 || !hint || !strings.Contains(out.String(), "PartialChecksum:5")):
+				t.Errorf("%d of %d echoed; output:\n%s\nwant none echoed, 5 PartialChecksum drops and the hint", echoed, count, out.String())
+			}
+		})
+	}
+}
+
+// startEcho runs udpecho with args in pair.B, and gives it time to attach.
+// It returns its output and, once it ends, its error.
+func startEcho(t *testing.T, pair *netnstest.Pair, args []string) (*bytes.Buffer, <-chan error) {
+	t.Helper()
+	var out bytes.Buffer
+	done := make(chan error, 1)
+	go func() { done <- pair.B.Do(func() error { return run(args, &out) }) }()
+	time.Sleep(300 * time.Millisecond) // let it attach
+	return &out, done
+}
+
+// client returns a kernel UDP socket in pair.A, closed when the test ends.
+func client(t *testing.T, pair *netnstest.Pair) *net.UDPConn {
+	t.Helper()
+	var k *net.UDPConn
+	if err := pair.A.Do(func() (err error) {
+		k, err = net.ListenUDP("udp", &net.UDPAddr{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { k.Close() })
+	return k
+}
+
 func TestParseFlags(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -81,7 +139,7 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-i", "eth0", "-frames", "100"}, "-frames 100"},
 		{[]string{"-i", "eth0", "-frames", "4096"}, ""},
 	} {
-		_, err := parseFlags(tc.args, io.Discard)
+		_, err := parseFlags(tc.args)
 		switch {
 		case tc.bad == "" && err != nil:
 			t.Errorf("%v: %v", tc.args, err)
@@ -98,12 +156,17 @@ func FuzzParseFlags(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		o, err := parseFlags(strings.Fields(s), io.Discard)
+		o, err := parseFlags(strings.Fields(s))
 		if err != nil {
 			return
 		}
-		if o.iface == "" || o.port == 0 || o.duration < 0 || !o.addr.IsValid() {
+		if o.Iface == "" || o.port == 0 || o.Duration < 0 || !o.addr.IsValid() {
 			t.Fatalf("accepted %q as %+v", s, o)
 		}
 	})
+}
+
+// -h prints the usage and exits 0, a bad flag exits 2, as in every example.
+func TestHelp(t *testing.T) {
+	flagtest.CheckHelp(t, "udpecho", func(args []string) error { return run(args, io.Discard) })
 }

@@ -1,12 +1,19 @@
-package exutil
+// Package flagtest is the oracle of the examples' flag fuzz tests: it
+// reads back what a command line said, for comparison with what
+// exutil.Flags.Parse made of it. It serves the examples' tests only; the
+// programs themselves need only package exutil.
+package flagtest
 
 import (
 	"flag"
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
+	"testing"
 	"time"
 
+	"github.com/xdpio/xdpio/examples/exutil"
 	"github.com/xdpio/xdpio/xsk"
 )
 
@@ -54,14 +61,14 @@ func GivenInt(given map[string]string, name string, def int) (int, error) {
 // (given, from Given) or holds a value outside its documented range, and
 // whether Config accepts it: for the examples' fuzz tests, on command lines
 // Parse accepted.
-func (f *Flags) CheckGiven(given map[string]string) error {
-	batch, err := GivenInt(given, "batch", DefaultBatch)
-	if err != nil || batch != f.Batch || f.Batch < 1 || f.Batch > MaxBatch {
-		return fmt.Errorf("-batch %q gave %d (%v), want it as given and within 1-%d", given["batch"], f.Batch, err, MaxBatch)
+func CheckGiven(f *exutil.Flags, given map[string]string) error {
+	batch, err := GivenInt(given, "batch", exutil.DefaultBatch)
+	if err != nil || batch != f.Batch || f.Batch < 1 || f.Batch > exutil.MaxBatch {
+		return fmt.Errorf("-batch %q gave %d (%v), want it as given and within 1-%d", given["batch"], f.Batch, err, exutil.MaxBatch)
 	}
 	frames, err := GivenInt(given, "frames", 0)
-	if err != nil || frames != f.Frames || (f.Frames != 0 && (f.Frames < MinFrames || f.Frames > MaxFrames)) {
-		return fmt.Errorf("-frames %q gave %d (%v), want it as given and 0 or %d-%d", given["frames"], f.Frames, err, MinFrames, MaxFrames)
+	if err != nil || frames != f.Frames || (f.Frames != 0 && (f.Frames < exutil.MinFrames || f.Frames > exutil.MaxFrames)) {
+		return fmt.Errorf("-frames %q gave %d (%v), want it as given and 0 or %d-%d", given["frames"], f.Frames, err, exutil.MinFrames, exutil.MaxFrames)
 	}
 	for _, d := range []struct {
 		name string
@@ -101,10 +108,35 @@ func (f *Flags) CheckGiven(given map[string]string) error {
 	if err != nil {
 		return fmt.Errorf("accepted flags, but Config fails: %w", err)
 	}
-	qs, _ := ParseQueues(f.Queues)
+	qs, _ := exutil.ParseQueues(f.Queues)
 	if len(cfg.Queues) != len(qs) || cfg.Socket.RxNap != f.Nap || cfg.UMEM.NumFrames != f.Frames ||
 		(cfg.Socket.Bind == xsk.BindCopy) != f.Copy || (cfg.Program.Attach == xsk.AttachGeneric) != f.Generic {
-		return fmt.Errorf("Config %+v does not say what the flags %+v do", cfg, f)
+		return fmt.Errorf("the xsk.Config %+v of Flags.Config does not say what the flags %+v do", cfg, f)
 	}
 	return nil
+}
+
+// CheckHelp checks that run, the run function of the example called name,
+// ends the way every example's does through exutil.Exit: -h and -help
+// print the usage (with the flags) and give exit status 0; an unknown flag
+// or a stray argument prints the error and the usage and gives 2.
+func CheckHelp(t *testing.T, name string, run func(args []string) error) {
+	t.Helper()
+	usage := "usage: " + name + " "
+	for _, tc := range []struct {
+		args   []string
+		status int
+		out    string // the output's start
+	}{
+		{[]string{"-h"}, 0, usage},
+		{[]string{"-help"}, 0, usage},
+		{[]string{"-bogus"}, 2, name + ": flag provided but not defined: -bogus\n" + usage},
+		{[]string{"-i", "veth0", "stray"}, 2, name + `: unexpected argument "stray"`},
+	} {
+		var b strings.Builder
+		status := exutil.Exit(&b, name, run(tc.args))
+		if status != tc.status || !strings.HasPrefix(b.String(), tc.out) || !strings.Contains(b.String(), "\nflags:\n  -") {
+			t.Errorf("%s %q: exit status %d, printing:\n%s\nwant status %d, the usage with the flags, starting %q", name, tc.args, status, b.String(), tc.status, tc.out)
+		}
+	}
 }

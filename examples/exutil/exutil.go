@@ -1,6 +1,3 @@
-// Package exutil holds what the example programs share: flags, queue
-// lists, signal handling and the once-a-second per-queue report. It is
-// glue for the examples, not part of xdpio's API.
 package exutil
 
 import (
@@ -69,7 +66,7 @@ func (f *Flags) Register(fs *flag.FlagSet, omit ...string) {
 		fs.StringVar(&f.Queues, n, "all", fmt.Sprintf("queues: all, or a list such as 0,1,3 or 0-3 (queue numbers 0-%d)", MaxQueue))
 	})
 	add("t", func(n string) {
-		fs.DurationVar(&f.Duration, n, 0, "stop after this long (e.g. 10s), not negative; 0 runs until Ctrl-C")
+		fs.DurationVar(&f.Duration, n, 0, "stop after this long once the sockets are open (e.g. 10s), not negative; 0 runs until Ctrl-C")
 	})
 	add("copy", func(n string) {
 		fs.BoolVar(&f.Copy, n, false, "force copy mode (default: zero-copy when the driver has it)")
@@ -254,26 +251,30 @@ func ParseQueues(s string) ([]int, error) {
 	return out, nil
 }
 
-// Context returns a context cancelled by SIGINT/SIGTERM or after d (if
-// non-zero).
-func Context(d time.Duration) (context.Context, context.CancelFunc) {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	if d <= 0 {
-		return ctx, stop
-	}
-	ctx2, cancel := context.WithTimeout(ctx, d)
-	return ctx2, func() { cancel(); stop() }
+// Context returns a context cancelled by SIGINT or SIGTERM. The examples'
+// -t is not part of it: it counts from when the sockets are open (see
+// Report), not from when the program started.
+func Context() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
-// Report prints, once a second until ctx ends, the packets per second of
-// each socket (RX or TX, as what picks), then the totals. It returns the
-// total count.
-func Report(ctx context.Context, w io.Writer, socks []*xsk.Socket, what string, pick func(xsk.Stats) uint64) uint64 {
+// Report prints, once a second, the packets per second of each socket (RX
+// or TX, as what picks), until ctx ends or, if d is positive, d has passed
+// since Report started; then the totals. Every full second gets its line,
+// the last one too (-t 2s prints the lines of 1.0 s and 2.0 s). It
+// returns the total count; the caller stops its goroutines after it.
+func Report(ctx context.Context, w io.Writer, socks []*xsk.Socket, what string, pick func(xsk.Stats) uint64, d time.Duration) uint64 {
 	last := make([]uint64, len(socks))
 	start := time.Now()
 	prev := start
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	var deadline <-chan time.Time
+	if d > 0 {
+		t := time.NewTimer(d) // after the ticker: the last tick is due by then
+		defer t.Stop()
+		deadline = t.C
+	}
 	read := func() []uint64 {
 		cur := make([]uint64, len(socks))
 		for i, s := range socks {
@@ -283,33 +284,47 @@ func Report(ctx context.Context, w io.Writer, socks []*xsk.Socket, what string, 
 		}
 		return cur
 	}
-	for {
+	lines := 0
+	line := func(now time.Time) {
+		cur := read()
+		dt := now.Sub(prev).Seconds()
+		prev = now
+		var sum float64
+		var parts []string
+		for i, s := range socks {
+			pps := float64(cur[i]-last[i]) / dt
+			sum += pps
+			parts = append(parts, fmt.Sprintf("q%d %10.0f", s.Queue(), pps))
+		}
+		copy(last, cur)
+		lines++
+		fmt.Fprintf(w, "%6.1fs  %s pkts/s  | sum %10.0f pkts/s %s\n", now.Sub(start).Seconds(), strings.Join(parts, "  "), sum, what)
+	}
+	for done := false; !done; {
 		select {
 		case <-ctx.Done():
-			cur := read()
-			var total uint64
-			el := time.Since(start).Seconds()
-			for i, s := range socks {
-				total += cur[i]
-				fmt.Fprintf(w, "total queue %d: %d packets %s, %.0f pkts/s\n", s.Queue(), cur[i], what, float64(cur[i])/el)
-			}
-			fmt.Fprintf(w, "total: %d packets %s in %.1f s, %.0f pkts/s\n", total, what, el, float64(total)/el)
-			return total
+			done = true
+		case <-deadline:
+			done = true
 		case now := <-tick.C:
-			cur := read()
-			dt := now.Sub(prev).Seconds()
-			prev = now
-			var sum float64
-			var parts []string
-			for i, s := range socks {
-				pps := float64(cur[i]-last[i]) / dt
-				sum += pps
-				parts = append(parts, fmt.Sprintf("q%d %10.0f", s.Queue(), pps))
-			}
-			copy(last, cur)
-			fmt.Fprintf(w, "%6.1fs  %s pkts/s  | sum %10.0f pkts/s %s\n", now.Sub(start).Seconds(), strings.Join(parts, "  "), sum, what)
+			line(now)
 		}
 	}
+	// The tick of the last full second may have lost the race with the
+	// end (or been dropped while Report was slow): print its line now.
+	now := time.Now()
+	if now.Sub(start) >= time.Duration(lines+1)*time.Second {
+		line(now)
+	}
+	cur := read()
+	var total uint64
+	el := now.Sub(start).Seconds()
+	for i, s := range socks {
+		total += cur[i]
+		fmt.Fprintf(w, "total queue %d: %d packets %s, %.0f pkts/s\n", s.Queue(), cur[i], what, float64(cur[i])/el)
+	}
+	fmt.Fprintf(w, "total: %d packets %s in %.1f s, %.0f pkts/s\n", total, what, el, float64(total)/el)
+	return total
 }
 
 // ShapeNames lists the values of -shape.

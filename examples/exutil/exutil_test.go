@@ -1,6 +1,7 @@
 package exutil
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -186,16 +187,46 @@ func TestExit(t *testing.T) {
 	}
 }
 
-// Given reads back what a command line said, bare booleans as "true".
-func TestGiven(t *testing.T) {
-	var f Flags
-	fs := NewFlagSet("ex", "ex")
-	f.Register(fs)
-	given, rest, err := Given(fs, []string{"-batch", "0x10", "-copy", "-t=1s", "-batch", "8", "x", "-q", "1"})
-	if err != nil || given["batch"] != "8" || given["copy"] != "true" || given["t"] != "1s" || given["q"] != "" || len(rest) != 3 {
-		t.Fatalf("Given = %v, %q, %v", given, rest, err)
-	}
-	if n, err := GivenInt(map[string]string{"batch": "0x10"}, "batch", 64); n != 16 || err != nil {
-		t.Fatalf("GivenInt(0x10) = %d, %v", n, err)
+// Report prints a line for every full second up to d, the last one too,
+// then the totals; a context that ends first ends it as early, with the
+// lines of the seconds that were full.
+func TestReportEverySecond(t *testing.T) {
+	pick := func(st xsk.Stats) uint64 { return st.RxFrames }
+	for _, tc := range []struct {
+		name   string
+		d      time.Duration
+		cancel time.Duration // the context's timeout, 0 for none
+		lines  []string
+	}{
+		{"-t 2s", 2 * time.Second, 0, []string{"1.0s", "2.0s"}},
+		{"-t 1.5s", 1500 * time.Millisecond, 0, []string{"1.0s"}},
+		{"Ctrl-C after 1.2s", 0, 1200 * time.Millisecond, []string{"1.0s"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			if tc.cancel > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tc.cancel)
+				defer cancel()
+			}
+			var b strings.Builder
+			begin := time.Now()
+			if n := Report(ctx, &b, nil, "received", pick, tc.d); n != 0 {
+				t.Errorf("Report counted %d packets of no socket", n)
+			}
+			if el := time.Since(begin); el < max(tc.d, tc.cancel) || el > max(tc.d, tc.cancel)+500*time.Millisecond {
+				t.Errorf("Report ran %v", el)
+			}
+			out := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+			if len(out) != len(tc.lines)+1 || !strings.HasPrefix(out[len(out)-1], "total: 0 packets received in ") {
+				t.Fatalf("Report printed:\n%s\nwant the lines of %q and the total", b.String(), tc.lines)
+			}
+			for i, want := range tc.lines {
+				if got := strings.TrimSpace(out[i]); !strings.HasPrefix(got, want+" ") {
+					t.Errorf("line %d: %q, want the line of %s", i+1, got, want)
+				}
+			}
+		})
 	}
 }
