@@ -36,6 +36,9 @@ func TestCompileRefuses(t *testing.T) {
 		{"ip6 host 1.2.3.4", "1.2.3.4", true},
 		{"ip host 2001:db8::1", "2001:db8::1", false},
 		{"udp and $", "$", false},
+		{"udp dst prot 9000", "prot", true},
+		{"host prot", "prot", true},
+		{"udp port 53 adn tcp", "adn", false},
 	} {
 		_, err := Compile(tc.expr)
 		var e *Error
@@ -48,6 +51,45 @@ func TestCompileRefuses(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), tc.construct) {
 			t.Errorf("Compile(%q): %q does not name %q", tc.expr, err, tc.construct)
+		}
+	}
+}
+
+// A word in a host position that is one or two edits from a keyword is
+// probably that keyword misspelt: the error says which; a word after an
+// explicit "host" is a host name, and short names far from a keyword
+// (ftp, web) get no guess.
+func TestMisspeltKeyword(t *testing.T) {
+	for _, tc := range []struct{ expr, want, not string }{
+		{"udp dst prot 9000", `"prot" at offset 8: unknown word; did you mean "port"? (host names need name resolution, which xdpio does not do: give an address)`, ""},
+		{"src hsot 198.18.0.1", `did you mean "host"?`, ""},
+		{"udp portrang 1-2", `did you mean "portrange"?`, ""},
+		{"udp and nto tcp", `did you mean "not"?`, ""},
+		{"udp port 53 adn tcp", `expected and, or or the end of the expression; did you mean "and"?`, ""},
+		{"host prot", "host names need name resolution", "did you mean"},
+		{"ftp", "host names need name resolution", "did you mean"},
+		{"udp and web", "host names need name resolution", "did you mean"},
+	} {
+		_, err := Compile(tc.expr)
+		var e *Error
+		if !errors.As(err, &e) || !strings.Contains(err.Error(), tc.want) || tc.not != "" && strings.Contains(err.Error(), tc.not) {
+			t.Errorf("Compile(%q) = %v, want an *Error saying %q", tc.expr, err, tc.want)
+		}
+	}
+	for _, tc := range []struct{ w, want string }{
+		{"prot", "port"}, {"proot", "proto"}, {"hots", "host"}, {"dts", "dst"}, {"adn", "and"},
+		{"port", ""}, {"ftp", ""}, {"198.18.0.1", ""}, {"0:1:2:3:4:5", ""}, {"x", ""},
+	} {
+		if got := suggestKeyword(tc.w); got != tc.want {
+			t.Errorf("suggestKeyword(%q) = %q, want %q", tc.w, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		a, b string
+		d    int
+	}{{"", "", 0}, {"", "abc", 3}, {"prot", "port", 1}, {"prot", "proto", 1}, {"kitten", "sitting", 3}, {"ca", "abc", 3}} {
+		if got := editDistance(tc.a, tc.b); got != tc.d || editDistance(tc.b, tc.a) != tc.d {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.d)
 		}
 	}
 }

@@ -66,6 +66,16 @@ func (p *parser) next() token {
 	return t
 }
 
+// afterWord reports whether token t comes right after the word w.
+func (p *parser) afterWord(t token, w string) bool {
+	for i := 1; i < len(p.toks); i++ {
+		if p.toks[i].pos == t.pos {
+			return p.toks[i-1].s == w
+		}
+	}
+	return false
+}
+
 func (p *parser) errAt(t token, unsupported bool, format string, a ...any) *Error {
 	return &Error{Expr: p.expr, Pos: t.pos, Construct: t.s, Msg: fmt.Sprintf(format, a...), Unsupported: unsupported}
 }
@@ -76,6 +86,9 @@ func (p *parser) parse() (node, error) {
 		return nil, err
 	}
 	if t := p.peek(); t.kind != tEOF {
+		if k := suggestKeyword(t.s); k == "and" || k == "or" {
+			return nil, p.errAt(t, false, "expected and, or or the end of the expression; did you mean %q?", k)
+		}
 		return nil, p.errAt(t, false, "expected and, or or the end of the expression")
 	}
 	return n, nil

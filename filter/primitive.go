@@ -304,6 +304,9 @@ func (p *parser) host(q qual, id token) (node, error) {
 		if _, merr := parseMAC(id.s); merr == nil {
 			return nil, p.errAt(id, false, "a MAC address needs the ether qualifier (ether host)")
 		}
+		if k := suggestKeyword(id.s); k != "" && !p.afterWord(id, "host") { // "host prot" means a host
+			return nil, p.errAt(id, true, "unknown word; did you mean %q? (host names need name resolution, which xdpio does not do: give an address)", k)
+		}
 		return nil, p.errAt(id, true, "host names need name resolution, which the compiler does not do; give an IPv4 or IPv6 address")
 	}
 	return p.addrMatch(q, id, netip.PrefixFrom(a, a.BitLen()))

@@ -45,5 +45,7 @@
 // reachable with errors.Is (unix.EOPNOTSUPP, unix.EINVAL, …). A request
 // the kernel refused is a *RequestError carrying its extended-ack text and
 // the attribute it blamed; other failures of a Device's own operations are
-// an *Error naming the operation and the device.
+// an *Error naming the operation and the device. Open of a name the
+// calling thread's network namespace has no interface by (none at all, or
+// it is in another namespace) matches ErrNoDevice.
 package nic

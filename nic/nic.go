@@ -19,6 +19,24 @@ var ErrNotSupported = errs.ErrNotSupported
 // after Close. It matches net.ErrClosed.
 var ErrClosed = errs.ErrClosed
 
+// ErrNoDevice is matched (errors.Is) by the error of Open when the calling
+// thread's network namespace has no interface by that name (none at all,
+// or it is in another namespace). The error's text says so in words.
+var ErrNoDevice = errs.ErrNoDevice
+
+// noDeviceError is ErrNoDevice for one interface name; it wraps the
+// lookup's own error.
+type noDeviceError struct {
+	name string
+	err  error
+}
+
+func (e *noDeviceError) Error() string {
+	return fmt.Sprintf("no network interface %q in this network namespace", e.name)
+}
+func (e *noDeviceError) Unwrap() error        { return e.err }
+func (e *noDeviceError) Is(target error) bool { return target == ErrNoDevice }
+
 // QueueType is RX or TX.
 type QueueType string
 

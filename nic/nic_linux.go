@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -39,6 +40,10 @@ type Device struct {
 func Open(ifname string) (*Device, error) {
 	ifi, err := net.InterfaceByName(ifname)
 	if err != nil {
+		var se *os.SyscallError
+		if !errors.As(err, &se) { // the kernel listed the interfaces: none has the name
+			err = &noDeviceError{ifname, err}
+		}
 		return nil, &Error{Op: "open", Device: ifname, Err: err}
 	}
 	ns, err := netnsIno("/proc/thread-self/ns/net")

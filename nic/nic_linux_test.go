@@ -171,6 +171,12 @@ func TestBadInput(t *testing.T) {
 	t.Logf("no NAPI: %v", err)
 	if _, err := nic.Open("nosuchdev0"); err == nil {
 		t.Errorf("Open(nosuchdev0): no error")
+	} else if !errors.Is(err, nic.ErrNoDevice) || !strings.Contains(err.Error(), `no network interface "nosuchdev0" in this network namespace`) || strings.Contains(err.Error(), "route ip+net") {
+		t.Errorf("Open(nosuchdev0): %v, want ErrNoDevice in words", err)
+	}
+	// An interface of another namespace is not in this one.
+	if _, err := nic.Open(p.B.Link); !errors.Is(err, nic.ErrNoDevice) {
+		t.Errorf("Open(%s) outside its namespace: %v, want ErrNoDevice", p.B.Link, err)
 	}
 }
 

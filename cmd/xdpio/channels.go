@@ -77,7 +77,7 @@ func newChannelsCmd(g *globals) *cobra.Command {
 				}
 			}
 			if cfg == (nic.ChannelsConfig{}) {
-				return usagef("channels set: give at least one of --rx, --tx, --other, --combined\n%s", cmd.UsageString())
+				return usagef("channels set: give at least one of --rx, --tx, --other, --combined\n%s", helpHint(cmd))
 			}
 			before, after, err := setAndReread(g, args[0], dryRun, (*nic.Device).Channels,
 				func(d *nic.Device) error { return d.SetChannels(cfg) },
@@ -100,10 +100,7 @@ func newChannelsCmd(g *globals) *cobra.Command {
 					After  channelsJSON `json:"after"`
 				}{args[0], dryRun, toChannelsJSON(before), toChannelsJSON(after)})
 			}
-			printChange(g.stdout, args[0]+" channels"+dryRunNote(dryRun), []change{
-				{"rx", before.RX, after.RX}, {"tx", before.TX, after.TX},
-				{"other", before.Other, after.Other}, {"combined", before.Combined, after.Combined},
-			})
+			printChange(g.stdout, args[0]+" channels"+dryRunNote(dryRun), channelChanges(before, after))
 			return nil
 		},
 	}
@@ -112,6 +109,7 @@ func newChannelsCmd(g *globals) *cobra.Command {
 	set.Flags().Uint32Var(&other, "other", 0, "number of other channels (link interrupts, …)")
 	set.Flags().Uint32Var(&combined, "combined", 0, "number of combined RX/TX channels")
 	set.Flags().BoolVar(&dryRun, "dry-run", false, "show what would change without changing it")
+	noDefaults(set)
 	ethtoolStyle(set, "dry-run")
 	c.AddCommand(set)
 	return c
@@ -128,6 +126,27 @@ func printChannels(w io.Writer, dev string, ch nic.ChannelCounts) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", r.name, naIf(r.cur, r.max == 0), naIf(r.max, r.max == 0))
 	}
 	tw.Flush()
+}
+
+// channelChanges is channels set's before → after; a kind the device
+// lacks (maximum 0) reads n/a, as channels show prints it, unless a dry
+// run's preview asks for some (n/a → 1: the device would refuse it).
+func channelChanges(before, after nic.ChannelCounts) []change {
+	var cs []change
+	for _, k := range []struct {
+		name string
+		v    func(nic.ChannelCounts) (cur, max uint32)
+	}{
+		{"rx", func(c nic.ChannelCounts) (uint32, uint32) { return c.RX, c.RXMax }},
+		{"tx", func(c nic.ChannelCounts) (uint32, uint32) { return c.TX, c.TXMax }},
+		{"other", func(c nic.ChannelCounts) (uint32, uint32) { return c.Other, c.OtherMax }},
+		{"combined", func(c nic.ChannelCounts) (uint32, uint32) { return c.Combined, c.CombinedMax }},
+	} {
+		b, bmax := k.v(before)
+		a, amax := k.v(after)
+		cs = append(cs, change{k.name, naIf(b, bmax == 0), naIf(a, amax == 0 && a == 0)})
+	}
+	return cs
 }
 
 // change is one parameter of a set command's before → after report.

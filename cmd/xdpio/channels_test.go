@@ -113,7 +113,7 @@ func TestCLIChannels(t *testing.T) {
 
 	// --dry-run reports the change and sends nothing.
 	out, code, err = cli(t, "--netns", ns, "channels", "set", dev, "--rx", "1", "--dry-run")
-	if code != 0 || !strings.Contains(out, "dry run") || !strings.Contains(out, "rx 4 → 1") {
+	if code != 0 || !strings.Contains(out, "dry run") || !strings.Contains(out, "rx 4 → 1") || !strings.Contains(out, "other n/a, combined n/a") {
 		t.Errorf("set --dry-run: exit %d, %v:\n%s", code, err, out)
 	}
 	if got := ethtoolL(hostOut(t, pair.A, "ethtool", "-l", dev)); got["RX"] != "4/4" {
@@ -277,3 +277,21 @@ func TestCLIShowEth0(t *testing.T) {
 }
 
 func itoa(v uint32) string { return strconv.FormatUint(uint64(v), 10) }
+
+// channels set says n/a where channels show does: for the kinds the
+// device lacks (maximum 0), unless a dry run asks for some.
+func TestChannelChangesNA(t *testing.T) {
+	veth := nic.ChannelCounts{RX: 1, TX: 1, RXMax: 2, TXMax: 2}
+	after := veth
+	after.TX, after.Other = 2, 1
+	var out bytes.Buffer
+	printChange(&out, "veth0 channels", channelChanges(veth, after))
+	if want := "veth0 channels: tx 1 → 2, other n/a → 1 (unchanged: rx 1, combined n/a)\n"; out.String() != want {
+		t.Errorf("got %q, want %q", out.String(), want)
+	}
+	out.Reset()
+	printChange(&out, "veth0 channels", channelChanges(veth, veth))
+	if want := "veth0 channels: nothing changed (rx 1, tx 1, other n/a, combined n/a)\n"; out.String() != want {
+		t.Errorf("got %q, want %q", out.String(), want)
+	}
+}

@@ -218,7 +218,7 @@ func newCoalesceCmd(g *globals) *cobra.Command {
 				}
 			}
 			if n == 0 {
-				return usagef("coalesce set: give at least one parameter\n%s", cmd.UsageString())
+				return usagef("coalesce set: give at least one parameter\n%s", helpHint(cmd))
 			}
 			qs, err := parseQueueList(setQueues)
 			if err != nil {

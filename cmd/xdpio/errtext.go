@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"syscall"
 
@@ -23,10 +24,80 @@ func (e *plainError) Unwrap() error { return e.err }
 // into what a user of ethtool would read.
 func inUserWords(err error) error {
 	var ee *nic.RequestError
-	if err == nil || !errors.As(err, &ee) || ee.Family != "ethtool" {
+	if err == nil || !errors.As(err, &ee) {
 		return err
 	}
-	text := strings.Replace(err.Error(), ee.Error(), ethtoolText(ee), 1)
+	switch ee.Family {
+	case "ethtool":
+		text := strings.Replace(err.Error(), ee.Error(), ethtoolText(ee), 1)
+		return &plainError{text, err}
+	case "netdev":
+		// The request names the device by ifindex: say its name, from
+		// the nic.Error around it, in place of that error's "nic DEV:
+		// op:" when nothing stands between the two.
+		var ne *nic.Error
+		if !errors.As(err, &ne) {
+			return err
+		}
+		text := strings.Replace(err.Error(), ee.Error(), netdevText(ee), 1)
+		if ne.Err == error(ee) {
+			text = strings.Replace(err.Error(), ne.Error(), ne.Device+": "+netdevText(ee), 1)
+		}
+		return &plainError{text, err}
+	}
+	return err
+}
+
+// netdevWhat says what each netdev operation reads or sets.
+var netdevWhat = map[string]string{
+	"dev-get":    "XDP features (netdev dev-get)",
+	"queue-get":  "queue information (netdev queue-get)",
+	"napi-get":   "NAPI information (netdev napi-get)",
+	"napi-set":   "NAPI settings (netdev napi-set)",
+	"qstats-get": "per-queue statistics (netdev qstats)",
+}
+
+// netdevText says what a netdev request's failure means, without the
+// request's ifindex, attribute and errno names.
+func netdevText(e *nic.RequestError) string {
+	what, ok := netdevWhat[e.Op]
+	if !ok {
+		what = "netdev " + e.Op
+	}
+	switch {
+	case errors.Is(e.Err, syscall.EPERM) || errors.Is(e.Err, syscall.EACCES):
+		return what + " need root (CAP_NET_ADMIN): permission denied"
+	case e.NotSupported && strings.HasPrefix(e.Missing, "the device's driver"):
+		return what + " are not supported by the driver"
+	case e.NotSupported:
+		return what + " are not supported: " + e.Missing
+	}
+	var b strings.Builder
+	b.WriteString(what + " failed")
+	if e.Message != "" {
+		b.WriteString(": " + e.Message)
+	}
+	if e.Attr != "" {
+		b.WriteString(" (" + e.Attr + ")")
+	}
+	if e.Err != nil {
+		b.WriteString(": " + e.Err.Error())
+	}
+	return b.String()
+}
+
+// noDeviceWords says where to look when the device named on the command
+// line is not in the namespace the command ran in (netns, "" for the
+// process's own).
+func noDeviceWords(err error, netns string) error {
+	var ne *nic.Error
+	if err == nil || !errors.Is(err, nic.ErrNoDevice) || !errors.As(err, &ne) {
+		return err
+	}
+	text := fmt.Sprintf("no network interface %q in this network namespace (see ip link; --netns NS runs the command in another)", ne.Device)
+	if netns != "" {
+		text = fmt.Sprintf("no network interface %q in network namespace %q (see ip -n %s link)", ne.Device, netns, netns)
+	}
 	return &plainError{text, err}
 }
 

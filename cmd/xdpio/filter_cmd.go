@@ -50,9 +50,10 @@ func newFilterCheckCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "check EXPR [--pcap FILE]",
 		Short: "Print the classic BPF an expression compiles to, or the error naming what is unsupported",
-		Long: `Compile a tcpdump (pcap-filter) expression as xsk.ProgramConfig.Expr does
-and print the classic BPF, as tcpdump -d would, and the size of the XDP
-program it becomes. An expression using a construct the compiler does not
+		Long: `Compile a tcpdump (pcap-filter) expression the way xdpio's AF_XDP sockets
+compile their filter (frames that match go to the socket, the others to
+the kernel's stack) and print the classic BPF, as tcpdump -d would, and the
+size of the XDP program it becomes. An expression using a construct the compiler does not
 implement fails (exit status 1) with an error naming the construct.
 
 With --pcap, every frame of the capture (pcap or pcapng, Ethernet) runs

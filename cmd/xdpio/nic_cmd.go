@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -125,10 +124,10 @@ func napiSelect(cmd *cobra.Command, queue int, napi uint32) (nic.Selector, error
 	q, n := cmd.Flags().Changed("queue"), cmd.Flags().Changed("napi")
 	switch {
 	case q && n:
-		return nic.Selector{}, usagef("%s: give --queue or --napi, not both", cmd.CommandPath())
+		return nic.Selector{}, usagef("%s: give --queue or --napi, not both", cmdName(cmd))
 	case q:
 		if queue < 0 {
-			return nic.Selector{}, usagef("%s: --queue %d: must not be negative", cmd.CommandPath(), queue)
+			return nic.Selector{}, usagef("%s: --queue %d: must not be negative", cmdName(cmd), queue)
 		}
 		return nic.NAPIOfQueue(queue), nil
 	case n:
@@ -319,7 +318,7 @@ func newNAPICmd(g *globals) *cobra.Command {
 				s.IRQSuspendTimeout = &irqS
 			}
 			if s.IsZero() {
-				return usagef("napi set: give at least one of --defer-hard-irqs, --gro-flush-timeout, --irq-suspend-timeout\n%s", cmd.UsageString())
+				return usagef("napi set: give at least one of --defer-hard-irqs, --gro-flush-timeout, --irq-suspend-timeout\n%s", helpHint(cmd))
 			}
 			var ch nic.NAPIChange
 			if err := withDevice(g, args[0], func(d *nic.Device) (err error) {
@@ -356,6 +355,7 @@ func newNAPICmd(g *globals) *cobra.Command {
 	set.Flags().Uint32Var(&deferIRQs, "defer-hard-irqs", 0, "consecutive empty polls that keep hardware IRQs masked")
 	set.Flags().Var(durationValue{&groFlush}, "gro-flush-timeout", "timer that polls while IRQs are deferred (e.g. 200us; a bare number is ns)")
 	set.Flags().Var(durationValue{&irqS}, "irq-suspend-timeout", "how long IRQs stay suspended while a busy-polling application keeps up")
+	noDefaults(set)
 	c.AddCommand(set)
 
 	c.AddCommand(&cobra.Command{
@@ -365,16 +365,17 @@ func newNAPICmd(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var rep napictl.Report
 			err := g.inNetns(func() error {
-				ifi, err := net.InterfaceByName(args[0])
+				d, err := nic.Open(args[0]) // for its index, and the error a missing device gets
 				if err != nil {
-					return fmt.Errorf("napi reset %s: %w", args[0], err)
+					return err
 				}
+				d.Close()
 				c, err := netdev.Dial()
 				if err != nil {
 					return err
 				}
 				defer c.Close()
-				rep, err = napictl.RestoreStale(c, "", args[0], ifi.Index)
+				rep, err = napictl.RestoreStale(c, "", args[0], d.Index())
 				return err
 			})
 			if err != nil {

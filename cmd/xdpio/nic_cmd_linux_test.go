@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"github.com/xdpio/xdpio/internal/netdev"
 	"github.com/xdpio/xdpio/internal/netnstest"
 	"github.com/xdpio/xdpio/internal/nsdo"
+	"github.com/xdpio/xdpio/nic"
 )
 
 // napiPair: a veth pair with GRO on at A, which gives A's RX queues NAPI
@@ -156,8 +158,20 @@ func TestCLINAPIBadInput(t *testing.T) {
 	oneLine(t, code, 1, err, "has no NAPI instance", "GRO")
 	_, code, err = cli(t, "--netns", ns, "stats", dev)
 	oneLine(t, code, 1, err, "not supported")
+	oneLine(t, code, 1, err, dev+": per-queue statistics (netdev qstats) are not supported by the driver")
+	if msg := err.Error(); strings.Contains(msg, "ifindex") || strings.Contains(msg, "EOPNOTSUPP") || strings.Contains(msg, "attribute") || !errors.Is(err, nic.ErrNotSupported) {
+		t.Errorf("stats on veth: %q: netlink words, or no longer ErrNotSupported", msg)
+	}
+	_, code, err = cli(t, "--netns", ns, "rss", "show", dev)
+	oneLine(t, code, 1, err, "not supported by the driver", "`xdpio rss hash`")
 	_, code, err = cli(t, "--netns", ns, "queues", "show", "nosuchdev0")
 	oneLine(t, code, 1, err, "nosuchdev0")
+	oneLine(t, code, 1, err, `no network interface "nosuchdev0" in network namespace "`+ns+`" (see ip -n `+ns+" link)")
+	for _, args := range [][]string{{"napi", "reset", dev}, {"coalesce", "show", dev}} {
+		// dev is in ns, not in this namespace.
+		_, code, err = cli(t, args...)
+		oneLine(t, code, 1, err, `no network interface "`+dev+`" in this network namespace (see ip link; --netns NS runs the command in another)`)
+	}
 
 	_, code, err = cli(t, "--netns", ns, "napi", "set", dev)
 	oneLine(t, code, 2, err, "at least one")

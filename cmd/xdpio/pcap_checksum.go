@@ -31,8 +31,8 @@ func newPcapChecksumCmd(g *globals) *cobra.Command {
 		Use:   "checksum IN OUT",
 		Short: "Fill in the IPv4 header and TCP/UDP/UDP-Lite/ICMP/ICMPv6 checksums of every frame in a capture",
 		Long: `Copy a pcap or pcapng file, filling in the checksums of every frame (Ethernet,
-Linux cooked SLL/SLL2 as written by tcpdump -i any, raw IP) with
-offload.FillChecksum: the IPv4 header checksum and the TCP, UDP,
+Linux cooked SLL/SLL2 as written by tcpdump -i any, raw IP) as xdpio's
+software TX checksum offload does: the IPv4 header checksum and the TCP, UDP,
 UDP-Lite, ICMP or ICMPv6 checksum (UDP over IPv4 always gets one). Useful for
 captures taken on a sender whose NIC computes checksums (they show as bad in
 Wireshark) and to check the offload code with your own tools.

@@ -42,10 +42,11 @@ func newPcapSegmentCmd(g *globals) *cobra.Command {
 		Short: "Split every TCP super-packet in a capture into MSS-sized segments, as TSO/GSO would",
 		Long: `Copy a pcap or pcapng file, replacing every TCP super-packet (an Ethernet
 frame, optionally VLAN-tagged, with IPv4 or IPv6 and a TCP payload larger
-than --mss) by the segments offload.Segment makes of it: the way Linux GSO
-and a TSO NIC cut it, with per-segment sequence numbers, IPv4 IDs, lengths,
-flags (CWR first, FIN/PSH last) and IPv4 and TCP checksums. With --udp, UDP
-datagrams larger than --mss are split as UDP GSO (UDP_SEGMENT) does.
+than --mss) by the segments xdpio's software segmentation makes of it: the
+way Linux GSO and a TSO NIC cut it, with per-segment sequence numbers, IPv4
+IDs, lengths, flags (CWR first, FIN/PSH last) and IPv4 and TCP checksums.
+With --udp, UDP datagrams larger than --mss are split as UDP GSO
+(UDP_SEGMENT) does.
 
 Segments take the timestamp of their super-packet. Packets that need no
 split, or cannot be split, are written unchanged and counted: malformed

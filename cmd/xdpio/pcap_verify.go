@@ -98,8 +98,9 @@ func newPcapVerifyCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "verify IN",
 		Short: "Check the IPv4 header and TCP/UDP/UDP-Lite/ICMP/ICMPv6 checksums of every frame in a capture",
-		Long: `Check the checksums of every frame in a pcap or pcapng file with
-offload.VerifyRx and print one verdict per frame, then a summary. Link types:
+		Long: `Check the checksums of every frame in a pcap or pcapng file, as xdpio's
+software RX checksum offload checks received frames, and print one verdict
+per frame, then a summary. Link types:
 Ethernet, Linux cooked (SLL and SLL2, as written by tcpdump -i any), raw IP.
 
 Statuses: ok (every checksum the frame carries is right), bad (a wrong

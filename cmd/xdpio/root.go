@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"regexp"
 	"runtime/debug"
 	"slices"
@@ -56,10 +57,10 @@ func newRoot(g *globals) *cobra.Command {
 		// required flags only after the hook, so it checks them here.
 		PersistentPreRunE: func(c *cobra.Command, _ []string) error {
 			if err := c.ValidateRequiredFlags(); err != nil {
-				return &usageError{fmt.Errorf("%w\n%s", err, c.UsageString())}
+				return &usageError{fmt.Errorf("%w\n%s", err, helpHint(c))}
 			}
 			if err := c.ValidateFlagGroups(); err != nil {
-				return &usageError{fmt.Errorf("%w\n%s", err, c.UsageString())}
+				return &usageError{fmt.Errorf("%w\n%s", err, helpHint(c))}
 			}
 			g.running = true
 			return nil
@@ -68,12 +69,19 @@ func newRoot(g *globals) *cobra.Command {
 	root.SetVersionTemplate("xdpio {{.Version}}\n")
 	root.PersistentFlags().BoolVarP(&g.json, "json", "J", false, "print machine-readable JSON on stdout (also iperf3's -J); a failure prints {\"error\": …}")
 	root.PersistentFlags().StringVar(&g.netns, "netns", "", "run the command inside the named network namespace")
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &usageError{fmt.Errorf("%s\n%s", plainFlagError(err), c.UsageString())}
-	})
+	root.SetFlagErrorFunc(flagError)
 	for _, mk := range subcommands {
 		root.AddCommand(mk(g))
 	}
+	root.AddCommand(&cobra.Command{
+		Use:   "version",
+		Short: "Print xdpio's version, VCS revision and Go version (as --version)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintf(g.stdout, "xdpio %s\n", root.Version)
+			return err
+		},
+	})
 	groupsRejectUnknown(root)
 	return root
 }
@@ -92,7 +100,7 @@ func groupsRejectUnknown(c *cobra.Command) {
 		// and what it takes.
 		c.Args = func(cmd *cobra.Command, a []string) error {
 			if err := args(cmd, a); err != nil {
-				return &usageError{fmt.Errorf("%s: %w\nUsage: %s", strings.TrimPrefix(cmd.CommandPath(), "xdpio "), err, cmd.UseLine())}
+				return &usageError{fmt.Errorf("%s: %w\nUsage: %s", cmdName(cmd), err, cmd.UseLine())}
 			}
 			return nil
 		}
@@ -118,22 +126,47 @@ func unknownCommand(c *cobra.Command, name string) error {
 	if s := c.SuggestionsFor(name); len(s) > 0 {
 		msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
 	}
-	msg += fmt.Sprintf("\n\nRun '%s --help' for usage.", c.CommandPath())
+	msg += "\n\n" + helpHint(c)
 	return &usageError{errors.New(msg)}
 }
 
+// cmdName is c's path without the program name ("channels set"), to start
+// a message that main prefixes with "xdpio: ".
+func cmdName(c *cobra.Command) string {
+	return strings.TrimPrefix(c.CommandPath(), "xdpio ")
+}
+
+// helpHint is the line a usage error ends with: where the usage is, not
+// the usage itself (a set command has thirty flags).
+func helpHint(c *cobra.Command) string {
+	return fmt.Sprintf("Run '%s --help' for usage.", c.CommandPath())
+}
+
+// flagError is the usage error for a flag cobra could not parse: what the
+// flag wants, in words, and where the usage is.
+func flagError(c *cobra.Command, err error) error {
+	return &usageError{fmt.Errorf("%s\n%s", plainFlagError(err), helpHint(c))}
+}
+
 // version is the module's version and VCS revision as the build recorded
-// them, for --version.
+// them, for --version and the version command.
 func version() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "(unknown version)"
 	}
+	return versionOf(bi)
+}
+
+// versionOf formats bi: "v1.2.0 go1.26.8", or for a build from a git
+// checkout "(devel) 0123456789ab+dirty (2026-12-03T15:04:05Z) go1.26.8",
+// revision cut to 12 digits, "+dirty" when the tree had changes.
+func versionOf(bi *debug.BuildInfo) string {
 	v := bi.Main.Version
 	if v == "" {
 		v = "(devel)"
 	}
-	var rev, dirty string
+	var rev, dirty, when string
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision":
@@ -142,10 +175,15 @@ func version() string {
 			if s.Value == "true" {
 				dirty = "+dirty"
 			}
+		case "vcs.time":
+			when = s.Value
 		}
 	}
 	if rev != "" && !strings.Contains(v, rev[:min(12, len(rev))]) {
 		v += " " + rev[:min(12, len(rev))] + dirty
+		if when != "" {
+			v += " (" + when + ")"
+		}
 	}
 	return v + " " + bi.GoVersion
 }
@@ -169,7 +207,7 @@ func runWith(ctx context.Context, g *globals, args []string) error {
 	if err != nil && !g.running && !errors.As(err, &ue) {
 		err = &usageError{err}
 	}
-	err = inUserWords(err)
+	err = noDeviceWords(inUserWords(err), g.netns)
 	if err != nil && g.json && out.n.Load() == 0 {
 		// A script that parses stdout gets an answer too; the text
 		// still goes to stderr.
@@ -240,35 +278,62 @@ func plainFlagError(err error) string {
 func ethtoolStyle(c *cobra.Command, noPositional ...string) {
 	run := c.RunE
 	c.Args = cobra.MinimumNArgs(1)
+	set := func(cmd *cobra.Command, name, val string) error {
+		f := cmd.Flags().Lookup(name)
+		if f == nil || f.Name == "help" || slices.Contains(noPositional, name) {
+			return usagef("%s: unknown setting %q\n%s", cmdName(cmd), name, helpHint(cmd))
+		}
+		if f.Changed {
+			return usagef("%s: %s given twice\n%s", cmdName(cmd), name, helpHint(cmd))
+		}
+		if err := cmd.Flags().Set(name, val); err != nil {
+			return flagError(cmd, err) // pflag names the flag
+		}
+		return nil
+	}
 	c.RunE = func(cmd *cobra.Command, args []string) error {
 		pairs := args[1:]
 		if len(pairs)%2 != 0 {
-			return usagef("%s: want NAME VALUE pairs after the device, as ethtool takes them, got %q\n%s", cmd.CommandPath(), strings.Join(pairs, " "), cmd.UsageString())
+			return usagef("%s: want NAME VALUE pairs after the device, as ethtool takes them, got %q\n%s", cmdName(cmd), strings.Join(pairs, " "), helpHint(cmd))
 		}
 		for i := 0; i < len(pairs); i += 2 {
-			name, val := pairs[i], pairs[i+1]
-			f := cmd.Flags().Lookup(name)
-			if f == nil || f.Name == "help" || slices.Contains(noPositional, name) {
-				return usagef("%s: unknown setting %q", cmd.CommandPath(), name)
-			}
-			if f.Changed {
-				return usagef("%s: %s given twice", cmd.CommandPath(), name)
-			}
-			if err := cmd.Flags().Set(name, val); err != nil {
-				return usagef("%s", plainFlagError(err)) // pflag names the flag
+			if err := set(cmd, pairs[i], pairs[i+1]); err != nil {
+				return err
 			}
 		}
 		return run(cmd, args[:1])
 	}
+	// A negative value (`rx-usecs -1`) reads to pflag as a shorthand
+	// flag: when it follows a setting's name, judge it as that setting's
+	// value, so that it gets the words the flag form gets.
+	c.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		m := negativeValue.FindStringSubmatch(err.Error())
+		pos := cmd.Flags().Args() // the positional arguments before the error
+		if m == nil || len(pos) < 2 || len(pos)%2 != 0 {
+			return flagError(cmd, err)
+		}
+		name := pos[len(pos)-1]
+		if err := set(cmd, name, m[1]); err != nil {
+			return err
+		}
+		// The setting took it (none of today's do): the parse still
+		// stopped there, so ask for the form pflag reads.
+		return usagef("%s: %s %s: give a value starting with - as --%s=%s\n%s", cmdName(cmd), name, m[1], name, m[1], helpHint(cmd))
+	})
 }
+
+// negativeValue matches pflag's report of an argument such as -1 that it
+// took for a cluster of shorthand flags.
+var negativeValue = regexp.MustCompile(`^unknown shorthand flag: '.' in (-[0-9.].*)$`)
 
 // noDefaults drops the "(default …)" cobra prints after a set command's
 // flags: a setting not given is left as the device has it, not set to a
-// default.
+// default. pflag prints none for its own types at their zero value; for
+// the command's own types (on|off, durations) it prints none for "".
 func noDefaults(c *cobra.Command) {
 	c.Flags().VisitAll(func(f *pflag.Flag) {
-		if f.Value.Type() == "on|off" {
-			f.DefValue = "" // pflag prints no default for ""
+		if t := reflect.TypeOf(f.Value); t.Kind() != reflect.Pointer || t.Elem().PkgPath() != reflect.TypeOf(pflag.Flag{}).PkgPath() {
+			f.DefValue = ""
 		}
 	})
 }

@@ -5,6 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"regexp"
+	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 
@@ -80,6 +84,9 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"channels", "show"}, 2, "channels show: accepts 1 arg(s), received 0\nUsage: xdpio channels show DEV"},
 		{[]string{"channels"}, 0, "Available Commands"},
 		{[]string{"--version"}, 0, "xdpio "},
+		{[]string{"version"}, 0, "xdpio "},
+		{[]string{"versoin"}, 2, "Did you mean this?\n\tversion"},
+		{[]string{"version", "x"}, 2, `unknown command "x"`},
 	} {
 		var out, errOut bytes.Buffer
 		err := runWith(context.Background(), &globals{stdout: &out, stderr: &errOut}, tc.args)
@@ -133,11 +140,30 @@ func TestEthtoolStyleAndFlagErrors(t *testing.T) {
 		{[]string{"coalesce", "set", "lo", "queues", "0"}, `unknown setting "queues"`},
 		{[]string{"rings", "set", "lo", "dry-run", "true"}, `unknown setting "dry-run"`},
 		{[]string{"bench", "server", "--cookie-timeout", "2"}, "want a duration such as 500ms or 2s"},
+		// A negative value after a setting's name is that setting's value,
+		// not a cluster of shorthand flags, and gets the flag form's words.
+		{[]string{"coalesce", "set", "lo", "rx-usecs", "-1"}, `--rx-usecs "-1": want a whole number, 0 or more`},
+		{[]string{"coalesce", "set", "lo", "--rx-usecs", "-1"}, `--rx-usecs "-1": want a whole number, 0 or more`},
+		{[]string{"channels", "set", "lo", "rx", "-1"}, `--rx "-1": want a whole number, 0 or more`},
+		{[]string{"channels", "set", "lo", "rx", "1", "tx", "-2", "--dry-run"}, `--tx "-2": want a whole number, 0 or more`},
+		{[]string{"channels", "set", "lo", "rx", "-1", "rx", "2"}, `--rx "-1": want a whole number, 0 or more`},
+		{[]string{"rings", "set", "lo", "tcp-data-split", "-1"}, "rings set: tcp-data-split -1: give a value starting with - as --tcp-data-split=-1"},
+		{[]string{"channels", "set", "lo", "-1"}, "unknown shorthand flag: '1' in -1"},
+		{[]string{"channels", "set", "lo", "rx-usecs", "-1"}, `unknown setting "rx-usecs"`},
+		{[]string{"channels", "set", "lo"}, "give at least one of --rx"},
+		{[]string{"napi", "set", "lo", "--gro-flush-timeout", "x"}, "--gro-flush-timeout"},
 	} {
 		var out bytes.Buffer
 		err := runWith(context.Background(), &globals{stdout: &out, stderr: &out}, tc.args)
 		if exitStatus(err) != 2 || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "strconv") {
 			t.Errorf("%q: %v (status %d), want status 2 and %q", tc.args, err, exitStatus(err), tc.want)
+			continue
+		}
+		// The message and where the usage is; not the usage of thirty
+		// flags.
+		cmd := "xdpio " + strings.Join(tc.args[:2], " ")
+		if msg := err.Error(); strings.Contains(msg, "Flags:") || strings.Count(msg, "\n") != 1 || !strings.HasSuffix(msg, "\nRun '"+cmd+" --help' for usage.") || strings.Contains(msg, "xdpio: xdpio") {
+			t.Errorf("%q: %q, want the message and a line pointing to --help", tc.args, msg)
 		}
 	}
 	// Accepted: it reaches the device (lo has no channels to set, an
@@ -152,7 +178,7 @@ func TestEthtoolStyleAndFlagErrors(t *testing.T) {
 // Help text: set-only flags claim no default, flag descriptions say what
 // the setting does, and no backticked text turns into a value name.
 func TestHelpText(t *testing.T) {
-	for _, args := range [][]string{{"coalesce", "set", "--help"}, {"rings", "set", "--help"}, {"bench", "client", "--help"}, {"channels", "set", "--help"}} {
+	for _, args := range [][]string{{"coalesce", "set", "--help"}, {"rings", "set", "--help"}, {"bench", "client", "--help"}, {"channels", "set", "--help"}, {"napi", "set", "--help"}} {
 		var out bytes.Buffer
 		if err := runWith(context.Background(), &globals{stdout: &out, stderr: &out}, args); err != nil {
 			t.Fatalf("%q: %v", args, err)
@@ -162,5 +188,71 @@ func TestHelpText(t *testing.T) {
 			strings.Contains(h, "--rss-key xdpio") || strings.Contains(h, "--rss-table xdpio") {
 			t.Errorf("%q:\n%s", args, h)
 		}
+	}
+}
+
+// Every command's help: a set command's flags, applied only when given,
+// claim no default ("(default 0s)" on napi set's durations), and no help
+// names the Go API (offload.VerifyRx, xsk.ProgramConfig.Expr) instead of
+// saying what the command does.
+func TestHelpTextAllCommands(t *testing.T) {
+	goName := regexp.MustCompile(`\b(offload|xsk|nic|rss|filter|bench|xdpnet|coalesce)\.[A-Z]\w*`)
+	var walk func(path []string, c *cobra.Command)
+	n := 0
+	walk = func(path []string, c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			if sub.Hidden || sub.Name() == "help" || sub.Name() == "completion" {
+				continue
+			}
+			walk(append(slices.Clone(path), sub.Name()), sub)
+		}
+		var out bytes.Buffer
+		if err := runWith(context.Background(), &globals{stdout: &out, stderr: &out}, append(slices.Clone(path), "--help")); err != nil {
+			t.Fatalf("%q --help: %v", path, err)
+		}
+		n++
+		h := out.String()
+		if c.Name() == "set" && strings.Contains(h, "(default") {
+			t.Errorf("xdpio %s --help claims a default:\n%s", strings.Join(path, " "), h)
+		}
+		if m := goName.FindString(h); m != "" {
+			t.Errorf("xdpio %s --help names the Go API %q", strings.Join(path, " "), m)
+		}
+	}
+	walk(nil, newRoot(&globals{stdout: io.Discard, stderr: io.Discard}))
+	if n < 20 {
+		t.Errorf("walked %d commands", n)
+	}
+}
+
+// --version and the version command show the VCS revision the build
+// recorded, "+dirty" for a modified tree, and the commit time.
+func TestVersionOf(t *testing.T) {
+	rev := []debug.BuildSetting{{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "515883abe60803c2dddab11d19df8177001f009e"}, {Key: "vcs.time", Value: "2026-12-03T15:04:05Z"}}
+	for _, tc := range []struct {
+		bi   debug.BuildInfo
+		want string
+	}{
+		{debug.BuildInfo{GoVersion: "go1.26.8"}, "(devel) go1.26.8"},
+		{debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v1.2.0"}}, "v1.2.0 go1.26.8"},
+		{debug.BuildInfo{GoVersion: "go1.26.8", Settings: rev}, "(devel) 515883abe608 (2026-12-03T15:04:05Z) go1.26.8"},
+		{debug.BuildInfo{GoVersion: "go1.26.8", Settings: append(slices.Clone(rev), debug.BuildSetting{Key: "vcs.modified", Value: "true"})}, "(devel) 515883abe608+dirty (2026-12-03T15:04:05Z) go1.26.8"},
+		{debug.BuildInfo{GoVersion: "go1.26.8", Settings: append(slices.Clone(rev), debug.BuildSetting{Key: "vcs.modified", Value: "false"})}, "(devel) 515883abe608 (2026-12-03T15:04:05Z) go1.26.8"},
+		// A pseudo-version already names the revision.
+		{debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.0.0-20261203150405-515883abe608"}, Settings: rev}, "v0.0.0-20261203150405-515883abe608 go1.26.8"},
+	} {
+		if got := versionOf(&tc.bi); got != tc.want {
+			t.Errorf("versionOf(%v) = %q, want %q", tc.bi.Settings, got, tc.want)
+		}
+	}
+	var a, b bytes.Buffer
+	if err := runWith(context.Background(), &globals{stdout: &a, stderr: io.Discard}, []string{"version"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := runWith(context.Background(), &globals{stdout: &b, stderr: io.Discard}, []string{"--version"}); err != nil {
+		t.Fatal(err)
+	}
+	if a.String() != b.String() || a.String() != "xdpio "+version()+"\n" {
+		t.Errorf("version %q, --version %q, want both %q", a.String(), b.String(), "xdpio "+version()+"\n")
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -153,6 +154,9 @@ func newRSSShowCmd(g *globals) *cobra.Command {
 				ts = []nic.RSS{t}
 				return err
 			})
+			if errors.Is(err, nic.ErrNotSupported) {
+				return fmt.Errorf("%w; `xdpio rss hash` computes the Toeplitz hash and queue of a flow in software", err)
+			}
 			if err != nil {
 				return err
 			}
@@ -256,7 +260,7 @@ func newRSSSetCmd(g *globals) *cobra.Command {
 				cfg.Indir = []uint32{}
 			}
 			if n == 0 && cfg.Key == nil && cfg.HFunc == "" && cfg.InputXfrm == nil && cfg.FlowHash == nil {
-				return usagef("rss set: nothing to set\n%s", cmd.UsageString())
+				return usagef("rss set: nothing to set\n%s", helpHint(cmd))
 			}
 			var before, after nic.RSS
 			err := withDevice(g, args[0], func(dev *nic.Device) (err error) {
@@ -333,6 +337,7 @@ func newRSSSetCmd(g *globals) *cobra.Command {
 	c.Flags().Uint32Var(&ctx, "context", 0, "RSS context (0: the default one)")
 	c.Flags().BoolVar(&dry, "dry-run", false, "show what would change without changing it")
 	c.Flags().StringArrayVar(&flowHash, "flow-hash", nil, "hashed fields of a flow type, TYPE=FIELD,… (ip-src, ip-dst, l4-src, l4-dst, l3-proto, vlan, l2-da; none); repeatable")
+	noDefaults(c)
 	return c
 }
 

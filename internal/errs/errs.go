@@ -2,7 +2,8 @@
 // return, so that errors.Is works across them: xsk.ErrNotSupported,
 // nic.ErrNotSupported, xdpnet.ErrUnsupported and bench.ErrUnsupported are
 // the same value, ErrNotSupported here, as are
-// offload.ErrMalformed and rss.ErrMalformed. Packages re-export them as part
+// offload.ErrMalformed and rss.ErrMalformed, and nic.ErrNoDevice and
+// ErrNoDevice. Packages re-export them as part
 // of their API; users never import this package.
 //
 // ErrNotSupported also matches the standard library's errors.ErrUnsupported,
@@ -36,4 +37,7 @@ var (
 	// ErrMalformed: a frame or message is too short or inconsistent to
 	// parse.
 	ErrMalformed = errors.New("malformed frame")
+	// ErrNoDevice: no network interface by that name or index in the
+	// network namespace of the caller.
+	ErrNoDevice = errors.New("no such network interface")
 )

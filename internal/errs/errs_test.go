@@ -25,6 +25,8 @@ func TestSentinels(t *testing.T) {
 		{wrap(errs.ErrClosed), errs.ErrNotSupported, false},
 		{wrap(errs.ErrNotSupported), net.ErrClosed, false},
 		{wrap(errs.ErrMalformed), errors.ErrUnsupported, false},
+		{wrap(errs.ErrNoDevice), errs.ErrNoDevice, true},
+		{wrap(errs.ErrNoDevice), errs.ErrNotSupported, false},
 		{net.ErrClosed, errs.ErrClosed, false}, // only one way
 	} {
 		if got := errors.Is(c.err, c.target); got != c.want {
