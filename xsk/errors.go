@@ -19,8 +19,8 @@ var (
 	// (run as root).
 	ErrPermission = errors.New("permission denied (needs CAP_NET_ADMIN, CAP_NET_RAW and CAP_BPF: run as root)")
 	// ErrNoDevice: no interface by that name or index in this network
-	// namespace.
-	ErrNoDevice = errors.New("no such network interface")
+	// namespace. The same error as nic.ErrNoDevice.
+	ErrNoDevice = errs.ErrNoDevice
 	// ErrLinkDown: the interface is down (ENETDOWN). For a sender it is
 	// transient: frames stay on the TX ring and leave once the link is up
 	// and the kernel is woken again (Transmit, Flush, Kick).
