@@ -670,8 +670,13 @@ func TestBenchTCPMode(t *testing.T) {
 	// As text: the first line names the mode and an unlimited rate, no
 	// interval has zero length, and the sending client lists no RX
 	// queues (they carried nothing of the test).
-	_, out := serveOnceText(t, pair, 15285, []string{"--backend", "xsk", "-i", pair.B.Link},
+	srvText, out := serveOnceText(t, pair, 15285, []string{"--backend", "xsk", "-i", pair.B.Link},
 		[]string{"--backend", "xsk", "-i", pair.A.Link, "--mode", "tcp"})
+	// The receiving server's interval lines are TCP's too: no jitter or
+	// datagram losses.
+	if !strings.Contains(srvText, bench.TCPIntervalHeader) || strings.Contains(srvText, "Lost/Total") || strings.Contains(srvText, " ms ") {
+		t.Errorf("TCP mode server's intervals in UDP's columns:\n%s", srvText)
+	}
 	first, _, _ := strings.Cut(out, "\n")
 	if !strings.Contains(first, "1 TCP-mode stream(s), unlimited rate each") || strings.Contains(out, "RX queues") {
 		t.Errorf("TCP mode client:\n%s", out)
