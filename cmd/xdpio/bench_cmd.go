@@ -411,7 +411,8 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 				if !g.json {
 					fmt.Fprint(g.stdout, "Streams placed on the server's RSS queues:")
 					for _, p := range r.Start.Placement {
-						fmt.Fprintf(g.stdout, "  [%s] port %d → q%d", streamLabel(p.Stream), p.Port, p.Queue)
+						// Numbered as the report's rows: [  5], [  7] …
+						fmt.Fprintf(g.stdout, "  [%d] port %d → q%d", bench.SocketNumber(iperf3.StreamID(p.Stream)), p.Port, p.Queue)
 					}
 					fmt.Fprintln(g.stdout)
 				}
@@ -486,14 +487,6 @@ func benchPlacer(key string, queues int, table string, addrsOnly bool) (*plane.P
 		return nil, usagef("--rss-*: %v", err)
 	}
 	return &plane.Placer{Predictor: p, AddressesOnly: addrsOnly}, nil
-}
-
-// streamLabel is iperf3's number of the i-th stream (from 0): 1, 3, 4…
-func streamLabel(i int) string {
-	if i == 0 {
-		return "1"
-	}
-	return strconv.Itoa(i + 2)
 }
 
 // queueLog keeps the per-queue counts a data plane reports when a test's

@@ -100,7 +100,7 @@ func TestBenchEndBlockLikeIperf3(t *testing.T) {
 	if err != nil {
 		t.Fatalf("server: %v\n%s", err, srvOut)
 	}
-	rows, rates := endRows(out.String())
+	rows, _ := endRows(out.String())
 	if !reflect.DeepEqual(rows, wantRows) {
 		t.Errorf("our client's end block %q, iperf3's %q\n%s\niperf3:\n%s", rows, wantRows, out.String(), ref)
 	}
@@ -108,7 +108,7 @@ func TestBenchEndBlockLikeIperf3(t *testing.T) {
 	// nothing was lost (the server's own block too).
 	for name, text := range map[string]string{"client": out.String(), "server": srvOut} {
 		if strings.Contains(text, "0/") {
-			_, rates = endRows(text)
+			_, rates := endRows(text)
 			for i := 0; i+1 < len(rates); i += 2 {
 				// The same to rounding: 10.0 and 9.99 Mbits/sec are.
 				if a, b := bitsPerSec(rates[i]), bitsPerSec(rates[i+1]); a == 0 || b < a*0.99 || b > a*1.01 {
