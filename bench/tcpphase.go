@@ -315,6 +315,10 @@ func (t *tcpServerPhase) stop(run *dataRun) error {
 	t.rstats = t.rcv.Stop()
 	run.cpu.Thread(t.rstats.CPU.Total())
 	run.end = run.stopTime()
+	if !run.endMark.IsZero() {
+		// The receiver's window ends at TEST_END, as the UDP test's.
+		t.rstats.Seconds = run.end.Sub(run.start).Seconds()
+	}
 	return nil
 }
 

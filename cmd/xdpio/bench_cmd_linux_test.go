@@ -667,6 +667,11 @@ func TestBenchTCPMode(t *testing.T) {
 		if cli.TCP.Sender.TSO != (tso == "on") {
 			t.Errorf("tso %s: the sender reports TSO %v", tso, cli.TCP.Sender.TSO)
 		}
+		// The receiver's window is the sender's (it ends at TEST_END as
+		// the sender sent it, not 100 ms later when it arrives).
+		if d := srv.TCP.Receiver.Seconds - cli.TCP.Sender.Seconds; d < -0.02 || d > 0.02 {
+			t.Errorf("tso %s: receiver's window %.3f s, sender's %.3f s", tso, srv.TCP.Receiver.Seconds, cli.TCP.Sender.Seconds)
+		}
 		if srv.TCP.Sum.ReceivedBytes != s.ReceivedBytes {
 			t.Errorf("tso %s: server says %d bytes in order, client was told %d", tso, srv.TCP.Sum.ReceivedBytes, s.ReceivedBytes)
 		}
