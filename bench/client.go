@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -125,7 +126,7 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 	case iperf3.ModeUDP, "":
 		ph = &udpClientPhase{c: c}
 	default:
-		return &Report{Error: "invalid mode"}, fmt.Errorf("client: invalid mode %q: must be udp or tcp", c.Mode)
+		return &Report{Error: "invalid mode"}, fmt.Errorf("invalid mode %q: must be udp or tcp", c.Mode)
 	}
 	rep = &Report{}
 	defer func() {
@@ -135,7 +136,12 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 	}()
 	p, err := ph.params()
 	if err != nil {
-		return rep, fmt.Errorf("client: %w", err)
+		return rep, err
+	}
+	if !p.Reverse {
+		// Tell an xdpio server that TEST_END comes tailGrace after the
+		// last datagram (iperf3 ignores it).
+		p.TailMS = int(tailGrace / time.Millisecond)
 	}
 	conn, stopClose, err := c.connect(ctx)
 	if err != nil {
@@ -159,7 +165,7 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 			Reverse: map[bool]int{false: 0, true: 1}[p.Reverse], TargetBitrate: p.Bandwidth}}
 	conn.SetDeadline(time.Now().Add(setup))
 	if _, err := conn.Write(cookie[:]); err != nil {
-		return rep, fmt.Errorf("client: send cookie: %w", err)
+		return rep, fmt.Errorf("send cookie: %w", err)
 	}
 	terminate := func() {
 		iperf3.WriteState(conn, iperf3.ClientTerminate)
@@ -178,14 +184,14 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return rep, fmt.Errorf("client: %w", ctx.Err())
+				return rep, ctx.Err()
 			}
-			return rep, fmt.Errorf("client: control connection: %w", err)
+			return rep, fmt.Errorf("control connection: %w", err)
 		}
 		switch st {
 		case iperf3.ParamExchange:
 			if err := iperf3.WriteMessage(conn, ph.paramsMsg(p)); err != nil {
-				return rep, fmt.Errorf("client: parameters: %w", err)
+				return rep, fmt.Errorf("parameters: %w", err)
 			}
 		case iperf3.CreateStreams:
 			if run, err = ph.createStreams(conn, rep, p, setup, terminate); err != nil {
@@ -194,7 +200,7 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 		case iperf3.TestStart:
 		case iperf3.TestRunning:
 			if run == nil {
-				return rep, fmt.Errorf("client: TEST_RUNNING before CREATE_STREAMS: %w", iperf3.ErrProtocol)
+				return rep, fmt.Errorf("TEST_RUNNING before CREATE_STREAMS: %w", iperf3.ErrProtocol)
 			}
 			m, err := c.runTest(ctx, conn, ph, run, time.Duration(p.Time)*time.Second, setup, rep, terminate)
 			if err != nil {
@@ -203,18 +209,18 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 			pending = &m
 		case iperf3.ExchangeResults:
 			if run == nil {
-				return rep, fmt.Errorf("client: EXCHANGE_RESULTS before the test: %w", iperf3.ErrProtocol)
+				return rep, fmt.Errorf("EXCHANGE_RESULTS before the test: %w", iperf3.ErrProtocol)
 			}
 			localRes := run.results()
 			if err := iperf3.WriteMessage(conn, &localRes); err != nil {
-				return rep, fmt.Errorf("client: results: %w", err)
+				return rep, fmt.Errorf("results: %w", err)
 			}
 			if err := ph.writeExtra(conn); err != nil {
 				return rep, err
 			}
 			var remoteRes iperf3.Results
 			if err := iperf3.ReadMessage(conn, &remoteRes); err != nil {
-				return rep, fmt.Errorf("client: server results: %w", err)
+				return rep, fmt.Errorf("server results: %w", err)
 			}
 			if err := ph.readExtra(conn); err != nil {
 				return rep, err
@@ -224,17 +230,17 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 			ph.report(rep, true)
 		case iperf3.DisplayResults:
 			if err := iperf3.WriteState(conn, iperf3.IperfDone); err != nil {
-				return rep, fmt.Errorf("client: %w", err)
+				return rep, err
 			}
 			return rep, nil
 		case iperf3.AccessDenied:
-			return rep, fmt.Errorf("client: %w", iperf3.ErrAccessDenied)
+			return rep, iperf3.ErrAccessDenied
 		case iperf3.ServerErrorCode:
-			return rep, fmt.Errorf("client: %w", iperf3.ReadServerError(conn))
+			return rep, iperf3.ReadServerError(conn)
 		case iperf3.ServerTerminate:
-			return rep, fmt.Errorf("client: %w", iperf3.ErrServerTerminated)
+			return rep, iperf3.ErrServerTerminated
 		default:
-			return rep, fmt.Errorf("client: unexpected %v: %w", st, iperf3.ErrProtocol)
+			return rep, fmt.Errorf("unexpected %v: %w", st, iperf3.ErrProtocol)
 		}
 	}
 }
@@ -264,14 +270,14 @@ func (c *Client) runTest(ctx context.Context, conn net.Conn, ph clientPhase, run
 		rep.Intervals = ir.finish()
 		rep.End = runEnd(run, run.results(), nil, nil)
 		ph.report(rep, false)
-		return stateOrErr{}, fmt.Errorf("client: %w", ctx.Err())
+		return stateOrErr{}, ctx.Err()
 	}
 	timer.Stop()
 	if run.sender {
 		if err := ph.stopSending(run); err != nil {
 			rep.Intervals = ir.finish()
 			terminate()
-			return stateOrErr{}, fmt.Errorf("client: data plane: %w", err)
+			return stateOrErr{}, fmt.Errorf("data plane: %w", err)
 		}
 		// iperf3 stops counting at TEST_END: let the receiver read what is
 		// still queued for it first.
@@ -282,8 +288,14 @@ func (c *Client) runTest(ctx context.Context, conn net.Conn, ph clientPhase, run
 		}
 		drain.Stop()
 	}
+	if !run.sender {
+		// As iperf3's: a receiver's window ends at TEST_END. What is
+		// still in flight is counted (in the last interval) until the
+		// server says it has stopped sending.
+		run.markEnd(time.Now())
+	}
 	if err := iperf3.WriteState(conn, iperf3.TestEnd); err != nil {
-		return stateOrErr{}, fmt.Errorf("client: %w", err)
+		return stateOrErr{}, err
 	}
 	// A receiver keeps counting what is in flight until the server has
 	// stopped sending, which it says with EXCHANGE_RESULTS.
@@ -291,7 +303,7 @@ func (c *Client) runTest(ctx context.Context, conn net.Conn, ph clientPhase, run
 	derr := ph.stop(run)
 	rep.Intervals = ir.finish()
 	if derr != nil {
-		return m, fmt.Errorf("client: data plane: %w", derr)
+		return m, fmt.Errorf("data plane: %w", derr)
 	}
 	conn.SetDeadline(time.Now().Add(setup))
 	return m, nil
@@ -342,7 +354,12 @@ func (c *Client) connect(ctx context.Context) (net.Conn, func() bool, error) {
 	conn, err := dial(dctx, "tcp", c.Server.String())
 	dcancel()
 	if err != nil {
-		return nil, nil, fmt.Errorf("client: connect to %v: %w", c.Server, err)
+		var oe *net.OpError
+		if errors.As(err, &oe) {
+			// "dial tcp ADDR: connect: " says again what this error says.
+			err = rootText{err}
+		}
+		return nil, nil, fmt.Errorf("connect to %v: %w", c.Server, err)
 	}
 	if tc, ok := conn.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
@@ -353,3 +370,18 @@ func (c *Client) connect(ctx context.Context) (net.Conn, func() bool, error) {
 	})
 	return conn, stop, nil
 }
+
+// rootText is an error that says only what its innermost cause says
+// ("connection refused"), for a caller that names the operation and
+// address itself; it wraps the whole error.
+type rootText struct{ err error }
+
+func (e rootText) Error() string {
+	c := e.err
+	for u := errors.Unwrap(c); u != nil; u = errors.Unwrap(c) {
+		c = u
+	}
+	return c.Error()
+}
+
+func (e rootText) Unwrap() error { return e.err }

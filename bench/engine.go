@@ -57,6 +57,7 @@ func (g *group) lookup(a netip.AddrPort) *stream {
 type dataRun struct {
 	groups     []*group
 	sender     bool
+	tcp        bool // a TCP-mode test's flows
 	blksize    int
 	rate       uint64 // bits/s per stream; 0 unlimited
 	counters64 bool
@@ -69,6 +70,9 @@ type dataRun struct {
 	failed   chan struct{} // closed with the first error, from begin on
 	start    time.Time
 	end      time.Time
+	// endMark, when set before stop, is where the test's window ends
+	// (as iperf3 counts it: at TEST_END) rather than when stop is called.
+	endMark time.Time
 
 	cpu     *cpustat.Meter
 	cpuOnce sync.Once
@@ -143,7 +147,7 @@ func (r *dataRun) begin() {
 // then return.
 func (r *dataRun) stop() error {
 	if r.stopping.CompareAndSwap(false, true) {
-		r.end = time.Now()
+		r.end = r.stopTime()
 		if r.stopCh != nil { // begun
 			close(r.stopCh)
 		}
@@ -152,6 +156,23 @@ func (r *dataRun) stop() error {
 	r.errMu.Lock()
 	defer r.errMu.Unlock()
 	return r.err
+}
+
+// markEnd sets where the test's window ends, for a stop that comes
+// later: t, or the start if t is before it.
+func (r *dataRun) markEnd(t time.Time) {
+	if t.Before(r.start) {
+		t = r.start
+	}
+	r.endMark = t
+}
+
+// stopTime is the end of the test's window for a stop called now.
+func (r *dataRun) stopTime() time.Time {
+	if !r.endMark.IsZero() {
+		return r.endMark
+	}
+	return time.Now()
 }
 
 func (r *dataRun) sendLoop(g *group) error {

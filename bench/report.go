@@ -38,8 +38,9 @@ type ReportStart struct {
 	Placement []plane.Placement `json:"placement,omitempty"`
 }
 
-// Connected is one stream's addresses. Socket is the stream's id (iperf3
-// shows a file descriptor there).
+// Connected is one stream's addresses. Socket is the stream's number as
+// iperf3 shows it, in its text and its JSON alike: its socket's file
+// descriptor, 5, 7, 9 … for a UDP test's streams (SocketNumber).
 type Connected struct {
 	Socket     int    `json:"socket"`
 	LocalHost  string `json:"local_host"`
@@ -78,6 +79,9 @@ type TestParams struct {
 type Interval struct {
 	Streams []IntervalStream `json:"streams"`
 	Sum     IntervalStream   `json:"sum"`
+	// TCP marks a TCP-mode test's interval: its packets are segments,
+	// and it has no jitter or losses (not in iperf3's report).
+	TCP bool `json:"-"`
 }
 
 // IntervalStream is a stream's (or the sum's) figures over one interval,
@@ -118,6 +122,10 @@ type ReportEnd struct {
 // EndStream wraps a stream's summary under its protocol, as iperf3 does.
 type EndStream struct {
 	UDP Summary `json:"udp"`
+	// Receiver is what the receiving end counted of the stream, over
+	// its own window (iperf3's text shows it as the stream's receiver
+	// line; its JSON has it for TCP streams only).
+	Receiver *Summary `json:"receiver,omitempty"`
 }
 
 // Summary is a stream's (or a sum's) totals: bytes and packets as sent, or
@@ -165,7 +173,7 @@ func bps(bytes uint64, secs float64) float64 {
 
 // intervalStream computes a stream's figures between two counter snapshots.
 func intervalStream(id int, sender bool, prev, cur Counters, start, end float64) IntervalStream {
-	iv := IntervalStream{Socket: id, Start: start, End: end, Seconds: end - start, Sender: sender}
+	iv := IntervalStream{Socket: SocketNumber(id), Start: start, End: end, Seconds: end - start, Sender: sender}
 	if sender {
 		iv.Bytes = cur.SentBytes - prev.SentBytes
 		iv.Packets = cur.SentPackets - prev.SentPackets
@@ -249,6 +257,7 @@ func (ir *intervalReporter) take(at float64) {
 		ir.prev[s] = cur
 	}
 	iv.Sum = sumIntervals(iv.Streams)
+	iv.TCP = ir.run.tcp
 	ir.prevT = at
 	ir.ivs = append(ir.ivs, iv)
 	ir.mu.Unlock()
@@ -286,7 +295,8 @@ func (ir *intervalReporter) finish() []Interval {
 		if end.IsZero() {
 			end = time.Now()
 		}
-		at := end.Sub(ir.run.start).Seconds()
+		// A window that ends at TEST_END may end before the last tick.
+		at := max(end.Sub(ir.run.start).Seconds(), ir.prevT)
 		if at-ir.prevT >= ir.every.Seconds()/10 || ir.changed() {
 			ir.take(at)
 		}
@@ -311,10 +321,14 @@ func buildEnd(sent, recv iperf3.Results, localSender bool, ooo map[int]int64) Re
 	for _, s := range sent.Streams {
 		r := rx[s.ID]
 		secs := s.EndTime - s.StartTime
-		u := Summary{Socket: s.ID, Start: 0, End: secs, Seconds: secs, Bytes: s.Bytes, BitsPerSecond: bps(s.Bytes, secs),
+		u := Summary{Socket: SocketNumber(s.ID), Start: 0, End: secs, Seconds: secs, Bytes: s.Bytes, BitsPerSecond: bps(s.Bytes, secs),
 			JitterMS: r.Jitter * 1000, LostPackets: r.Errors, Packets: s.Packets, LostPercent: lostPercent(r.Errors, s.Packets),
 			OutOfOrder: ooo[s.ID], Sender: localSender}
-		e.Streams = append(e.Streams, EndStream{UDP: u})
+		rsecs := r.EndTime - r.StartTime
+		rs := Summary{Socket: u.Socket, End: rsecs, Seconds: rsecs, Bytes: r.Bytes, BitsPerSecond: bps(r.Bytes, rsecs),
+			JitterMS: u.JitterMS, LostPackets: r.Errors, Packets: r.Packets, LostPercent: lostPercent(r.Errors, r.Packets),
+			OutOfOrder: u.OutOfOrder, Sender: localSender}
+		e.Streams = append(e.Streams, EndStream{UDP: u, Receiver: &rs})
 		ss.Bytes += s.Bytes
 		ss.Packets += s.Packets
 		ss.End = max(ss.End, secs)
@@ -444,24 +458,36 @@ func formatSI(v float64) string {
 	return fmt.Sprintf("%.0f", v)
 }
 
-// id is a stream's label as iperf3's client prints it: iperf3 shows its
-// sockets' descriptors, 5, 7, 9 … for the streams of a UDP test, where
-// the protocol numbers them 1, 3, 4 …; 0 is the sum.
-func id(n int) string {
+// SocketNumber is the number iperf3's client shows for the stream the
+// protocol numbers id (1, 3, 4 …, iperf3.StreamID): its socket's file
+// descriptor, 5, 7, 9 … for the streams of a UDP test. Reports use it
+// in text and JSON alike.
+func SocketNumber(id int) int {
 	switch {
-	case n == 0:
-		return "SUM"
-	case n == 1:
-		return fmt.Sprintf("%3d", 5)
-	case n > 2:
-		return fmt.Sprintf("%3d", 5+2*(n-2))
+	case id == 1:
+		return 5
+	case id > 2:
+		return 5 + 2*(id-2)
 	}
-	return fmt.Sprintf("%3d", n)
+	return id
+}
+
+// id is a row's label: a stream's socket number, or SUM for 0.
+func id(socket int) string {
+	if socket == 0 {
+		return "SUM"
+	}
+	return fmt.Sprintf("%3d", socket)
 }
 
 func line(w io.Writer, unit byte, sid int, start, end float64, bytes uint64, rate float64, packets int64, sender bool, jitter float64, lost, total int64, tag string) error {
+	return row(w, unit, sid, start, end, bytes, rate, packets, !sender, jitter, lost, total, tag)
+}
+
+// row prints one line; losses adds a receiver's jitter and losses.
+func row(w io.Writer, unit byte, sid int, start, end float64, bytes uint64, rate float64, packets int64, losses bool, jitter float64, lost, total int64, tag string) error {
 	var tail string
-	if !sender {
+	if losses {
 		tail = fmt.Sprintf("  %.3f ms  %d/%d (%.2g%%)", jitter, lost, total, lostPercent(lost, total))
 	}
 	pps := "-"
@@ -487,22 +513,30 @@ func WriteInterval(w io.Writer, iv Interval) error {
 // FormatRate takes it (iperf3's -f).
 func WriteIntervalUnit(w io.Writer, iv Interval, unit byte) error {
 	for _, s := range iv.Streams {
-		if err := line(w, unit, s.Socket, s.Start, s.End, s.Bytes, s.BitsPerSecond, s.Packets, s.Sender, s.JitterMS, s.LostPackets, s.Packets, ""); err != nil {
+		if err := row(w, unit, s.Socket, s.Start, s.End, s.Bytes, s.BitsPerSecond, s.Packets, !s.Sender && !iv.TCP, s.JitterMS, s.LostPackets, s.Packets, ""); err != nil {
 			return err
 		}
 	}
 	if len(iv.Streams) > 1 {
 		s := iv.Sum
-		return line(w, unit, 0, s.Start, s.End, s.Bytes, s.BitsPerSecond, s.Packets, s.Sender, s.JitterMS, s.LostPackets, s.Packets, "")
+		return row(w, unit, 0, s.Start, s.End, s.Bytes, s.BitsPerSecond, s.Packets, !s.Sender && !iv.TCP, s.JitterMS, s.LostPackets, s.Packets, "")
 	}
 	return nil
 }
 
+// Header is the column header of iv's lines: IntervalHeader, or
+// TCPIntervalHeader for a TCP-mode test's.
+func (iv Interval) Header() string {
+	if iv.TCP {
+		return TCPIntervalHeader
+	}
+	return IntervalHeader
+}
+
 // WriteText prints the whole report as text: the intervals and the
-// summary, as iperf3 does: a stream's sender line and, with one stream,
-// its receiver line; with more, a sender line per stream and the [SUM]
-// sender and receiver lines. Jitter and losses are on receiver lines
-// only.
+// summary, as iperf3 does: each stream's sender and receiver lines and,
+// with more than one stream, the [SUM] sender and receiver lines.
+// Jitter and losses are on receiver lines only.
 func (r *Report) WriteText(w io.Writer) error {
 	return r.WriteTextUnit(w, 'a')
 }
@@ -520,15 +554,18 @@ func (r *Report) WriteTextUnit(w io.Writer, unit byte) error {
 	b.WriteString("- - - - - - - - - - - - - - - - - - - - - - - - -\n")
 	b.WriteString(IntervalHeader)
 	ss, sr := r.End.SumSent, r.End.SumReceived
-	if len(r.End.Streams) == 1 {
-		u := r.End.Streams[0].UDP
+	for _, s := range r.End.Streams {
+		u := s.UDP
 		line(&b, unit, u.Socket, 0, u.End, u.Bytes, u.BitsPerSecond, u.Packets, true, 0, 0, 0, "  sender")
-		line(&b, unit, u.Socket, 0, sr.End, sr.Bytes, sr.BitsPerSecond, sr.Packets, false, sr.JitterMS, sr.LostPackets, sr.Packets, "  receiver")
-	} else {
-		for _, s := range r.End.Streams {
-			u := s.UDP
-			line(&b, unit, u.Socket, 0, u.End, u.Bytes, u.BitsPerSecond, u.Packets, true, 0, 0, 0, "  sender")
+		x := sr // a report from before Receiver was kept: one stream's is the sum
+		if s.Receiver != nil {
+			x = *s.Receiver
+		} else if len(r.End.Streams) > 1 {
+			continue
 		}
+		line(&b, unit, u.Socket, 0, x.End, x.Bytes, x.BitsPerSecond, x.Packets, false, x.JitterMS, x.LostPackets, x.Packets, "  receiver")
+	}
+	if len(r.End.Streams) > 1 {
 		line(&b, unit, 0, 0, ss.End, ss.Bytes, ss.BitsPerSecond, ss.Packets, true, 0, 0, 0, "  sender")
 		line(&b, unit, 0, 0, sr.End, sr.Bytes, sr.BitsPerSecond, sr.Packets, false, sr.JitterMS, sr.LostPackets, sr.Packets, "  receiver")
 	}

@@ -13,7 +13,8 @@ func TestIntervalFigures(t *testing.T) {
 	prev := Counters{RecvCounters: iperf3.RecvCounters{Bytes: 1000, Packets: 10, Lost: 1}}
 	cur := Counters{RecvCounters: iperf3.RecvCounters{Bytes: 126000, Packets: 135, Lost: 6, Jitter: 0.0002}}
 	iv := intervalStream(3, false, prev, cur, 1, 1.5)
-	want := IntervalStream{Socket: 3, Start: 1, End: 1.5, Seconds: 0.5, Bytes: 125000, BitsPerSecond: 2e6, Packets: 125,
+	// Stream 3 is iperf3's socket 7, in JSON as in text.
+	want := IntervalStream{Socket: 7, Start: 1, End: 1.5, Seconds: 0.5, Bytes: 125000, BitsPerSecond: 2e6, Packets: 125,
 		JitterMS: 0.2, LostPackets: 5, LostPercent: 4}
 	if iv != want {
 		t.Errorf("receiver interval\n got %+v\nwant %+v", iv, want)
@@ -138,5 +139,50 @@ func TestIntervalLinePacketRate(t *testing.T) {
 	}
 	if !strings.Contains(IntervalHeader, "Pkts/s") {
 		t.Errorf("header %q has no packets/s column", IntervalHeader)
+	}
+}
+
+// iperf3's end-of-test block of a two-stream test: each stream's sender
+// and receiver lines (the receiver's over its own window), then [SUM]'s;
+// the streams numbered 5 and 7 in text and JSON alike.
+func TestReportTextPerStreamReceiver(t *testing.T) {
+	sent := iperf3.Results{Streams: []iperf3.StreamResults{{ID: 1, Bytes: 2000, Packets: 2, EndTime: 1}, {ID: 3, Bytes: 3000, Packets: 3, EndTime: 1}}}
+	recv := iperf3.Results{Streams: []iperf3.StreamResults{{ID: 1, Bytes: 1000, Packets: 2, Errors: 1, Jitter: 0.001, EndTime: 2}, {ID: 3, Bytes: 3000, Packets: 3, Jitter: 0.003, EndTime: 2}}}
+	r := Report{End: buildEnd(sent, recv, true, nil)}
+	var out strings.Builder
+	if err := r.WriteText(&out); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n")[2:] {
+		f := strings.Fields(strings.NewReplacer("[", "", "]", "").Replace(l))
+		got = append(got, f[0]+" "+f[len(f)-1])
+	}
+	want := []string{"5 sender", "5 receiver", "7 sender", "7 receiver", "SUM sender", "SUM receiver"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("rows %q, want %q:\n%s", got, want, out.String())
+	}
+	if !strings.Contains(out.String(), "1000 Bytes   4.00 Kbits/sec") || !strings.Contains(out.String(), "1/2 (50%)  receiver") {
+		t.Errorf("stream 5's receiver line is not its own:\n%s", out.String())
+	}
+	b, _ := json.Marshal(&r)
+	if !strings.Contains(string(b), `"socket":5`) || !strings.Contains(string(b), `"socket":7`) || strings.Contains(string(b), `"socket":1,`) {
+		t.Errorf("JSON stream ids are not iperf3's 5 and 7: %s", b)
+	}
+}
+
+// A TCP-mode test's interval lines have no jitter or losses, at the
+// receiver either, and their own header.
+func TestTCPIntervalLine(t *testing.T) {
+	iv := Interval{TCP: true, Streams: []IntervalStream{{Socket: 5, Start: 0, End: 1, Seconds: 1, Bytes: 1 << 20, BitsPerSecond: 8388608, Packets: 724}}}
+	var b strings.Builder
+	if err := WriteInterval(&b, iv); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), " ms ") || strings.Contains(b.String(), "/724") || len(strings.Fields(b.String())) != 10 {
+		t.Errorf("TCP-mode receiver's interval line %q has UDP columns", b.String())
+	}
+	if iv.Header() != TCPIntervalHeader || (Interval{}).Header() != IntervalHeader {
+		t.Errorf("headers %q, %q", iv.Header(), Interval{}.Header())
 	}
 }

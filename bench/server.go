@@ -196,10 +196,10 @@ func (s *Server) readCookie(ctx context.Context, c net.Conn) (iperf3.Cookie, err
 	c.SetReadDeadline(time.Now().Add(timeout))
 	cookie, err := iperf3.ReadCookie(c)
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return cookie, fmt.Errorf("server: no cookie within %v: %w", timeout, err)
+		return cookie, fmt.Errorf("no cookie within %v: %w", timeout, err)
 	}
 	if err != nil {
-		return cookie, fmt.Errorf("server: %w", err)
+		return cookie, err
 	}
 	return cookie, nil
 }
@@ -301,12 +301,12 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie iperf3.Cookie
 		Timestamp: Timestamp{Time: now.UTC().Format(time.RFC1123), Timesecs: now.Unix()},
 		Accepted:  &HostPort{Host: remote.Addr().String(), Port: int(remote.Port())}}
 	if err := iperf3.WriteState(c, iperf3.ParamExchange); err != nil {
-		return rep, fmt.Errorf("server: %w", err)
+		return rep, err
 	}
 	p, tp, err := iperf3.ReadParams(c)
 	if err != nil {
 		iperf3.WriteServerError(c, iperf3.IERecvParams, 0)
-		return rep, fmt.Errorf("server: parameters: %w", err)
+		return rep, fmt.Errorf("parameters: %w", err)
 	}
 	if p.Parallel == 0 {
 		p.Parallel = 1
@@ -329,7 +329,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie iperf3.Cookie
 	dpClosed, err := s.awaitDataPlane(ctx, setup)
 	if err != nil {
 		iperf3.WriteServerError(c, iperf3.IEStreamListen, 0)
-		return rep, fmt.Errorf("server: %w", err)
+		return rep, err
 	}
 	defer dpClosed()
 	var ph serverPhase = &udpServerPhase{dp: s.dataPlane(), p: p, local: local, remote: remote}
@@ -343,10 +343,10 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie iperf3.Cookie
 		return rep, err
 	}
 	if err := iperf3.WriteState(c, iperf3.TestStart); err != nil {
-		return rep, fmt.Errorf("server: %w", err)
+		return rep, err
 	}
 	if err := iperf3.WriteState(c, iperf3.TestRunning); err != nil {
-		return rep, fmt.Errorf("server: %w", err)
+		return rep, err
 	}
 	ir := newIntervalReporter(run, orDefault(s.Interval, time.Second), s.OnInterval)
 	ph.start(run)
@@ -357,6 +357,11 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie iperf3.Cookie
 		limit = time.Hour
 	}
 	endErr := awaitTestEnd(ctx, c, ctl, run.failure(), limit, p.Time)
+	if endErr == nil && !run.sender {
+		// iperf3's receiver counts until TEST_END, which its client
+		// sends as it stops; xdpio's client sends it p.TailMS later.
+		run.markEnd(time.Now().Add(-time.Duration(p.TailMS) * time.Millisecond))
+	}
 	derr := ph.stop(run)
 	rep.Intervals = ir.finish()
 	localRes := run.results()
@@ -366,7 +371,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie iperf3.Cookie
 		// The data plane failed (a device that went away, say): that is
 		// what ended the test, or what spoilt it. The client is told, as
 		// iperf3 tells it about a stream it cannot read or write.
-		endErr = fmt.Errorf("server: data plane: %w", derr)
+		endErr = fmt.Errorf("data plane: %w", derr)
 		code := int32(iperf3.IEStreamRead)
 		if run.sender {
 			code = iperf3.IEStreamWrite
@@ -394,11 +399,11 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie iperf3.Cookie
 func (s *Server) exchangeResults(c net.Conn, ph serverPhase, run *dataRun, p iperf3.Params, localRes iperf3.Results, ooo map[int]int64, setup time.Duration, rep *Report) error {
 	c.SetDeadline(time.Now().Add(setup))
 	if err := iperf3.WriteState(c, iperf3.ExchangeResults); err != nil {
-		return fmt.Errorf("server: %w", err)
+		return err
 	}
 	var remoteRes iperf3.Results
 	if err := iperf3.ReadMessage(c, &remoteRes); err != nil {
-		return fmt.Errorf("server: client results: %w", err)
+		return fmt.Errorf("client results: %w", err)
 	}
 	if err := ph.readExtra(c); err != nil {
 		return err
@@ -411,7 +416,7 @@ func (s *Server) exchangeResults(c net.Conn, ph serverPhase, run *dataRun, p ipe
 		}
 	}
 	if err := iperf3.WriteMessage(c, &localRes); err != nil {
-		return fmt.Errorf("server: %w", err)
+		return err
 	}
 	if err := ph.writeExtra(c); err != nil {
 		return err
@@ -420,14 +425,14 @@ func (s *Server) exchangeResults(c net.Conn, ph serverPhase, run *dataRun, p ipe
 	// its next test at once.
 	s.finishing.Store(true)
 	if err := iperf3.WriteState(c, iperf3.DisplayResults); err != nil {
-		return fmt.Errorf("server: %w", err)
+		return err
 	}
 	st, err := iperf3.ReadState(c)
 	switch {
 	case err != nil:
-		return fmt.Errorf("server: waiting for IPERF_DONE: %w", err)
+		return fmt.Errorf("waiting for IPERF_DONE: %w", err)
 	case st != iperf3.IperfDone:
-		return fmt.Errorf("server: got %v, want IPERF_DONE: %w", st, iperf3.ErrProtocol)
+		return fmt.Errorf("got %v, want IPERF_DONE: %w", st, iperf3.ErrProtocol)
 	}
 	return nil
 }
@@ -490,24 +495,24 @@ func awaitTestEnd(ctx context.Context, c net.Conn, ctl <-chan stateOrErr, failed
 		}
 		// Cancelling ctx closes the endpoint, which fails the reads.
 		iperf3.WriteState(c, iperf3.ServerTerminate)
-		return fmt.Errorf("server: %w", ctx.Err())
+		return ctx.Err()
 	case m := <-ctl:
 		switch {
 		case m.err != nil:
-			return fmt.Errorf("server: control connection: %w", m.err)
+			return fmt.Errorf("control connection: %w", m.err)
 		case m.st == iperf3.TestEnd:
 			return nil
 		case m.st == iperf3.ClientTerminate:
-			return fmt.Errorf("server: %w", iperf3.ErrClientTerminated)
+			return iperf3.ErrClientTerminated
 		default:
-			return fmt.Errorf("server: unexpected %v while running: %w", m.st, iperf3.ErrProtocol)
+			return fmt.Errorf("unexpected %v while running: %w", m.st, iperf3.ErrProtocol)
 		}
 	case <-timer.C:
 		c.Close()
-		return fmt.Errorf("server: no TEST_END %v after the test's %d s", limit, secs)
+		return fmt.Errorf("no TEST_END %v after the test's %d s", limit, secs)
 	case <-ctx.Done():
 		iperf3.WriteState(c, iperf3.ServerTerminate)
-		return fmt.Errorf("server: %w", ctx.Err())
+		return ctx.Err()
 	}
 }
 

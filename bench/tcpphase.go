@@ -121,7 +121,7 @@ func (t *tcpClientPhase) paramsMsg(p iperf3.Params) any {
 func (t *tcpClientPhase) createStreams(conn net.Conn, rep *Report, p iperf3.Params, setup time.Duration, terminate func()) (*dataRun, error) {
 	c := t.c
 	if t.snd != nil {
-		return nil, fmt.Errorf("client: CREATE_STREAMS twice: %w", iperf3.ErrProtocol)
+		return nil, fmt.Errorf("CREATE_STREAMS twice: %w", iperf3.ErrProtocol)
 	}
 	// An xdpio server answers at once; a real iperf3 server waits for TCP
 	// connections that will not come.
@@ -130,9 +130,9 @@ func (t *tcpClientPhase) createStreams(conn net.Conn, rep *Report, p iperf3.Para
 	if err := iperf3.ReadMessage(conn, &acc); err != nil {
 		terminate()
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, fmt.Errorf("client: no answer to TCP mode %v after CREATE_STREAMS: %w", TCPAcceptTimeout, iperf3.ErrNotXDPIO)
+			return nil, fmt.Errorf("no answer to TCP mode %v after CREATE_STREAMS: %w", TCPAcceptTimeout, iperf3.ErrNotXDPIO)
 		}
-		return nil, fmt.Errorf("client: TCP mode answer: %w", err)
+		return nil, fmt.Errorf("TCP mode answer: %w", err)
 	}
 	conn.SetDeadline(time.Now().Add(setup))
 	useMSS := min(t.mss, acc.MSS)
@@ -144,19 +144,19 @@ func (t *tcpClientPhase) createStreams(conn net.Conn, rep *Report, p iperf3.Para
 		MSS: useMSS, TSO: c.TSO, Write: wlen, Rate: p.Bandwidth, Corrupt: c.tcpCorrupt})
 	if err != nil {
 		terminate()
-		return nil, fmt.Errorf("client: %w", err)
+		return nil, err
 	}
 	t.snd = snd
 	rep.Start.TestStart.Blksize = wlen
 	ann := iperf3.TCPStreams{MSS: useMSS, Streams: snd.Flows()}
 	if err := iperf3.WriteMessage(conn, &ann); err != nil {
-		return nil, fmt.Errorf("client: announce streams: %w", err)
+		return nil, fmt.Errorf("announce streams: %w", err)
 	}
-	run := &dataRun{sender: true, blksize: wlen}
+	run := &dataRun{sender: true, tcp: true, blksize: wlen}
 	g := &group{}
 	for _, in := range ann.Streams {
 		g.streams = append(g.streams, &stream{id: in.ID, peer: netAddrPort(c.Server.Addr(), acc.DataPort)})
-		rep.Start.Connected = append(rep.Start.Connected, Connected{Socket: in.ID, LocalHost: in.Src, LocalPort: int(in.SrcPort),
+		rep.Start.Connected = append(rep.Start.Connected, Connected{Socket: SocketNumber(in.ID), LocalHost: in.Src, LocalPort: int(in.SrcPort),
 			RemoteHost: c.Server.Addr().String(), RemotePort: int(acc.DataPort)})
 	}
 	run.groups = []*group{g}
@@ -184,14 +184,14 @@ func (t *tcpClientPhase) stop(run *dataRun) error {
 
 func (t *tcpClientPhase) writeExtra(conn net.Conn) error {
 	if err := iperf3.WriteMessage(conn, &t.sstats); err != nil {
-		return fmt.Errorf("client: sender figures: %w", err)
+		return fmt.Errorf("sender figures: %w", err)
 	}
 	return nil
 }
 
 func (t *tcpClientPhase) readExtra(conn net.Conn) error {
 	if err := iperf3.ReadMessage(conn, &t.rstats); err != nil {
-		return fmt.Errorf("client: receiver figures: %w", err)
+		return fmt.Errorf("receiver figures: %w", err)
 	}
 	return nil
 }
@@ -257,13 +257,13 @@ func (t *tcpServerPhase) open(ctx context.Context, c net.Conn, rep *Report, setu
 	switch {
 	case p.Reverse || p.Bidirectional:
 		iperf3.WriteServerError(c, iperf3.IEUnimp, 0)
-		return nil, nil, fmt.Errorf("server: TCP mode in reverse: %w (client to server only)", ErrUnsupported)
+		return nil, nil, fmt.Errorf("TCP mode in reverse: %w (client to server only)", ErrUnsupported)
 	case p.Omit > 0:
 		iperf3.WriteServerError(c, iperf3.IEUnimp, 0)
-		return nil, nil, fmt.Errorf("server: omitting %d s (-O): %w", p.Omit, ErrUnsupported)
+		return nil, nil, fmt.Errorf("omitting %d s (-O): %w", p.Omit, ErrUnsupported)
 	case p.Time == 0 || p.Num != 0 || p.Blockcount != 0:
 		iperf3.WriteServerError(c, iperf3.IEUnimp, 0)
-		return nil, nil, fmt.Errorf("server: TCP mode needs a test time, not a byte or block count: %w", ErrUnsupported)
+		return nil, nil, fmt.Errorf("TCP mode needs a test time, not a byte or block count: %w", ErrUnsupported)
 	}
 	rcv, err := tcpplane.OpenReceiver(t.dp, t.local, t.port)
 	if err != nil {
@@ -272,32 +272,32 @@ func (t *tcpServerPhase) open(ctx context.Context, c net.Conn, rep *Report, setu
 			code = iperf3.IEUnimp // not the AF_XDP data plane
 		}
 		iperf3.WriteServerError(c, code, 0)
-		return nil, nil, fmt.Errorf("server: %w", err)
+		return nil, nil, err
 	}
 	t.rcv = rcv
 	context.AfterFunc(ctx, func() { rcv.Close() })
 	if err := iperf3.WriteState(c, iperf3.CreateStreams); err != nil {
-		return nil, nil, fmt.Errorf("server: %w", err)
+		return nil, nil, err
 	}
 	acc := iperf3.TCPAccept{Version: iperf3.TCPProtocolVersion, DataPort: rcv.Port(), MSS: rcv.MSS()}
 	if err := iperf3.WriteMessage(c, &acc); err != nil {
-		return nil, nil, fmt.Errorf("server: %w", err)
+		return nil, nil, err
 	}
 	var ann iperf3.TCPStreams
 	if err := iperf3.ReadMessage(c, &ann); err != nil {
-		return nil, nil, fmt.Errorf("server: stream announcement: %w", err)
+		return nil, nil, fmt.Errorf("stream announcement: %w", err)
 	}
 	if len(ann.Streams) != p.Parallel || ann.MSS > rcv.MSS() {
 		iperf3.WriteServerError(c, iperf3.IEStreamAccept, 0)
-		return nil, nil, fmt.Errorf("server: %d streams of MSS %d announced, want %d of at most %d: %w", len(ann.Streams), ann.MSS, p.Parallel, rcv.MSS(), iperf3.ErrProtocol)
+		return nil, nil, fmt.Errorf("%d streams of MSS %d announced, want %d of at most %d: %w", len(ann.Streams), ann.MSS, p.Parallel, rcv.MSS(), iperf3.ErrProtocol)
 	}
 	t.mss = ann.MSS
-	run := &dataRun{sender: false, blksize: p.Len}
+	run := &dataRun{sender: false, tcp: true, blksize: p.Len}
 	g := &group{}
 	for _, in := range ann.Streams {
 		a, _ := netip.ParseAddr(in.Src)
 		g.streams = append(g.streams, &stream{id: in.ID, peer: netAddrPort(a, in.SrcPort), local: netAddrPort(t.local.Addr(), rcv.Port())})
-		rep.Start.Connected = append(rep.Start.Connected, Connected{Socket: in.ID, LocalHost: t.local.Addr().String(), LocalPort: int(rcv.Port()),
+		rep.Start.Connected = append(rep.Start.Connected, Connected{Socket: SocketNumber(in.ID), LocalHost: t.local.Addr().String(), LocalPort: int(rcv.Port()),
 			RemoteHost: a.String(), RemotePort: int(in.SrcPort)})
 	}
 	run.groups = []*group{g}
@@ -314,7 +314,11 @@ func (t *tcpServerPhase) start(run *dataRun) {
 func (t *tcpServerPhase) stop(run *dataRun) error {
 	t.rstats = t.rcv.Stop()
 	run.cpu.Thread(t.rstats.CPU.Total())
-	run.end = time.Now()
+	run.end = run.stopTime()
+	if !run.endMark.IsZero() {
+		// The receiver's window ends at TEST_END, as the UDP test's.
+		t.rstats.Seconds = run.end.Sub(run.start).Seconds()
+	}
 	return nil
 }
 
@@ -322,14 +326,14 @@ func (t *tcpServerPhase) outOfOrder(*dataRun) map[int]int64 { return tcpOutOfOrd
 
 func (t *tcpServerPhase) readExtra(c net.Conn) error {
 	if err := iperf3.ReadMessage(c, &t.sstats); err != nil {
-		return fmt.Errorf("server: sender figures: %w", err)
+		return fmt.Errorf("sender figures: %w", err)
 	}
 	return nil
 }
 
 func (t *tcpServerPhase) writeExtra(c net.Conn) error {
 	if err := iperf3.WriteMessage(c, &t.rstats); err != nil {
-		return fmt.Errorf("server: %w", err)
+		return err
 	}
 	return nil
 }

@@ -84,9 +84,9 @@ func (r *TCPReport) WriteText(w io.Writer) error {
 		rx[s.ID] = s
 	}
 	for _, s := range r.Sender.Streams {
-		fmt.Fprintf(&b, "[%s]   0.00-%-6.2f sec  %12s  %15s  %8d  sender\n", id(s.ID), r.Sender.Seconds, FormatBytes(s.Bytes), FormatBitrate(bps(s.Bytes, r.Sender.Seconds)), s.Segments)
+		fmt.Fprintf(&b, "[%s]   0.00-%-6.2f sec  %12s  %15s  %8d  sender\n", id(SocketNumber(s.ID)), r.Sender.Seconds, FormatBytes(s.Bytes), FormatBitrate(bps(s.Bytes, r.Sender.Seconds)), s.Segments)
 		x := rx[s.ID]
-		fmt.Fprintf(&b, "[%s]   0.00-%-6.2f sec  %12s  %15s  %8d  receiver (in order)\n", id(s.ID), r.Receiver.Seconds, FormatBytes(x.InOrderBytes), FormatBitrate(bps(x.InOrderBytes, r.Receiver.Seconds)), x.Segments)
+		fmt.Fprintf(&b, "[%s]   0.00-%-6.2f sec  %12s  %15s  %8d  receiver (in order)\n", id(SocketNumber(s.ID)), r.Receiver.Seconds, FormatBytes(x.InOrderBytes), FormatBitrate(bps(x.InOrderBytes, r.Receiver.Seconds)), x.Segments)
 	}
 	m := r.Sum
 	if len(r.Sender.Streams) > 1 {

@@ -32,40 +32,40 @@ func (u *udpServerPhase) open(ctx context.Context, c net.Conn, rep *Report, setu
 		// iperf3's client prints "unable to start stream listener:
 		// Protocol not supported", the clearest its messages allow.
 		iperf3.WriteServerError(c, iperf3.IEStreamListen, iperf3.LinuxEPROTONOSUPPORT)
-		return nil, nil, fmt.Errorf("server: refused an iperf3 %s test from %v: this server runs UDP tests only (iperf3 -u) and xdpio's TCP mode (bench client --mode tcp): %w", rep.Start.TestStart.Protocol, u.remote.Addr(), ErrUnsupported)
+		return nil, nil, fmt.Errorf("refused an iperf3 %s test from %v: this server runs UDP tests only (iperf3 -u) and xdpio's TCP mode (bench client --mode tcp): %w", rep.Start.TestStart.Protocol, u.remote.Addr(), ErrUnsupported)
 	case p.Bidirectional:
 		iperf3.WriteServerError(c, iperf3.IEUnimp, 0)
-		return nil, nil, fmt.Errorf("server: bidirectional test: %w", ErrUnsupported)
+		return nil, nil, fmt.Errorf("bidirectional test: %w", ErrUnsupported)
 	case p.Omit > 0:
 		// Counting the omitted seconds would make the totals disagree with
 		// the client's; refuse rather than report wrong numbers.
 		iperf3.WriteServerError(c, iperf3.IEUnimp, 0)
-		return nil, nil, fmt.Errorf("server: omitting %d s (-O): %w", p.Omit, ErrUnsupported)
+		return nil, nil, fmt.Errorf("omitting %d s (-O): %w", p.Omit, ErrUnsupported)
 	case p.Len < iperf3.HeaderLen(counters64):
 		iperf3.WriteServerError(c, iperf3.IEUnimp, 0)
-		return nil, nil, fmt.Errorf("server: datagram length %d shorter than the %d-byte header: %w", p.Len, iperf3.HeaderLen(counters64), iperf3.ErrProtocol)
+		return nil, nil, fmt.Errorf("datagram length %d shorter than the %d-byte header: %w", p.Len, iperf3.HeaderLen(counters64), iperf3.ErrProtocol)
 	}
 
 	pc, err := u.dp.Listen(u.local)
 	if err != nil {
 		iperf3.WriteServerError(c, iperf3.IEStreamListen, 0)
-		return nil, nil, fmt.Errorf("server: %w", err)
+		return nil, nil, err
 	}
 	u.pc = pc
 	context.AfterFunc(ctx, func() { pc.Close() })
 	if err := iperf3.WriteState(c, iperf3.CreateStreams); err != nil {
-		return nil, nil, fmt.Errorf("server: %w", err)
+		return nil, nil, err
 	}
 	// From here the client sends a state only to end the test.
 	ctl := watchControl(c)
 	g, err := acceptStreams(pc, p.Parallel, time.Now().Add(setup), ctl)
 	if err != nil {
 		iperf3.WriteServerError(c, iperf3.IEStreamAccept, 0)
-		return nil, nil, fmt.Errorf("server: %w", err)
+		return nil, nil, err
 	}
 	u.g = g
 	for _, st := range g.streams {
-		rep.Start.Connected = append(rep.Start.Connected, Connected{Socket: st.id,
+		rep.Start.Connected = append(rep.Start.Connected, Connected{Socket: SocketNumber(st.id),
 			LocalHost: u.local.Addr().String(), LocalPort: int(u.local.Port()),
 			RemoteHost: st.peer.Addr().String(), RemotePort: int(st.peer.Port())})
 	}
@@ -175,11 +175,11 @@ func (u *udpClientPhase) createStreams(_ net.Conn, rep *Report, p iperf3.Params,
 	for i := 0; i < p.Parallel; i++ {
 		g, err := dialStream(u.dp, server, iperf3.StreamID(i), time.Now().Add(setup))
 		if err != nil {
-			return nil, fmt.Errorf("client: stream %d: %w", iperf3.StreamID(i), err)
+			return nil, fmt.Errorf("stream %d: %w", iperf3.StreamID(i), err)
 		}
 		u.run.groups = append(u.run.groups, g)
 		l := g.conn.LocalAddr()
-		rep.Start.Connected = append(rep.Start.Connected, Connected{Socket: iperf3.StreamID(i),
+		rep.Start.Connected = append(rep.Start.Connected, Connected{Socket: SocketNumber(iperf3.StreamID(i)),
 			LocalHost: l.Addr().String(), LocalPort: int(l.Port()),
 			RemoteHost: server.Addr().String(), RemotePort: int(server.Port())})
 	}

@@ -301,10 +301,20 @@ type Params struct {
 	DontFragment     int    `json:"dont_fragment,omitempty"`
 	AuthToken        string `json:"authtoken,omitempty"`
 	ClientVersion    string `json:"client_version,omitempty"`
+	// TailMS is sent by xdpio's client when it sends: the milliseconds
+	// it waits between its last datagram and TEST_END, so that the
+	// receiver reads what is still in flight. iperf3 ends a receiver's
+	// window when TEST_END arrives, which its client sends as it stops:
+	// an xdpio server ends it TailMS earlier, where that was. iperf3
+	// ignores the key.
+	TailMS int `json:"xdpio_tail_ms,omitempty"`
 }
 
 // maxTCPBlksize is iperf3's largest block (-l) of a TCP test (MAX_BLOCKSIZE).
 const maxTCPBlksize = 1 << 20
+
+// MaxTailMS is the largest Params.TailMS a server takes.
+const MaxTailMS = 1000
 
 // Check returns an ErrProtocol error for parameters no iperf3 sends (ReadMessage calls it).
 func (p *Params) Check() error {
@@ -319,6 +329,8 @@ func (p *Params) Check() error {
 		return fmt.Errorf("invalid len %d: must be 0..%d: %w", p.Len, maxTCPBlksize, ErrProtocol)
 	case p.Time < 0 || p.Omit < 0:
 		return fmt.Errorf("invalid time %d or omit %d: %w", p.Time, p.Omit, ErrProtocol)
+	case p.TailMS < 0 || p.TailMS > MaxTailMS:
+		return fmt.Errorf("invalid xdpio_tail_ms %d: must be 0..%d: %w", p.TailMS, MaxTailMS, ErrProtocol)
 	}
 	return nil
 }

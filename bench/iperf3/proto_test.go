@@ -227,3 +227,28 @@ func TestStreamID(t *testing.T) {
 		}
 	}
 }
+
+// xdpio_tail_ms: xdpio's client announces its wait before TEST_END; a
+// server takes 0..MaxTailMS, and the key round-trips.
+func TestParamsTailMS(t *testing.T) {
+	for _, c := range []struct {
+		ms int
+		ok bool
+	}{{0, true}, {100, true}, {MaxTailMS, true}, {-1, false}, {MaxTailMS + 1, false}} {
+		p := Params{UDP: true, Time: 1, Parallel: 1, TailMS: c.ms}
+		if err := p.Check(); (err == nil) != c.ok {
+			t.Errorf("xdpio_tail_ms %d: %v, want ok %v", c.ms, err, c.ok)
+		}
+	}
+	var b bytes.Buffer
+	if err := WriteMessage(&b, &Params{UDP: true, Time: 1, TailMS: 100}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b.Bytes(), []byte(`"xdpio_tail_ms":100`)) {
+		t.Errorf("params %q lack xdpio_tail_ms", b.Bytes())
+	}
+	p, _, err := ReadParams(&b)
+	if err != nil || p.TailMS != 100 {
+		t.Errorf("read back %+v, %v", p, err)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -30,6 +31,9 @@ func init() { subcommands = append(subcommands, newBenchCmd) }
 // "auto" is xsk when an interface is given with -i, kernel sockets
 // otherwise.
 var benchBackends = []string{"auto", "xsk", "socket", "asavie"}
+
+// backendHelp is the --backend flag's help.
+const backendHelp = "data plane: auto (xsk when -i IFACE is given, socket otherwise), xsk (AF_XDP through xdpio), socket (kernel UDP sockets) or asavie (AF_XDP through github.com/asavie/xdp)"
 
 // checker is a data plane that can try its interface before a test.
 type checker interface{ Check() error }
@@ -85,7 +89,7 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 		ipf      iperfFlags
 	)
 	c := &cobra.Command{
-		Use:   "server [-i IFACE] [--port 5201] [--bind ADDR] [-1] [--backend xsk|socket|asavie] [--queues LIST|all] [--rx-usecs N --rx-frames N | --adaptive] [--one-reader] [--tcp-port N] [--cookie-timeout 2s]",
+		Use:   "server [-i IFACE] [--port 5201] [--bind ADDR] [-1] [--backend auto|xsk|socket|asavie] [--queues LIST|all] [--rx-usecs N --rx-frames N | --adaptive] [--one-reader] [--tcp-port N] [--cookie-timeout 2s]",
 		Short: "Serve iperf3 clients (UDP tests) until Ctrl-C, or for one test with -1",
 		// Short forms people type for it, for "Did you mean".
 		SuggestFor: []string{"srv", "serve", "s"},
@@ -94,7 +98,10 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 			if err := ipf.check(g, iface); err != nil {
 				return err
 			}
-			queues := &queueLog{print: g.printQueues(iface)}
+			// The queues are printed with the test's report: only a
+			// receiving server's RX queues carry the test.
+			printQ := g.printQueues(iface)
+			queues := &queueLog{print: func([]plane.QueueCount) {}}
 			dp, backend, err := g.dataPlane(backend, iface, queues.record)
 			if err != nil {
 				return err
@@ -164,6 +171,9 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 					lastErr = err
 					if r != nil {
 						r.End.RXQueues = queues.take()
+						if r.Start.TestStart.Reverse == 0 && r.End.RXQueues != nil {
+							printQ(r.End.RXQueues)
+						}
 					}
 					ivs.reset()
 					printBenchReport(g, r, err, ipf.unit())
@@ -202,7 +212,7 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 	c.Flags().StringVarP(&bind, "bind", "B", "", "address to listen on (default: all)")
 	c.Flags().BoolVarP(&oneOff, "one-off", "1", false, "exit after one test")
 	ipf.add(c)
-	c.Flags().StringVar(&backend, "backend", "auto", "data plane: "+strings.Join(benchBackends, ", "))
+	c.Flags().StringVar(&backend, "backend", "auto", backendHelp)
 	c.Flags().StringVarP(&iface, "interface", "i", "", "interface whose queues the xsk backend binds (the control connection stays with the kernel)")
 	c.Flags().IntVar(&tcpPort, "tcp-port", 0, "data port of TCP-mode tests (--mode tcp clients; 0: the control port + 1)")
 	c.Flags().StringVar(&qflag, "queues", "all", "RX queues the xsk backend binds: all, or a list such as 0,2-3 (traffic RSS steers to other queues stays with the kernel)")
@@ -237,7 +247,7 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 		ipf      iperfFlags
 	)
 	c := &cobra.Command{
-		Use:        "client -c SERVER [--port 5201] [-P FLOWS] [-t SECONDS] [-l LENGTH] [-b RATE] [-R] [-4|-6] [--mode udp|tcp] [--tso on|off] [--rss-queues N | --rss-table LIST] [--rss-key HEX]",
+		Use:        "client -c SERVER [--port 5201] [-P FLOWS] [-t SECONDS] [-l LENGTH] [-b RATE] [-R] [-4|-6] [-i IFACE] [--backend auto|xsk|socket|asavie] [--mode udp|tcp] [--tso on|off] [--rss-queues N | --rss-table LIST] [--rss-key HEX]",
 		Short:      "Run a UDP test against an iperf3 server (or xdpio bench server), or a TCP-mode test over AF_XDP against xdpio bench server",
 		SuggestFor: []string{"cli", "c"},
 		Args:       cobra.NoArgs,
@@ -370,7 +380,7 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 					return c, err
 				},
 			}
-			ivs := &intervalPrinter{g: g, unit: ipf.unit(), tcp: m == iperf3.ModeTCP}
+			ivs := &intervalPrinter{g: g, unit: ipf.unit()}
 			if !g.json {
 				rateText := "unlimited rate"
 				if bps != bench.BitrateUnlimited {
@@ -385,6 +395,14 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 				cl.OnTCPReport = func(r *bench.TCPReport) { r.WriteText(g.stdout) }
 			}
 			r, err := cl.Run(cmd.Context())
+			if err != nil && errors.Is(err, context.Canceled) && cmd.Context().Err() != nil {
+				// Ctrl-C: the test was cut short, which is what to say
+				// (iperf3 exits 1 too).
+				err = errInterrupted
+				if r != nil {
+					r.Error = err.Error()
+				}
+			}
 			if r != nil {
 				r.End.RXQueues = queues.take()
 			}
@@ -393,7 +411,8 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 				if !g.json {
 					fmt.Fprint(g.stdout, "Streams placed on the server's RSS queues:")
 					for _, p := range r.Start.Placement {
-						fmt.Fprintf(g.stdout, "  [%s] port %d → q%d", streamLabel(p.Stream), p.Port, p.Queue)
+						// Numbered as the report's rows: [  5], [  7] …
+						fmt.Fprintf(g.stdout, "  [%d] port %d → q%d", bench.SocketNumber(iperf3.StreamID(p.Stream)), p.Port, p.Queue)
 					}
 					fmt.Fprintln(g.stdout)
 				}
@@ -415,7 +434,7 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 	c.Flags().BoolVarP(&reverse, "reverse", "R", false, "the server sends, the client receives")
 	ipf.add(c)
 	c.Flags().BoolVar(&counters, "udp-counters-32bit", false, "iperf3's 32-bit sequence numbers instead of 64-bit")
-	c.Flags().StringVar(&backend, "backend", "auto", "data plane: "+strings.Join(benchBackends, ", "))
+	c.Flags().StringVar(&backend, "backend", "auto", backendHelp)
 	c.Flags().StringVarP(&iface, "interface", "i", "", "interface the xsk backend sends and receives on")
 	c.Flags().StringVar(&mode, "mode", "udp", "udp: iperf3's UDP test; tcp: xdpio's one-way TCP-framed stream over AF_XDP at both ends (xdpio server, --backend xsk)")
 	c.Flags().StringVar(&tso, "tso", "on", "with --mode tcp: on cuts 64 KB writes into segments in software (TSO), off builds each segment on its own")
@@ -470,14 +489,6 @@ func benchPlacer(key string, queues int, table string, addrsOnly bool) (*plane.P
 	return &plane.Placer{Predictor: p, AddressesOnly: addrsOnly}, nil
 }
 
-// streamLabel is iperf3's number of the i-th stream (from 0): 1, 3, 4…
-func streamLabel(i int) string {
-	if i == 0 {
-		return "1"
-	}
-	return strconv.Itoa(i + 2)
-}
-
 // queueLog keeps the per-queue counts a data plane reports when a test's
 // sockets close (possibly from another goroutine), for the report, and
 // prints them.
@@ -525,15 +536,45 @@ func (g *globals) printQueues(iface string) func([]plane.QueueCount) {
 	}
 }
 
+// errInterrupted is a client's error when Ctrl-C (or SIGTERM) cut its
+// test short.
+var errInterrupted = errors.New("interrupted")
+
+// failedJSON is iperf3 -J's report of a test that failed before its
+// streams were set up: no figures, the error.
+type failedJSON struct {
+	Start struct {
+		Connected    []bench.Connected `json:"connected"`
+		Version      string            `json:"version"`
+		ConnectingTo *bench.HostPort   `json:"connecting_to,omitempty"`
+		Accepted     *bench.HostPort   `json:"accepted_connection,omitempty"`
+	} `json:"start"`
+	Intervals []bench.Interval `json:"intervals"`
+	End       struct{}         `json:"end"`
+	Error     string           `json:"error"`
+}
+
 // printBenchReport prints a finished test: JSON close to iperf3 -J, or the
 // summary lines. A test that failed before it measured anything prints
-// nothing: its error is the one line the user needs, and the caller
-// prints it once.
+// nothing in text (its error is the one line the user needs, and the
+// caller prints it once on stderr) and, in JSON, what iperf3 -J prints
+// then: empty start, intervals and end, and the error.
 func printBenchReport(g *globals, r *bench.Report, err error, unit byte) {
 	if r == nil {
 		return
 	}
 	if g.json {
+		if err != nil && len(r.Start.Connected) == 0 {
+			f := failedJSON{Intervals: []bench.Interval{}, Error: r.Error}
+			f.Start.Connected = []bench.Connected{}
+			f.Start.Version = bench.Version
+			f.Start.ConnectingTo, f.Start.Accepted = r.Start.ConnectingTo, r.Start.Accepted
+			if f.Error == "" {
+				f.Error = err.Error()
+			}
+			writeJSON(g.stdout, f)
+			return
+		}
 		writeJSON(g.stdout, r)
 		return
 	}
@@ -554,7 +595,6 @@ func printBenchReport(g *globals, r *bench.Report, err error, unit byte) {
 type intervalPrinter struct {
 	g      *globals
 	unit   byte
-	tcp    bool // a TCP-mode test: segments, no jitter or losses
 	mu     sync.Mutex
 	header bool
 }
@@ -570,11 +610,7 @@ func (p *intervalPrinter) print(iv bench.Interval) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.header {
-		h := bench.IntervalHeader
-		if p.tcp {
-			h = bench.TCPIntervalHeader
-		}
-		fmt.Fprint(p.g.stdout, h)
+		fmt.Fprint(p.g.stdout, iv.Header())
 		p.header = true
 	}
 	bench.WriteIntervalUnit(p.g.stdout, iv, p.unit)

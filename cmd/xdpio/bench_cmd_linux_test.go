@@ -192,10 +192,14 @@ func TestBenchServerXSKWithIperf3Client(t *testing.T) {
 				}
 			}
 			// Each stream's 4-byte setup datagram arrives on the sockets
-			// too; in reverse mode only those do.
+			// too. In reverse mode only those do: a sending server's RX
+			// queues carry nothing of the test, and it lists none.
 			want := got + tc.streams
 			if tc.name == "reverse" {
-				want = tc.streams
+				want = 0
+				if strings.Contains(out.String(), "RX queues") {
+					t.Errorf("a sending server lists its RX queues:\n%s", out.String())
+				}
 			}
 			if perQueue != want {
 				t.Fatalf("per-queue counts sum to %d, want %d (received %d + %d stream setups)\n%s", perQueue, want, got, tc.streams, out.String())
@@ -663,6 +667,11 @@ func TestBenchTCPMode(t *testing.T) {
 		if cli.TCP.Sender.TSO != (tso == "on") {
 			t.Errorf("tso %s: the sender reports TSO %v", tso, cli.TCP.Sender.TSO)
 		}
+		// The receiver's window is the sender's (it ends at TEST_END as
+		// the sender sent it, not 100 ms later when it arrives).
+		if d := srv.TCP.Receiver.Seconds - cli.TCP.Sender.Seconds; d < -0.02 || d > 0.02 {
+			t.Errorf("tso %s: receiver's window %.3f s, sender's %.3f s", tso, srv.TCP.Receiver.Seconds, cli.TCP.Sender.Seconds)
+		}
 		if srv.TCP.Sum.ReceivedBytes != s.ReceivedBytes {
 			t.Errorf("tso %s: server says %d bytes in order, client was told %d", tso, srv.TCP.Sum.ReceivedBytes, s.ReceivedBytes)
 		}
@@ -670,8 +679,13 @@ func TestBenchTCPMode(t *testing.T) {
 	// As text: the first line names the mode and an unlimited rate, no
 	// interval has zero length, and the sending client lists no RX
 	// queues (they carried nothing of the test).
-	_, out := serveOnceText(t, pair, 15285, []string{"--backend", "xsk", "-i", pair.B.Link},
+	srvText, out := serveOnceText(t, pair, 15285, []string{"--backend", "xsk", "-i", pair.B.Link},
 		[]string{"--backend", "xsk", "-i", pair.A.Link, "--mode", "tcp"})
+	// The receiving server's interval lines are TCP's too: no jitter or
+	// datagram losses.
+	if !strings.Contains(srvText, bench.TCPIntervalHeader) || strings.Contains(srvText, "Lost/Total") || strings.Contains(srvText, " ms ") {
+		t.Errorf("TCP mode server's intervals in UDP's columns:\n%s", srvText)
+	}
 	first, _, _ := strings.Cut(out, "\n")
 	if !strings.Contains(first, "1 TCP-mode stream(s), unlimited rate each") || strings.Contains(out, "RX queues") {
 		t.Errorf("TCP mode client:\n%s", out)

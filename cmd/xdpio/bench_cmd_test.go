@@ -193,3 +193,23 @@ func TestBenchIperf3Flags(t *testing.T) {
 		}
 	}
 }
+
+// The usage line and help name --backend auto, the default, and say what
+// it picks, which is what dataPlane picks.
+func TestBenchBackendAutoHelp(t *testing.T) {
+	for _, sub := range []string{"server", "client"} {
+		var out bytes.Buffer
+		if err := runWith(context.Background(), &globals{stdout: &out, stderr: &out}, []string{"bench", sub, "--help"}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), "--backend auto|xsk|socket|asavie") || !strings.Contains(out.String(), "auto (xsk when -i IFACE is given, socket otherwise)") {
+			t.Errorf("bench %s --help:\n%s", sub, out.String())
+		}
+	}
+	g := &globals{}
+	for iface, want := range map[string]string{"": "socket", "veth0": "xsk"} {
+		if _, got, err := g.dataPlane("auto", iface, nil); err != nil || got != want {
+			t.Errorf("auto with -i %q: %s, %v; the help says %s", iface, got, err, want)
+		}
+	}
+}

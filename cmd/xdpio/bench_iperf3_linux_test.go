@@ -42,7 +42,7 @@ func TestBenchServerIperf3TCPAndBackToBack(t *testing.T) {
 	for !strings.Contains(errOut.String(), "UDP tests only") && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if e := errOut.String(); strings.Count(e, "\n") != 1 || !strings.Contains(e, "refused an iperf3 TCP test") || !strings.Contains(e, "UDP tests only") {
+	if e := errOut.String(); strings.Count(e, "\n") != 1 || !strings.HasPrefix(e, "xdpio: bench server: refused an iperf3 TCP test") || !strings.Contains(e, "UDP tests only") {
 		t.Errorf("server's stderr after the TCP test: %q, want one line saying it runs UDP tests only", e)
 	}
 	if o := out.String(); strings.Contains(o, "[SUM]") || strings.Contains(o, "- - -") {
