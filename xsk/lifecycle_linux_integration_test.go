@@ -267,9 +267,10 @@ func TestOpenErrors(t *testing.T) {
 		if !errors.Is(err, xsk.ErrBusy) || !strings.Contains(err.Error(), "socket is bound to this queue") {
 			t.Fatalf("second Open on a bound queue = %v, want ErrBusy naming the queue", err)
 		}
-		// With a program of its own, Open names the attached one first.
+		// With a program of its own, Open names the attached one first:
+		// xdpio's own, held by the first Device's bpf_link.
 		err = open(pair.B.Link, xsk.Config{Queues: []int{0}})
-		if !errors.Is(err, xsk.ErrBusy) || !strings.Contains(err.Error(), "another XDP program") {
+		if !errors.Is(err, xsk.ErrBusy) || !strings.Contains(err.Error(), "xdpio's own program") || !strings.Contains(err.Error(), "bpf_link") {
 			t.Fatalf("second Open = %v, want ErrBusy naming the attached program", err)
 		}
 		for _, mode := range []xsk.AttachMode{xsk.AttachAuto, xsk.AttachDriver} {
@@ -280,7 +281,7 @@ func TestOpenErrors(t *testing.T) {
 				}
 				return err
 			})
-			if !errors.Is(err, xsk.ErrBusy) || !strings.Contains(err.Error(), "another XDP program") {
+			if !errors.Is(err, xsk.ErrBusy) || !strings.Contains(err.Error(), "xdpio's own program") {
 				t.Fatalf("second program (%v) = %v, want ErrBusy naming the attached program", mode, err)
 			}
 		}
