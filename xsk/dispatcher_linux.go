@@ -62,6 +62,12 @@ const (
 	dispatcherLatest  = 3
 	bpfFSMagic        = 0xcafe4a11
 	ifXDPExpectedFD   = 8 // IFLA_XDP_EXPECTED_FD
+
+	// Offsets in the configuration: per slot a u32 in each array.
+	confChain    = 4   // chain_call_actions[10]
+	confPrio     = 44  // run_prios[10]
+	confFlags    = 84  // program_flags[10]
+	confDevBound = 124 // is_xdp_devbound (v3)
 )
 
 // dispatcherConfigSize is the configuration map's value size per version:
@@ -91,7 +97,6 @@ type dispatcher struct {
 	prog    *ebpf.Program
 	id      ebpf.ProgramID
 	version int
-	frags   bool
 	comps   []component
 }
 
@@ -107,10 +112,9 @@ func (d *dispatcher) close() {
 
 // member is what a Program that joined a dispatcher keeps to leave it.
 type member struct {
-	ns      netns.NsHandle // the interface's network namespace
-	dir     string         // <bpffs>/xdp
-	ownID   ebpf.ProgramID
-	version int
+	ns    netns.NsHandle // the interface's network namespace
+	dir   string         // <bpffs>/xdp
+	ownID ebpf.ProgramID
 	// noFrags names the dispatcher's programs that are not frags-aware
 	// (when any is, the dispatcher is not, and multi-buffer frames do not
 	// reach the sockets).
@@ -170,8 +174,8 @@ func readDispatcher(id ebpf.ProgramID, ifindex int, dir string) (_ *dispatcher, 
 	}
 	d := &dispatcher{prog: prog, id: id}
 	defer func() {
-		if err != nil || d == nil {
-			prog.Close()
+		if err != nil {
+			d.close() // the components opened so far too
 		}
 	}()
 	info, err := prog.Info()
@@ -180,7 +184,7 @@ func readDispatcher(id ebpf.ProgramID, ifindex int, dir string) (_ *dispatcher, 
 	}
 	maps, _ := info.MapIDs()
 	if _, hasBTF := info.BTFID(); info.Name != dispatcherName || !hasBTF || len(maps) != 1 {
-		d = nil
+		prog.Close()
 		return nil, nil
 	}
 	m, err := ebpf.NewMapFromID(maps[0])
@@ -193,7 +197,7 @@ func readDispatcher(id ebpf.ProgramID, ifindex int, dir string) (_ *dispatcher, 
 		return nil, err
 	}
 	if mi.KeySize != 4 || mi.ValueSize < 2 || mi.MaxEntries != 1 || mi.Flags&unix.BPF_F_RDONLY_PROG == 0 {
-		d = nil
+		prog.Close()
 		return nil, nil
 	}
 	conf := make([]byte, mi.ValueSize)
@@ -210,20 +214,19 @@ func readDispatcher(id ebpf.ProgramID, ifindex int, dir string) (_ *dispatcher, 
 	if len(conf) < dispatcherConfigSize(d.version) {
 		return nil, fmt.Errorf("dispatcher %d: configuration of %d bytes, want %d for version %d", id, len(conf), dispatcherConfigSize(d.version), d.version)
 	}
-	if d.version >= 3 && conf[124] != 0 {
+	if d.version >= 3 && conf[confDevBound] != 0 {
 		return nil, fmt.Errorf("%w: the attached libxdp dispatcher (id %d) is bound to the device (XDP_ATTACH_DEVBIND); xdpio's program cannot join a device-bound dispatcher", ErrNotSupported, id)
 	}
 	n := int(conf[2])
 	if n > dispatcherSlots {
 		return nil, fmt.Errorf("dispatcher %d: %d programs enabled, at most %d", id, n, dispatcherSlots)
 	}
-	d.frags = conf[3] != 0
 	pins := pinDir(dir, ifindex, id)
 	for i := range n {
 		c := component{
-			chain:  binary.NativeEndian.Uint32(conf[4+4*i:]) &^ (1 << dispatcherRetval),
-			prio:   binary.NativeEndian.Uint32(conf[44+4*i:]),
-			flags:  binary.NativeEndian.Uint32(conf[84+4*i:]),
+			chain:  binary.NativeEndian.Uint32(conf[confChain+4*i:]) &^ (1 << dispatcherRetval),
+			prio:   binary.NativeEndian.Uint32(conf[confPrio+4*i:]),
+			flags:  binary.NativeEndian.Uint32(conf[confFlags+4*i:]),
 			loaded: true,
 		}
 		c.prog, err = ebpf.LoadPinnedProgram(filepath.Join(pins, fmt.Sprintf("prog%d-prog", i)), nil)
@@ -354,9 +357,9 @@ func loadDispatcher(version int, comps []component, frags bool) (*ebpf.Program, 
 		conf[3] = 1
 	}
 	for i, c := range comps {
-		binary.NativeEndian.PutUint32(conf[4+4*i:], c.chain|1<<dispatcherRetval)
-		binary.NativeEndian.PutUint32(conf[44+4*i:], c.prio)
-		binary.NativeEndian.PutUint32(conf[84+4*i:], c.flags&unix.BPF_F_XDP_HAS_FRAGS)
+		binary.NativeEndian.PutUint32(conf[confChain+4*i:], c.chain|1<<dispatcherRetval)
+		binary.NativeEndian.PutUint32(conf[confPrio+4*i:], c.prio)
+		binary.NativeEndian.PutUint32(conf[confFlags+4*i:], c.flags&unix.BPF_F_XDP_HAS_FRAGS)
 	}
 	m, err := ebpf.NewMap(&ebpf.MapSpec{
 		Name: "xdp_disp_rodata", Type: ebpf.Array, KeySize: 4, ValueSize: uint32(len(conf)), MaxEntries: 1,
@@ -384,7 +387,7 @@ func loadDispatcher(version int, comps []component, frags bool) (*ebpf.Program, 
 			// Go on when (1 << action) is in the slot's chain bitmap.
 			asm.Mov.Imm32(asm.R1, 1),
 			asm.LSh.Reg32(asm.R1, asm.R0),
-			asm.LoadMapValue(asm.R2, m.FD(), uint32(4+4*i)),
+			asm.LoadMapValue(asm.R2, m.FD(), uint32(confChain+4*i)),
 			asm.LoadMem(asm.R2, asm.R2, 0, asm.Word),
 			asm.And.Reg32(asm.R1, asm.R2),
 			asm.JEq.Imm(asm.R1, 0, "dispatcher_return"),
@@ -580,7 +583,7 @@ func replaceDispatcher(ns netns.NsHandle, ifindex int, mode uint32, old *dispatc
 // creates one with xdpio's program alone. load loads xdpio's program as an
 // extension of the given slot. It returns the program loaded and what
 // Close needs to leave.
-func joinDispatcher(ifindex int, mode AttachMode, prio int, load func(target *ebpf.Program, slot string) (*ebpf.Program, error)) (*ebpf.Program, *member, AttachMode, error) {
+func joinDispatcher(ifindex int, mode AttachMode, prio int, load func(target *ebpf.Program, slot string) (*ebpf.Program, error)) (_ *ebpf.Program, _ *member, _ AttachMode, err error) {
 	dir, err := bpffsDir()
 	if err != nil {
 		return nil, nil, 0, err
@@ -589,9 +592,13 @@ func joinDispatcher(ifindex int, mode AttachMode, prio int, load func(target *eb
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("network namespace: %w", err)
 	}
+	defer func() {
+		if err != nil {
+			ns.Close()
+		}
+	}()
 	unlock, err := lockDir(dir)
 	if err != nil {
-		ns.Close()
 		return nil, nil, 0, err
 	}
 	defer unlock()
@@ -600,83 +607,82 @@ func joinDispatcher(ifindex int, mode AttachMode, prio int, load func(target *eb
 	}
 	own := component{name: "xdpio_redirect", chain: 1 << xdpPass, prio: uint32(prio), flags: unix.BPF_F_XDP_HAS_FRAGS}
 	for range 5 {
-		a, ifname, err := attachedProgram(ns, ifindex)
-		if err != nil {
-			ns.Close()
-			return nil, nil, 0, err
-		}
-		var old *dispatcher
-		version := installedDispatcherVersion()
-		var flags uint32
-		if a != nil {
-			if old, err = readDispatcher(a.id, ifindex, dir); err != nil {
-				ns.Close()
-				return nil, nil, 0, err
-			}
-			if old == nil {
-				ns.Close()
-				return nil, nil, 0, busyError(ifname, a, ShareDispatcher)
-			}
-			if len(old.comps) >= dispatcherSlots {
-				old.close()
-				ns.Close()
-				return nil, nil, 0, fmt.Errorf("%w: the libxdp dispatcher on %s (id %d) has all %d slots taken", ErrBusy, ifname, a.id, dispatcherSlots)
-			}
-			if a.mode == unix.XDP_FLAGS_HW_MODE || a.mode == 0 {
-				old.close()
-				ns.Close()
-				return nil, nil, 0, fmt.Errorf("%w: the libxdp dispatcher on %s is attached in %s", ErrNotSupported, ifname, a.modeName)
-			}
-			version, flags = old.version, a.mode
-		}
-		comps := append([]component{own}, nil...)
-		if old != nil {
-			comps = append(slices.Clone(old.comps), own)
-		}
-		sortComponents(comps)
-		b, ownProg, err := buildDispatcher(dir, ifindex, version, comps, load)
-		if err != nil {
-			old.close()
-			ns.Close()
-			return nil, nil, 0, err
-		}
-		got := mode
-		if old != nil {
-			err = replaceDispatcher(ns, ifindex, flags, old, b, dir)
-			got = map[uint32]AttachMode{unix.XDP_FLAGS_DRV_MODE: AttachDriver, unix.XDP_FLAGS_SKB_MODE: AttachGeneric}[flags]
-		} else {
-			got, err = attachNew(ns, ifindex, mode, b)
-		}
-		old.close()
+		prog, got, comps, err := joinOnce(ns, dir, ifindex, mode, own, load)
 		if errors.Is(err, errRetry) {
-			b.discard()
-			ownProg.Close()
 			continue
 		}
 		if err != nil {
-			b.discard()
-			ownProg.Close()
-			ns.Close()
 			return nil, nil, 0, err
 		}
-		b.prog.Close()
-		info, err := ownProg.Info()
+		info, err := prog.Info()
 		if err != nil {
-			ownProg.Close()
-			ns.Close()
+			prog.Close()
 			return nil, nil, 0, err
 		}
-		id, _ := info.ID()
-		m := &member{ns: ns, dir: dir, ownID: id, version: version}
+		m := &member{ns: ns, dir: dir}
+		m.ownID, _ = info.ID()
 		for _, c := range comps {
 			if c.flags&unix.BPF_F_XDP_HAS_FRAGS == 0 {
 				m.noFrags = append(m.noFrags, c.name)
 			}
 		}
-		return ownProg, m, got, nil
+		return prog, m, got, nil
 	}
-	ns.Close()
 	return nil, nil, 0, fmt.Errorf("%w: the program on the interface kept changing while xdpio joined its dispatcher", ErrBusy)
+}
+
+// joinOnce is one attempt of joinDispatcher (under the lock): read what is
+// attached, build a dispatcher with own added, and swap it in. It returns
+// errRetry when the interface's program changed meanwhile, and the
+// dispatcher's components (own included) on success.
+func joinOnce(ns netns.NsHandle, dir string, ifindex int, mode AttachMode, own component, load func(*ebpf.Program, string) (*ebpf.Program, error)) (*ebpf.Program, AttachMode, []component, error) {
+	a, ifname, err := attachedProgram(ns, ifindex)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	comps := []component{own}
+	var old *dispatcher
+	if a != nil {
+		if old, err = readDispatcher(a.id, ifindex, dir); err != nil {
+			return nil, 0, nil, err
+		}
+		if old == nil {
+			return nil, 0, nil, busyError(ifname, a, ShareDispatcher)
+		}
+		defer old.close()
+		if len(old.comps) >= dispatcherSlots {
+			return nil, 0, nil, fmt.Errorf("%w: the libxdp dispatcher on %s (id %d) has all %d slots taken", ErrBusy, ifname, a.id, dispatcherSlots)
+		}
+		if a.mode != unix.XDP_FLAGS_DRV_MODE && a.mode != unix.XDP_FLAGS_SKB_MODE {
+			return nil, 0, nil, fmt.Errorf("%w: the libxdp dispatcher on %s is attached in %s", ErrNotSupported, ifname, a.modeName)
+		}
+		comps = append(slices.Clone(old.comps), own)
+	}
+	sortComponents(comps)
+	version := installedDispatcherVersion()
+	if old != nil {
+		version = old.version
+	}
+	b, prog, err := buildDispatcher(dir, ifindex, version, comps, load)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	got := AttachDriver
+	if old != nil {
+		if a.mode == unix.XDP_FLAGS_SKB_MODE {
+			got = AttachGeneric
+		}
+		err = replaceDispatcher(ns, ifindex, a.mode, old, b, dir)
+	} else {
+		got, err = attachNew(ns, ifindex, mode, b)
+	}
+	if err != nil {
+		b.discard()
+		prog.Close()
+		return nil, 0, nil, err
+	}
+	b.prog.Close() // the interface and the pins hold it now
+	return prog, got, comps, nil
 }
 
 // attachNew attaches a new dispatcher where nothing is attached, in the
