@@ -20,6 +20,8 @@ import (
 // The socket starts with its fill ring full, so the kernel can deliver as
 // soon as an XDP program redirects to it (see Program.Register).
 func NewSocket(u *UMEM, ifindex, queue int, cfg SocketConfig) (_ *Socket, err error) {
+	// The socket's share of the UMEM's frames, which its ring sizes
+	// default from.
 	share := cfg.Frames
 	if share == 0 {
 		share = u.framesLeft()
@@ -110,14 +112,10 @@ func NewSocket(u *UMEM, ifindex, queue int, cfg SocketConfig) (_ *Socket, err er
 		}
 	}
 
-	frames := cfg.Frames
-	if frames == 0 {
-		frames = u.cfg.NumFrames // takeFrames caps it at what is left
-	}
 	if cfg.TxFrames > 0 && (cfg.NoRX || cfg.NoTX) {
 		return nil, invalid("TX frames", cfg.TxFrames, "a TX pool of its own needs both an RX and a TX ring")
 	}
-	all := u.takeFrames(frames)
+	all := u.takeFrames(share) // capped at what is left
 	s.txLen = make([]uint32, u.cfg.NumFrames)
 	s.owned = len(all)
 	if s.owned == 0 {
