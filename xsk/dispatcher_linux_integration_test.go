@@ -3,7 +3,6 @@
 package xsk_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"net/netip"
@@ -67,6 +66,19 @@ func inPrivateBPFFS(t *testing.T) bool {
 		t.Skip("skipped in the child (see above)")
 	}
 	return false
+}
+
+// dispatcherPair is the start of a dispatcher test: in the parent it runs
+// the test in its own mount namespace and returns nil; in that child it
+// returns a fresh veth pair with queues queues, xdp-tools at hand.
+func dispatcherPair(t *testing.T, queues int) *netnstest.Pair {
+	t.Helper()
+	if !inPrivateBPFFS(t) {
+		return nil
+	}
+	netnstest.RequireTool(t, "xdp-loader")
+	netnstest.RequireTool(t, "xdp-filter")
+	return netnstest.New(t, netnstest.Config{Queues: queues})
 }
 
 func haveExtension() error { return features.HaveProgramType(ebpf.Extension) }
@@ -145,12 +157,10 @@ func ping(t *testing.T, pair *netnstest.Pair) error {
 // rules, survives libxdp rebuilding the dispatcher around it in both
 // directions, and leaves it whole on Close.
 func TestDispatcherJoinXDPFilter(t *testing.T) {
-	if !inPrivateBPFFS(t) {
-		return
+	pair := dispatcherPair(t, 2)
+	if pair == nil {
+		return // run in the child
 	}
-	netnstest.RequireTool(t, "xdp-filter")
-	netnstest.RequireTool(t, "xdp-loader")
-	pair := netnstest.New(t, netnstest.Config{Queues: 2})
 	const port, other uint16 = 9160, 9161
 
 	run(t, pair.B, "xdp-filter", "load", pair.B.Link)
@@ -219,12 +229,10 @@ func TestDispatcherJoinXDPFilter(t *testing.T) {
 // ShareDispatcher puts xdpio's program in a dispatcher of its own that
 // libxdp's tools recognise and join; when xdpio leaves, the others stay.
 func TestDispatcherCreate(t *testing.T) {
-	if !inPrivateBPFFS(t) {
-		return
+	pair := dispatcherPair(t, 2)
+	if pair == nil {
+		return // run in the child
 	}
-	netnstest.RequireTool(t, "xdp-filter")
-	netnstest.RequireTool(t, "xdp-loader")
-	pair := netnstest.New(t, netnstest.Config{Queues: 2})
 	const port uint16 = 9162
 	d := openOn(t, pair.B, xsk.Config{Program: xsk.ProgramConfig{
 		Filter: []xsk.Rule{xsk.UDPPort(port)}, Share: xsk.ShareDispatcher, Priority: 5,
@@ -279,11 +287,10 @@ func TestDispatcherCreate(t *testing.T) {
 // dispatcher: frames of a queue whose socket belongs to the other Device
 // pass through the first program (no socket in its XSKMAP) to the second.
 func TestDispatcherTwoDevices(t *testing.T) {
-	if !inPrivateBPFFS(t) {
-		return
+	pair := dispatcherPair(t, 2)
+	if pair == nil {
+		return // run in the child
 	}
-	netnstest.RequireTool(t, "xdp-loader")
-	pair := netnstest.New(t, netnstest.Config{Queues: 2})
 	const port uint16 = 9164
 	filter := []xsk.Rule{xsk.UDPPort(port)}
 	d0 := openOn(t, pair.B, xsk.Config{Queues: []int{0}, Program: xsk.ProgramConfig{Filter: filter, Share: xsk.ShareDispatcher}})
@@ -326,33 +333,13 @@ func TestDispatcherTwoDevices(t *testing.T) {
 // documented: with its sockets gone the program passes every frame on to
 // the kernel, and xdp-loader removes it by id, leaving the others.
 func TestDispatcherKilledMember(t *testing.T) {
-	if !inPrivateBPFFS(t) {
-		return
+	pair := dispatcherPair(t, 2)
+	if pair == nil {
+		return // run in the child
 	}
-	netnstest.RequireTool(t, "xdp-filter")
-	netnstest.RequireTool(t, "xdp-loader")
-	pair := netnstest.New(t, netnstest.Config{Queues: 2})
 	const port uint16 = 9163
 	run(t, pair.B, "xdp-filter", "load", pair.B.Link)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	cmd := pair.B.Command(ctx, os.Args[0], "-test.run=^TestHelperHoldSockets$", "-test.v")
-	cmd.Env = append(os.Environ(), "XDPIO_HELPER_IFACE="+pair.B.Link, "XDPIO_HELPER_UDPPORT="+strconv.Itoa(int(port)))
-	pipe, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Wait()
-	defer cmd.Process.Kill()
-	sc := bufio.NewScanner(pipe)
-	for sc.Scan() && !strings.HasPrefix(sc.Text(), "ready") {
-		if strings.HasPrefix(sc.Text(), "error") {
-			t.Fatalf("helper: %s", sc.Text())
-		}
-	}
+	cmd := holdSockets(t, pair.B, "XDPIO_HELPER_IFACE="+pair.B.Link, "XDPIO_HELPER_UDPPORT="+strconv.Itoa(int(port)))
 	if _, progs, out := loaderStatus(t, pair.B); len(progs) != 2 {
 		t.Fatalf("the helper did not join: %v\n%s", progs, out)
 	}
@@ -390,11 +377,10 @@ func TestDispatcherKilledMember(t *testing.T) {
 // The refusals with a libxdp dispatcher attached: ShareExclusive, and RX
 // hash metadata.
 func TestDispatcherRefusals(t *testing.T) {
-	if !inPrivateBPFFS(t) {
-		return
+	pair := dispatcherPair(t, 1)
+	if pair == nil {
+		return // run in the child
 	}
-	netnstest.RequireTool(t, "xdp-loader")
-	pair := netnstest.New(t, netnstest.Config{Queues: 1})
 	run(t, pair.B, "xdp-loader", "load", pair.B.Link, libxdpObject(t, "xdpfilt_alw_all.o"))
 	err := openErr(pair.B, xsk.ProgramConfig{Share: xsk.ShareExclusive})
 	if !errors.Is(err, xsk.ErrBusy) || !strings.Contains(err.Error(), "xdp_dispatcher") || !strings.Contains(err.Error(), "ShareExclusive") {
@@ -436,19 +422,20 @@ func TestShareDispatcherRefusals(t *testing.T) {
 		// This kernel refuses freplace: with a bpffs, the refusal
 		// must say so rather than blame permissions.
 		dir := t.TempDir()
-		if err := unix.Mount("bpf", dir, "bpf", 0, "mode=0700"); err == nil {
-			t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
-			t.Setenv("LIBXDP_BPFFS", dir)
-			err := openErr(pair.B, xsk.ProgramConfig{Share: xsk.ShareDispatcher})
-			if !errors.Is(err, xsk.ErrNotSupported) || !strings.Contains(err.Error(), "BPF_PROG_TYPE_EXT") {
-				t.Errorf("freplace refused by the kernel: %v, want ErrNotSupported naming BPF_PROG_TYPE_EXT", err)
-			}
-			if out, _ := pair.B.Command(context.Background(), "ip", "link", "show", pair.B.Link).CombinedOutput(); strings.Contains(string(out), "prog/xdp") {
-				t.Errorf("a failed join left a program attached:\n%s", out)
-			}
-			if ents, _ := os.ReadDir(dir + "/xdp"); len(ents) != 0 {
-				t.Errorf("a failed join left pins: %v", ents)
-			}
+		if err := unix.Mount("bpf", dir, "bpf", 0, "mode=0700"); err != nil {
+			t.Fatalf("mount bpffs at %s: %v", dir, err)
+		}
+		t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+		t.Setenv("LIBXDP_BPFFS", dir)
+		err := openErr(pair.B, xsk.ProgramConfig{Share: xsk.ShareDispatcher})
+		if !errors.Is(err, xsk.ErrNotSupported) || !strings.Contains(err.Error(), "BPF_PROG_TYPE_EXT") {
+			t.Errorf("freplace refused by the kernel: %v, want ErrNotSupported naming BPF_PROG_TYPE_EXT", err)
+		}
+		if out := run(t, pair.B, "ip", "link", "show", pair.B.Link); strings.Contains(out, "prog/xdp") {
+			t.Errorf("a failed join left a program attached:\n%s", out)
+		}
+		if ents, _ := os.ReadDir(dir + "/xdp"); len(ents) != 0 {
+			t.Errorf("a failed join left pins: %v", ents)
 		}
 	}
 	run(t, pair.B, "ip", "link", "set", "dev", pair.B.Link, "xdp", "obj", libxdpObject(t, "xdpfilt_alw_all.o"), "sec", "xdp")

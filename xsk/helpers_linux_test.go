@@ -3,11 +3,15 @@
 package xsk_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +20,40 @@ import (
 	"github.com/xdpio/xdpio/xsk"
 	"golang.org/x/sys/unix"
 )
+
+// holdSockets runs this test binary as TestHelperHoldSockets (in h's
+// namespace, or in this one when h is nil), with env added to the
+// environment, and returns once the helper holds its sockets. The helper
+// is killed when the test ends, if the test did not kill it first. (`ip
+// netns exec` execs the binary in place: the process is the helper.)
+func holdSockets(t *testing.T, h *netnstest.Host, env ...string) *exec.Cmd {
+	t.Helper()
+	args := []string{"-test.run=^TestHelperHoldSockets$", "-test.v"}
+	cmd := exec.Command(os.Args[0], args...)
+	if h != nil {
+		cmd = h.Command(context.Background(), os.Args[0], args...)
+	}
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "ready") {
+			return cmd
+		}
+		if strings.HasPrefix(sc.Text(), "error") {
+			t.Fatalf("helper: %s", sc.Text())
+		}
+	}
+	t.Fatal("helper never became ready")
+	return nil
+}
 
 // openOn opens sockets on host h's veth inside its namespace and closes
 // them at cleanup.

@@ -3,7 +3,6 @@
 package xsk_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -86,38 +85,10 @@ func TestHelperHoldSockets(t *testing.T) {
 
 func TestKilledProcessDetaches(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{Queues: 2})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	cmd := pair.B.Command(ctx, os.Args[0], "-test.run=^TestHelperHoldSockets$", "-test.v")
-	cmd.Env = append(os.Environ(), "XDPIO_HELPER_IFACE="+pair.B.Link)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Wait()
-	defer cmd.Process.Kill()
-	sc := bufio.NewScanner(out)
-	ready := false
-	for sc.Scan() {
-		if strings.HasPrefix(sc.Text(), "ready") {
-			ready = true
-			break
-		}
-		if strings.HasPrefix(sc.Text(), "error") {
-			t.Fatalf("helper: %s", sc.Text())
-		}
-	}
-	if !ready {
-		t.Fatal("helper never became ready")
-	}
+	cmd := holdSockets(t, pair.B, "XDPIO_HELPER_IFACE="+pair.B.Link)
 	if !xdpAttached(t, pair.B) {
 		t.Fatal("helper holds sockets but no XDP program is attached")
 	}
-	// `ip netns exec` execs the test binary in place, so this is the
-	// process holding the sockets.
 	if err := cmd.Process.Signal(os.Kill); err != nil {
 		t.Fatal(err)
 	}

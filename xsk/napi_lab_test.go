@@ -186,9 +186,7 @@ func TestLabNAPIDeferralXSK(t *testing.T) {
 
 	// SIGKILL the holder: the kernel keeps its settings, the record in
 	// /run/xdpio says what to put back, and the next Open does.
-	os.Setenv("XDPIO_HELPER_NAPI", "1")
-	cmd := labHelper(t, name)
-	os.Unsetenv("XDPIO_HELPER_NAPI")
+	cmd := holdSockets(t, nil, "XDPIO_HELPER_IFACE="+name, "XDPIO_HELPER_NAPI=1")
 	if n := napiOf(t, nd, 0); *n.DeferHardIRQs != 7 {
 		t.Fatalf("the helper's deferral is not in place: %v", n.NAPISettings)
 	}

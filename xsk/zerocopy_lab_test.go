@@ -3,7 +3,6 @@
 package xsk_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -618,7 +617,7 @@ func TestLabZeroCopyChannelsAndKill(t *testing.T) {
 
 	// SIGKILL a process that holds zero-copy sockets (the default bind,
 	// BindAuto, gets zero-copy here).
-	cmd := labHelper(t, name)
+	cmd := holdSockets(t, nil, "XDPIO_HELPER_IFACE="+name)
 	if !labXDPAttached(t, name) {
 		t.Fatal("the helper holds sockets but no XDP program is attached")
 	}
@@ -744,33 +743,6 @@ func guestCPU(t *testing.T) int64 {
 		busy += n
 	}
 	return busy * int64(time.Second) / 100 // USER_HZ
-}
-
-// labHelper starts this test binary as TestHelperHoldSockets on name and
-// returns once it holds its sockets.
-func labHelper(t *testing.T, name string) *exec.Cmd {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperHoldSockets$", "-test.v")
-	cmd.Env = append(os.Environ(), "XDPIO_HELPER_IFACE="+name)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		if strings.HasPrefix(sc.Text(), "ready") {
-			return cmd
-		}
-		if strings.HasPrefix(sc.Text(), "error") {
-			t.Fatalf("helper: %s", sc.Text())
-		}
-	}
-	t.Fatal("helper never became ready")
-	return nil
 }
 
 // labXDPAttached asks the real ip(8) whether an XDP program is attached.
