@@ -176,19 +176,15 @@ type xskClientConn struct {
 	remote   netip.AddrPort
 	tx       *xdpnet.Queue
 	wmsgs    []xdpnet.Message
-	in       link.Inbox   // under sh.mu
-	deadline atomic.Int64 // Unix nanoseconds; 0: none
+	in       link.Inbox // under sh.mu
+	deadline readDeadline
 	closed   atomic.Bool
 }
 
 func (c *xskClientConn) LocalAddr() netip.AddrPort { return c.local }
 
 func (c *xskClientConn) SetReadDeadline(t time.Time) error {
-	var dl int64
-	if !t.IsZero() {
-		dl = max(t.UnixNano(), 1)
-	}
-	c.deadline.Store(dl)
+	c.deadline.set(t)
 	return nil
 }
 
@@ -204,16 +200,11 @@ func (c *xskClientConn) ReadBatch(msgs []plane.Message) (int, error) {
 			return n, err
 		}
 		now := time.Now()
-		want := now.Add(pumpSlice)
-		if dl := c.deadline.Load(); dl != 0 {
-			t := time.Unix(0, dl)
-			if !t.After(now) {
-				return 0, os.ErrDeadlineExceeded
-			}
-			if t.Before(want) {
-				want = t
-			}
+		slice, err := c.deadline.bound(now, pumpSlice)
+		if err != nil {
+			return 0, err
 		}
+		want := now.Add(slice)
 		sh.rmu.Lock()
 		// Another stream may have read ours meanwhile.
 		if n, err := c.pop(msgs); n > 0 || err != nil {

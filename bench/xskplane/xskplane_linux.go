@@ -182,7 +182,7 @@ type xskConn struct {
 	lock    bool            // queue readers wire their thread (coalescing)
 	onClose func([]plane.QueueCount)
 
-	deadline atomic.Int64 // ReadBatch's, Unix nanoseconds; 0: none
+	deadline readDeadline // ReadBatch's
 	turn     int          // ReadBatch's first source
 	wmsgs    []xdpnet.Message
 
@@ -256,12 +256,34 @@ func (c *xskConn) LocalAddr() netip.AddrPort { return c.local }
 
 // SetReadDeadline bounds ReadBatch (the queue readers take timeouts).
 func (c *xskConn) SetReadDeadline(t time.Time) error {
-	var dl int64
-	if !t.IsZero() {
-		dl = max(t.UnixNano(), 1)
-	}
-	c.deadline.Store(dl)
+	c.deadline.set(t)
 	return nil
+}
+
+// readDeadline is a conn's read deadline, set by one goroutine and read
+// by another.
+type readDeadline struct{ ns atomic.Int64 } // Unix nanoseconds; 0: none
+
+func (d *readDeadline) set(t time.Time) {
+	var ns int64
+	if !t.IsZero() {
+		ns = max(t.UnixNano(), 1)
+	}
+	d.ns.Store(ns)
+}
+
+// bound returns wait cut to what is left until the deadline, or
+// os.ErrDeadlineExceeded once it has passed.
+func (d *readDeadline) bound(now time.Time, wait time.Duration) (time.Duration, error) {
+	ns := d.ns.Load()
+	if ns == 0 {
+		return wait, nil
+	}
+	left := time.Duration(ns - now.UnixNano())
+	if left <= 0 {
+		return 0, os.ErrDeadlineExceeded
+	}
+	return min(wait, left), nil
 }
 
 // readSlice is how long ReadBatch waits on one of several sources before
@@ -297,12 +319,9 @@ func (c *xskConn) ReadBatch(msgs []plane.Message) (int, error) {
 		if len(c.srcs) > 1 {
 			wait = readSlice
 		}
-		if dl := c.deadline.Load(); dl != 0 {
-			left := time.Duration(dl - time.Now().UnixNano())
-			if left <= 0 {
-				return 0, os.ErrDeadlineExceeded
-			}
-			wait = min(wait, left)
+		wait, err := c.deadline.bound(time.Now(), wait)
+		if err != nil {
+			return 0, err
 		}
 		if err := c.srcs[c.turn%len(c.srcs)].read(wait); err != nil {
 			return 0, fmt.Errorf("xsk read: %w", err)
