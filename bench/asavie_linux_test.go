@@ -19,6 +19,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/xdpio/xdpio/bench/asavieplane"
+	"github.com/xdpio/xdpio/bench/internal/planetest"
 	"github.com/xdpio/xdpio/bench/kernelplane"
 	"github.com/xdpio/xdpio/bench/plane"
 	"github.com/xdpio/xdpio/bench/xskplane"
@@ -400,93 +401,7 @@ func TestAsavieQueueReadersAndClose(t *testing.T) {
 	if len(qrs) != 2 {
 		t.Fatalf("%d queue readers, want 2", len(qrs))
 	}
-	const perFlow, flows = 300, 8
-	var (
-		mu   sync.Mutex
-		got  = map[netip.AddrPort]int{}
-		bad  int
-		errs = make(chan error, len(qrs))
-		wg   sync.WaitGroup
-	)
-	for _, q := range qrs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer q.Done()
-			msgs := make([]plane.Message, 16)
-			for {
-				n, err := q.ReadView(msgs, 2*time.Second)
-				mu.Lock()
-				for _, m := range msgs[:n] {
-					if m.N != 100 || m.Buf[0] != byte(m.Addr.Port()) || m.Buf[99] != 0xab {
-						bad++
-					}
-					got[m.Addr]++
-				}
-				mu.Unlock()
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	var sent []netip.AddrPort
-	err = pair.A.Do(func() error {
-		for f := 0; f < flows; f++ {
-			c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(local))
-			if err != nil {
-				return err
-			}
-			src := c.LocalAddr().(*net.UDPAddr).AddrPort()
-			sent = append(sent, netip.AddrPortFrom(src.Addr().Unmap(), src.Port()))
-			buf := make([]byte, 100)
-			buf[0], buf[99] = byte(src.Port()), 0xab
-			for i := 0; i < perFlow; i++ {
-				if _, err := c.Write(buf); err != nil {
-					c.Close()
-					return err
-				}
-				if i%50 == 49 {
-					time.Sleep(time.Millisecond)
-				}
-			}
-			c.Close()
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		mu.Lock()
-		total := 0
-		for _, n := range got {
-			total += n
-		}
-		mu.Unlock()
-		if total >= perFlow*flows {
-			break
-		}
-	}
-	if err := pc.Close(); err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if !errors.Is(err, net.ErrClosed) {
-			t.Errorf("reader after Close: %v, want net.ErrClosed", err)
-		}
-	}
-	for _, src := range sent {
-		if got[src] != perFlow {
-			t.Errorf("flow from %v: %d datagrams read, %d sent", src, got[src], perFlow)
-		}
-	}
-	if bad > 0 {
-		t.Errorf("%d datagrams with a wrong length or payload", bad)
-	}
+	planetest.ReadAllThenClose(t, pc, qrs, pair.A, local)
 	if _, err := pc.ReadBatch(make([]plane.Message, 1)); !errors.Is(err, net.ErrClosed) {
 		t.Errorf("ReadBatch after Close: %v, want net.ErrClosed", err)
 	}
