@@ -20,10 +20,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/xdpio/xdpio/bench"
-	"github.com/xdpio/xdpio/bench/asavieplane"
-	"github.com/xdpio/xdpio/bench/kernelplane"
 	"github.com/xdpio/xdpio/bench/plane"
-	"github.com/xdpio/xdpio/bench/xskplane"
 	"github.com/xdpio/xdpio/internal/vethpair"
 )
 
@@ -378,17 +375,6 @@ func demoSVG(rows []demoRow, queues, length int) []byte {
 // one is the baseline of the ratios.
 var demoBackends = []string{"xsk", "asavie", "socket"}
 
-// demoPlane returns backend's data plane on host h.
-func demoPlane(backend string, h *vethpair.Host, onClose func([]plane.QueueCount)) plane.DataPlane {
-	switch backend {
-	case "xsk":
-		return &xskplane.DataPlane{Iface: h.Link, Do: h.Do, OnClose: onClose}
-	case "asavie":
-		return &asavieplane.DataPlane{Iface: h.Link, Do: h.Do, OnClose: onClose}
-	}
-	return &kernelplane.DataPlane{Do: h.Do}
-}
-
 // demoServerEnv, set in the demo's server process, makes a test binary
 // (which is not xdpio) run xdpio's main: the demo runs its server by
 // executing its own binary.
@@ -429,9 +415,15 @@ func demoRun(ctx context.Context, pair *vethpair.Pair, backend string, port, str
 		cancel()
 		<-srvDone
 	}()
+	// The client's data plane, as `xdpio --netns A bench client -i LINK
+	// --backend BACKEND` has it.
+	dp, _, err := (&globals{netns: pair.A.NS}).dataPlane(backend, pair.A.Link, nil)
+	if err != nil {
+		return row, err
+	}
 	cl := &bench.Client{
 		Server:    netip.AddrPortFrom(pair.B.IPv4, uint16(port)),
-		DataPlane: demoPlane(backend, pair.A, nil),
+		DataPlane: dp,
 		Streams:   streams,
 		Duration:  d,
 		Length:    length,
