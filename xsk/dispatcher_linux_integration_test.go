@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -125,6 +126,18 @@ func loaderStatus(t *testing.T, h *netnstest.Host) (dispatcher bool, progs []str
 	return dispatcher, progs, out
 }
 
+// wantPrograms fails t unless `xdp-loader status` lists exactly want (in
+// run order) as the programs on h's link, behind a dispatcher; with want
+// empty, no program and no dispatcher. It returns the status text.
+func wantPrograms(t *testing.T, h *netnstest.Host, when string, want ...string) string {
+	t.Helper()
+	disp, progs, out := loaderStatus(t, h)
+	if !slices.Equal(progs, want) || disp != (len(want) > 0) {
+		t.Fatalf("%s: xdp-loader status lists %v (dispatcher %v), want %v (dispatcher %v):\n%s", when, progs, disp, want, len(want) > 0, out)
+	}
+	return out
+}
+
 // reaches sends n datagrams to port on B and reports how many the sockets
 // and a kernel socket on the port got.
 func reaches(t *testing.T, pair *netnstest.Pair, d *xsk.Device, port uint16, n int) (sockets, kernel int) {
@@ -164,15 +177,9 @@ func TestDispatcherJoinXDPFilter(t *testing.T) {
 	const port, other uint16 = 9160, 9161
 
 	run(t, pair.B, "xdp-filter", "load", pair.B.Link)
-	if disp, progs, out := loaderStatus(t, pair.B); !disp || len(progs) != 1 {
-		t.Fatalf("xdp-filter did not load through a dispatcher (libxdp fell back to a single program?):\n%s", out)
-	}
+	wantPrograms(t, pair.B, "after xdp-filter load (a single program: libxdp fell back from its dispatcher?)", "xdpfilt_alw_all")
 	d := openOn(t, pair.B, xsk.Config{Program: xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(port)}}})
-	disp, progs, out := loaderStatus(t, pair.B)
-	if !disp || len(progs) != 2 || progs[0] != "xdpfilt_alw_all" || progs[1] != "xdpio_redirect" {
-		t.Fatalf("xdp-loader status after Open: want the dispatcher running xdpfilt_alw_all then xdpio_redirect, got %v:\n%s", progs, out)
-	}
-	t.Logf("joined:\n%s", out)
+	t.Logf("joined:\n%s", wantPrograms(t, pair.B, "after Open", "xdpfilt_alw_all", "xdpio_redirect"))
 	if s, k := reaches(t, pair, d, port, 40); s != 40 || k != 0 {
 		t.Errorf("UDP to the sockets' port: sockets %d, kernel %d, want 40 and 0", s, k)
 	}
@@ -196,16 +203,12 @@ func TestDispatcherJoinXDPFilter(t *testing.T) {
 	// libxdp rebuilds the dispatcher without xdp-filter, carrying xdpio's
 	// program over from its pins, and again with it.
 	run(t, pair.B, "xdp-filter", "unload", pair.B.Link)
-	if disp, progs, out := loaderStatus(t, pair.B); !disp || len(progs) != 1 || progs[0] != "xdpio_redirect" {
-		t.Fatalf("after xdp-filter unload: want the dispatcher with xdpio_redirect alone, got %v:\n%s", progs, out)
-	}
+	wantPrograms(t, pair.B, "after xdp-filter unload", "xdpio_redirect")
 	if s, k := reaches(t, pair, d, port, 40); s != 40 || k != 0 {
 		t.Errorf("after libxdp rebuilt the dispatcher: sockets %d, kernel %d, want 40 and 0", s, k)
 	}
 	run(t, pair.B, "xdp-filter", "load", pair.B.Link)
-	if _, progs, out := loaderStatus(t, pair.B); len(progs) != 2 {
-		t.Fatalf("xdp-filter load next to xdpio: %v:\n%s", progs, out)
-	}
+	wantPrograms(t, pair.B, "after xdp-filter load next to xdpio", "xdpfilt_alw_all", "xdpio_redirect")
 	if s, _ := reaches(t, pair, d, port, 40); s != 40 {
 		t.Errorf("after xdp-filter joined again: sockets %d, want 40", s)
 	}
@@ -213,16 +216,12 @@ func TestDispatcherJoinXDPFilter(t *testing.T) {
 	if err := d.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if disp, progs, out := loaderStatus(t, pair.B); !disp || len(progs) != 1 || progs[0] != "xdpfilt_alw_all" {
-		t.Fatalf("after Close: want xdp-filter's program alone in the dispatcher, got %v:\n%s", progs, out)
-	}
+	wantPrograms(t, pair.B, "after Close", "xdpfilt_alw_all")
 	if s, k := reaches(t, pair, nil, port, 40); s != 0 || k != 40 {
 		t.Errorf("after Close, the port goes to the kernel: kernel %d, want 40", k)
 	}
 	run(t, pair.B, "xdp-filter", "unload", pair.B.Link)
-	if _, progs, out := loaderStatus(t, pair.B); len(progs) != 0 {
-		t.Fatalf("after xdp-filter unload: %v:\n%s", progs, out)
-	}
+	wantPrograms(t, pair.B, "after xdp-filter unload")
 	checkNoPins(t)
 }
 
@@ -237,10 +236,7 @@ func TestDispatcherCreate(t *testing.T) {
 	d := openOn(t, pair.B, xsk.Config{Program: xsk.ProgramConfig{
 		Filter: []xsk.Rule{xsk.UDPPort(port)}, Share: xsk.ShareDispatcher, Priority: 5,
 	}})
-	disp, progs, out := loaderStatus(t, pair.B)
-	if !disp || len(progs) != 1 || progs[0] != "xdpio_redirect" {
-		t.Fatalf("xdp-loader status: want a dispatcher with xdpio_redirect, got %v:\n%s", progs, out)
-	}
+	out := wantPrograms(t, pair.B, "after Open with ShareDispatcher", "xdpio_redirect")
 	if !strings.Contains(out, " 5 ") {
 		t.Errorf("xdp-loader status does not show run priority 5:\n%s", out)
 	}
@@ -251,10 +247,7 @@ func TestDispatcherCreate(t *testing.T) {
 	// what xdpio takes.
 	run(t, pair.B, "xdp-filter", "load", pair.B.Link)
 	run(t, pair.B, "xdp-filter", "port", strconv.Itoa(int(port)), "--mode", "dst")
-	_, progs, out = loaderStatus(t, pair.B)
-	if len(progs) != 2 || progs[0] != "xdpio_redirect" {
-		t.Fatalf("xdp-filter joined xdpio's dispatcher: want xdpio_redirect first, got %v:\n%s", progs, out)
-	}
+	wantPrograms(t, pair.B, "after xdp-filter joined xdpio's dispatcher", "xdpio_redirect", "xdpfilt_alw_all")
 	if s, _ := reaches(t, pair, d, port, 40); s != 40 {
 		t.Errorf("xdpio before xdp-filter's deny rule: sockets %d, want 40", s)
 	}
@@ -264,9 +257,7 @@ func TestDispatcherCreate(t *testing.T) {
 	if err := d.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if _, progs, out := loaderStatus(t, pair.B); len(progs) != 1 || progs[0] != "xdpfilt_alw_all" {
-		t.Fatalf("after Close: want xdp-filter alone, got %v:\n%s", progs, out)
-	}
+	wantPrograms(t, pair.B, "after Close", "xdpfilt_alw_all")
 	if _, k := reaches(t, pair, nil, port, 40); k != 0 {
 		t.Errorf("xdp-filter's deny rule after xdpio left: the kernel got %d, want 0", k)
 	}
@@ -277,9 +268,7 @@ func TestDispatcherCreate(t *testing.T) {
 	if err := d.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if _, progs, out := loaderStatus(t, pair.B); len(progs) != 0 || strings.Contains(out, "xdp_dispatcher") {
-		t.Fatalf("after the last program left: %v:\n%s", progs, out)
-	}
+	wantPrograms(t, pair.B, "after the last program left")
 	checkNoPins(t)
 }
 
@@ -295,9 +284,7 @@ func TestDispatcherTwoDevices(t *testing.T) {
 	filter := []xsk.Rule{xsk.UDPPort(port)}
 	d0 := openOn(t, pair.B, xsk.Config{Queues: []int{0}, Program: xsk.ProgramConfig{Filter: filter, Share: xsk.ShareDispatcher}})
 	d1 := openOn(t, pair.B, xsk.Config{Queues: []int{1}, Program: xsk.ProgramConfig{Filter: filter, Share: xsk.ShareDispatcher}})
-	if _, progs, out := loaderStatus(t, pair.B); len(progs) != 2 || progs[0] != "xdpio_redirect" || progs[1] != "xdpio_redirect" {
-		t.Fatalf("want two xdpio programs in one dispatcher, got %v:\n%s", progs, out)
-	}
+	wantPrograms(t, pair.B, "after two Opens", "xdpio_redirect", "xdpio_redirect")
 	const n = 400
 	done := make(chan [2]int, 1)
 	go func() {
@@ -317,15 +304,11 @@ func TestDispatcherTwoDevices(t *testing.T) {
 	if err := d0.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, progs, out := loaderStatus(t, pair.B); len(progs) != 1 {
-		t.Fatalf("after the first Close: %v\n%s", progs, out)
-	}
+	wantPrograms(t, pair.B, "after the first Close", "xdpio_redirect")
 	if err := d1.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, progs, out := loaderStatus(t, pair.B); len(progs) != 0 || strings.Contains(out, "xdp_dispatcher") {
-		t.Fatalf("after both Closed: %v\n%s", progs, out)
-	}
+	wantPrograms(t, pair.B, "after both Closed")
 	checkNoPins(t)
 }
 
@@ -340,9 +323,7 @@ func TestDispatcherKilledMember(t *testing.T) {
 	const port uint16 = 9163
 	run(t, pair.B, "xdp-filter", "load", pair.B.Link)
 	cmd := holdSockets(t, pair.B, "XDPIO_HELPER_IFACE="+pair.B.Link, "XDPIO_HELPER_UDPPORT="+strconv.Itoa(int(port)))
-	if _, progs, out := loaderStatus(t, pair.B); len(progs) != 2 {
-		t.Fatalf("the helper did not join: %v\n%s", progs, out)
-	}
+	wantPrograms(t, pair.B, "after the helper joined", "xdpfilt_alw_all", "xdpio_redirect")
 	if _, k := reaches(t, pair, nil, port, 20); k != 0 {
 		t.Errorf("while the helper's sockets live, the kernel got %d of 20 for their port", k)
 	}
@@ -350,10 +331,7 @@ func TestDispatcherKilledMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd.Wait()
-	_, progs, out := loaderStatus(t, pair.B)
-	if len(progs) != 2 || progs[1] != "xdpio_redirect" {
-		t.Fatalf("after SIGKILL: want xdpio_redirect still pinned in the dispatcher, got %v:\n%s", progs, out)
-	}
+	out := wantPrograms(t, pair.B, "after SIGKILL (the program stays pinned)", "xdpfilt_alw_all", "xdpio_redirect")
 	if _, k := reaches(t, pair, nil, port, 40); k != 40 {
 		t.Errorf("after SIGKILL the orphaned program must pass frames on: the kernel got %d of 40", k)
 	}
@@ -364,9 +342,7 @@ func TestDispatcherKilledMember(t *testing.T) {
 		}
 	}
 	run(t, pair.B, "xdp-loader", "unload", pair.B.Link, "-i", id)
-	if _, progs, out := loaderStatus(t, pair.B); len(progs) != 1 || progs[0] != "xdpfilt_alw_all" {
-		t.Fatalf("after xdp-loader unload -i %s: %v\n%s", id, progs, out)
-	}
+	wantPrograms(t, pair.B, "after xdp-loader unload -i "+id, "xdpfilt_alw_all")
 	// And the interface takes xdpio again.
 	d := openOn(t, pair.B, xsk.Config{Program: xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(port)}}})
 	if s, _ := reaches(t, pair, d, port, 20); s != 20 {
@@ -402,9 +378,7 @@ func TestDispatcherRefusals(t *testing.T) {
 	if !errors.Is(err, xsk.ErrNotSupported) || !strings.Contains(err.Error(), "xdpfilt_alw_all") {
 		t.Errorf("multi-buffer sockets in a dispatcher that is not frags-aware: %v, want ErrNotSupported naming the program", err)
 	}
-	if _, progs, out := loaderStatus(t, pair.B); len(progs) != 1 || progs[0] != "xdpfilt_alw_all" {
-		t.Errorf("after the refused Opens, the dispatcher must hold its program alone: %v\n%s", progs, out)
-	}
+	wantPrograms(t, pair.B, "after the refused Opens", "xdpfilt_alw_all")
 }
 
 // The refusals that need no dispatcher, on any kernel: ShareDispatcher
