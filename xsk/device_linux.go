@@ -121,6 +121,11 @@ func Open(ifname string, cfg Config) (_ *Device, err error) {
 	if pc.Queues == 0 {
 		pc.Queues = max(nq, maxQ+1)
 	}
+	if pc.MaxFrame == 0 && !cfg.Socket.MultiBuffer && pc.UserMap == nil {
+		// A longer frame would be dropped at the socket (counted in
+		// RxDropped, nowhere else): the kernel's stack gets it instead.
+		pc.MaxFrame = d.sockets[0].UMEM().RxFrameLen()
+	}
 	// The sockets go into the XSKMAP before the program is attached, so
 	// that no matching frame reaches the kernel stack while Open runs.
 	d.prog, err = newProgram(ifi.Index, pc, func(p *Program) error {

@@ -32,6 +32,13 @@ var (
 	ErrInvalidConfig = errors.New("invalid configuration")
 	// ErrClosed: the socket or device was closed.
 	ErrClosed = errs.ErrClosed
+	// ErrDetached: the XDP program that fed the sockets no longer runs on
+	// the interface, though nobody here closed it: someone detached it
+	// (`bpftool link detach`, `ip link set DEV xdp off`, `xdp-loader
+	// unload`). Frames go to the kernel's stack again; the sockets receive
+	// nothing more, and RX waits and runners end with this error
+	// (Program.Err). Sending still works.
+	ErrDetached = errors.New("XDP program detached from the interface")
 )
 
 // OpError names the operation, the interface and queue, and wraps the cause.

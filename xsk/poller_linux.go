@@ -72,10 +72,11 @@ func (p *Poller) WaitRX(timeout time.Duration) (bool, error) {
 	})
 }
 
-// probeGone returns the error of the first socket whose device is gone.
+// probeGone returns the error of the first socket whose device is gone
+// or whose program was detached.
 func (p *Poller) probeGone() error {
 	for _, s := range p.socks {
-		if err := s.probeGone(); err != nil {
+		if err := s.probeRX(); err != nil {
 			return err
 		}
 	}

@@ -1,7 +1,9 @@
 package xsk
 
 import (
+	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 
 	"github.com/cilium/ebpf"
@@ -89,6 +91,15 @@ type Rule struct {
 	// would deliver on the interface itself rather than on a VLAN
 	// interface stacked on it.
 	Untagged bool
+	// Local matches only IPv4 and IPv6 frames addressed to this host on
+	// the interface: the destination MAC is the interface's own and the
+	// destination address one of its unicast addresses, as the program's
+	// Local set has them (Program.SetLocal). Frames to other hosts (a
+	// router's transit traffic, what a promiscuous NIC sees), to other
+	// MACs, to broadcast or multicast addresses stay with the kernel,
+	// which delivers or drops them as it would without XDP. Until
+	// SetLocal is called the set is empty and nothing matches.
+	Local bool
 }
 
 func (r Rule) ports() bool { return r.DstPortMin != 0 || r.DstPortMax != 0 }
@@ -193,6 +204,71 @@ type ProgramConfig struct {
 	// Priority is the run priority in a dispatcher: lower runs first. 0
 	// means 50, libxdp's default.
 	Priority int
+	// MaxFrame is the longest frame (Ethernet header to the end of its
+	// last buffer) the program redirects: longer frames pass to the
+	// kernel's stack instead of being dropped at a socket that cannot
+	// hold them (a jumbo frame on a socket without multi-buffer). Left 0,
+	// Open sets it to what its sockets hold: a UMEM frame less its
+	// headroom, or no limit for multi-buffer sockets. Negative: no limit.
+	MaxFrame int
+}
+
+// Local is what rules with Rule.Local compare frames with: the
+// interface's MAC address and its unicast addresses. The program holds
+// up to LocalSlots addresses of each family; frames to the others go to
+// the kernel, which delivers them as it would without XDP.
+type Local struct {
+	MAC   net.HardwareAddr
+	Addrs []netip.Addr
+}
+
+// LocalSlots is how many IPv4 and how many IPv6 addresses the program's
+// Local set holds.
+const LocalSlots = 16
+
+// Layout of the Local set's map value: the MAC (6 bytes), a valid flag,
+// a pad byte, LocalSlots IPv4 addresses, then LocalSlots IPv6 addresses,
+// each as the bytes lie in a frame.
+const (
+	localValid     = 6
+	localV4        = 8
+	localV6        = localV4 + 4*LocalSlots
+	localValueSize = localV6 + 16*LocalSlots
+)
+
+// encode returns the map value of l: the MAC and the first LocalSlots
+// unicast addresses of each family (unmapped, zones dropped), sorted so
+// that the same set always encodes the same way.
+func (l Local) encode() []byte {
+	v := make([]byte, localValueSize)
+	if len(l.MAC) != 6 {
+		return v // no MAC: nothing matches
+	}
+	copy(v, l.MAC)
+	v[localValid] = 1
+	addrs := make([]netip.Addr, 0, len(l.Addrs))
+	for _, a := range l.Addrs {
+		a = a.Unmap().WithZone("")
+		if a.IsValid() && !a.IsUnspecified() && !a.IsMulticast() {
+			addrs = append(addrs, a)
+		}
+	}
+	slices.SortFunc(addrs, netip.Addr.Compare)
+	addrs = slices.Compact(addrs)
+	n4, n6 := 0, 0
+	for _, a := range addrs {
+		switch {
+		case a.Is4() && n4 < LocalSlots:
+			b := a.As4()
+			copy(v[localV4+4*n4:], b[:])
+			n4++
+		case a.Is6() && n6 < LocalSlots:
+			b := a.As16()
+			copy(v[localV6+16*n6:], b[:])
+			n6++
+		}
+	}
+	return v
 }
 
 // Metadata layout written by the program when RxHash is set: hash u32,

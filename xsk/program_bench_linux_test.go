@@ -43,7 +43,7 @@ func BenchmarkFilterProgram(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer xsks.Close()
-			insns, err := buildInstructions(xsks.FD(), cfg, 0, xdpTX)
+			insns, err := buildInstructions(progMaps{xsks: xsks}, cfg, build{noSocket: xdpTX})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -36,6 +35,12 @@ type Program struct {
 	borrowed bool
 	// member: prog is one of a libxdp dispatcher's programs.
 	member *member
+	// local is the Local set of rules with Rule.Local (nil without).
+	local *ebpf.Map
+	// watch notices that someone else detached the program (Err); socks
+	// are the sockets registered by Register, under watch.mu.
+	watch detachWatch
+	socks map[int]*Socket
 }
 
 // NewProgram builds the program for the interface with index ifindex (in
@@ -96,6 +101,11 @@ func newProgram(ifindex int, cfg ProgramConfig, before func(*Program) error) (_ 
 			p.Close()
 		}
 	}()
+	if hasLocal(cfg.Filter) {
+		if p.local, err = newLocalMap(); err != nil {
+			return nil, err
+		}
+	}
 	cfg.BPF = filterProg
 	if join {
 		if before != nil {
@@ -104,14 +114,14 @@ func newProgram(ifindex int, cfg ProgramConfig, before func(*Program) error) (_ 
 			}
 		}
 		p.prog, p.member, p.mode, err = joinDispatcher(ifindex, cfg.Attach, cfg.Priority, func(target *ebpf.Program, slot string) (*ebpf.Program, error) {
-			return loadProgram(ifindex, xsks, cfg, &extension{target, slot})
+			return loadProgram(ifindex, p.maps(), cfg, &extension{target, slot})
 		})
 		if err != nil {
 			return nil, err
 		}
 		return p, nil
 	}
-	p.prog, err = loadProgram(ifindex, xsks, cfg, nil)
+	p.prog, err = loadProgram(ifindex, p.maps(), cfg, nil)
 	if err != nil && cfg.RxHash && errors.Is(err, ErrNotSupported) {
 		return nil, fmt.Errorf("RX hash metadata: %w", err)
 	}
@@ -127,6 +137,15 @@ func newProgram(ifindex int, cfg ProgramConfig, before func(*Program) error) (_ 
 		return nil, err
 	}
 	return p, nil
+}
+
+// maps returns the maps the program's instructions refer to.
+func (p *Program) maps() progMaps { return progMaps{xsks: p.xsks, local: p.local} }
+
+// progMaps are the maps the redirect program uses: the XSKMAP, and the
+// Local set when a rule has Rule.Local.
+type progMaps struct {
+	xsks, local *ebpf.Map
 }
 
 func newXSKMap(queues int) (*ebpf.Map, error) {
@@ -226,7 +245,7 @@ type extension struct {
 
 // loadProgram loads xdpio's redirect program: an XDP program, or, with
 // ext, an extension replacing ext.slot of a dispatcher.
-func loadProgram(ifindex int, xsks *ebpf.Map, cfg ProgramConfig, ext *extension) (*ebpf.Program, error) {
+func loadProgram(ifindex int, maps progMaps, cfg ProgramConfig, ext *extension) (*ebpf.Program, error) {
 	var kfunc btf.TypeID
 	if cfg.RxHash {
 		id, err := kfuncID("bpf_xdp_metadata_rx_hash")
@@ -235,36 +254,47 @@ func loadProgram(ifindex int, xsks *ebpf.Map, cfg ProgramConfig, ext *extension)
 		}
 		kfunc = id
 	}
-	insns, err := buildInstructions(xsks.FD(), cfg, kfunc, xdpPass)
+	spec := func(frags bool) (*ebpf.ProgramSpec, error) {
+		insns, err := buildInstructions(maps, cfg, build{kfunc: kfunc, noSocket: xdpPass, buffLen: frags || ext != nil})
+		if err != nil {
+			return nil, err
+		}
+		spec := &ebpf.ProgramSpec{
+			Name:         "xdpio_redirect",
+			Type:         ebpf.XDP,
+			Instructions: insns,
+			// The program is our own; the kernel wants a GPL-compatible
+			// license string for kfuncs.
+			License: "Dual MIT/GPL",
+		}
+		if frags {
+			spec.Flags = unix.BPF_F_XDP_HAS_FRAGS
+		}
+		if cfg.RxHash {
+			spec.Flags |= unix.BPF_F_XDP_DEV_BOUND_ONLY
+			spec.Ifindex = uint32(ifindex)
+		}
+		if ext != nil {
+			// The dispatcher carries the frags flag for all its programs; the
+			// extension's prototype must match the stub's.
+			spec.Type, spec.Flags = ebpf.Extension, 0
+			spec.AttachTarget, spec.AttachTo = ext.target, ext.slot
+			spec.Instructions[0] = btf.WithFuncMetadata(spec.Instructions[0], &btf.Func{Name: spec.Name, Type: xdpFuncProto(), Linkage: btf.GlobalFunc})
+		}
+		return spec, nil
+	}
+	s, err := spec(true)
 	if err != nil {
 		return nil, err
 	}
-	spec := &ebpf.ProgramSpec{
-		Name:         "xdpio_redirect",
-		Type:         ebpf.XDP,
-		Instructions: insns,
-		// The program is our own; the kernel wants a GPL-compatible
-		// license string for kfuncs.
-		License: "Dual MIT/GPL",
-		Flags:   unix.BPF_F_XDP_HAS_FRAGS,
-	}
-	if cfg.RxHash {
-		spec.Flags |= unix.BPF_F_XDP_DEV_BOUND_ONLY
-		spec.Ifindex = uint32(ifindex)
-	}
-	if ext != nil {
-		// The dispatcher carries the frags flag for all its programs; the
-		// extension's prototype must match the stub's.
-		spec.Type, spec.Flags = ebpf.Extension, 0
-		spec.AttachTarget, spec.AttachTo = ext.target, ext.slot
-		spec.Instructions = slices.Clone(insns)
-		spec.Instructions[0] = btf.WithFuncMetadata(spec.Instructions[0], &btf.Func{Name: spec.Name, Type: xdpFuncProto(), Linkage: btf.GlobalFunc})
-	}
-	prog, err := ebpf.NewProgramWithOptions(spec, ebpf.ProgramOptions{LogDisabled: false})
-	if err != nil && spec.Flags&unix.BPF_F_XDP_HAS_FRAGS != 0 && errors.Is(err, unix.EINVAL) {
-		// Kernels before 5.18 do not know frags-aware programs.
-		spec.Flags &^= unix.BPF_F_XDP_HAS_FRAGS
-		prog, err = ebpf.NewProgramWithOptions(spec, ebpf.ProgramOptions{})
+	prog, err := ebpf.NewProgramWithOptions(s, ebpf.ProgramOptions{LogDisabled: false})
+	if err != nil && ext == nil && errors.Is(err, unix.EINVAL) {
+		// Kernels before 5.18 know neither frags-aware programs nor
+		// bpf_xdp_get_buff_len: measure the frame from its pointers.
+		if s, err = spec(false); err != nil {
+			return nil, err
+		}
+		prog, err = ebpf.NewProgramWithOptions(s, ebpf.ProgramOptions{})
 	}
 	if err != nil && ext != nil && errors.Is(err, unix.EPERM) {
 		return nil, fmt.Errorf("load as an extension (freplace) of the libxdp dispatcher's %s: refused (EPERM): it needs CAP_BPF and CAP_PERFMON, "+
@@ -302,13 +332,26 @@ const (
 	xdpTX           = 3
 )
 
+// build says how buildInstructions writes the program.
+type build struct {
+	// kfunc is bpf_xdp_metadata_rx_hash's BTF ID (ProgramConfig.RxHash),
+	// or 0.
+	kfunc btf.TypeID
+	// noSocket is the action when no socket is registered for the
+	// frame's queue: XDP_PASS, or XDP_TX for Verdicts.
+	noSocket int32
+	// buffLen measures frames with bpf_xdp_get_buff_len (every buffer of
+	// a multi-buffer frame; Linux 5.18), not by their first buffer.
+	buffLen bool
+}
+
 // buildInstructions writes the redirect program. Registers: R6 context,
 // R2/R3 packet start/end, R7 EtherType, R8 IP protocol (256: none), R9
 // destination port (65536: none); a classic BPF filter (cfg.BPF) uses its
-// own (see filter.XDP). noSocket is the action when no socket is
-// registered for the frame's queue: XDP_PASS, or XDP_TX for Verdicts.
-func buildInstructions(mapFD int, cfg ProgramConfig, kfunc btf.TypeID, noSocket int32) (asm.Instructions, error) {
+// own (see filter.XDP).
+func buildInstructions(maps progMaps, cfg ProgramConfig, bld build) (asm.Instructions, error) {
 	rules := cfg.Filter
+	kfunc, noSocket := bld.kfunc, bld.noSocket
 	var in asm.Instructions
 	in = append(in, asm.Mov.Reg(asm.R6, asm.R1))
 
@@ -384,6 +427,12 @@ func buildInstructions(mapFD int, cfg ProgramConfig, kfunc btf.TypeID, noSocket 
 			if p, ok := r.dst(); ok {
 				in = append(in, dstInstructions(p, next)...)
 			}
+			if r.Local {
+				if maps.local == nil {
+					return nil, fmt.Errorf("filter rule %d: Rule.Local without the Local set's map", i)
+				}
+				in = append(in, localInstructions(maps.local.FD(), next, strconv.Itoa(i))...)
+			}
 			in = append(in, asm.Ja.Label("redirect"))
 			in[first] = in[first].WithSymbol("rule_" + strconv.Itoa(i))
 		}
@@ -393,15 +442,47 @@ func buildInstructions(mapFD int, cfg ProgramConfig, kfunc btf.TypeID, noSocket 
 		)
 	}
 
+	in = append(in, maxFrameInstructions(cfg.MaxFrame, bld.buffLen)...)
 	in = append(in,
-		asm.LoadMem(asm.R2, asm.R6, ctxRxQueueIndex, asm.Word).WithSymbol("redirect"),
-		asm.LoadMapPtr(asm.R1, mapFD),
+		asm.LoadMem(asm.R2, asm.R6, ctxRxQueueIndex, asm.Word),
+		asm.LoadMapPtr(asm.R1, maps.xsks.FD()),
 		// flags: the action when no socket is registered for the queue.
 		asm.Mov.Imm(asm.R3, noSocket),
 		asm.FnRedirectMap.Call(),
 		asm.Return(),
 	)
 	return in, nil
+}
+
+// maxFrameInstructions begin the redirect (label "redirect"): a frame
+// longer than max bytes passes to the kernel. With buffLen it is measured
+// with bpf_xdp_get_buff_len (every buffer of a multi-buffer frame), else
+// by its one buffer's pointers. R6 is the context; R1-R5 are free.
+func maxFrameInstructions(max int, buffLen bool) asm.Instructions {
+	if max <= 0 {
+		return asm.Instructions{asm.Mov.Imm(asm.R0, 0).WithSymbol("redirect")}
+	}
+	max = min(max, 0xffff)
+	if buffLen {
+		return asm.Instructions{
+			asm.Mov.Reg(asm.R1, asm.R6).WithSymbol("redirect"),
+			asm.FnXdpGetBuffLen.Call(),
+			asm.JGT.Imm(asm.R0, int32(max), "too_long"),
+			asm.Ja.Label("fits"),
+			asm.Mov.Imm(asm.R0, xdpPass).WithSymbol("too_long"),
+			asm.Return(),
+			asm.Mov.Imm(asm.R0, 0).WithSymbol("fits"),
+		}
+	}
+	return asm.Instructions{
+		asm.LoadMem(asm.R2, asm.R6, ctxData, asm.Word).WithSymbol("redirect"),
+		asm.LoadMem(asm.R3, asm.R6, ctxDataEnd, asm.Word),
+		asm.Add.Imm(asm.R2, int32(max)),
+		asm.JLE.Reg(asm.R3, asm.R2, "fits"), // end <= start + max
+		asm.Mov.Imm(asm.R0, xdpPass),
+		asm.Return(),
+		asm.Mov.Imm(asm.R0, 0).WithSymbol("fits"),
+	}
 }
 
 // dstInstructions jump to next unless the frame's destination address lies
@@ -567,11 +648,24 @@ func (p *Program) attach(mode AttachMode) error {
 // Mode returns the mode the program was attached in (driver or generic).
 func (p *Program) Mode() AttachMode { return p.mode }
 
-// Register makes the program redirect frames of queue to s.
+// Register makes the program redirect frames of queue to s. From then on
+// the RX waits of s also end when the program is detached by someone else
+// (ErrDetached, see Err).
 func (p *Program) Register(queue int, s *Socket) error {
 	if err := p.xsks.Put(uint32(queue), uint32(s.FD())); err != nil {
 		return &OpError{Op: "register socket in XSKMAP for", Ifindex: p.ifindex, Queue: queue, Err: err}
 	}
+	w := &p.watch
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if p.socks == nil {
+		p.socks = map[int]*Socket{}
+	}
+	if old := p.socks[queue]; old != nil && old != s {
+		old.setProgram(nil)
+	}
+	p.socks[queue] = s
+	s.setProgram(p)
 	return nil
 }
 
@@ -595,6 +689,13 @@ func (p *Program) Unregister(queue int) error {
 	if err := p.xsks.Delete(uint32(queue)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return &OpError{Op: "unregister socket from XSKMAP for", Ifindex: p.ifindex, Queue: queue, Err: err}
 	}
+	w := &p.watch
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s := p.socks[queue]; s != nil {
+		s.setProgram(nil)
+		delete(p.socks, queue)
+	}
 	return nil
 }
 
@@ -615,6 +716,10 @@ func (p *Program) ProgramID() (uint32, error) {
 // libxdp dispatcher leaves it: the dispatcher is rebuilt without it, or
 // detached when it was the last one.
 func (p *Program) Close() error {
+	w := &p.watch
+	w.closing.Store(true)
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	var first error
 	if p.member != nil {
 		if err := p.member.leave(p.ifindex); err != nil {
@@ -636,6 +741,10 @@ func (p *Program) Close() error {
 		p.xsks.Close()
 	}
 	p.xsks = nil
+	if p.local != nil {
+		p.local.Close()
+		p.local = nil
+	}
 	return first
 }
 
@@ -707,6 +816,12 @@ func xdpLink(prog ebpf.ProgramID) (link.ID, bool) {
 // but for the action when no socket is registered, which is what tells the
 // two apart here. Frames must be at least 14 bytes long.
 func Verdicts(cfg ProgramConfig, frames [][]byte) ([]bool, error) {
+	return verdicts(cfg, nil, frames)
+}
+
+// verdicts is Verdicts with the Local set of rules with Rule.Local filled
+// from local (nil: left empty).
+func verdicts(cfg ProgramConfig, local *Local, frames [][]byte) ([]bool, error) {
 	if cfg.UserMap != nil || cfg.UserProgram != nil || cfg.RxHash {
 		return nil, invalid("ProgramConfig", "UserMap/UserProgram/RxHash", "Verdicts runs xdpio's own filter only")
 	}
@@ -715,16 +830,26 @@ func Verdicts(cfg ProgramConfig, frames [][]byte) ([]bool, error) {
 		return nil, err
 	}
 	cfg.BPF = prog
-	xsks, err := newXSKMap(1)
+	p := &Program{}
+	defer p.Close()
+	if p.xsks, err = newXSKMap(1); err != nil {
+		return nil, err
+	}
+	if hasLocal(cfg.Filter) {
+		if p.local, err = newLocalMap(); err != nil {
+			return nil, err
+		}
+		if local != nil {
+			if err := p.SetLocal(*local); err != nil {
+				return nil, err
+			}
+		}
+	}
+	insns, err := buildInstructions(p.maps(), cfg, build{noSocket: xdpTX})
 	if err != nil {
 		return nil, err
 	}
-	defer xsks.Close()
-	insns, err := buildInstructions(xsks.FD(), cfg, 0, xdpTX)
-	if err != nil {
-		return nil, err
-	}
-	p, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+	run, err := ebpf.NewProgram(&ebpf.ProgramSpec{
 		Name:         "xdpio_verdicts",
 		Type:         ebpf.XDP,
 		Instructions: insns,
@@ -733,13 +858,13 @@ func Verdicts(cfg ProgramConfig, frames [][]byte) ([]bool, error) {
 	if err != nil {
 		return nil, bpfError("load program", err)
 	}
-	defer p.Close()
+	defer run.Close()
 	out := make([]bool, len(frames))
 	for i, f := range frames {
 		if len(f) < 14 {
 			return nil, invalid(fmt.Sprintf("frame %d", i), len(f), "shorter than an Ethernet header (14 bytes)")
 		}
-		ret, err := p.Run(&ebpf.RunOptions{Data: f})
+		ret, err := run.Run(&ebpf.RunOptions{Data: f})
 		if err != nil {
 			return nil, fmt.Errorf("frame %d: %w", i, bpfError("BPF_PROG_RUN", err))
 		}

@@ -59,6 +59,9 @@ type Socket struct {
 	// by a TX side that spins without waiting.
 	gone       atomic.Pointer[error]
 	fatalProbe uint32
+	// prog is the Program the socket is registered with, whose detach
+	// its RX waits look for (Program.Err).
+	prog atomic.Pointer[Program]
 
 	ctr counters
 
@@ -74,6 +77,10 @@ type Socket struct {
 
 	busy   atomic.Int32
 	closed atomic.Bool
+	// final is what Stats returns after Close: the counters Close read
+	// before it closed the descriptor; closeDone is closed once it did.
+	final     atomic.Pointer[Stats]
+	closeDone chan struct{}
 }
 
 type counters struct {

@@ -37,7 +37,7 @@ func NewSocket(u *UMEM, ifindex, queue int, cfg SocketConfig) (_ *Socket, err er
 	if err != nil {
 		return nil, err
 	}
-	s := &Socket{fd: fd, eventFD: -1, umem: u, ifindex: ifindex, queue: queue, cfg: cfg}
+	s := &Socket{fd: fd, eventFD: -1, umem: u, ifindex: ifindex, queue: queue, cfg: cfg, closeDone: make(chan struct{})}
 	if ifi, err := net.InterfaceByIndex(ifindex); err == nil {
 		s.ifname = ifi.Name
 	}
@@ -373,7 +373,7 @@ func (s *Socket) Wait(timeout time.Duration, tx bool) (bool, error) {
 			return ready, err
 		}
 		if left == 0 {
-			return false, s.probeGone()
+			return false, s.probeRX()
 		}
 		timeout = left
 	}
@@ -398,7 +398,10 @@ func (s *Socket) Wait(timeout time.Duration, tx bool) (bool, error) {
 			return true, nil
 		}
 		if n == 0 {
-			return false, s.probeGone()
+			if tx {
+				return false, s.probeGone()
+			}
+			return false, s.probeRX()
 		}
 		if fds[0].Revents&(unix.POLLERR|unix.POLLNVAL) != 0 {
 			return true, &OpError{Op: "poll", Ifname: s.ifname, Ifindex: s.ifindex, Queue: s.queue, Err: fmt.Errorf("socket error (revents %#x)", fds[0].Revents)}
@@ -481,8 +484,26 @@ func (s *Socket) Close() error {
 	for s.busy.Load() != 0 {
 		time.Sleep(time.Millisecond)
 	}
+	if s.fd >= 0 {
+		if st, err := s.readStats(); err == nil {
+			s.final.Store(&st)
+		}
+	}
+	close(s.closeDone)
 	s.teardown()
 	return nil
+}
+
+// finalStats returns the counters Close kept, once it kept them.
+func (s *Socket) finalStats() (Stats, error) {
+	if s.closeDone == nil {
+		return Stats{}, ErrClosed
+	}
+	<-s.closeDone
+	if st := s.final.Load(); st != nil {
+		return *st, nil
+	}
+	return Stats{}, ErrClosed
 }
 
 func (s *Socket) teardown() {

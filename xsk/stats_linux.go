@@ -12,14 +12,22 @@ import (
 // Stats returns the socket's counters. It may be called from any
 // goroutine. The frame accounting is published after each operation, so it
 // is exact when read by the goroutine that owns the socket; read from
-// another goroutine it may mix two consecutive operations.
+// another goroutine it may mix two consecutive operations. After Close it
+// returns the counters as they were when the socket closed (the kernel's
+// read last, just before its descriptor was closed), so that what the
+// kernel dropped stays visible.
 func (s *Socket) Stats() (Stats, error) {
-	var st Stats
-	var raw unix.XDPStatistics
 	if !s.enter() {
-		return st, ErrClosed
+		return s.finalStats()
 	}
 	defer s.leave()
+	return s.readStats()
+}
+
+// readStats reads the counters; the caller keeps the descriptor open.
+func (s *Socket) readStats() (Stats, error) {
+	var st Stats
+	var raw unix.XDPStatistics
 	n, err := getsockopt(s.fd, unix.SOL_XDP, unix.XDP_STATISTICS, unsafe.Pointer(&raw), unsafe.Sizeof(raw))
 	if err != nil {
 		return st, fmt.Errorf("getsockopt XDP_STATISTICS: %w", err)

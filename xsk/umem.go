@@ -108,6 +108,11 @@ type UMEM struct {
 // FrameSize returns the size of one frame.
 func (u *UMEM) FrameSize() int { return int(u.frameSize) }
 
+// RxFrameLen returns the longest packet one frame holds on receive: the
+// frame less the kernel's headroom (256 bytes) and UMEMConfig.Headroom.
+// Longer packets need a multi-buffer socket (SocketConfig.MultiBuffer).
+func (u *UMEM) RxFrameLen() int { return int(u.frameSize) - packetHeadroom - u.cfg.Headroom }
+
 // NumFrames returns the number of frames in the region.
 func (u *UMEM) NumFrames() int { return u.cfg.NumFrames }
 

@@ -75,6 +75,12 @@ func (p *Program) ProgramID() (uint32, error) { return 0, errOS }
 // Close does nothing.
 func (p *Program) Close() error { return nil }
 
+// SetLocal returns ErrNotSupported.
+func (p *Program) SetLocal(l Local) error { return errOS }
+
+// Err returns nil: off Linux there is no program to detach.
+func (p *Program) Err() error { return nil }
+
 // Open returns ErrNotSupported: AF_XDP exists only on Linux.
 func Open(ifname string, cfg Config) (*Device, error) { return nil, errOS }
 
