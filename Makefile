@@ -1,7 +1,7 @@
 # xdpio — make targets a newcomer needs. Everything installs what it uses.
 SHELL := /bin/bash
 GO ?= go
-DEB_PKGS := iproute2 iputils-ping ethtool iperf3 tcpdump tshark strace procps python3-yaml linux-source-6.12 xdp-tools bpftool
+DEB_PKGS := iproute2 iputils-ping ethtool iperf3 tcpdump tshark strace procps python3-yaml linux-source-6.12 xdp-tools bpftool nftables
 # The separate modules under contrib/ (adapters for wireguard-go and
 # quic-go, so that the core module does not pull their dependencies).
 CONTRIB := $(sort $(dir $(wildcard contrib/*/go.mod)))

@@ -99,6 +99,16 @@ type Config struct {
 	// which takes fewer wake-ups than one per arrival. The conn's own
 	// reads are not coalesced.
 	Coalesce *coalesce.Params
+	// Expr narrows what the conn takes through AF_XDP to the datagrams
+	// that also match a tcpdump (pcap-filter) expression, compiled into
+	// its XDP program by package filter: "src net 198.18.0.0/15" (an
+	// allow list), "not src host 198.18.0.66" (a deny list). The others go
+	// to the kernel's stack as if there were no conn, where the firewall
+	// (nftables, iptables), which never sees AF_XDP traffic, applies its
+	// rules before the conn's kernel socket gets what they let through.
+	// Empty: every datagram to the conn's address and port. An expression
+	// package filter cannot compile fails ListenUDP with ErrInvalidConfig.
+	Expr string
 	// ResolveTimeout is how long the conn waits for the kernel to
 	// resolve a next hop's link-layer address (ARP or neighbour
 	// discovery) before writes to it fail with EHOSTUNREACH; default 3 s.

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -84,6 +85,14 @@ type UDPConn struct {
 	rdl    atomic.Int64 // read deadline, Unix nanoseconds; 0: none
 	wdl    atomic.Int64 // write deadline
 	kernel *Queue       // == queues[len(queues)-1]
+
+	// view is what the frame checks compare with (localView), kept
+	// current from the resolver's address notifications, as is the XDP
+	// program's Local set; localMu orders their updates.
+	view     atomic.Pointer[localView]
+	localMu  sync.Mutex
+	prog     *xsk.Program // under localMu: nil until open has it, and after Close
+	detached atomic.Bool  // the XDP program was detached by someone else
 }
 
 // ListenUDP opens a UDP endpoint on laddr over AF_XDP on the interface
@@ -135,6 +144,7 @@ func open(ifname string, laddr, raddr netip.AddrPort, cfg Config) (_ *UDPConn, e
 	}
 	c := &UDPConn{cfg: cfg, ifname: ifname, ifindex: ifi.Index, mac: ifi.HardwareAddr, mtu: ifi.MTU, ksFD: -1, wakeFD: -1,
 		seed: maphash.MakeSeed(), done: make(chan struct{})}
+	raddr = c.peer(raddr)
 	defer func() {
 		if err != nil {
 			c.release()
@@ -152,14 +162,21 @@ func open(ifname string, laddr, raddr netip.AddrPort, cfg Config) (_ *UDPConn, e
 	if err != nil {
 		return nil, fmt.Errorf("eventfd: %w", err)
 	}
-	c.res, err = nexthop.New(ifi.Index, nexthop.Options{ResolveTimeout: cfg.ResolveTimeout})
+	res, err := nexthop.New(ifi.Index, nexthop.Options{ResolveTimeout: cfg.ResolveTimeout, OnLocal: func(nexthop.Local) { c.applyLocal() }})
 	if err != nil {
 		return nil, fmt.Errorf("next-hop resolver: %w", err)
 	}
+	c.localMu.Lock()
+	c.res = res
+	c.localMu.Unlock()
+	c.applyLocal()
 	c.parser = newRxParser(c.laddr.Addr(), c.laddr.Port(), cfg.Ports, cfg.RxChecksum)
+	c.parser.view, c.parser.zone = &c.view, ifname
 	c.copyParser = c.parser
 	c.copyParser.deferSum = true
-	rule := xsk.Rule{Protocol: protoUDP, DstPortMin: c.laddr.Port(), DstPortMax: c.laddr.Port() + uint16(cfg.Ports-1), Untagged: true}
+	// Only datagrams to this host, as the kernel would take them: to the
+	// interface's MAC and one of its addresses (Rule.Local).
+	rule := xsk.Rule{Protocol: protoUDP, DstPortMin: c.laddr.Port(), DstPortMax: c.laddr.Port() + uint16(cfg.Ports-1), Untagged: true, Local: true}
 	switch a := c.laddr.Addr(); {
 	case !a.IsUnspecified():
 		rule.Dst = netip.PrefixFrom(a, a.BitLen())
@@ -168,7 +185,7 @@ func open(ifname string, laddr, raddr netip.AddrPort, cfg Config) (_ *UDPConn, e
 	}
 	xc := xsk.Config{
 		Queues:  cfg.Queues,
-		Program: xsk.ProgramConfig{Filter: []xsk.Rule{rule}, Attach: cfg.Attach, Share: cfg.Share},
+		Program: xsk.ProgramConfig{Filter: []xsk.Rule{rule}, Expr: cfg.Expr, Attach: cfg.Attach, Share: cfg.Share},
 		Socket:  xsk.SocketConfig{Bind: cfg.Bind, TxBudget: max(cfg.BatchSize, 64)}, // the readers nap themselves (Config.RxNap)
 		UMEM:    xsk.UMEMConfig{NumFrames: cfg.FramesPerQueue},
 	}
@@ -184,6 +201,12 @@ func open(ifname string, laddr, raddr netip.AddrPort, cfg Config) (_ *UDPConn, e
 	if err != nil {
 		return nil, err
 	}
+	c.localMu.Lock()
+	c.prog = c.dev.Program()
+	c.localMu.Unlock()
+	if err := c.applyLocal(); err != nil {
+		return nil, err
+	}
 	for _, s := range c.dev.Sockets() {
 		c.queues = append(c.queues, newQueue(c, s))
 	}
@@ -192,6 +215,53 @@ func open(ifname string, laddr, raddr netip.AddrPort, cfg Config) (_ *UDPConn, e
 	c.rnap = xsk.NewNapper(cfg.RxNap, c.dev.Sockets()...)
 	c.rfds = make([]unix.PollFd, len(c.queues)+len(c.kss))
 	return c, nil
+}
+
+// applyLocal brings the frame checks' view and the XDP program's Local set
+// up to the resolver's current view of the host's addresses. The resolver
+// calls it on every change; until the program has a set, frames to the
+// conn's port go to the kernel socket.
+func (c *UDPConn) applyLocal() error {
+	c.localMu.Lock()
+	defer c.localMu.Unlock()
+	if c.res == nil {
+		return nil // New is returning: open calls again
+	}
+	l := c.res.Local()
+	c.view.Store(newLocalView(l.MAC, l.Addrs, l.Host))
+	if c.prog == nil {
+		return nil
+	}
+	return c.prog.SetLocal(xsk.Local{MAC: l.MAC, Addrs: l.Addrs})
+}
+
+// peer returns a as the conn addresses it: IPv4-mapped addresses
+// unmapped, and a link-local IPv6 address with the conn's interface as its
+// zone when it has none (or names the interface by its index), so that the
+// kernel socket sends it out of that interface.
+func (c *UDPConn) peer(a netip.AddrPort) netip.AddrPort {
+	a = unmapAP(a)
+	ip := a.Addr()
+	if ip.Is6() && (ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast()) {
+		if z := ip.Zone(); z == "" || z == strconv.Itoa(c.ifindex) {
+			return netip.AddrPortFrom(ip.WithZone(c.ifname), a.Port())
+		}
+	}
+	return a
+}
+
+// zoned gives a link-local source read from the kernel socket its zone:
+// the conn's interface, or the interface the kernel names (scope).
+func (c *UDPConn) zoned(a netip.AddrPort, scope uint32) netip.AddrPort {
+	z := c.ifname
+	if scope != 0 && int(scope) != c.ifindex {
+		if ifi, err := net.InterfaceByIndex(int(scope)); err == nil {
+			z = ifi.Name
+		} else {
+			z = strconv.Itoa(int(scope))
+		}
+	}
+	return netip.AddrPortFrom(a.Addr().WithZone(z), a.Port())
 }
 
 // kernelSock is the kernel UDP socket reserving one of the conn's ports.
@@ -423,6 +493,10 @@ func (c *UDPConn) Close() error {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
 		close(c.done)
+		c.Detached() // remembered for Stats after Close
+		c.localMu.Lock()
+		c.prog = nil
+		c.localMu.Unlock()
 		if p := c.dev.Program(); p != nil {
 			c.closeErr = p.Close()
 		}
@@ -542,13 +616,36 @@ func (c *UDPConn) Queues() []*Queue {
 }
 
 // Stats returns the counters of every queue, the kernel socket's last.
-// It may be called from any goroutine.
+// It may be called from any goroutine, also after Close: the counters are
+// then those at Close, the kernel's included.
 func (c *UDPConn) Stats() Stats {
 	var st Stats
 	for _, q := range c.queues {
 		st.Queues = append(st.Queues, q.Stats())
 	}
+	st.Detached = c.Detached()
 	return st
+}
+
+// Detached reports whether someone else detached the conn's XDP program
+// (bpftool link detach, ip link set DEV xdp off, xdp-loader unload; see
+// xsk.ErrDetached). The conn then goes on through its kernel socket: the
+// conn's own reads and Group deliver what the kernel delivers to it,
+// writes still go out through the AF_XDP sockets, and the readers of the
+// AF_XDP queues (Queue.ReadView, Queue.ReadBatch) end with an error
+// matching xsk.ErrDetached. It asks the kernel (one bpf syscall) unless it
+// knows already, and stays true after Close.
+func (c *UDPConn) Detached() bool {
+	if c.detached.Load() {
+		return true
+	}
+	c.localMu.Lock()
+	p := c.prog
+	c.localMu.Unlock()
+	if p != nil && errors.Is(p.Err(), xsk.ErrDetached) {
+		c.detached.Store(true)
+	}
+	return c.detached.Load()
 }
 
 // opErr wraps err the way net.UDPConn does.

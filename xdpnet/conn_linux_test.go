@@ -547,9 +547,18 @@ func TestDamagedFramesCounted(t *testing.T) {
 	if n, _, err := c.ReadFromUDPAddrPort(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("a damaged datagram was delivered: %q, %v", buf[:n], err)
 	}
-	d := c.Stats().Total().Drops
+	tot := c.Stats().Total()
+	d := tot.Drops
 	if d.PartialChecksum != 10 || d.BadChecksum != 2 || d.Malformed != 1 {
 		t.Errorf("drops %+v, want 10 partial checksums, 2 bad checksums, 1 malformed", d)
+	}
+	// A dropped datagram is a drop only: the copying read sums the
+	// checksum while it copies, and once counted it twice.
+	if tot.Datagrams != 1 || tot.Bytes != uint64(len("a good datagram")) {
+		t.Errorf("%d datagrams, %d bytes counted; want the one good datagram", tot.Datagrams, tot.Bytes)
+	}
+	if tot.Socket.RxFrames != tot.Datagrams+d.Total() {
+		t.Errorf("the socket took %d frames; %d datagrams + %d drops", tot.Socket.RxFrames, tot.Datagrams, d.Total())
 	}
 	// Accepted where asked for: the kernel's own datagrams over veth.
 	c.Close()

@@ -22,6 +22,69 @@
 // neighbour discovery, ICMP and every other port stay with it. If the
 // process dies, the kernel detaches the XDP program itself.
 //
+// # What a conn takes, and what it leaves to the firewall
+//
+// A conn bypasses the kernel's stack, so it makes the kernel's receive
+// checks itself, and takes only what a kernel UDP socket on its address
+// would get:
+//
+//   - Addressed to this host: the XDP program redirects a frame only when
+//     its destination MAC is the interface's own and its destination
+//     address one of the interface's unicast addresses (kept current from
+//     the kernel's address notifications), or the conn's address. Frames
+//     to other hosts (a router's transit traffic, what a promiscuous NIC
+//     sees), to other MACs, and broadcast and multicast datagrams stay
+//     with the kernel, which delivers to the conn's kernel socket what it
+//     would deliver to any socket (a broadcast, a group joined on it,
+//     another address of the host: Linux's weak host model).
+//   - Martian sources, dropped and counted (Drops.MartianSource), as the
+//     kernel drops them: for IPv4 0.0.0.0, 127.0.0.0/8, multicast,
+//     255.255.255.255 and this host's own addresses (ip_route_input and
+//     fib_validate_source with accept_local off); for IPv6 ::1 and
+//     multicast (ip6_rcv_core). Linux 6.18 delivers IPv6 datagrams from
+//     ::, from IPv4-mapped addresses and from the host's own addresses,
+//     and so does a conn (TestKernelReceiveChecks compares the two).
+//   - Well formed: untagged Ethernet, IPv4 (not a fragment) or IPv6 (no
+//     extension headers), UDP, lengths consistent, checksums right (see
+//     Receiving).
+//   - Loopback: a conn serves its interface's network. It neither sends
+//     to loopback addresses (writes fail with an error matching
+//     syscall.ENETUNREACH) nor reads datagrams from them (those that reach
+//     its kernel socket are dropped and counted as MartianSource), so no
+//     datagram, spoofed or not, can start an exchange with the host's own
+//     sockets.
+//
+// What it does not check: reverse-path filtering (rp_filter), the
+// firewall (netfilter: nftables and iptables rules on the port never see
+// AF_XDP traffic), and socket filters (SO_ATTACH_FILTER on the kernel
+// socket applies to the kernel's datagrams only). To keep a firewall rule,
+// narrow what the conn takes with Config.Expr, a tcpdump expression
+// compiled into the XDP program ("not src net 203.0.113.0/24", "src net
+// 198.18.0.0/15"): the datagrams it turns away go through the kernel's
+// stack, where the firewall decides, and the conn reads what the firewall
+// lets through from its kernel socket.
+//
+// A frame longer than a UMEM frame holds (an MTU above about 3800 bytes)
+// also goes through the kernel, and the conn reads the datagram from its
+// kernel socket; writes of that size go out through it too. Nothing is
+// lost to the MTU.
+//
+// Link-local IPv6 peers carry the conn's interface as their zone
+// (fe80::1%eth1) when read, and writes to a link-local address without a
+// zone go out of the conn's interface; one with another interface's zone
+// fails with an error matching syscall.ENETUNREACH.
+//
+// # When someone detaches the program
+//
+// An administrator may detach the conn's XDP program (bpftool link
+// detach, ip link set DEV xdp off, xdp-loader unload). The conn notices
+// within about half a second and goes on through its kernel socket:
+// UDPConn.Detached and Stats().Detached say so, the conn's own reads and
+// Group deliver what the kernel delivers to the kernel socket, writes still
+// leave through the AF_XDP sockets, and a Queue reader of an AF_XDP queue
+// ends with an error matching xsk.ErrDetached (nothing reaches it again;
+// the KernelQueue reader goes on).
+//
 // # Two ways to read
 //
 // The conn's own methods (ReadFrom, ReadFromUDPAddrPort, ReadBatch) are
@@ -60,10 +123,12 @@
 //
 // # Receiving
 //
-// Each frame is checked: an untagged Ethernet frame with IPv4 (not a
-// fragment) or IPv6 (no extension headers), UDP to the conn's address and
-// port, lengths consistent, checksums right (Config.RxChecksum). What
-// fails is never delivered, and is counted by cause in Stats. Datagrams
+// Each frame is checked: an untagged Ethernet frame to the interface's
+// MAC, with IPv4 (not a fragment) or IPv6 (no extension headers), UDP to
+// the conn's address and port, from a source that is not martian, lengths
+// consistent, checksums right (Config.RxChecksum). What fails is never
+// delivered, and is counted by cause in Stats, which keeps its counters,
+// the kernel's drops included, after Close. Datagrams
 // the XDP program leaves to the kernel (IPv4 fragments, which the kernel
 // reassembles; queues without a socket) arrive on the kernel socket and
 // are read from it too. With Config.GRO, ReadBatch hands consecutive

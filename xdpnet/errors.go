@@ -8,8 +8,9 @@ import (
 
 var (
 	// ErrInvalidConfig is wrapped by errors about a Config field or a
-	// Message.
-	ErrInvalidConfig = errors.New("invalid configuration")
+	// Message. The same error as xsk.ErrInvalidConfig, so errors.Is
+	// matches whichever layer refused.
+	ErrInvalidConfig = errs.ErrInvalidConfig
 	// ErrReadConflict is returned by a read when the conn is already read
 	// another way: a conn is read through its own methods (ReadFrom,
 	// ReadBatch), through its Queues' read methods, or through one Group,

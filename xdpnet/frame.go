@@ -3,6 +3,7 @@ package xdpnet
 import (
 	"encoding/binary"
 	"net/netip"
+	"sync/atomic"
 
 	"github.com/xdpio/xdpio/offload"
 )
@@ -49,6 +50,9 @@ const (
 	causeZeroChecksum6
 	// causeOtherPeer: a connected conn got a datagram from another peer.
 	causeOtherPeer
+	// causeMartian: a source address no datagram from the conn's network
+	// may carry (see martian), which the kernel drops too.
+	causeMartian
 	numCauses
 )
 
@@ -114,6 +118,13 @@ type rxParser struct {
 	ports   int
 	mode    RxChecksum
 	wantDst bool // fill rxDatagram.dst's address too
+	// view, when set, is the conn's view of this host: frames must be to
+	// its MAC and (for an unspecified local address) to one of the
+	// interface's addresses, and not from one of the namespace's IPv4
+	// addresses. Without it only the fixed martian rules apply.
+	view *atomic.Pointer[localView]
+	// zone is the interface's name, the zone of link-local sources.
+	zone string
 	// deferSum leaves the UDP checksum of the payload to the caller,
 	// which sums it while it copies it (finishSum): one pass instead of
 	// two.
@@ -189,6 +200,12 @@ func (p *rxParser) parse(f []byte, d *rxDatagram) cause {
 	var l4 []byte
 	var pseudo uint64 // the pseudo-header's sum but for the length, 0: no UDP checksum to verify
 	verify := p.mode != RxChecksumNone
+	var v *localView
+	if p.view != nil {
+		if v = p.view.Load(); v == nil || [6]byte(f[0:6]) != v.mac {
+			return causeNotForUs // another host's frame (or no view yet)
+		}
+	}
 	if !lo.IPv6 {
 		ip := offload.IPv4(f[lo.L3:lo.L4])
 		switch p.match {
@@ -198,6 +215,13 @@ func (p *rxParser) parse(f []byte, d *rxDatagram) cause {
 			}
 		case matchExact6:
 			return causeNotForUs
+		default:
+			if v != nil && !v.has4(ip.Dst()) {
+				return causeNotForUs
+			}
+		}
+		if martian4(ip.Src(), v) {
+			return causeMartian
 		}
 		if verify {
 			// The header's words, end-around: 0xffff when right.
@@ -231,13 +255,25 @@ func (p *rxParser) parse(f []byte, d *rxDatagram) cause {
 			}
 		case matchExact4, matchAny4:
 			return causeNotForUs
+		default:
+			if v != nil && !v.has16(ip.Dst()) {
+				return causeNotForUs
+			}
+		}
+		src := ip.Src()
+		if martian16(&src) {
+			return causeMartian
 		}
 		if lo.Payload == 0 {
 			return causeMalformed
 		}
 		l4 = f[lo.L4:lo.End]
 		u := offload.UDP(l4)
-		d.src = netip.AddrPortFrom(netip.AddrFrom16(ip.Src()), u.SrcPort())
+		sa := netip.AddrFrom16(src)
+		if src[0] == 0xfe && src[1]&0xc0 == 0x80 {
+			sa = sa.WithZone(p.zone) // link-local: on the conn's interface
+		}
+		d.src = netip.AddrPortFrom(sa, u.SrcPort())
 		d.ecn = ip.TrafficClass() & 3
 		if p.wantDst {
 			d.dst = netip.AddrPortFrom(netip.AddrFrom16(ip.Dst()), u.DstPort())

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 
 	"github.com/gopacket/gopacket"
@@ -189,6 +190,61 @@ func TestParseRx(t *testing.T) {
 	}
 }
 
+// testView is a conn's view of host B: its MAC, its two addresses, and
+// another IPv4 address of its namespace.
+func testView() *atomic.Pointer[localView] {
+	v := &atomic.Pointer[localView]{}
+	v.Store(newLocalView(macB, []netip.Addr{bp4.Addr(), bp6.Addr()}, []netip.Addr{bp4.Addr(), bp6.Addr(), netip.MustParseAddr("198.19.77.1")}))
+	return v
+}
+
+// The frame checks of a conn bound to the unspecified address: only to
+// the interface's MAC and addresses, never from a martian source; the
+// kernel's own verdicts on these are in TestKernelReceiveChecks.
+func TestParseMartiansAndDestinations(t *testing.T) {
+	payload := []byte("martian?")
+	for _, tc := range []struct {
+		name     string
+		src, dst netip.AddrPort
+		mac      net.HardwareAddr
+		want     cause
+	}{
+		{"peer", ap4, bp4, macB, causeOK},
+		{"peer v6", ap6, bp6, macB, causeOK},
+		{"127.0.0.1", netip.MustParseAddrPort("127.0.0.1:9"), bp4, macB, causeMartian},
+		{"0.0.0.0", netip.MustParseAddrPort("0.0.0.0:9"), bp4, macB, causeMartian},
+		{"0.1.2.3 (the kernel takes it)", netip.MustParseAddrPort("0.1.2.3:9"), bp4, macB, causeOK},
+		{"255.255.255.255", netip.MustParseAddrPort("255.255.255.255:9"), bp4, macB, causeMartian},
+		{"224.0.0.1", netip.MustParseAddrPort("224.0.0.1:9"), bp4, macB, causeMartian},
+		{"240.0.0.1 (the kernel takes it)", netip.MustParseAddrPort("240.0.0.1:9"), bp4, macB, causeOK},
+		{"own address", bp4, bp4, macB, causeMartian},
+		{"another of the host's", netip.MustParseAddrPort("198.19.77.1:9"), bp4, macB, causeMartian},
+		{"::1", netip.MustParseAddrPort("[::1]:9"), bp6, macB, causeMartian},
+		{"ff02::1", netip.MustParseAddrPort("[ff02::1]:9"), bp6, macB, causeMartian},
+		{":: (the kernel takes it)", netip.MustParseAddrPort("[::]:9"), bp6, macB, causeOK},
+		{"other host", ap4, netip.MustParseAddrPort("198.18.0.99:9000"), macB, causeNotForUs},
+		{"other host v6", ap6, netip.MustParseAddrPort("[2001:db8::99]:9000"), macB, causeNotForUs},
+		{"other MAC", ap4, bp4, macA, causeNotForUs},
+	} {
+		f := gopacketFrame(t, tc.src, tc.dst, payload, 64, 0)
+		copy(f[0:6], tc.mac)
+		p := newRxParser(netip.IPv6Unspecified(), 9000, 1, RxChecksumVerify)
+		p.view = testView()
+		var d rxDatagram
+		if c := p.parse(f, &d); c != tc.want {
+			t.Errorf("%s: cause %d, want %d", tc.name, c, tc.want)
+		}
+	}
+	// A link-local source carries the interface as its zone.
+	ll := netip.MustParseAddrPort("[fe80::1]:7")
+	p := newRxParser(netip.IPv6Unspecified(), 9000, 1, RxChecksumVerify)
+	p.view, p.zone = testView(), "vb"
+	var d rxDatagram
+	if c := p.parse(gopacketFrame(t, ll, bp6, payload, 64, 0), &d); c != causeOK || d.src.Addr().Zone() != "vb" || d.src.Addr().WithZone("") != ll.Addr() {
+		t.Errorf("link-local source: %v, cause %d", d.src, c)
+	}
+}
+
 // pseudo4 and pseudo6 are the pseudo-header sums, computed here by hand.
 func pseudo4(src, dst []byte, ulen int) uint16 {
 	b := append(append(append([]byte{}, src...), dst...), 0, protoUDP, byte(ulen>>8), byte(ulen))
@@ -219,6 +275,9 @@ func FuzzParseRx(f *testing.F) {
 	f.Add(gopacketFrame(f, ap6, bp6, []byte("seed six"), 64, 0), true)
 	f.Add([]byte{}, false)
 	f.Add(make([]byte, 60), true)
+	f.Add(gopacketFrame(f, netip.MustParseAddrPort("127.0.0.1:9000"), bp4, []byte("loop"), 64, 0), true)
+	f.Add(gopacketFrame(f, netip.MustParseAddrPort("[fe80::1]:9000"), bp6, []byte("link-local"), 64, 0), true)
+	f.Add(gopacketFrame(f, ap4, netip.MustParseAddrPort("198.18.0.99:9000"), []byte("transit"), 64, 0), true)
 	f.Fuzz(func(t *testing.T, frame []byte, verify bool) {
 		mode := RxChecksumNone
 		if verify {
@@ -238,6 +297,25 @@ func FuzzParseRx(f *testing.F) {
 		}
 		if dc != c {
 			t.Fatalf("deferred checksum verdict %d, whole-frame verdict %d", dc, c)
+		}
+		// With the conn's view of the host: what it accepts is to B's MAC
+		// and one of its addresses, from a source that is not martian.
+		vp := newRxParser(netip.IPv6Unspecified(), port, 1, mode)
+		vp.view, vp.zone, vp.wantDst = testView(), "vb", true
+		var vd rxDatagram
+		if vc := vp.parse(frame, &vd); vc == causeOK {
+			src := vd.src.Addr()
+			if !bytes.Equal(frame[:6], macB) || (vd.dst.Addr() != bp4.Addr() && vd.dst.Addr() != bp6.Addr()) {
+				t.Fatalf("with a view: accepted a frame to %v at %x", vd.dst, frame[:6])
+			}
+			if src.IsLoopback() || src.IsMulticast() || src == bp4.Addr() || src == netip.IPv4Unspecified() || src == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+				t.Fatalf("with a view: accepted a datagram from the martian %v", src)
+			}
+			if src.IsLinkLocalUnicast() && src.Zone() != "vb" {
+				t.Fatalf("link-local source %v without the interface's zone", src)
+			}
+		} else if c == causeOK && vc != causeMartian && vc != causeNotForUs {
+			t.Fatalf("the view turned an accepted frame into cause %d", vc)
 		}
 		if c != causeOK {
 			return

@@ -111,6 +111,23 @@ func (g *Group) ReadView(msgs []Message, timeout time.Duration) (int, error) {
 		if n := g.kernel(msgs, round); n > 0 {
 			return n, nil
 		}
+		if c.detached.Load() {
+			// Someone detached the XDP program: nothing reaches the
+			// AF_XDP sockets any more, the kernel socket gets it all.
+			left := time.Duration(-1)
+			if timeout == 0 {
+				return 0, nil
+			} else if timeout > 0 {
+				if left = time.Until(deadline); left <= 0 {
+					return 0, nil
+				}
+			}
+			if err := c.kernel.kernelWait(left); err != nil {
+				return 0, c.opErr("read", netip.AddrPort{}, err)
+			}
+			c.kready = true
+			continue
+		}
 		var n int
 		var err error
 		if g.grp != nil {
@@ -141,6 +158,10 @@ func (g *Group) ReadView(msgs []Message, timeout time.Duration) (int, error) {
 			continue
 		}
 		ready, err := g.poller.WaitRX(left)
+		if errors.Is(err, xsk.ErrDetached) {
+			c.detached.Store(true)
+			continue
+		}
 		if err != nil {
 			if errors.Is(err, xsk.ErrClosed) || c.closed.Load() {
 				return 0, c.opErr("read", netip.AddrPort{}, net.ErrClosed)
@@ -230,6 +251,9 @@ func (g *Group) coalesced(msgs []Message, timeout time.Duration, deadline time.T
 	if err != nil {
 		switch {
 		case errors.Is(err, context.DeadlineExceeded):
+			return 0, nil
+		case errors.Is(err, xsk.ErrDetached):
+			g.c.detached.Store(true)
 			return 0, nil
 		case errors.Is(err, xsk.ErrClosed) || g.c.closed.Load():
 			return 0, g.c.opErr("read", netip.AddrPort{}, net.ErrClosed)

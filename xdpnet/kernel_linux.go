@@ -37,6 +37,7 @@ type recvArgs struct {
 	rsa    unix.RawSockaddrInet6
 	rsaLen uint32
 	local  uint16 // the port of the socket it came from
+	scope  uint32 // an IPv6 source's scope (the interface of a link-local one)
 }
 
 func (a *recvArgs) do(fd uintptr) bool {
@@ -63,6 +64,7 @@ func (a *recvArgs) do(fd uintptr) bool {
 		a.from = netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&sa.Port))[:]))
 	case unix.AF_INET6:
 		a.from = netip.AddrPortFrom(netip.AddrFrom16(a.rsa.Addr).Unmap(), binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&a.rsa.Port))[:]))
+		a.scope = a.rsa.Scope_id
 	default:
 		a.from = netip.AddrPort{}
 	}
@@ -122,17 +124,28 @@ func (q *Queue) kernelCopyLocked(msgs []Message) (int, error) {
 	a := &q.kargs
 	n := 0
 	var bytes, truncated uint64
+	var drops [numCauses]uint64
 	for n < len(msgs) {
 		m := &msgs[n]
 		ok, err := q.krecv(a, m.Buf)
 		if err != nil {
-			q.count(n, bytes, truncated, &[numCauses]uint64{})
+			q.count(n, bytes, truncated, &drops)
 			return n, err
 		}
 		if !ok {
 			break
 		}
-		m.N, m.Addr, m.SegSize, m.LocalPort = a.n, a.from, 0, a.local
+		from := a.from
+		if from.Addr().IsLoopback() {
+			// Not from the conn's network, and not answered (writes to
+			// loopback fail): dropped, as martian.
+			drops[causeMartian]++
+			continue
+		}
+		if from.Addr().IsLinkLocalUnicast() && from.Addr().Is6() {
+			from = q.c.zoned(from, a.scope)
+		}
+		m.N, m.Addr, m.SegSize, m.LocalPort = a.n, from, 0, a.local
 		m.Truncated = a.full > a.n
 		if m.Truncated {
 			truncated++
@@ -140,7 +153,7 @@ func (q *Queue) kernelCopyLocked(msgs []Message) (int, error) {
 		bytes += uint64(a.full)
 		n++
 	}
-	q.count(n, bytes, truncated, &[numCauses]uint64{})
+	q.count(n, bytes, truncated, &drops)
 	return n, nil
 }
 
@@ -261,6 +274,7 @@ func (q *Queue) kernelWrite(msgs []Message) (int, error) {
 		if m.N < 0 || m.N > len(m.Buf) {
 			return i, c.opErr("write", m.Addr, errInvalidN(m))
 		}
+		dst := c.peer(m.Addr) // a link-local one with the interface as its zone
 		sport, err := c.sourcePort(m)
 		if err != nil {
 			return i, c.opErr("write", m.Addr, err)
@@ -290,11 +304,11 @@ func (q *Queue) kernelWrite(msgs []Message) (int, error) {
 			case oob != nil && c.raddr.IsValid():
 				_, _, err = k.WriteMsgUDPAddrPort(d, oob, netip.AddrPort{})
 			case oob != nil:
-				_, _, err = k.WriteMsgUDPAddrPort(d, oob, m.Addr)
+				_, _, err = k.WriteMsgUDPAddrPort(d, oob, dst)
 			case c.raddr.IsValid():
 				_, err = k.Write(d)
 			default:
-				_, err = k.WriteToUDPAddrPort(d, m.Addr)
+				_, err = k.WriteToUDPAddrPort(d, dst)
 			}
 			if err != nil {
 				return i, err // a *net.OpError from the kernel socket

@@ -432,9 +432,9 @@ func (q *Queue) copyOut(msgs []Message, gro bool) (int, error) {
 				}
 				d.deferred = false
 			}
-			datagrams++
-			bytes += uint64(len(d.payload))
 			if gro && n > 0 && merge(&msgs[n-1], &d) {
+				datagrams++
+				bytes += uint64(len(d.payload))
 				continue
 			}
 			m := &msgs[n]
@@ -443,12 +443,14 @@ func (q *Queue) copyOut(msgs []Message, gro bool) (int, error) {
 				var ps uint16
 				k, ps = offload.CopyChecksum(m.Buf, d.payload)
 				if why = q.c.parser.finishSum(&d, ps); why != causeOK {
-					drops[why]++
+					drops[why]++ // a drop, not a datagram: counted once
 					continue
 				}
 			} else {
 				k = copy(m.Buf, d.payload)
 			}
+			datagrams++
+			bytes += uint64(len(d.payload))
 			m.N, m.Addr, m.SegSize, m.LocalPort, m.ECN = k, d.src, 0, d.dst.Port(), d.ecn
 			m.Truncated = k < len(d.payload)
 			if m.Truncated {
@@ -531,7 +533,7 @@ func (q *Queue) WriteBatch(msgs []Message) (int, error) {
 	var hop nexthop.Hop
 	for i := range msgs {
 		m := &msgs[i]
-		dst := unmapAP(c.dstOf(m))
+		dst := c.peer(c.dstOf(m))
 		if dst.Addr() != last {
 			if err := c.checkDst(dst); err != nil {
 				return q.failAt(i, done, c.opErr("write", dst, err))
@@ -545,16 +547,21 @@ func (q *Queue) WriteBatch(msgs []Message) (int, error) {
 		} else if dst.Port() == 0 {
 			return q.failAt(i, done, c.opErr("write", dst, c.checkDst(dst)))
 		}
-		if !last.IsValid() {
+		if !last.IsValid() || c.overFrame(m, dst) {
 			// Not resolved yet (a new peer, or the tables changed): the
 			// resolver starts on it, and the kernel sends this message as
 			// it sends its own, queueing it while it resolves the
 			// neighbour. Nothing blocks; a failure the resolver remembers
-			// (nobody answered) is this write's error.
-			if err := c.res.Start(dst.Addr()); err != nil {
-				return q.failAt(i, done, c.opErr("write", dst, err))
+			// (nobody answered) is this write's error. A datagram longer
+			// than a UMEM frame holds (jumbo MTU) goes the same way.
+			mtu := hop.MTU
+			if !last.IsValid() {
+				if err := c.res.Start(dst.Addr()); err != nil {
+					return q.failAt(i, done, c.opErr("write", dst, err))
+				}
+				mtu = c.mtu
 			}
-			if err := c.checkSize(m, dst, c.mtu); err != nil {
+			if err := c.checkSize(m, dst, mtu, false); err != nil {
 				return q.failAt(i, done, c.opErr("write", dst, err))
 			}
 			if err := q.flushTX(); err != nil {
@@ -598,6 +605,10 @@ func (c *UDPConn) checkDst(dst netip.AddrPort) error {
 		return fmt.Errorf("%w: destination %v", ErrInvalidConfig, dst)
 	case dst.Port() == 0:
 		return fmt.Errorf("%w: destination %v: port 0", ErrInvalidConfig, dst)
+	case dst.Addr().IsLoopback():
+		return fmt.Errorf("destination %v is a loopback address, which the conn's interface %s does not reach: %w", dst, c.ifname, syscall.ENETUNREACH)
+	case dst.Addr().Zone() != "" && dst.Addr().Zone() != c.ifname:
+		return fmt.Errorf("destination %v is on another link than the conn's interface %s: %w", dst, c.ifname, syscall.ENETUNREACH)
 	case c.laddr.Addr().Is4() && dst.Addr().Is6():
 		return fmt.Errorf("IPv6 destination %v from IPv4 address %v: %w", dst, c.laddr, syscall.EAFNOSUPPORT)
 	}
@@ -634,7 +645,7 @@ func (q *Queue) queueMessage(m *Message, dst netip.AddrPort, hop nexthop.Hop) er
 		return fmt.Errorf("%w: SegSize %d", ErrInvalidConfig, m.SegSize)
 	}
 	hlen := headerLen(dst.Addr())
-	if err := c.checkSize(m, dst, hop.MTU); err != nil {
+	if err := c.checkSize(m, dst, hop.MTU, true); err != nil {
 		return err
 	}
 	sport, err := c.sourcePort(m)
@@ -748,20 +759,39 @@ func (q *Queue) waitTX() error {
 }
 
 // checkSize refuses a message whose datagrams (each segment, with
-// SegSize) are larger than mtu allows, or than a UMEM frame holds: the
-// package never fragments.
-func (c *UDPConn) checkSize(m *Message, dst netip.AddrPort, mtu int) error {
-	seg := m.N
-	if m.SegSize > 0 && m.SegSize < m.N {
-		seg = m.SegSize
-	}
+// SegSize) are larger than mtu allows or, for a frame of its own (inFrame),
+// than a UMEM frame holds: the package never fragments.
+func (c *UDPConn) checkSize(m *Message, dst netip.AddrPort, mtu int, inFrame bool) error {
+	seg := segLen(m)
 	hlen := headerLen(dst.Addr())
-	ipRoom := mtu - (hlen - ethLen)
-	frameRoom := c.dev.Sockets()[0].UMEM().FrameSize() - hlen - txMetaRoom(c.cfg)
-	if seg > ipRoom || seg > frameRoom || seg > 65507 {
-		return fmt.Errorf("%d-byte datagram to %v: the path MTU %d allows %d bytes of UDP payload: %w", seg, dst, mtu, min(ipRoom, frameRoom), syscall.EMSGSIZE)
+	room := min(mtu-(hlen-ethLen), 65507)
+	if inFrame {
+		room = min(room, c.frameRoom(dst))
+	}
+	if seg > room {
+		return fmt.Errorf("%d-byte datagram to %v: the path MTU %d allows %d bytes of UDP payload: %w", seg, dst, mtu, room, syscall.EMSGSIZE)
 	}
 	return nil
+}
+
+// segLen is the length of a message's datagrams (its segments', with
+// SegSize).
+func segLen(m *Message) int {
+	if m.SegSize > 0 && m.SegSize < m.N {
+		return m.SegSize
+	}
+	return m.N
+}
+
+// frameRoom is the longest payload a UMEM frame holds for dst.
+func (c *UDPConn) frameRoom(dst netip.AddrPort) int {
+	return c.dev.Sockets()[0].UMEM().FrameSize() - headerLen(dst.Addr()) - txMetaRoom(c.cfg)
+}
+
+// overFrame reports whether m's datagrams are longer than a frame holds:
+// they go out through the kernel socket.
+func (c *UDPConn) overFrame(m *Message, dst netip.AddrPort) bool {
+	return segLen(m) > c.frameRoom(dst)
 }
 
 // sourcePort is the port a message is sent from: its LocalPort, one of

@@ -30,11 +30,18 @@ type Drops struct {
 	ZeroChecksum6 uint64 `json:"zero_checksum6"`
 	// OtherPeer: a connected conn got a datagram from another peer.
 	OtherPeer uint64 `json:"other_peer"`
+	// MartianSource: a source address no datagram from the conn's
+	// network may carry, which the kernel drops too (package
+	// documentation, "What a conn takes"): loopback, unspecified,
+	// multicast or broadcast, or one of this host's own IPv4 addresses
+	// (spoofed). On the kernel socket (KernelQueue): a loopback source,
+	// which the conn does not answer.
+	MartianSource uint64 `json:"martian_source"`
 }
 
 // Total is the sum of the drops.
 func (d Drops) Total() uint64 {
-	return d.NotIP + d.Malformed + d.Fragment + d.NotUDP + d.NotForUs + d.BadChecksum + d.PartialChecksum + d.ZeroChecksum6 + d.OtherPeer
+	return d.NotIP + d.Malformed + d.Fragment + d.NotUDP + d.NotForUs + d.BadChecksum + d.PartialChecksum + d.ZeroChecksum6 + d.OtherPeer + d.MartianSource
 }
 
 // QueueStats are one queue's counters.
@@ -66,6 +73,10 @@ type QueueStats struct {
 // Stats are a conn's counters, per queue (the kernel's socket last).
 type Stats struct {
 	Queues []QueueStats `json:"queues"`
+	// Detached is set once someone else detached the conn's XDP program
+	// (UDPConn.Detached): datagrams reach the conn through its kernel
+	// socket only.
+	Detached bool `json:"detached"`
 }
 
 // Total adds up the queues.
@@ -87,6 +98,7 @@ func (s Stats) Total() QueueStats {
 		d.PartialChecksum += q.Drops.PartialChecksum
 		d.ZeroChecksum6 += q.Drops.ZeroChecksum6
 		d.OtherPeer += q.Drops.OtherPeer
+		d.MartianSource += q.Drops.MartianSource
 		t.Socket.RxDropped += q.Socket.RxDropped
 		t.Socket.RxRingFull += q.Socket.RxRingFull
 		t.Socket.RxFrames += q.Socket.RxFrames
@@ -108,5 +120,6 @@ func dropsOf(c *[numCauses]uint64) Drops {
 		NotIP: c[causeNotIP], Malformed: c[causeMalformed], Fragment: c[causeFragment],
 		NotUDP: c[causeNotUDP], NotForUs: c[causeNotForUs], BadChecksum: c[causeBadChecksum],
 		PartialChecksum: c[causePartialChecksum], ZeroChecksum6: c[causeZeroChecksum6], OtherPeer: c[causeOtherPeer],
+		MartianSource: c[causeMartian],
 	}
 }

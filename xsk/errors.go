@@ -29,7 +29,8 @@ var (
 	// socket is bound to the queue.
 	ErrBusy = errors.New("device or queue busy")
 	// ErrInvalidConfig: a Config field has a value the kernel would refuse.
-	ErrInvalidConfig = errors.New("invalid configuration")
+	// The same error as xdpnet.ErrInvalidConfig.
+	ErrInvalidConfig = errs.ErrInvalidConfig
 	// ErrClosed: the socket or device was closed.
 	ErrClosed = errs.ErrClosed
 	// ErrDetached: the XDP program that fed the sockets no longer runs on

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"golang.org/x/net/bpf"
 	"io"
 	"net"
 	"net/netip"
@@ -132,7 +133,7 @@ func TestProgramConfigConflicts(t *testing.T) {
 		cfg  xsk.ProgramConfig
 		want string
 	}{
-		{xsk.ProgramConfig{Expr: "udp", Filter: []xsk.Rule{xsk.UDPPort(1)}}, "Filter and Expr"},
+		{xsk.ProgramConfig{Expr: "udp", BPF: []bpf.Instruction{bpf.RetConstant{Val: 1}}}, "Expr and BPF"},
 		{xsk.ProgramConfig{Expr: "ip protochain 6"}, `"protochain"`},
 		{xsk.ProgramConfig{Expr: "udp port"}, "syntax error"},
 	} {

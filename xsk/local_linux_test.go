@@ -137,3 +137,38 @@ func TestMaxFrameVerdicts(t *testing.T) {
 		}
 	}
 }
+
+// Filter rules and an expression together: a frame is redirected when it
+// matches a rule and the expression (the expression narrows, as a source
+// allow or deny list does); the rest passes to the kernel.
+func TestFilterAndExpr(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("XDPIO_REQUIRE_PRIV") == "1" {
+			t.Fatal("needs root to load BPF programs; XDPIO_REQUIRE_PRIV=1 forbids skipping")
+		}
+		t.Skip("skipping: needs root to load BPF programs")
+	}
+	mac := net.HardwareAddr{2, 0, 0, 0, 0, 1}
+	from := func(src string, port uint16) []byte {
+		f := frameTo(mac, netip.MustParseAddr("198.18.0.2"), port)
+		copy(f[14+12:], netip.MustParseAddr(src).AsSlice())
+		return f
+	}
+	frames := [][]byte{from("198.18.0.1", 9000), from("198.18.0.66", 9000), from("198.18.0.1", 9001), from("203.0.113.5", 9000)}
+	for _, c := range []struct {
+		expr string
+		want string
+	}{
+		{"", "[true true false true]"},
+		{"not src host 198.18.0.66", "[true false false true]"},
+		{"src net 198.18.0.0/15", "[true true false false]"},
+	} {
+		got, err := Verdicts(ProgramConfig{Filter: []Rule{UDPPort(9000)}, Expr: c.expr}, frames)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != c.want {
+			t.Errorf("Expr %q: %v, want %s", c.expr, got, c.want)
+		}
+	}
+}

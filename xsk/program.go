@@ -133,14 +133,17 @@ func UDPPort(port uint16) Rule {
 type ProgramConfig struct {
 	// Filter: frames matching any rule are redirected; the rest go to the
 	// kernel stack (XDP_PASS), so ARP, SSH and control connections keep
-	// working. Empty: redirect everything. At most one of Filter, Expr
-	// and BPF may be set.
+	// working. Empty: redirect everything. With Expr or BPF set too, a
+	// frame is redirected when it matches a rule and the expression: the
+	// rules pick the traffic, the expression narrows it (a source
+	// allow or deny list, say), and what it turns away goes to the kernel,
+	// whose firewall sees it.
 	Filter []Rule
 	// Expr is a tcpdump (pcap-filter) expression, such as "udp dst port
 	// 4789 and not src net 198.18.1.0/24": matching frames are
 	// redirected, the rest passed to the kernel. Package filter compiles
 	// it and documents what it supports; an unsupported construct is an
-	// error naming it.
+	// error naming it. At most one of Expr and BPF may be set.
 	Expr string
 	// BPF is a classic BPF program (compiled with libpcap, tcpdump -dd,
 	// or package filter) run on each frame from its Ethernet header: a

@@ -180,8 +180,8 @@ func checkProgramConfig(cfg ProgramConfig) ([]bpf.Instruction, error) {
 	if cfg.BPF != nil {
 		set = append(set, "BPF")
 	}
-	if len(set) > 1 {
-		return nil, invalid("ProgramConfig", strings.Join(set, " and "), "Filter, Expr and BPF are alternatives: set one")
+	if cfg.Expr != "" && cfg.BPF != nil {
+		return nil, invalid("ProgramConfig", strings.Join(set, " and "), "Expr and BPF are alternatives: set one (with Filter or without)")
 	}
 	if cfg.UserProgram != nil && cfg.UserMap == nil {
 		return nil, invalid("ProgramConfig.UserProgram", cfg.UserProgram, "needs UserMap, the XSKMAP the program redirects through")
@@ -389,17 +389,13 @@ func buildInstructions(maps progMaps, cfg ProgramConfig, bld build) (asm.Instruc
 		)
 	}
 
-	if cfg.BPF != nil {
-		f, err := filter.XDP(cfg.BPF, "redirect", "pass")
-		if err != nil {
-			return nil, fmt.Errorf("%w: BPF: %w", ErrInvalidConfig, err)
-		}
-		in = append(in, f...)
-		in = append(in,
-			asm.Mov.Imm(asm.R0, xdpPass).WithSymbol("pass"),
-			asm.Return(),
-		)
-	} else if len(rules) > 0 {
+	// A frame that matches a rule goes on to the classic BPF filter, when
+	// there is one as well, or straight to the redirect.
+	matched := "redirect"
+	if cfg.BPF != nil && len(rules) > 0 {
+		matched = "expr"
+	}
+	if len(rules) > 0 {
 		in = append(in, parseInstructions()...)
 		for i, r := range rules {
 			next := "rule_" + strconv.Itoa(i+1)
@@ -433,11 +429,23 @@ func buildInstructions(maps progMaps, cfg ProgramConfig, bld build) (asm.Instruc
 				}
 				in = append(in, localInstructions(maps.local.FD(), next, strconv.Itoa(i))...)
 			}
-			in = append(in, asm.Ja.Label("redirect"))
+			in = append(in, asm.Ja.Label(matched))
 			in[first] = in[first].WithSymbol("rule_" + strconv.Itoa(i))
 		}
 		in = append(in,
 			asm.Mov.Imm(asm.R0, xdpPass).WithSymbol("rule_"+strconv.Itoa(len(rules))),
+			asm.Return(),
+		)
+	}
+	if cfg.BPF != nil {
+		f, err := filter.XDP(cfg.BPF, "redirect", "pass")
+		if err != nil {
+			return nil, fmt.Errorf("%w: BPF: %w", ErrInvalidConfig, err)
+		}
+		in = append(in, asm.Mov.Imm(asm.R0, 0).WithSymbol("expr"))
+		in = append(in, f...)
+		in = append(in,
+			asm.Mov.Imm(asm.R0, xdpPass).WithSymbol("pass"),
 			asm.Return(),
 		)
 	}

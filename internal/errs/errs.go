@@ -40,4 +40,7 @@ var (
 	// ErrNoDevice: no network interface by that name or index in the
 	// network namespace of the caller.
 	ErrNoDevice = errors.New("no such network interface")
+	// ErrInvalidConfig: a configuration field or argument has a value the
+	// library or the kernel refuses; the error text names field and value.
+	ErrInvalidConfig = errors.New("invalid configuration")
 )

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"time"
 )
 
@@ -29,6 +30,31 @@ type Options struct {
 	// IdleTimeout is how long a cached hop that nobody looks up is kept.
 	// Default DefaultIdleTimeout.
 	IdleTimeout time.Duration
+	// OnLocal, when set, is called with the Resolver's new view of this
+	// host (Resolver.Local) each time it changes after New: an address
+	// added or removed, the interface's MAC changed. It runs on the
+	// Resolver's reader goroutine and must not block for long.
+	OnLocal func(Local)
+}
+
+// Local is who "this host" is, as the kernel's receive path decides it
+// for frames arriving on the Resolver's interface.
+type Local struct {
+	// MAC is the interface's Ethernet address.
+	MAC net.HardwareAddr
+	// Addrs are the interface's usable addresses (IPv6 ones neither
+	// tentative nor failed duplicate address detection), sorted.
+	Addrs []netip.Addr
+	// Host are the addresses of every interface of the namespace, sorted:
+	// an IPv4 packet from outside with one of them as its source is a
+	// martian, which the kernel drops.
+	Host []netip.Addr
+}
+
+// IsHost reports whether a is one of the namespace's addresses.
+func (l Local) IsHost(a netip.Addr) bool {
+	_, ok := slices.BinarySearchFunc(l.Host, a.Unmap().WithZone(""), netip.Addr.Compare)
+	return ok
 }
 
 func (o Options) withDefaults() Options {

@@ -34,3 +34,6 @@ func (r *Resolver) Start(dst netip.Addr) error { return errUnsupported }
 
 // Close does nothing off Linux.
 func (r *Resolver) Close() error { return nil }
+
+// Local is empty off Linux.
+func (r *Resolver) Local() Local { return Local{} }

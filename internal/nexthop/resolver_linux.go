@@ -72,6 +72,12 @@ type Resolver struct {
 	dumping   bool       // a neighbour dump is under way on the subscription socket
 	redump    bool       // ask for another when it ends
 	ready     chan error // result of the first dump, for New
+	mac       net.HardwareAddr
+	// localDirty: an address or the MAC changed, and the reader reads
+	// the addresses again (local) when it is through its batch.
+	localDirty bool
+	local      atomic.Pointer[Local]
+	localMu    sync.Mutex // refreshLocal
 
 	stats struct {
 		resolutions atomic.Uint64 // slow-path resolutions run
@@ -173,13 +179,18 @@ func (r *Resolver) open() error {
 		}
 		return fmt.Errorf("nexthop: %s (interface %d) has no next-hop MAC addresses to resolve: %s", li.name, r.ifindex, why)
 	}
-	r.ifname, r.mtu, r.mtu6, r.brd = li.name, li.mtu, li.mtu6, slices.Clone(li.brd)
+	r.ifname, r.mtu, r.mtu6, r.brd, r.mac = li.name, li.mtu, li.mtu6, slices.Clone(li.brd), slices.Clone(li.addr)
 	if len(r.brd) != 6 {
 		r.brd = net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 	}
 
 	if r.sub, err = nl.SubscribeAt(r.ns, netns.None(), unix.NETLINK_ROUTE, groups...); err != nil {
 		return fmt.Errorf("nexthop: subscribe to netlink notifications: %w", err)
+	}
+	// The addresses after the subscription: a change from now on is
+	// notified, and read again.
+	if err := r.refreshLocal(); err != nil {
+		return err
 	}
 	if unix.SetsockoptInt(r.sub.GetFd(), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, subscriptionBuffer) != nil {
 		unix.SetsockoptInt(r.sub.GetFd(), unix.SOL_SOCKET, unix.SO_RCVBUF, subscriptionBuffer)
@@ -641,6 +652,9 @@ func (r *Resolver) read() {
 			continue
 		}
 		r.handle(msgs)
+		if r.takeLocal() {
+			r.refreshLocal()
+		}
 	}
 }
 
@@ -680,9 +694,11 @@ func (r *Resolver) handle(msgs []syscall.NetlinkMessage) {
 			flush = true
 		case unix.RTM_NEWROUTE, unix.RTM_DELROUTE,
 			unix.RTM_NEWRULE, unix.RTM_DELRULE,
-			unix.RTM_NEWNEXTHOP, unix.RTM_DELNEXTHOP,
-			unix.RTM_NEWADDR, unix.RTM_DELADDR:
+			unix.RTM_NEWNEXTHOP, unix.RTM_DELNEXTHOP:
 			flush = true
+		case unix.RTM_NEWADDR, unix.RTM_DELADDR:
+			flush = true
+			r.markLocal()
 		}
 		if r.err != nil {
 			return
@@ -724,6 +740,7 @@ func (r *Resolver) overrun() {
 		return
 	}
 	r.flushLocked()
+	r.markLocal() // an address notification may be among those lost
 	for _, rec := range r.neigh {
 		rec.cur.Store(nil)
 		rec.state, rec.flags = 0, 0
@@ -804,6 +821,10 @@ func (r *Resolver) linkUpdate(li linkInfo) {
 	if len(li.brd) == 6 {
 		r.brd = slices.Clone(li.brd)
 	}
+	if len(li.addr) == 6 && !bytes.Equal(li.addr, r.mac) {
+		r.mac = slices.Clone(li.addr)
+		r.markLocal()
+	}
 }
 
 // flushLocked drops every cached hop and remembered failure, and makes
@@ -835,6 +856,7 @@ func (r *Resolver) failLocked(err error) {
 		r.err = err
 	}
 	r.flushLocked()
+	r.markLocal() // an address notification may be among those lost
 	for _, rec := range r.neigh {
 		rec.cur.Store(nil)
 		rec.bump()
@@ -860,6 +882,9 @@ func (r *Resolver) sweeper() {
 // reconfirm each STALE neighbour a hop was used through since the
 // previous sweep, as its own traffic would.
 func (r *Resolver) sweep() {
+	if r.takeLocal() {
+		r.refreshLocal() // an earlier read failed: try again
+	}
 	limit := int((r.opts.IdleTimeout + r.sweepEvery - 1) / r.sweepEvery)
 	var stale []netip.Addr
 	r.mu.Lock()
