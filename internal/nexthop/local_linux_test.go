@@ -18,8 +18,8 @@ func TestLocalFollowsKernel(t *testing.T) {
 			Ifname   string `json:"ifname"`
 			Address  string `json:"address"`
 			AddrInfo []struct {
-				Local string   `json:"local"`
-				Tent  bool     `json:"tentative"`
+				Local string `json:"local"`
+				Tent  bool   `json:"tentative"`
 			} `json:"addr_info"`
 		}
 		if err := json.Unmarshal([]byte(ipcmd(t, p.A, "-j", "addr", "show")), &links); err != nil {
