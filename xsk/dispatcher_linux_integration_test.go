@@ -225,6 +225,57 @@ func TestDispatcherJoinXDPFilter(t *testing.T) {
 	checkNoPins(t)
 }
 
+// Someone else taking xdpio's program out of the dispatcher (xdp-loader
+// unload -i ID), or detaching the whole dispatcher (ip link set xdp off),
+// ends the runner with ErrDetached within about a second.
+func TestDispatcherDetached(t *testing.T) {
+	pair := dispatcherPair(t, 2)
+	if pair == nil {
+		return // run in the child
+	}
+	const port uint16 = 9164
+	run(t, pair.B, "xdp-filter", "load", pair.B.Link)
+	for _, how := range []string{"xdp-loader unload -i", "ip link set xdp off"} {
+		d := openOn(t, pair.B, xsk.Config{Program: xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(port)}}})
+		wantPrograms(t, pair.B, "after Open", "xdpfilt_alw_all", "xdpio_redirect")
+		if s, _ := reaches(t, pair, d, port, 20); s != 20 {
+			t.Fatalf("%s: before, the sockets got %d of 20", how, s)
+		}
+		id, err := d.Program().ProgramID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ran := make(chan error, 1)
+		go func() { ran <- d.Receive(ctx, xsk.RunConfig{}, func(*xsk.Socket, *xsk.Batch) {}) }()
+		time.Sleep(50 * time.Millisecond) // the runner is in its wait
+		at := time.Now()
+		if how == "ip link set xdp off" {
+			run(t, pair.B, "ip", "link", "set", "dev", pair.B.Link, "xdp", "off")
+		} else {
+			run(t, pair.B, "xdp-loader", "unload", pair.B.Link, "-i", strconv.Itoa(int(id)))
+		}
+		select {
+		case err := <-ran:
+			took := time.Since(at)
+			if !errors.Is(err, xsk.ErrDetached) || took > 1500*time.Millisecond {
+				t.Errorf("%s: Receive ended after %v with %v; want ErrDetached within about a second", how, took, err)
+			}
+			t.Logf("%s: noticed after %v: %v", how, took.Round(time.Millisecond), err)
+		case <-ctx.Done():
+			t.Errorf("%s: Receive did not notice in 10 s", how)
+		}
+		cancel()
+		if err := d.Close(); err != nil {
+			t.Errorf("%s: Close: %v", how, err)
+		}
+	}
+	// The dispatcher detached behind libxdp's back leaves its pins, as it
+	// would for libxdp's own programs; its cleaner removes them.
+	run(t, pair.B, "xdp-loader", "clean", pair.B.Link)
+	checkNoPins(t)
+}
+
 // ShareDispatcher puts xdpio's program in a dispatcher of its own that
 // libxdp's tools recognise and join; when xdpio leaves, the others stay.
 func TestDispatcherCreate(t *testing.T) {
