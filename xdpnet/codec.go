@@ -66,6 +66,7 @@ var causeErrs = [numCauses]error{
 	causePartialChecksum: fmt.Errorf("%w: UDP checksum left unfinished for an offload (CHECKSUM_PARTIAL)", ErrNotDatagram),
 	causeZeroChecksum6:   fmt.Errorf("%w: UDP over IPv6 without a checksum", ErrNotDatagram),
 	causeOtherPeer:       fmt.Errorf("%w: from another peer", ErrNotDatagram),
+	causeMartian:         fmt.Errorf("%w: from a martian source (loopback, unspecified, multicast or broadcast)", ErrNotDatagram),
 }
 
 // ParseFrame finds the UDP datagram in a received frame: an untagged
