@@ -3,15 +3,11 @@
 package xdpnet
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"math/rand/v2"
 	"net"
 	"net/netip"
-	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -58,7 +54,9 @@ type UDPConn struct {
 	parser     rxParser // views: verifies whole frames
 	copyParser rxParser // copying reads: the payload's checksum is summed while it is copied
 	dev        *xsk.Device
-	queues     []*Queue // the AF_XDP queues, then the kernel's
+	queues     []*Queue    // the AF_XDP queues, then the kernel's
+	xqs        []*xskQueue // the AF_XDP queues' sockets
+	kq         *kernelQueue
 	res        *nexthop.Resolver
 	ks         *net.UDPConn // the kernel socket of the first port
 	ksRaw      syscall.RawConn
@@ -78,6 +76,7 @@ type UDPConn struct {
 
 	rmu    sync.Mutex // the conn's own reads
 	rturn  int
+	rgro   bool        // the read under way merges datagrams (under rmu)
 	kready bool        // the kernel socket may have datagrams (under rmu)
 	rnap   xsk.Napper  // whether a conn-level read waits or naps (under rmu)
 	rwait  atomic.Bool // a read is blocked in poll: a deadline change must wake it
@@ -208,9 +207,12 @@ func open(ifname string, laddr, raddr netip.AddrPort, cfg Config) (_ *UDPConn, e
 		return nil, err
 	}
 	for _, s := range c.dev.Sockets() {
-		c.queues = append(c.queues, newQueue(c, s))
+		x := newXSKQueue(c, s)
+		c.xqs = append(c.xqs, x)
+		c.queues = append(c.queues, x.q)
 	}
-	c.kernel = newKernelQueue(c)
+	c.kq = newKernelQueue(c)
+	c.kernel = c.kq.q
 	c.queues = append(c.queues, c.kernel)
 	c.rnap = xsk.NewNapper(cfg.RxNap, c.dev.Sockets()...)
 	c.rfds = make([]unix.PollFd, len(c.queues)+len(c.kss))
@@ -235,43 +237,6 @@ func (c *UDPConn) applyLocal() error {
 	return c.prog.SetLocal(xsk.Local{MAC: l.MAC, Addrs: l.Addrs})
 }
 
-// peer returns a as the conn addresses it: IPv4-mapped addresses
-// unmapped, and a link-local IPv6 address with the conn's interface as its
-// zone when it has none (or names the interface by its index), so that the
-// kernel socket sends it out of that interface.
-func (c *UDPConn) peer(a netip.AddrPort) netip.AddrPort {
-	a = unmapAP(a)
-	ip := a.Addr()
-	if ip.Is6() && (ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast()) {
-		if z := ip.Zone(); z == "" || z == strconv.Itoa(c.ifindex) {
-			return netip.AddrPortFrom(ip.WithZone(c.ifname), a.Port())
-		}
-	}
-	return a
-}
-
-// zoned gives a link-local source read from the kernel socket its zone:
-// the conn's interface, or the interface the kernel names (scope).
-func (c *UDPConn) zoned(a netip.AddrPort, scope uint32) netip.AddrPort {
-	z := c.ifname
-	if scope != 0 && int(scope) != c.ifindex {
-		if ifi, err := net.InterfaceByIndex(int(scope)); err == nil {
-			z = ifi.Name
-		} else {
-			z = strconv.Itoa(int(scope))
-		}
-	}
-	return netip.AddrPortFrom(a.Addr().WithZone(z), a.Port())
-}
-
-// kernelSock is the kernel UDP socket reserving one of the conn's ports.
-type kernelSock struct {
-	c    *net.UDPConn
-	raw  syscall.RawConn
-	fd   int
-	port uint16
-}
-
 // defaultFramesPerQueue leaves the frame count to package xsk (0), which
 // fits it to RLIMIT_MEMLOCK; it exists so that a TX share can be set
 // apart from a known total: ask xsk what it would give.
@@ -284,121 +249,6 @@ func defaultFramesPerQueue(queues int, ifname string) int {
 		queues = n
 	}
 	return xsk.DefaultFrames(queues)
-}
-
-// openKernel binds the kernel sockets to laddr's ports (and connects the
-// one to raddr) and records the address the kernel chose.
-func (c *UDPConn) openKernel(laddr, raddr netip.AddrPort) error {
-	laddr = unmapAP(laddr)
-	ports := c.cfg.Ports
-	if raddr.IsValid() && ports != 1 {
-		return fmt.Errorf("%w: Ports %d: a connected conn has one port", ErrInvalidConfig, ports)
-	}
-	if ports > 1 && int(laddr.Port())+ports-1 > 65535 {
-		return fmt.Errorf("%w: Ports %d from port %d: beyond 65535", ErrInvalidConfig, ports, laddr.Port())
-	}
-	network := "udp"
-	switch a := laddr.Addr(); {
-	case !a.IsValid():
-		if raddr.Addr().Is4() {
-			network = "udp4"
-		} else {
-			network = "udp6"
-		}
-	case a.Is4():
-		network = "udp4"
-	case !a.IsUnspecified():
-		network = "udp6"
-	}
-	if raddr.IsValid() {
-		var la *net.UDPAddr
-		if laddr.IsValid() {
-			la = net.UDPAddrFromAddrPort(laddr)
-		}
-		k, err := net.DialUDP(network, la, net.UDPAddrFromAddrPort(raddr))
-		if err != nil {
-			return opCause(err)
-		}
-		if err := c.addKernel(k); err != nil {
-			return err
-		}
-	} else if ports == 1 || laddr.Port() != 0 {
-		if err := c.bindBlock(network, laddr, ports); err != nil {
-			return err
-		}
-	} else {
-		// A free block below the kernel's ephemeral range, at random.
-		var err error
-		for try := 0; try < 32; try++ {
-			base := uint16(20000 + rand.IntN((32768-20000-ports)/ports)*ports)
-			if err = c.bindBlock(network, netip.AddrPortFrom(laddr.Addr(), base), ports); err == nil {
-				break
-			}
-		}
-		if err != nil {
-			return fmt.Errorf("no free block of %d ports in 20000-32767: %w", ports, err)
-		}
-	}
-	c.ks, c.ksRaw, c.ksFD = c.kss[0].c, c.kss[0].raw, c.kss[0].fd
-	c.laddr = unmapAP(c.ks.LocalAddr().(*net.UDPAddr).AddrPort())
-	if la := laddr.Addr(); la.IsValid() && la.Is6() && la.IsUnspecified() {
-		c.laddr = netip.AddrPortFrom(netip.IPv6Unspecified(), c.laddr.Port())
-	}
-	c.raddr = raddr
-	return nil
-}
-
-// bindBlock binds kernel sockets to ports consecutive ports from laddr's,
-// or none (and the error of the first that failed).
-func (c *UDPConn) bindBlock(network string, laddr netip.AddrPort, ports int) error {
-	for i := 0; i < ports; i++ {
-		a := netip.AddrPortFrom(laddr.Addr(), laddr.Port()+uint16(i))
-		k, err := net.ListenUDP(network, net.UDPAddrFromAddrPort(a))
-		if err == nil {
-			err = c.addKernel(k)
-		}
-		if err != nil {
-			for _, ks := range c.kss {
-				ks.c.Close()
-			}
-			c.kss = nil
-			return opCause(err)
-		}
-	}
-	return nil
-}
-
-func (c *UDPConn) addKernel(k *net.UDPConn) error {
-	raw, err := k.SyscallConn()
-	if err != nil {
-		k.Close()
-		return err
-	}
-	ks := kernelSock{c: k, raw: raw, fd: -1, port: k.LocalAddr().(*net.UDPAddr).AddrPort().Port()}
-	raw.Control(func(fd uintptr) {
-		ks.fd = int(fd)
-		// What the kernel sends for the conn never fragments either:
-		// a datagram above the path MTU fails with EMSGSIZE.
-		unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO)
-		unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_MTU_DISCOVER, unix.IPV6_PMTUDISC_DO)
-		// And it carries the conn's TTL and TOS.
-		unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_TTL, c.cfg.TTL)
-		unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_TOS, c.cfg.TOS)
-		unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_UNICAST_HOPS, c.cfg.TTL)
-		unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_TCLASS, c.cfg.TOS)
-	})
-	c.kss = append(c.kss, ks)
-	return nil
-}
-
-// opCause returns the cause inside a *net.OpError: the caller wraps it in
-// its own.
-func opCause(err error) error {
-	var oe *net.OpError
-	if errors.As(err, &oe) {
-		return oe.Err
-	}
-	return err
 }
 
 // LocalAddr returns the local address, its port chosen.
@@ -483,111 +333,6 @@ func (c *UDPConn) wake() {
 	}
 }
 
-// Close releases the conn: the XDP program is detached (the traffic goes
-// back to the kernel), blocked calls end with errors matching
-// net.ErrClosed, and the sockets, the kernel socket and its port are
-// released before Close returns. Only the UMEM of a queue whose ReadView
-// views are still out stays mapped until Release. Close may be called
-// from any goroutine; later calls return nil.
-func (c *UDPConn) Close() error {
-	c.closeOnce.Do(func() {
-		c.closed.Store(true)
-		close(c.done)
-		c.Detached() // remembered for Stats after Close
-		c.localMu.Lock()
-		c.prog = nil
-		c.localMu.Unlock()
-		if p := c.dev.Program(); p != nil {
-			c.closeErr = p.Close()
-		}
-		c.wake()
-		c.drainTX()
-		// Closing the AF_XDP sockets ends waits on them (and waits for
-		// the library's calls on them); the UMEM stays mapped.
-		var wg sync.WaitGroup
-		for _, q := range c.queues {
-			if q.s != nil {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					q.s.Close() // an RCU grace period each: in parallel
-				}()
-			}
-		}
-		wg.Wait()
-		for _, q := range c.queues {
-			for q.calls.Load() != 0 {
-				time.Sleep(100 * time.Microsecond)
-			}
-		}
-		c.release()
-		c.closeDone.Store(true)
-		c.freeUMEM()
-	})
-	return c.closeErr
-}
-
-// drainTXFor bounds how long Close lets the kernel send what writes left
-// on the TX rings.
-const drainTXFor = 100 * time.Millisecond
-
-// drainTX gives the datagrams still on the TX rings (copy mode sends a
-// budget of frames per kick) up to drainTXFor to leave, so that what a
-// write accepted is not dropped with the socket. Writers still in a call
-// hold the queue's TX lock; they end at Close's flag.
-func (c *UDPConn) drainTX() {
-	deadline := time.Now().Add(drainTXFor)
-	for _, q := range c.queues {
-		if q.s == nil || !q.txmu.TryLock() {
-			continue
-		}
-		for q.s.TxPending() > 0 && time.Now().Before(deadline) && q.s.Err() == nil {
-			if q.s.Complete() == 0 {
-				if q.s.Kick() != nil {
-					break
-				}
-				time.Sleep(100 * time.Microsecond)
-			}
-		}
-		q.txmu.Unlock()
-	}
-}
-
-// freeUMEM unmaps the UMEMs once the conn is closed and no queue has
-// views out.
-func (c *UDPConn) freeUMEM() {
-	if !c.closeDone.Load() {
-		return // Close calls it again when it is through
-	}
-	for _, q := range c.queues {
-		if q.views.Load() {
-			return
-		}
-	}
-	c.unmap.Do(func() {
-		if c.dev != nil {
-			c.dev.Close()
-		}
-	})
-}
-
-// release closes what the conn holds but its AF_XDP sockets and UMEMs. It
-// runs once, in Close or when open fails.
-func (c *UDPConn) release() {
-	c.finish.Do(func() {
-		for _, ks := range c.kss {
-			ks.c.Close()
-		}
-		if c.res != nil {
-			c.res.Close()
-		}
-		if c.wakeFD >= 0 {
-			unix.Close(c.wakeFD)
-			c.wakeFD = -1
-		}
-	})
-}
-
 // Ways a conn is read.
 const (
 	readConn   = 1
@@ -659,260 +404,9 @@ func (c *UDPConn) opErr(op string, addr netip.AddrPort, err error) error {
 	return oe
 }
 
-// ReadFrom reads one datagram into p (cut to len(p): the rest is lost)
-// and returns its length and source, as net.UDPConn.ReadFrom.
-func (c *UDPConn) ReadFrom(p []byte) (int, net.Addr, error) {
-	n, from, err := c.ReadFromUDPAddrPort(p)
-	if err != nil {
-		return n, nil, err
-	}
-	return n, net.UDPAddrFromAddrPort(from), nil
-}
-
-// ReadFromUDPAddrPort is ReadFrom returning the source as a
-// netip.AddrPort (IPv4 sources unmapped, also on a dual-stack conn).
-func (c *UDPConn) ReadFromUDPAddrPort(p []byte) (int, netip.AddrPort, error) {
-	var m [1]Message
-	m[0].Buf = p
-	if _, err := c.readBatch(m[:], false); err != nil {
-		return 0, netip.AddrPort{}, err
-	}
-	return m[0].N, m[0].Addr, nil
-}
-
-// Read reads one datagram from the peer of a connected conn.
-func (c *UDPConn) Read(p []byte) (int, error) {
-	n, _, err := c.ReadFromUDPAddrPort(p)
-	return n, err
-}
-
-// ReadBatch reads up to len(msgs) datagrams, copying each into its
-// message's Buf, and blocks until at least one arrived, the read deadline
-// passed or the conn was closed. With Config.GRO, consecutive datagrams of
-// one flow share a message (SegSize). It does not allocate.
-func (c *UDPConn) ReadBatch(msgs []Message) (int, error) {
-	return c.readBatch(msgs, c.cfg.GRO)
-}
-
-func (c *UDPConn) readBatch(msgs []Message, gro bool) (int, error) {
-	if len(msgs) == 0 {
-		return 0, nil
-	}
-	if err := c.claim(readConn); err != nil {
-		return 0, c.opErr("read", netip.AddrPort{}, err)
-	}
-	c.rmu.Lock()
-	defer c.rmu.Unlock()
-	// The kernel queue's reference keeps the descriptors the wait polls
-	// (the kernel socket's, the wake eventfd) open until the read ends.
-	if !c.kernel.acquire() {
-		return 0, c.opErr("read", netip.AddrPort{}, net.ErrClosed)
-	}
-	defer c.kernel.release()
-	for {
-		if c.closed.Load() {
-			return 0, c.opErr("read", netip.AddrPort{}, net.ErrClosed)
-		}
-		n := 0
-		for i := 0; i < len(c.queues) && n < len(msgs); i++ {
-			q := c.queues[(c.rturn+i)%len(c.queues)]
-			if q == c.kernel && !c.kready && c.rturn%kernelEvery != 0 {
-				// The kernel socket rarely has datagrams: look only when
-				// poll said so, and now and then.
-				continue
-			}
-			k, err := q.copyOut(msgs[n:], gro)
-			if q == c.kernel {
-				c.kready = k > 0
-			}
-			n += k
-			if err != nil && n == 0 {
-				return 0, c.opErr("read", netip.AddrPort{}, err)
-			}
-		}
-		c.rturn++
-		if n > 0 {
-			c.rnap.Received(n)
-			return n, nil
-		}
-		if err := c.waitRead(); err != nil {
-			return 0, c.opErr("read", netip.AddrPort{}, err)
-		}
-	}
-}
-
-// kernelEvery is how often (in read rounds) the conn's reads look at the
-// kernel socket without poll having said it is readable.
-const kernelEvery = 64
-
-// readSlice bounds one poll of a blocked read, so that a device that went
-// away is noticed (its sockets' poll never reports it).
-const readSlice = 250 * time.Millisecond
-
-// waitRead blocks until a socket or the kernel socket may have a datagram,
-// the deadline passes, the conn is closed or woken, or a slice passed.
-func (c *UDPConn) waitRead() error {
-	c.rwait.Store(true)
-	defer c.rwait.Store(false)
-	timeout := readSlice
-	if dl := c.rdl.Load(); dl != 0 {
-		left := time.Duration(dl - time.Now().UnixNano())
-		if left <= 0 {
-			return os.ErrDeadlineExceeded
-		}
-		timeout = min(timeout, left)
-	}
-	if nap := c.rnap.Idle(); nap > 0 {
-		// Datagrams are flowing fast: nap on a timer, off the sockets'
-		// wait queues (see Config.RxNap), and look again.
-		w := [1]unix.PollFd{{Fd: int32(c.wakeFD), Events: unix.POLLIN}}
-		ts := unix.NsecToTimespec(int64(min(nap, timeout)))
-		unix.Ppoll(w[:], &ts, nil)
-		return nil
-	}
-	fds := c.rfds
-	n := 0
-	for _, q := range c.queues[:len(c.queues)-1] {
-		fds[n] = unix.PollFd{Fd: int32(q.fd), Events: unix.POLLIN}
-		n++
-	}
-	for _, ks := range c.kss {
-		fds[n] = unix.PollFd{Fd: int32(ks.fd), Events: unix.POLLIN}
-		n++
-	}
-	fds[n] = unix.PollFd{Fd: int32(c.wakeFD), Events: unix.POLLIN}
-	ts := unix.NsecToTimespec(int64(timeout))
-	k, err := unix.Ppoll(fds, &ts, nil)
-	if err != nil && err != unix.EINTR {
-		return fmt.Errorf("poll: %w", err)
-	}
-	if k > 0 {
-		for _, f := range fds[len(c.queues)-1 : n] {
-			if f.Revents != 0 {
-				c.kready = true // a kernel socket
-			}
-		}
-	}
-	if fds[n].Revents != 0 && !c.closed.Load() {
-		// A deadline changed: take the wake-up (after Close it stays, for
-		// every waiter to see).
-		var b [8]byte
-		unix.Read(c.wakeFD, b[:])
-	}
-	if k == 0 {
-		// Nothing in a whole slice: is a device gone?
-		for _, q := range c.queues {
-			if q.s == nil {
-				continue
-			}
-			if err := q.s.Err(); err != nil && !errors.Is(err, xsk.ErrClosed) {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// WriteTo sends p to addr, as net.UDPConn.WriteTo.
-func (c *UDPConn) WriteTo(p []byte, addr net.Addr) (int, error) {
-	ua, ok := addr.(*net.UDPAddr)
-	if !ok {
-		return 0, c.opErr("write", netip.AddrPort{}, fmt.Errorf("%w: address %v is not a *net.UDPAddr", ErrInvalidConfig, addr))
-	}
-	return c.WriteToUDPAddrPort(p, ua.AddrPort())
-}
-
-// WriteToUDPAddrPort sends p to addr.
-func (c *UDPConn) WriteToUDPAddrPort(p []byte, addr netip.AddrPort) (int, error) {
-	if c.raddr.IsValid() {
-		return 0, c.opErr("write", addr, syscall.EISCONN)
-	}
-	m := [1]Message{{Buf: p, N: len(p), Addr: addr}}
-	if _, err := c.WriteBatch(m[:]); err != nil {
-		return 0, err
-	}
-	return len(p), nil
-}
-
-// Write sends p to the peer of a connected conn.
-func (c *UDPConn) Write(p []byte) (int, error) {
-	if !c.raddr.IsValid() {
-		return 0, c.opErr("write", netip.AddrPort{}, syscall.EDESTADDRREQ)
-	}
-	m := [1]Message{{Buf: p, N: len(p)}}
-	if _, err := c.WriteBatch(m[:]); err != nil {
-		return 0, err
-	}
-	return len(p), nil
-}
-
-// WriteBatch sends msgs in order (Buf[:N] to Addr, cut into datagrams of
-// SegSize bytes when it is set) and returns how many messages were sent.
-// Messages to one destination leave through one queue, in order. It
-// blocks while the TX rings are full, until the write deadline.
-func (c *UDPConn) WriteBatch(msgs []Message) (int, error) {
-	sent := 0
-	for sent < len(msgs) {
-		q := c.txQueue(c.dstOf(&msgs[sent]))
-		j := sent + 1
-		for j < len(msgs) && c.txQueue(c.dstOf(&msgs[j])) == q {
-			j++
-		}
-		n, err := q.WriteBatch(msgs[sent:j])
-		sent += n
-		if err != nil {
-			return sent, err
-		}
-	}
-	return sent, nil
-}
-
-func (c *UDPConn) dstOf(m *Message) netip.AddrPort {
-	if c.raddr.IsValid() {
-		return c.raddr
-	}
-	return m.Addr
-}
-
-// txQueue picks the queue whose TX ring carries datagrams to dst: a hash
-// of the destination, so one flow always leaves through one ring.
-func (c *UDPConn) txQueue(dst netip.AddrPort) *Queue {
-	n := len(c.queues) - 1 // AF_XDP queues
-	if n <= 1 {
-		return c.queues[0]
-	}
-	var h maphash.Hash
-	h.SetSeed(c.seed)
-	a := dst.Addr().As16()
-	h.Write(a[:])
-	return c.queues[int(h.Sum64()%uint64(n))]
-}
-
 func udpAddr(a netip.AddrPort) net.Addr {
 	if !a.IsValid() {
 		return nil
 	}
 	return net.UDPAddrFromAddrPort(a)
-}
-
-// Route returns the source address and path MTU of datagrams to dst, as
-// a write would use them: the conn's address (or, for an unspecified one,
-// the kernel route's preferred source) and the route's MTU (or the
-// interface's). It resolves the next hop as a write would, waiting for it
-// until ctx ends or Config.ResolveTimeout passes; its errors are a
-// write's (ENETUNREACH, EHOSTUNREACH).
-func (c *UDPConn) Route(ctx context.Context, dst netip.Addr) (src netip.Addr, mtu int, err error) {
-	if c.closed.Load() {
-		return netip.Addr{}, 0, c.opErr("route", netip.AddrPort{}, net.ErrClosed)
-	}
-	dst = dst.Unmap()
-	hop, err := c.res.Resolve(ctx, dst)
-	if err != nil {
-		return netip.Addr{}, 0, c.opErr("route", netip.AddrPortFrom(dst, 0), err)
-	}
-	src = c.laddr.Addr()
-	if src.IsUnspecified() {
-		src = hop.Src
-	}
-	return src, hop.MTU, nil
 }

@@ -25,7 +25,7 @@ import (
 // longer than the rest.
 type Group struct {
 	c       *UDPConn
-	qs      []*Queue // the AF_XDP queues
+	qs      []*xskQueue // the AF_XDP queues
 	poller  *xsk.Poller
 	grp     *coalesce.GroupReceiver
 	bs      []*xsk.Batch // with the poller: each queue's batch of views
@@ -44,10 +44,10 @@ func (c *UDPConn) Group() (*Group, error) {
 	if !c.readers.CompareAndSwap(0, readGroup) {
 		return nil, fmt.Errorf("group: %w", ErrReadConflict)
 	}
-	g := &Group{c: c, qs: c.queues[:len(c.queues)-1]}
+	g := &Group{c: c, qs: c.xqs}
 	socks := make([]*xsk.Socket, len(g.qs))
-	for i, q := range g.qs {
-		socks[i] = q.s
+	for i, x := range g.qs {
+		socks[i] = x.s
 	}
 	if c.cfg.Coalesce != nil {
 		p := *c.cfg.Coalesce
@@ -67,10 +67,10 @@ func (c *UDPConn) Group() (*Group, error) {
 
 // enter marks a call in progress on every queue (Close waits for it).
 func (g *Group) enter() bool {
-	for i, q := range g.qs {
-		if !q.acquire() {
+	for i, x := range g.qs {
+		if !x.q.acquire() {
 			for _, p := range g.qs[:i] {
-				p.release()
+				p.q.release()
 			}
 			return false
 		}
@@ -79,8 +79,8 @@ func (g *Group) enter() bool {
 }
 
 func (g *Group) leave() {
-	for _, q := range g.qs {
-		q.release()
+	for _, x := range g.qs {
+		x.q.release()
 	}
 }
 
@@ -122,7 +122,7 @@ func (g *Group) ReadView(msgs []Message, timeout time.Duration) (int, error) {
 					return 0, nil
 				}
 			}
-			if err := c.kernel.kernelWait(left); err != nil {
+			if err := g.kernelWait(left); err != nil {
 				return 0, c.opErr("read", netip.AddrPort{}, err)
 			}
 			c.kready = true
@@ -175,33 +175,28 @@ func (g *Group) ReadView(msgs []Message, timeout time.Duration) (int, error) {
 }
 
 // kernel reads the kernel socket's datagrams into the kernel queue's
-// buffers, when it may have some.
+// buffers, as views, when it may have some.
 func (g *Group) kernel(msgs []Message, round int) int {
 	c := g.c
-	k := c.kernel
 	if !c.kready && (g.turn+round)%kernelEvery != 0 {
 		return 0
 	}
-	if !k.acquire() {
+	if !c.kernel.acquire() {
 		return 0
 	}
-	defer k.release()
-	if k.kbufs == nil {
-		k.kbufs = make([][]byte, kernelViewMax)
-		for i := range k.kbufs {
-			k.kbufs[i] = make([]byte, kernelBufSize)
-		}
-	}
-	tmp := msgs[:min(len(msgs), kernelViewMax)]
-	for i := range tmp {
-		tmp[i].Buf = k.kbufs[i]
-	}
-	n, _ := k.kernelCopyLocked(tmp)
-	for i := 0; i < n; i++ {
-		tmp[i].Buf = tmp[i].Buf[:tmp[i].N:tmp[i].N]
-	}
+	defer c.kernel.release()
+	n, _ := c.kq.view(msgs)
 	c.kready = n > 0
 	return n
+}
+
+// kernelWait waits on the kernel socket alone.
+func (g *Group) kernelWait(timeout time.Duration) error {
+	if !g.c.kernel.acquire() {
+		return net.ErrClosed
+	}
+	defer g.c.kernel.release()
+	return g.c.kq.wait(timeout)
 }
 
 // receive takes what the queues have, in turn, as views.
@@ -209,22 +204,22 @@ func (g *Group) receive(msgs []Message) int {
 	per := max(1, len(msgs)/len(g.qs))
 	if g.bs == nil || g.per != per {
 		g.bs = make([]*xsk.Batch, len(g.qs))
-		for i, q := range g.qs {
-			g.bs[i] = q.s.NewBatch(per)
+		for i, x := range g.qs {
+			g.bs[i] = x.s.NewBatch(per)
 		}
 		g.per = per
 	}
 	n := 0
 	for i := 0; i < len(g.qs) && n+per <= len(msgs); i++ {
 		j := (g.turn + i) % len(g.qs)
-		q, b := g.qs[j], g.bs[j]
-		k := q.s.Receive(b)
+		x, b := g.qs[j], g.bs[j]
+		k := x.s.Receive(b)
 		if k == 0 {
 			continue
 		}
 		g.nap.Received(k)
-		q.vb = b
-		n += q.viewsOf(msgs[n:])
+		x.vb = b
+		n += x.viewsOf(msgs[n:])
 	}
 	g.turn++
 	if n > 0 {
@@ -262,9 +257,9 @@ func (g *Group) coalesced(msgs []Message, timeout time.Duration, deadline time.T
 	}
 	g.gbs = bs
 	n := 0
-	for i, q := range g.qs {
-		q.vb = bs[i]
-		n += q.viewsOf(msgs[n:])
+	for i, x := range g.qs {
+		x.vb = bs[i]
+		n += x.viewsOf(msgs[n:])
 	}
 	if n > 0 {
 		g.hold()
@@ -279,8 +274,8 @@ func (g *Group) coalesced(msgs []Message, timeout time.Duration, deadline time.T
 // mapped until Release.
 func (g *Group) hold() {
 	g.holding = true
-	for _, q := range g.qs {
-		q.views.Store(true)
+	for _, x := range g.qs {
+		x.q.views.Store(true)
 	}
 }
 
@@ -293,9 +288,9 @@ func (g *Group) giveBack() {
 		}
 		return
 	}
-	for i, q := range g.qs {
+	for i, x := range g.qs {
 		if g.bs != nil && g.bs[i].Len() > 0 {
-			q.s.Release(g.bs[i])
+			x.s.Release(g.bs[i])
 		}
 	}
 }
@@ -308,8 +303,8 @@ func (g *Group) Release() {
 	}
 	g.holding = false
 	g.giveBack()
-	for _, q := range g.qs {
-		q.views.Store(false)
+	for _, x := range g.qs {
+		x.q.views.Store(false)
 	}
 	if g.c.closed.Load() {
 		g.c.freeUMEM()

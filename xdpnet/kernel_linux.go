@@ -7,15 +7,37 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// The kernel queue: the conn's kernel UDP socket, read without blocking
-// (the conn's waits poll its descriptor with the AF_XDP sockets) and
+// kernelQueue is the Queue of the conn's kernel UDP sockets (ID
+// KernelQueue): read without blocking (waits poll their descriptors) and
 // written through net.UDPConn.
+type kernelQueue struct {
+	q     *Queue
+	kbufs [][]byte           // the buffers of views
+	kview bool               // views into kbufs are held
+	kturn int                // the kernel socket the next read looks at first
+	kfds  []unix.PollFd      // wait's
+	kargs recvArgs           // one non-blocking recvfrom's arguments and results
+	kdo   func(uintptr) bool // kargs.do, bound once: no closure per read
+
+	wmu  sync.Mutex // writes: koob
+	koob [64]byte   // a write's control message (its ECN bits)
+}
+
+func newKernelQueue(c *UDPConn) *kernelQueue {
+	k := &kernelQueue{kfds: make([]unix.PollFd, len(c.kss)+1)}
+	k.kdo = k.kargs.do
+	k.q = &Queue{c: c, id: KernelQueue, io: k}
+	return k
+}
+
+func (k *kernelQueue) stats(*QueueStats) {}
 
 // kernelViewMax is how many datagrams a ReadView of the kernel queue
 // takes, each into a buffer of kernelBufSize (a reassembled datagram can
@@ -74,27 +96,24 @@ func (a *recvArgs) do(fd uintptr) bool {
 // krecv reads one datagram into buf from one of the kernel sockets
 // without blocking, looking at each in turn from where the last call
 // stopped; ok is false when none has one.
-func (q *Queue) krecv(a *recvArgs, buf []byte) (ok bool, err error) {
-	kss := q.c.kss
+func (k *kernelQueue) krecv(a *recvArgs, buf []byte) (ok bool, err error) {
+	kss := k.q.c.kss
 	for i := 0; i < len(kss); i++ {
-		ks := &kss[(q.kturn+i)%len(kss)]
-		ok, err := q.krecvOne(a, ks, buf)
+		ks := &kss[(k.kturn+i)%len(kss)]
+		ok, err := k.krecvOne(a, ks, buf)
 		if ok || err != nil {
-			q.kturn += i
+			k.kturn += i
 			a.local = ks.port
 			return ok, err
 		}
 	}
-	q.kturn++
+	k.kturn++
 	return false, nil
 }
 
-func (q *Queue) krecvOne(a *recvArgs, ks *kernelSock, buf []byte) (ok bool, err error) {
+func (k *kernelQueue) krecvOne(a *recvArgs, ks *kernelSock, buf []byte) (ok bool, err error) {
 	a.buf = buf
-	if q.kdo == nil {
-		q.kdo = q.kargs.do
-	}
-	if err := ks.raw.Read(q.kdo); err != nil {
+	if err := ks.raw.Read(k.kdo); err != nil {
 		return false, err
 	}
 	switch a.errno {
@@ -110,24 +129,17 @@ func (q *Queue) krecvOne(a *recvArgs, ks *kernelSock, buf []byte) (ok bool, err 
 	return false, a.errno
 }
 
-// kernelCopy copies waiting datagrams of the kernel socket into msgs.
-func (q *Queue) kernelCopy(msgs []Message) (int, error) {
-	if !q.acquire() {
-		return 0, net.ErrClosed
-	}
-	defer q.release()
-	return q.kernelCopyLocked(msgs)
-}
-
-// kernelCopyLocked is kernelCopy for a caller that marked the call.
-func (q *Queue) kernelCopyLocked(msgs []Message) (int, error) {
-	a := &q.kargs
+// copyOut copies waiting datagrams of the kernel sockets into msgs
+// (no GRO: the kernel sockets do not ask for it).
+func (k *kernelQueue) copyOut(msgs []Message, _ bool) (int, error) {
+	a := &k.kargs
+	q := k.q
 	n := 0
 	var bytes, truncated uint64
 	var drops [numCauses]uint64
 	for n < len(msgs) {
 		m := &msgs[n]
-		ok, err := q.krecv(a, m.Buf)
+		ok, err := k.krecv(a, m.Buf)
 		if err != nil {
 			q.count(n, bytes, truncated, &drops)
 			return n, err
@@ -157,68 +169,38 @@ func (q *Queue) kernelCopyLocked(msgs []Message) (int, error) {
 	return n, nil
 }
 
-// kernelView is ReadView of the kernel queue: datagrams are read into the
-// queue's own buffers.
-func (q *Queue) kernelView(msgs []Message, timeout time.Duration) (int, error) {
-	if !q.acquire() {
-		return 0, q.c.opErr("read", netip.AddrPort{}, net.ErrClosed)
-	}
-	defer q.release()
-	if q.kbufs == nil {
-		q.kbufs = make([][]byte, kernelViewMax)
-		for i := range q.kbufs {
-			q.kbufs[i] = make([]byte, kernelBufSize)
+// view reads datagrams waiting into the queue's own buffers (at most
+// kernelViewMax) and hands out views of them.
+func (k *kernelQueue) view(msgs []Message) (int, error) {
+	if k.kbufs == nil {
+		k.kbufs = make([][]byte, kernelViewMax)
+		for i := range k.kbufs {
+			k.kbufs[i] = make([]byte, kernelBufSize)
 		}
 	}
-	var deadline time.Time
-	for {
-		tmp := msgs[:min(len(msgs), kernelViewMax)]
-		for i := range tmp {
-			tmp[i].Buf = q.kbufs[i]
-		}
-		n, err := q.kernelCopyLocked(tmp)
-		for i := 0; i < n; i++ {
-			tmp[i].Buf = tmp[i].Buf[:tmp[i].N:tmp[i].N]
-		}
-		if n > 0 {
-			q.kview = true
-			return n, nil
-		}
-		if err != nil {
-			return 0, q.c.opErr("read", netip.AddrPort{}, err)
-		}
-		left := timeout
-		if timeout > 0 {
-			if deadline.IsZero() {
-				deadline = time.Now().Add(timeout)
-			}
-			if left = time.Until(deadline); left <= 0 {
-				return 0, nil
-			}
-		} else if timeout == 0 {
-			return 0, nil
-		}
-		if err := q.kernelWaitLocked(left); err != nil {
-			return 0, q.c.opErr("read", netip.AddrPort{}, err)
-		}
+	tmp := msgs[:min(len(msgs), kernelViewMax)]
+	for i := range tmp {
+		tmp[i].Buf = k.kbufs[i]
 	}
+	n, err := k.copyOut(tmp, false)
+	for i := 0; i < n; i++ {
+		tmp[i].Buf = tmp[i].Buf[:tmp[i].N:tmp[i].N]
+	}
+	k.kview = n > 0
+	return n, err
 }
 
-// kernelWait blocks until the kernel socket is readable, timeout passed
-// (negative: no limit) or the conn is closed.
-func (q *Queue) kernelWait(timeout time.Duration) error {
-	if !q.acquire() {
-		return net.ErrClosed
-	}
-	defer q.release()
-	return q.kernelWaitLocked(timeout)
+func (k *kernelQueue) release() bool {
+	held := k.kview
+	k.kview = false
+	return held
 }
 
-// kernelWaitLocked is kernelWait for a caller that marked the call. It
-// polls in slices, so that Close is noticed even if another waiter took
-// the wake-up.
-func (q *Queue) kernelWaitLocked(timeout time.Duration) error {
-	c := q.c
+// wait blocks until a kernel socket is readable, timeout passed
+// (negative: no limit) or the conn is closed. It polls in slices, so
+// that Close is noticed even if another waiter took the wake-up.
+func (k *kernelQueue) wait(timeout time.Duration) error {
+	c := k.q.c
 	var deadline time.Time
 	if timeout > 0 {
 		deadline = time.Now().Add(timeout)
@@ -228,7 +210,7 @@ func (q *Queue) kernelWaitLocked(timeout time.Duration) error {
 		if timeout >= 0 {
 			slice = min(slice, max(0, time.Until(deadline)))
 		}
-		fds := q.kfds
+		fds := k.kfds
 		for i, ks := range c.kss {
 			fds[i] = unix.PollFd{Fd: int32(ks.fd), Events: unix.POLLIN}
 		}
@@ -257,14 +239,17 @@ func (q *Queue) kernelWaitLocked(timeout time.Duration) error {
 	}
 }
 
-// kernelWrite sends msgs through the kernel socket (GSO messages one
-// datagram at a time).
-func (q *Queue) kernelWrite(msgs []Message) (int, error) {
+// write sends msgs through the kernel sockets (GSO messages one datagram
+// at a time).
+func (k *kernelQueue) write(msgs []Message) (int, error) {
+	q := k.q
 	c := q.c
 	if !q.acquire() {
 		return 0, c.opErr("write", netip.AddrPort{}, net.ErrClosed)
 	}
 	defer q.release()
+	k.wmu.Lock()
+	defer k.wmu.Unlock()
 	dl := time.Time{}
 	if d := c.wdl.Load(); d != 0 {
 		dl = time.Unix(0, d)
@@ -279,8 +264,8 @@ func (q *Queue) kernelWrite(msgs []Message) (int, error) {
 		if err != nil {
 			return i, c.opErr("write", m.Addr, err)
 		}
-		k := c.kss[sport-c.laddr.Port()].c
-		k.SetWriteDeadline(dl)
+		ks := c.kss[sport-c.laddr.Port()].c
+		ks.SetWriteDeadline(dl)
 		p := m.Buf[:m.N]
 		seg := len(p)
 		if m.SegSize > 0 && m.SegSize < len(p) {
@@ -292,9 +277,9 @@ func (q *Queue) kernelWrite(msgs []Message) (int, error) {
 		if m.ECN != 0 {
 			tos := c.cfg.TOS&^3 | int(m.ECN&3)
 			if unmapAP(c.dstOf(m)).Addr().Is4() {
-				oob = intCmsg(q.koob[:], unix.IPPROTO_IP, unix.IP_TOS, tos)
+				oob = intCmsg(k.koob[:], unix.IPPROTO_IP, unix.IP_TOS, tos)
 			} else {
-				oob = intCmsg(q.koob[:], unix.IPPROTO_IPV6, unix.IPV6_TCLASS, tos)
+				oob = intCmsg(k.koob[:], unix.IPPROTO_IPV6, unix.IPV6_TCLASS, tos)
 			}
 		}
 		for off := 0; off < len(p) || off == 0; off += seg {
@@ -302,13 +287,13 @@ func (q *Queue) kernelWrite(msgs []Message) (int, error) {
 			var err error
 			switch {
 			case oob != nil && c.raddr.IsValid():
-				_, _, err = k.WriteMsgUDPAddrPort(d, oob, netip.AddrPort{})
+				_, _, err = ks.WriteMsgUDPAddrPort(d, oob, netip.AddrPort{})
 			case oob != nil:
-				_, _, err = k.WriteMsgUDPAddrPort(d, oob, dst)
+				_, _, err = ks.WriteMsgUDPAddrPort(d, oob, dst)
 			case c.raddr.IsValid():
-				_, err = k.Write(d)
+				_, err = ks.Write(d)
 			default:
-				_, err = k.WriteToUDPAddrPort(d, dst)
+				_, err = ks.WriteToUDPAddrPort(d, dst)
 			}
 			if err != nil {
 				return i, err // a *net.OpError from the kernel socket
