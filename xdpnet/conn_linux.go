@@ -268,6 +268,22 @@ func (c *UDPConn) RemoteAddr() net.Addr {
 // Interface returns the name of the interface the conn is on.
 func (c *UDPConn) Interface() string { return c.ifname }
 
+// Info says how the conn is bound: its interface, the RX queues with an
+// AF_XDP socket, whether the kernel granted them zero-copy, and whether
+// the XDP program runs in the driver or on the generic (skb) path. A
+// program that prints when it is ready has it all here.
+func (c *UDPConn) Info() Info {
+	in := Info{Interface: c.ifname, ZeroCopy: len(c.xqs) > 0}
+	for _, x := range c.xqs {
+		in.Queues = append(in.Queues, x.q.id)
+		in.ZeroCopy = in.ZeroCopy && x.s.ZeroCopy()
+	}
+	if p := c.dev.Program(); p != nil {
+		in.Attach = p.Mode()
+	}
+	return in
+}
+
 // SyscallConn returns the kernel UDP socket the conn holds on its
 // address (see UDPConn): setting options on it (buffer sizes) affects
 // only what reaches the kernel.

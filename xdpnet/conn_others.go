@@ -72,6 +72,9 @@ func (c *UDPConn) RemoteAddr() net.Addr { return nil }
 // Interface returns "".
 func (c *UDPConn) Interface() string { return "" }
 
+// Info returns the zero Info.
+func (c *UDPConn) Info() Info { return Info{} }
+
 // SyscallConn returns ErrUnsupported.
 func (c *UDPConn) SyscallConn() (syscall.RawConn, error) { return nil, errOS }
 

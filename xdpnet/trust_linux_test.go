@@ -518,6 +518,10 @@ func TestJumboDatagrams(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{Queues: 2, MTU: 9000})
 	txOff(t, pair.A)
 	c := listen(t, pair.B, netip.AddrPortFrom(netip.IPv6Unspecified(), port), xdpnet.Config{})
+	// Info agrees with the kernel: veth runs the program in its driver.
+	if a, err := pair.B.Attrs(); err != nil || a.Xdp == nil || a.Xdp.AttachMode != 1 || c.Info().String() != pair.B.Link+", queues 0-1, copy mode, driver attach" {
+		t.Errorf("Info %q; the kernel's XDP attach mode %+v (1: driver), %v", c.Info(), a.Xdp, err)
+	}
 	go echo(c)
 	for _, dst := range []netip.Addr{pair.B.IPv4, pair.B.IPv6} {
 		src := pair.A.IPv4
