@@ -244,7 +244,7 @@ func featuresSetRequest(t *testing.T, out string) map[string]bool {
 func TestDeviceEth0ReadOnly(t *testing.T) {
 	netnstest.RequireTool(t, "ethtool")
 	if exec.Command("ip", "link", "show", "eth0").Run() != nil {
-		t.Skip("no eth0")
+		netnstest.SkipIfMachineLacks(t, "eth0", "does not exist")
 	}
 	d := openDev(t, nil, "eth0")
 	tab, err := d.RSS()

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpio/xdpio/internal/netnstest"
 	"github.com/xdpio/xdpio/test/lab/labctl"
 	"github.com/xdpio/xdpio/xsk"
 )
@@ -124,7 +125,7 @@ func TestLabBusyPollIRQSuspend(t *testing.T) {
 	}
 	nd := labctl.OpenNIC(t, name)
 	if q, err := nd.Queues(); err != nil || len(q) == 0 || q[0].NAPIID == 0 {
-		t.Skipf("%s links no queue to a NAPI on this kernel: busy polling has no NAPI to drive", name)
+		netnstest.SkipIfNotSupported(t, fmt.Errorf("%s links no queue to a NAPI on this kernel (netdev queue-get), so busy polling has no NAPI to drive: %w", name, xsk.ErrNotSupported))
 	}
 	c := labctl.DialTB(t)
 	base := zcConfig(xsk.BindAuto)
@@ -151,7 +152,7 @@ func TestLabNAPIMeasure(t *testing.T) {
 	name := labctl.Virtio(t)
 	nd := labctl.OpenNIC(t, name)
 	if q, err := nd.Queues(); err != nil || len(q) == 0 || q[0].NAPIID == 0 {
-		t.Skipf("%s links no queue to a NAPI on this kernel", name)
+		netnstest.SkipIfNotSupported(t, fmt.Errorf("%s links no queue to a NAPI on this kernel (netdev queue-get): %w", name, xsk.ErrNotSupported))
 	}
 	c := labctl.DialTB(t)
 	base := zcConfig(xsk.BindAuto)

@@ -5,6 +5,7 @@ package xsk_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -38,7 +39,7 @@ func inPrivateBPFFS(t *testing.T) bool {
 		// Some kernels refuse freplace even to root (this project's 6.18
 		// VM: EPERM); libxdp's dispatcher cannot work there either. The
 		// lab's guests (test/lab) run these tests.
-		t.Skipf("skipping: this kernel does not load freplace (BPF_PROG_TYPE_EXT) programs, which any libxdp dispatcher needs: %v", err)
+		netnstest.SkipIfNotSupported(t, fmt.Errorf("load freplace (BPF_PROG_TYPE_EXT) programs, which any libxdp dispatcher needs: %w: %w", xsk.ErrNotSupported, err))
 	}
 	if os.Getenv(envBPFFSChild) == "1" {
 		dir := t.TempDir()
@@ -92,7 +93,7 @@ func libxdpObject(t *testing.T, name string) string {
 			return d + "/" + name
 		}
 	}
-	t.Skipf("skipping: xdp-tools' %s not found", name)
+	netnstest.Missing(t, "xdp-tools' "+name)
 	return ""
 }
 

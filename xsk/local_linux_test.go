@@ -7,8 +7,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"testing"
+
+	"github.com/xdpio/xdpio/internal/netnstest"
 )
 
 // frameTo builds a minimal Ethernet + IP + UDP frame to dstMAC/dst:port
@@ -49,12 +50,7 @@ func frameTo(dstMAC net.HardwareAddr, dst netip.Addr, port uint16) []byte {
 // rest (other hosts, other MACs, broadcast, multicast, the unspecified
 // address an empty slot holds) passes. Run in the kernel (BPF_PROG_RUN).
 func TestLocalRule(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("XDPIO_REQUIRE_PRIV") == "1" {
-			t.Fatal("needs root to load BPF programs; XDPIO_REQUIRE_PRIV=1 forbids skipping")
-		}
-		t.Skip("skipping: needs root to load BPF programs")
-	}
+	netnstest.RequirePriv(t)
 	mac := net.HardwareAddr{0x02, 0xaa, 0, 0, 0, 0x01}
 	other := net.HardwareAddr{0x02, 0xbb, 0, 0, 0, 0x02}
 	bcast := net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
@@ -114,12 +110,7 @@ func TestLocalRule(t *testing.T) {
 // MaxFrame passes longer frames to the kernel; the frame's length is
 // counted from its Ethernet header.
 func TestMaxFrameVerdicts(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("XDPIO_REQUIRE_PRIV") == "1" {
-			t.Fatal("needs root to load BPF programs; XDPIO_REQUIRE_PRIV=1 forbids skipping")
-		}
-		t.Skip("skipping: needs root to load BPF programs")
-	}
+	netnstest.RequirePriv(t)
 	f := frameTo(net.HardwareAddr{2, 0, 0, 0, 0, 1}, netip.MustParseAddr("198.18.0.2"), 9000)
 	long := append(f, make([]byte, 100)...)
 	for _, c := range []struct {
@@ -142,12 +133,7 @@ func TestMaxFrameVerdicts(t *testing.T) {
 // matches a rule and the expression (the expression narrows, as a source
 // allow or deny list does); the rest passes to the kernel.
 func TestFilterAndExpr(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("XDPIO_REQUIRE_PRIV") == "1" {
-			t.Fatal("needs root to load BPF programs; XDPIO_REQUIRE_PRIV=1 forbids skipping")
-		}
-		t.Skip("skipping: needs root to load BPF programs")
-	}
+	netnstest.RequirePriv(t)
 	mac := net.HardwareAddr{2, 0, 0, 0, 0, 1}
 	from := func(src string, port uint16) []byte {
 		f := frameTo(mac, netip.MustParseAddr("198.18.0.2"), port)

@@ -4,12 +4,14 @@ package xsk_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/xdpio/xdpio/internal/netnstest"
 	"github.com/xdpio/xdpio/nic"
 	"github.com/xdpio/xdpio/test/lab/labctl"
 	"github.com/xdpio/xdpio/xsk"
@@ -155,7 +157,7 @@ func TestLabNAPIDeferralXSK(t *testing.T) {
 		if !errors.Is(err, xsk.ErrNotSupported) {
 			t.Fatalf("NAPIDeferral on a driver without queue NAPIs: %v; want ErrNotSupported", err)
 		}
-		t.Skipf("%s links no queue to a NAPI on this kernel: NAPIDeferral refused as it should: %v", name, err)
+		netnstest.SkipIfNotSupported(t, fmt.Errorf("%s links no queue to a NAPI on this kernel; NAPIDeferral refused as it should: %w", name, err))
 	}
 	cfg := zcConfig(xsk.BindAuto)
 	cfg.Queues = []int{0, 1}

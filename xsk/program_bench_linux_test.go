@@ -4,10 +4,11 @@ package xsk
 
 import (
 	"net/netip"
-	"os"
 	"testing"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/xdpio/xdpio/internal/netnstest"
 )
 
 // BenchmarkFilterProgram times the redirect program alone in the kernel's
@@ -17,9 +18,7 @@ import (
 // socket is registered, so the program ends in XDP_PASS after the map
 // lookup. Needs root.
 func BenchmarkFilterProgram(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("needs root to load BPF programs")
-	}
+	netnstest.RequirePriv(b)
 	frame := benchFrame()
 	for _, bc := range []struct {
 		name string

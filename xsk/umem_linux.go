@@ -74,6 +74,9 @@ func NewUMEM(cfg UMEMConfig) (*UMEM, error) {
 func umemRegError(err error, cfg UMEMConfig) error {
 	switch {
 	case errors.Is(err, unix.EINVAL):
+		if feature := missingUMEMFeature(cfg); feature != "" {
+			return fmt.Errorf("register UMEM: this kernel does not know %s: %w: %w", feature, ErrNotSupported, err)
+		}
 		if cfg.TxMetadata {
 			return fmt.Errorf("register UMEM: %w (frame size %d, headroom %d, unaligned %v, TX metadata needs Linux 6.8 and TX software checksum 6.11): %w",
 				ErrInvalidConfig, cfg.FrameSize, cfg.Headroom, cfg.Unaligned, err)
@@ -91,6 +94,35 @@ func umemRegError(err error, cfg UMEMConfig) error {
 		return fmt.Errorf("register UMEM: %w: %w", ErrPermission, err)
 	}
 	return fmt.Errorf("register UMEM: %w", err)
+}
+
+// missingUMEMFeature names the TX metadata feature cfg asks for that the
+// kernel does not know, or returns "": a small UMEM of the same shape is
+// registered with the features added one at a time, so that a kernel that
+// lacks one is told apart from a configuration it refuses.
+func missingUMEMFeature(cfg UMEMConfig) string {
+	if !cfg.TxMetadata && !cfg.TxSoftwareChecksum {
+		return ""
+	}
+	probe := func(meta, csum bool) bool {
+		c := cfg
+		c.NumFrames, c.TxMetadata, c.TxSoftwareChecksum = 4, meta, csum
+		u, err := NewUMEM(c)
+		if err != nil {
+			return false
+		}
+		u.Close()
+		return true
+	}
+	switch {
+	case !probe(false, false):
+		return "" // the shape itself is refused
+	case cfg.TxMetadata && !probe(true, false):
+		return "TX metadata (XDP_UMEM_TX_METADATA_LEN, Linux 6.8)"
+	case cfg.TxSoftwareChecksum && !probe(cfg.TxMetadata, true):
+		return "TX software checksums (XDP_UMEM_TX_SW_CSUM, Linux 6.11)"
+	}
+	return ""
 }
 
 // memlockBudget returns how many bytes of UMEM the kernel lets the

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdpio/xdpio/internal/netnstest"
 	"github.com/xdpio/xdpio/nic"
 	"github.com/xdpio/xdpio/test/lab/labctl"
 	"github.com/xdpio/xdpio/xsk"
@@ -72,7 +73,7 @@ func zcFeatures(t *testing.T, name string) nic.XDPFeatures {
 	if !errors.Is(err, xsk.ErrNotSupported) || !strings.Contains(err.Error(), "zero-copy") {
 		t.Fatalf("%s: zero-copy bind on a driver without xsk-zerocopy: %v; want ErrNotSupported naming zero-copy", name, err)
 	}
-	t.Skipf("%s: the driver does not advertise xsk-zerocopy (xdp-features %v); BindZeroCopy refused as it should: %v", name, f.XDP, err)
+	netnstest.SkipIfNotSupported(t, fmt.Errorf("%s: the driver does not advertise xsk-zerocopy (xdp-features %v); BindZeroCopy refused as it should: %w", name, f.XDP, err))
 	return f
 }
 

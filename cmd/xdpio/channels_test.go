@@ -204,7 +204,7 @@ func TestCLIDeviceSideNotSupportedOnVeth(t *testing.T) {
 func TestCLIShowEth0(t *testing.T) {
 	netnstest.RequireTool(t, "ethtool")
 	if exec.Command("ip", "link", "show", "eth0").Run() != nil {
-		t.Skip("no eth0")
+		netnstest.SkipIfMachineLacks(t, "eth0", "does not exist")
 	}
 	ethtool := func(args ...string) string {
 		out, err := exec.Command("ethtool", args...).CombinedOutput()

@@ -11,7 +11,6 @@ import (
 	"io"
 	"net/netip"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -226,9 +225,7 @@ func BenchmarkTunnel(b *testing.B) {
 // receiver's GRO merges the frames again: the path of a NIC without UDP
 // segmentation offload. AF_XDP handles every frame as on any NIC.
 func BenchmarkTunnelTUN(b *testing.B) {
-	if _, err := exec.LookPath("iperf3"); err != nil {
-		b.Skip("iperf3 is not installed")
-	}
+	netnstest.RequireTool(b, "iperf3")
 	compare(b, 5, []string{"stdnet", "stdnet-seg", "xdp"}, func(b *testing.B, kind string) sample {
 		pair := tunnelTUN(b, kind)
 		return iperf3Through(b, pair)

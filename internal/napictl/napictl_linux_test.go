@@ -220,7 +220,8 @@ func TestHelperHolder(t *testing.T) {
 func TestApplyIRQSuspend(t *testing.T) {
 	p, c, napis, dir := setup(t)
 	if napis[0].IRQSuspendTimeout == nil {
-		t.Skip("the kernel reports no irq-suspend-timeout (Linux 6.13)")
+		netnstest.SkipIfKernelBefore(t, "6.13", "irq-suspend-timeout")
+		t.Fatal("the kernel reports no irq-suspend-timeout, though it is 6.13 or later")
 	}
 	orig := *napis[0].IRQSuspendTimeout
 	h, err := napictl.Apply(c, napictl.Request{Ifname: p.A.Link, Ifindex: p.A.Ifindex, NAPIs: ids(napis[:1]),

@@ -65,12 +65,20 @@ func RequireTool(tb testing.TB, name string) string {
 	if err == nil {
 		return p
 	}
-	msg := fmt.Sprintf("skipping: %s is not installed (make deps installs it)", name)
+	Missing(tb, name)
+	return ""
+}
+
+// Missing skips tb because what (a program, a file of a package) is not
+// installed, or fails it under XDPIO_REQUIRE_PRIV=1: CI installs
+// everything the tests use (make deps).
+func Missing(tb testing.TB, what string) {
+	tb.Helper()
+	msg := fmt.Sprintf("skipping: %s is not installed (make deps installs it)", what)
 	if os.Getenv(EnvRequirePriv) == "1" {
 		tb.Fatalf("%s; %s=1 forbids skipping", msg, EnvRequirePriv)
 	}
 	tb.Skip(msg)
-	return ""
 }
 
 // New creates a fresh pair of namespaces joined by a veth pair and registers
