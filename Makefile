@@ -23,7 +23,7 @@ RACE_PKGS := ./xsk/... ./xdpnet/... ./internal/... ./rss/... ./coalesce/... ./ni
 # cmd/xskbench is left out too: it is a benchmark, whose smoke test runs
 # every backend at full speed, which the detector only slows.
 
-.PHONY: all deps build cross vet test test-race bench demo demo-rxdrop lab fmt
+.PHONY: all deps build cross vet check test test-race bench demo demo-rxdrop lab fmt
 
 all: build
 
@@ -51,12 +51,17 @@ vet: cross
 	$(GO) run $(STATICCHECK) ./...
 	@for m in $(CONTRIB); do echo "go vet, staticcheck ($$m)"; (cd $$m && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...) || exit 1; done
 
-# test runs everything: vet, all tests (root tests included when root), and
-# the race detector on the concurrent packages. Packages run one at a time
-# (-p 1): the real-kernel tests send UDP at fixed rates into iperf3 and
-# AF_XDP receivers, which must not lose a datagram because another
-# package's test binary took both cores.
-test: deps vet
+# check is the static part: the cross-builds, go vet and staticcheck, of
+# the core module and of contrib's. CI runs it next to make test.
+check: deps vet
+
+# test runs every test (root tests included when root) and the race
+# detector on the concurrent packages: about 10 minutes on a quiet 2-core
+# machine (make check is apart). Packages run one at a time (-p 1): the
+# real-kernel tests send UDP at fixed rates into iperf3 and AF_XDP
+# receivers, which must not lose a datagram because another package's
+# test binary took both cores.
+test: deps
 	$(GO) test -p 1 -count=1 -timeout 15m ./...
 	@for m in $(CONTRIB); do echo "go test ($$m)"; (cd $$m && $(GO) test -p 1 -count=1 -timeout 5m ./...) || exit 1; done
 	$(GO) test -p 1 -count=1 -race -timeout 10m $(RACE_PKGS)
