@@ -173,29 +173,7 @@ func open(ifname string, laddr, raddr netip.AddrPort, cfg Config) (_ *UDPConn, e
 	c.parser.view, c.parser.zone = &c.view, ifname
 	c.copyParser = c.parser
 	c.copyParser.deferSum = true
-	// Only datagrams to this host, as the kernel would take them: to the
-	// interface's MAC and one of its addresses (Rule.Local).
-	rule := xsk.Rule{Protocol: protoUDP, DstPortMin: c.laddr.Port(), DstPortMax: c.laddr.Port() + uint16(cfg.Ports-1), Untagged: true, Local: true}
-	switch a := c.laddr.Addr(); {
-	case !a.IsUnspecified():
-		rule.Dst = netip.PrefixFrom(a, a.BitLen())
-	case a.Is4():
-		rule.EtherType = etherIPv4
-	}
-	xc := xsk.Config{
-		Queues:  cfg.Queues,
-		Program: xsk.ProgramConfig{Filter: []xsk.Rule{rule}, Expr: cfg.Expr, Attach: cfg.Attach, Share: cfg.Share},
-		Socket:  xsk.SocketConfig{Bind: cfg.Bind, TxBudget: max(cfg.BatchSize, 64)}, // the readers nap themselves (Config.RxNap)
-		UMEM:    xsk.UMEMConfig{NumFrames: cfg.FramesPerQueue},
-	}
-	if cfg.TxChecksum == TxChecksumOffload {
-		xc.UMEM.TxMetadata = true
-		xc.UMEM.TxSoftwareChecksum = true
-	}
-	if xc.UMEM.NumFrames == 0 {
-		xc.UMEM.NumFrames = defaultFramesPerQueue(len(cfg.Queues), ifname)
-	}
-	xc.Socket.TxFrames = xc.UMEM.NumFrames / 4
+	xc := c.xskConfig()
 	c.dev, err = xsk.Open(ifname, xc)
 	if err != nil {
 		return nil, err
@@ -217,6 +195,35 @@ func open(ifname string, laddr, raddr netip.AddrPort, cfg Config) (_ *UDPConn, e
 	c.rnap = xsk.NewNapper(cfg.RxNap, c.dev.Sockets()...)
 	c.rfds = make([]unix.PollFd, len(c.queues)+len(c.kss))
 	return c, nil
+}
+
+// xskConfig is the conn's sockets and XDP program: one rule, which takes
+// only datagrams to this host as the kernel would (to the interface's MAC
+// and one of its addresses, Rule.Local) and to the conn's ports.
+func (c *UDPConn) xskConfig() xsk.Config {
+	cfg := c.cfg
+	rule := xsk.Rule{Protocol: protoUDP, DstPortMin: c.laddr.Port(), DstPortMax: c.laddr.Port() + uint16(cfg.Ports-1), Untagged: true, Local: true}
+	switch a := c.laddr.Addr(); {
+	case !a.IsUnspecified():
+		rule.Dst = netip.PrefixFrom(a, a.BitLen())
+	case a.Is4():
+		rule.EtherType = etherIPv4
+	}
+	xc := xsk.Config{
+		Queues:  cfg.Queues,
+		Program: xsk.ProgramConfig{Filter: []xsk.Rule{rule}, Expr: cfg.Expr, Attach: cfg.Attach, Share: cfg.Share},
+		Socket:  xsk.SocketConfig{Bind: cfg.Bind, TxBudget: max(cfg.BatchSize, 64)}, // the readers nap themselves (Config.RxNap)
+		UMEM:    xsk.UMEMConfig{NumFrames: cfg.FramesPerQueue},
+	}
+	if cfg.TxChecksum == TxChecksumOffload {
+		xc.UMEM.TxMetadata = true
+		xc.UMEM.TxSoftwareChecksum = true
+	}
+	if xc.UMEM.NumFrames == 0 {
+		xc.UMEM.NumFrames = defaultFramesPerQueue(len(cfg.Queues), c.ifname)
+	}
+	xc.Socket.TxFrames = xc.UMEM.NumFrames / 4
+	return xc
 }
 
 // applyLocal brings the frame checks' view and the XDP program's Local set

@@ -197,97 +197,120 @@ func (p *rxParser) parse(f []byte, d *rxDatagram) cause {
 	case lo.Proto != protoUDP:
 		return causeNotUDP
 	}
-	var l4 []byte
-	var pseudo uint64 // the pseudo-header's sum but for the length, 0: no UDP checksum to verify
-	verify := p.mode != RxChecksumNone
 	var v *localView
 	if p.view != nil {
 		if v = p.view.Load(); v == nil || [6]byte(f[0:6]) != v.mac {
 			return causeNotForUs // another host's frame (or no view yet)
 		}
 	}
+	var pseudo uint64 // the pseudo-header's sum but for the length, 0: no UDP checksum to verify
+	var why cause
 	if !lo.IPv6 {
-		ip := offload.IPv4(f[lo.L3:lo.L4])
-		switch p.match {
-		case matchExact4:
-			if ip.Dst() != p.local4 {
-				return causeNotForUs
-			}
-		case matchExact6:
-			return causeNotForUs
-		default:
-			if v != nil && !v.has4(ip.Dst()) {
-				return causeNotForUs
-			}
-		}
-		if martian4(ip.Src(), v) {
-			return causeMartian
-		}
-		if verify {
-			// The header's words, end-around: 0xffff when right.
-			var s uint64
-			for i := 0; i < len(ip); i += 4 {
-				s += uint64(binary.BigEndian.Uint32(ip[i:]))
-			}
-			if offload.Fold(s) != 0xffff {
-				return causeBadChecksum
-			}
-		}
-		if lo.Payload == 0 {
-			return causeMalformed
-		}
-		l4 = f[lo.L4:lo.End]
-		u := offload.UDP(l4)
-		d.src = netip.AddrPortFrom(netip.AddrFrom4(ip.Src()), u.SrcPort())
-		d.ecn = ip.TOS() & 3
-		if p.wantDst {
-			d.dst = netip.AddrPortFrom(netip.AddrFrom4(ip.Dst()), u.DstPort())
-		}
-		if verify && u.Checksum() != 0 {
-			pseudo = uint64(binary.BigEndian.Uint32(ip[12:])) + uint64(binary.BigEndian.Uint32(ip[16:])) + protoUDP
-		}
+		pseudo, why = p.parse4(f, lo, v, d)
 	} else {
-		ip := offload.IPv6(f[lo.L3:lo.L4])
-		switch p.match {
-		case matchExact6:
-			if ip.Dst() != p.local16 {
-				return causeNotForUs
-			}
-		case matchExact4, matchAny4:
-			return causeNotForUs
-		default:
-			if v != nil && !v.has16(ip.Dst()) {
-				return causeNotForUs
-			}
+		pseudo, why = p.parse6(f, lo, v, d)
+	}
+	if why != causeOK {
+		return why
+	}
+	return p.parseUDP(f[lo.L4:lo.End], pseudo, d)
+}
+
+// parse4 checks an IPv4 header (addresses, source, header checksum) and
+// fills d's source and ECN; it returns the pseudo-header's sum but for
+// the length (0: no UDP checksum to verify).
+func (p *rxParser) parse4(f []byte, lo *offload.Layout, v *localView, d *rxDatagram) (uint64, cause) {
+	ip := offload.IPv4(f[lo.L3:lo.L4])
+	switch p.match {
+	case matchExact4:
+		if ip.Dst() != p.local4 {
+			return 0, causeNotForUs
 		}
-		src := ip.Src()
-		if martian16(&src) {
-			return causeMartian
-		}
-		if lo.Payload == 0 {
-			return causeMalformed
-		}
-		l4 = f[lo.L4:lo.End]
-		u := offload.UDP(l4)
-		sa := netip.AddrFrom16(src)
-		if src[0] == 0xfe && src[1]&0xc0 == 0x80 {
-			sa = sa.WithZone(p.zone) // link-local: on the conn's interface
-		}
-		d.src = netip.AddrPortFrom(sa, u.SrcPort())
-		d.ecn = ip.TrafficClass() & 3
-		if p.wantDst {
-			d.dst = netip.AddrPortFrom(netip.AddrFrom16(ip.Dst()), u.DstPort())
-		}
-		if verify {
-			if u.Checksum() == 0 {
-				return causeZeroChecksum6
-			}
-			pseudo = protoUDP
-			for i := 8; i < 40; i += 4 {
-				pseudo += uint64(binary.BigEndian.Uint32(ip[i:]))
-			}
+	case matchExact6:
+		return 0, causeNotForUs
+	default:
+		if v != nil && !v.has4(ip.Dst()) {
+			return 0, causeNotForUs
 		}
 	}
+	if martian4(ip.Src(), v) {
+		return 0, causeMartian
+	}
+	verify := p.mode != RxChecksumNone
+	if verify {
+		// The header's words, end-around: 0xffff when right.
+		var s uint64
+		for i := 0; i < len(ip); i += 4 {
+			s += uint64(binary.BigEndian.Uint32(ip[i:]))
+		}
+		if offload.Fold(s) != 0xffff {
+			return 0, causeBadChecksum
+		}
+	}
+	if lo.Payload == 0 {
+		return 0, causeMalformed
+	}
+	u := offload.UDP(f[lo.L4:lo.End])
+	d.src = netip.AddrPortFrom(netip.AddrFrom4(ip.Src()), u.SrcPort())
+	d.ecn = ip.TOS() & 3
+	if p.wantDst {
+		d.dst = netip.AddrPortFrom(netip.AddrFrom4(ip.Dst()), u.DstPort())
+	}
+	if verify && u.Checksum() != 0 {
+		return uint64(binary.BigEndian.Uint32(ip[12:])) + uint64(binary.BigEndian.Uint32(ip[16:])) + protoUDP, causeOK
+	}
+	return 0, causeOK
+}
+
+// parse6 is parse4 for IPv6: a link-local source gets the conn's
+// interface as its zone, and a zero UDP checksum is refused.
+func (p *rxParser) parse6(f []byte, lo *offload.Layout, v *localView, d *rxDatagram) (uint64, cause) {
+	ip := offload.IPv6(f[lo.L3:lo.L4])
+	switch p.match {
+	case matchExact6:
+		if ip.Dst() != p.local16 {
+			return 0, causeNotForUs
+		}
+	case matchExact4, matchAny4:
+		return 0, causeNotForUs
+	default:
+		if v != nil && !v.has16(ip.Dst()) {
+			return 0, causeNotForUs
+		}
+	}
+	src := ip.Src()
+	if martian16(&src) {
+		return 0, causeMartian
+	}
+	if lo.Payload == 0 {
+		return 0, causeMalformed
+	}
+	u := offload.UDP(f[lo.L4:lo.End])
+	sa := netip.AddrFrom16(src)
+	if src[0] == 0xfe && src[1]&0xc0 == 0x80 {
+		sa = sa.WithZone(p.zone) // link-local: on the conn's interface
+	}
+	d.src = netip.AddrPortFrom(sa, u.SrcPort())
+	d.ecn = ip.TrafficClass() & 3
+	if p.wantDst {
+		d.dst = netip.AddrPortFrom(netip.AddrFrom16(ip.Dst()), u.DstPort())
+	}
+	if p.mode == RxChecksumNone {
+		return 0, causeOK
+	}
+	if u.Checksum() == 0 {
+		return 0, causeZeroChecksum6
+	}
+	pseudo := uint64(protoUDP)
+	for i := 8; i < 40; i += 4 {
+		pseudo += uint64(binary.BigEndian.Uint32(ip[i:]))
+	}
+	return pseudo, causeOK
+}
+
+// parseUDP checks the UDP header (port, length) and its checksum, or
+// leaves it to the copy (deferSum), and sets d's payload.
+func (p *rxParser) parseUDP(l4 []byte, pseudo uint64, d *rxDatagram) cause {
 	dport := binary.BigEndian.Uint16(l4[2:])
 	if dport < p.port || int(dport-p.port) >= p.ports {
 		return causeNotForUs

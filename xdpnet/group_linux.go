@@ -114,18 +114,9 @@ func (g *Group) ReadView(msgs []Message, timeout time.Duration) (int, error) {
 		if c.detached.Load() {
 			// Someone detached the XDP program: nothing reaches the
 			// AF_XDP sockets any more, the kernel socket gets it all.
-			left := time.Duration(-1)
-			if timeout == 0 {
-				return 0, nil
-			} else if timeout > 0 {
-				if left = time.Until(deadline); left <= 0 {
-					return 0, nil
-				}
+			if over, err := g.kernelWait(timeout, deadline); over || err != nil {
+				return 0, err
 			}
-			if err := g.kernelWait(left); err != nil {
-				return 0, c.opErr("read", netip.AddrPort{}, err)
-			}
-			c.kready = true
 			continue
 		}
 		var n int
@@ -190,13 +181,27 @@ func (g *Group) kernel(msgs []Message, round int) int {
 	return n
 }
 
-// kernelWait waits on the kernel socket alone.
-func (g *Group) kernelWait(timeout time.Duration) error {
-	if !g.c.kernel.acquire() {
-		return net.ErrClosed
+// kernelWait waits on the kernel socket alone, until deadline (with a
+// positive timeout); over says the timeout passed.
+func (g *Group) kernelWait(timeout time.Duration, deadline time.Time) (over bool, err error) {
+	c := g.c
+	left := time.Duration(-1)
+	if timeout == 0 {
+		return true, nil
+	} else if timeout > 0 {
+		if left = time.Until(deadline); left <= 0 {
+			return true, nil
+		}
 	}
-	defer g.c.kernel.release()
-	return g.c.kq.wait(timeout)
+	if !c.kernel.acquire() {
+		return false, c.opErr("read", netip.AddrPort{}, net.ErrClosed)
+	}
+	defer c.kernel.release()
+	if err := c.kq.wait(left); err != nil {
+		return false, c.opErr("read", netip.AddrPort{}, err)
+	}
+	c.kready = true
+	return false, nil
 }
 
 // receive takes what the queues have, in turn, as views.

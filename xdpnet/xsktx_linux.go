@@ -145,19 +145,8 @@ func (x *xskQueue) queueMessage(m *Message, dst netip.AddrPort, hop nexthop.Hop)
 			return err
 		}
 	}
-	for {
-		start := x.tb.Len()
-		got := x.s.Alloc(x.tb, segs)
-		if got == segs {
-			break
-		}
-		x.s.FreeTail(x.tb, start)
-		if err := x.flushTX(); err != nil {
-			return err
-		}
-		if err := x.waitTX(); err != nil {
-			return err
-		}
+	if err := x.alloc(segs); err != nil {
+		return err
 	}
 	base := x.tb.Len() - segs
 	for i := 0; i < segs; i++ {
@@ -186,6 +175,24 @@ func (x *xskQueue) queueMessage(m *Message, dst netip.AddrPort, hop nexthop.Hop)
 	x.q.ctr.sent.Add(uint64(segs))
 	x.q.ctr.sentBytes.Add(uint64(len(payload)))
 	return nil
+}
+
+// alloc takes n frames onto tb, flushing and waiting (until the write
+// deadline) while the pool has fewer.
+func (x *xskQueue) alloc(n int) error {
+	for {
+		start := x.tb.Len()
+		if x.s.Alloc(x.tb, n) == n {
+			return nil
+		}
+		x.s.FreeTail(x.tb, start)
+		if err := x.flushTX(); err != nil {
+			return err
+		}
+		if err := x.waitTX(); err != nil {
+			return err
+		}
+	}
 }
 
 // flushTX puts every frame of tb on the TX ring, waiting (until the write

@@ -51,27 +51,57 @@ func Open(ifname string, cfg Config) (_ *Device, err error) {
 			return nil, err
 		}
 	}
-	queues := cfg.Queues
+	queues, maxQ, err := selectQueues(ifname, cfg.Queues, nq)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.openSockets(cfg, ifi.Index, queues); err != nil {
+		return nil, err
+	}
+	if cfg.NAPIDeferral != nil {
+		if d.napi, err = applyNAPIDeferral(ifname, ifi.Index, queues, *cfg.NAPIDeferral); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.NoProgram {
+		return d, nil
+	}
+	if err := d.attachProgram(cfg, ifi.Index, max(nq, maxQ+1)); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// selectQueues returns the queues to bind (every RX queue of the nq when
+// none are asked for) and the highest, or an error naming a queue that
+// does not exist or is listed twice.
+func selectQueues(ifname string, asked []int, nq int) (_ []int, maxQ int, _ error) {
+	queues := asked
 	if queues == nil {
 		for q := 0; q < nq; q++ {
 			queues = append(queues, q)
 		}
 	}
 	seen := map[int]bool{}
-	maxQ := 0
 	for _, q := range queues {
 		if q < 0 || q >= nq {
-			return nil, invalid("queue", q, fmt.Sprintf("%s has RX queues 0-%d", ifname, nq-1))
+			return nil, 0, invalid("queue", q, fmt.Sprintf("%s has RX queues 0-%d", ifname, nq-1))
 		}
 		if seen[q] {
-			return nil, invalid("queue", q, "listed twice")
+			return nil, 0, invalid("queue", q, "listed twice")
 		}
 		seen[q] = true
 		maxQ = max(maxQ, q)
 	}
 	if len(queues) == 0 {
-		return nil, invalid("queues", "[]", "no queue to bind")
+		return nil, 0, invalid("queues", "[]", "no queue to bind")
 	}
+	return queues, maxQ, nil
+}
+
+// openSockets makes the UMEMs (one per queue, or one shared) and binds a
+// socket to each queue.
+func (d *Device) openSockets(cfg Config, ifindex int, queues []int) error {
 	if cfg.UMEM.NumFrames == 0 {
 		// Left to us: 4096 per queue, or what fits the memory the process
 		// may lock.
@@ -84,51 +114,49 @@ func Open(ifname string, cfg Config) (_ *Device, err error) {
 	}
 	var shared *UMEM
 	if cfg.SharedUMEM {
-		uc := cfg.UMEM
-		shared, err = NewUMEM(uc)
-		if err != nil {
-			return nil, err
+		var err error
+		if shared, err = NewUMEM(cfg.UMEM); err != nil {
+			return err
 		}
 		d.umems = append(d.umems, shared)
 		if cfg.Socket.Frames == 0 {
-			cfg.Socket.Frames = uc.NumFrames / len(queues)
+			cfg.Socket.Frames = cfg.UMEM.NumFrames / len(queues)
 		}
 	}
 	for _, q := range queues {
 		u := shared
 		if u == nil {
-			u, err = NewUMEM(cfg.UMEM)
-			if err != nil {
-				return nil, err
+			var err error
+			if u, err = NewUMEM(cfg.UMEM); err != nil {
+				return err
 			}
 			d.umems = append(d.umems, u)
 		}
-		s, err := NewSocket(u, ifi.Index, q, cfg.Socket)
+		s, err := NewSocket(u, ifindex, q, cfg.Socket)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		d.sockets = append(d.sockets, s)
 	}
-	if cfg.NAPIDeferral != nil {
-		if d.napi, err = applyNAPIDeferral(ifname, ifi.Index, queues, *cfg.NAPIDeferral); err != nil {
-			return nil, err
-		}
-	}
-	if cfg.NoProgram {
-		return d, nil
-	}
+	return nil
+}
+
+// attachProgram loads and attaches the XDP program with the sockets
+// registered in its map (before it is attached, so that no matching frame
+// reaches the kernel stack while Open runs); mapSize is its XSKMAP's size
+// unless ProgramConfig.Queues says.
+func (d *Device) attachProgram(cfg Config, ifindex, mapSize int) error {
 	pc := cfg.Program
 	if pc.Queues == 0 {
-		pc.Queues = max(nq, maxQ+1)
+		pc.Queues = mapSize
 	}
 	if pc.MaxFrame == 0 && !cfg.Socket.MultiBuffer && pc.UserMap == nil {
 		// A longer frame would be dropped at the socket (counted in
 		// RxDropped, nowhere else): the kernel's stack gets it instead.
 		pc.MaxFrame = d.sockets[0].UMEM().RxFrameLen()
 	}
-	// The sockets go into the XSKMAP before the program is attached, so
-	// that no matching frame reaches the kernel stack while Open runs.
-	d.prog, err = newProgram(ifi.Index, pc, func(p *Program) error {
+	var err error
+	d.prog, err = newProgram(ifindex, pc, func(p *Program) error {
 		for _, s := range d.sockets {
 			if err := p.Register(s.Queue(), s); err != nil {
 				return err
@@ -137,13 +165,13 @@ func Open(ifname string, cfg Config) (_ *Device, err error) {
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if m := d.prog.member; m != nil && cfg.Socket.MultiBuffer && len(m.noFrags) > 0 {
-		return nil, &OpError{Op: "join the libxdp dispatcher on", Ifindex: ifi.Index, Queue: -1,
+		return &OpError{Op: "join the libxdp dispatcher on", Ifindex: ifindex, Queue: -1,
 			Err: fmt.Errorf("%w: multi-buffer sockets need every program of the dispatcher to be frags-aware, and %s is not (load it from an \"xdp.frags\" section)", ErrNotSupported, strings.Join(m.noFrags, ", "))}
 	}
-	return d, nil
+	return nil
 }
 
 // DefaultFrames returns how many UMEM frames of the default size (4096

@@ -108,35 +108,46 @@ func newProgram(ifindex int, cfg ProgramConfig, before func(*Program) error) (_ 
 	}
 	cfg.BPF = filterProg
 	if join {
-		if before != nil {
-			if err := before(p); err != nil {
-				return nil, err
-			}
-		}
-		p.prog, p.member, p.mode, err = joinDispatcher(ifindex, cfg.Attach, cfg.Priority, func(target *ebpf.Program, slot string) (*ebpf.Program, error) {
-			return loadProgram(ifindex, p.maps(), cfg, &extension{target, slot})
-		})
-		if err != nil {
-			return nil, err
-		}
-		return p, nil
-	}
-	p.prog, err = loadProgram(ifindex, p.maps(), cfg, nil)
-	if err != nil && cfg.RxHash && errors.Is(err, ErrNotSupported) {
-		return nil, fmt.Errorf("RX hash metadata: %w", err)
+		err = p.join(ifindex, cfg, before)
+	} else {
+		err = p.load(ifindex, cfg, before)
 	}
 	if err != nil {
 		return nil, err
 	}
+	return p, nil
+}
+
+// join loads the program as an extension and joins the libxdp dispatcher
+// with it, once before (registering sockets) ran.
+func (p *Program) join(ifindex int, cfg ProgramConfig, before func(*Program) error) (err error) {
 	if before != nil {
 		if err := before(p); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	if err := p.attach(cfg.Attach); err != nil {
-		return nil, err
+	p.prog, p.member, p.mode, err = joinDispatcher(ifindex, cfg.Attach, cfg.Priority, func(target *ebpf.Program, slot string) (*ebpf.Program, error) {
+		return loadProgram(ifindex, p.maps(), cfg, &extension{target, slot})
+	})
+	return err
+}
+
+// load loads the program and attaches it alone through a bpf_link, once
+// before (registering sockets) ran.
+func (p *Program) load(ifindex int, cfg ProgramConfig, before func(*Program) error) (err error) {
+	p.prog, err = loadProgram(ifindex, p.maps(), cfg, nil)
+	if err != nil && cfg.RxHash && errors.Is(err, ErrNotSupported) {
+		return fmt.Errorf("RX hash metadata: %w", err)
 	}
-	return p, nil
+	if err != nil {
+		return err
+	}
+	if before != nil {
+		if err := before(p); err != nil {
+			return err
+		}
+	}
+	return p.attach(cfg.Attach)
 }
 
 // maps returns the maps the program's instructions refer to.
@@ -356,37 +367,7 @@ func buildInstructions(maps progMaps, cfg ProgramConfig, bld build) (asm.Instruc
 	in = append(in, asm.Mov.Reg(asm.R6, asm.R1))
 
 	if kfunc != 0 {
-		in = append(in,
-			asm.Mov.Reg(asm.R1, asm.R6),
-			asm.Mov.Imm(asm.R2, -rxMetaLen),
-			asm.FnXdpAdjustMeta.Call(),
-			asm.JNE.Imm(asm.R0, 0, "meta_done"),
-			asm.Mov.Imm(asm.R1, 0),
-			asm.StoreMem(asm.RFP, -8, asm.R1, asm.DWord),
-			asm.Mov.Reg(asm.R1, asm.R6),
-			asm.Mov.Reg(asm.R2, asm.RFP),
-			asm.Add.Imm(asm.R2, -8),
-			asm.Mov.Reg(asm.R3, asm.RFP),
-			asm.Add.Imm(asm.R3, -4),
-			asm.Instruction{OpCode: asm.OpCode(asm.JumpClass).SetJumpOp(asm.Call), Src: asm.PseudoKfuncCall, Constant: int64(kfunc)},
-			asm.Mov.Reg(asm.R7, asm.R0),
-			asm.LoadMem(asm.R2, asm.R6, ctxDataMeta, asm.Word),
-			asm.LoadMem(asm.R3, asm.R6, ctxData, asm.Word),
-			asm.Mov.Reg(asm.R4, asm.R2),
-			asm.Add.Imm(asm.R4, rxMetaLen),
-			asm.JGT.Reg(asm.R4, asm.R3, "meta_done"),
-			asm.LoadMem(asm.R4, asm.RFP, -8, asm.Word),
-			asm.StoreMem(asm.R2, 0, asm.R4, asm.Word),
-			asm.LoadMem(asm.R4, asm.RFP, -4, asm.Word),
-			asm.StoreMem(asm.R2, 4, asm.R4, asm.Word),
-			asm.Mov.Imm(asm.R4, 0),
-			asm.JNE.Imm(asm.R7, 0, "meta_store"),
-			asm.Mov.Imm(asm.R4, rxMetaHashValid),
-			asm.StoreMem(asm.R2, 8, asm.R4, asm.Word).WithSymbol("meta_store"),
-			asm.Mov.Imm(asm.R4, 0),
-			asm.StoreMem(asm.R2, 12, asm.R4, asm.Word),
-			asm.Mov.Imm(asm.R0, 0).WithSymbol("meta_done"),
-		)
+		in = append(in, rxHashInstructions(kfunc)...)
 	}
 
 	// A frame that matches a rule goes on to the classic BPF filter, when
@@ -396,46 +377,11 @@ func buildInstructions(maps progMaps, cfg ProgramConfig, bld build) (asm.Instruc
 		matched = "expr"
 	}
 	if len(rules) > 0 {
-		in = append(in, parseInstructions()...)
-		for i, r := range rules {
-			next := "rule_" + strconv.Itoa(i+1)
-			first := len(in)
-			if r.EtherType != 0 {
-				in = append(in, asm.JNE.Imm(asm.R7, int32(r.EtherType), next))
-			}
-			if r.Protocol != 0 {
-				in = append(in, asm.JNE.Imm(asm.R8, int32(r.Protocol), next))
-			}
-			if r.ports() {
-				in = append(in,
-					asm.JLT.Imm(asm.R9, int32(r.DstPortMin), next),
-					asm.JGT.Imm(asm.R9, int32(r.DstPortMax), next),
-				)
-			}
-			if r.Untagged {
-				// R2 moved past each VLAN tag: untagged means it is
-				// still where the packet starts.
-				in = append(in,
-					asm.LoadMem(asm.R4, asm.R6, ctxData, asm.Word),
-					asm.JNE.Reg(asm.R4, asm.R2, next),
-				)
-			}
-			if p, ok := r.dst(); ok {
-				in = append(in, dstInstructions(p, next)...)
-			}
-			if r.Local {
-				if maps.local == nil {
-					return nil, fmt.Errorf("filter rule %d: Rule.Local without the Local set's map", i)
-				}
-				in = append(in, localInstructions(maps.local.FD(), next, strconv.Itoa(i))...)
-			}
-			in = append(in, asm.Ja.Label(matched))
-			in[first] = in[first].WithSymbol("rule_" + strconv.Itoa(i))
+		ri, err := ruleInstructions(rules, maps, matched)
+		if err != nil {
+			return nil, err
 		}
-		in = append(in,
-			asm.Mov.Imm(asm.R0, xdpPass).WithSymbol("rule_"+strconv.Itoa(len(rules))),
-			asm.Return(),
-		)
+		in = append(in, ri...)
 	}
 	if cfg.BPF != nil {
 		f, err := filter.XDP(cfg.BPF, "redirect", "pass")
@@ -457,6 +403,89 @@ func buildInstructions(maps progMaps, cfg ProgramConfig, bld build) (asm.Instruc
 		// flags: the action when no socket is registered for the queue.
 		asm.Mov.Imm(asm.R3, noSocket),
 		asm.FnRedirectMap.Call(),
+		asm.Return(),
+	)
+	return in, nil
+}
+
+// rxHashInstructions store the NIC's RSS hash (kfunc bpf_xdp_metadata_rx_hash,
+// BTF ID kfunc) in the metadata in front of the frame (ProgramConfig.RxHash).
+// R6 is the context; they end at label "meta_done" with R0 cleared.
+func rxHashInstructions(kfunc btf.TypeID) asm.Instructions {
+	return asm.Instructions{
+		asm.Mov.Reg(asm.R1, asm.R6),
+		asm.Mov.Imm(asm.R2, -rxMetaLen),
+		asm.FnXdpAdjustMeta.Call(),
+		asm.JNE.Imm(asm.R0, 0, "meta_done"),
+		asm.Mov.Imm(asm.R1, 0),
+		asm.StoreMem(asm.RFP, -8, asm.R1, asm.DWord),
+		asm.Mov.Reg(asm.R1, asm.R6),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -8),
+		asm.Mov.Reg(asm.R3, asm.RFP),
+		asm.Add.Imm(asm.R3, -4),
+		asm.Instruction{OpCode: asm.OpCode(asm.JumpClass).SetJumpOp(asm.Call), Src: asm.PseudoKfuncCall, Constant: int64(kfunc)},
+		asm.Mov.Reg(asm.R7, asm.R0),
+		asm.LoadMem(asm.R2, asm.R6, ctxDataMeta, asm.Word),
+		asm.LoadMem(asm.R3, asm.R6, ctxData, asm.Word),
+		asm.Mov.Reg(asm.R4, asm.R2),
+		asm.Add.Imm(asm.R4, rxMetaLen),
+		asm.JGT.Reg(asm.R4, asm.R3, "meta_done"),
+		asm.LoadMem(asm.R4, asm.RFP, -8, asm.Word),
+		asm.StoreMem(asm.R2, 0, asm.R4, asm.Word),
+		asm.LoadMem(asm.R4, asm.RFP, -4, asm.Word),
+		asm.StoreMem(asm.R2, 4, asm.R4, asm.Word),
+		asm.Mov.Imm(asm.R4, 0),
+		asm.JNE.Imm(asm.R7, 0, "meta_store"),
+		asm.Mov.Imm(asm.R4, rxMetaHashValid),
+		asm.StoreMem(asm.R2, 8, asm.R4, asm.Word).WithSymbol("meta_store"),
+		asm.Mov.Imm(asm.R4, 0),
+		asm.StoreMem(asm.R2, 12, asm.R4, asm.Word),
+		asm.Mov.Imm(asm.R0, 0).WithSymbol("meta_done"),
+	}
+}
+
+// ruleInstructions parse the frame (parseInstructions) and try each rule
+// in turn: a frame that matches one jumps to matched, the others pass.
+func ruleInstructions(rules []Rule, maps progMaps, matched string) (asm.Instructions, error) {
+	in := parseInstructions()
+	for i, r := range rules {
+		next := "rule_" + strconv.Itoa(i+1)
+		first := len(in)
+		if r.EtherType != 0 {
+			in = append(in, asm.JNE.Imm(asm.R7, int32(r.EtherType), next))
+		}
+		if r.Protocol != 0 {
+			in = append(in, asm.JNE.Imm(asm.R8, int32(r.Protocol), next))
+		}
+		if r.ports() {
+			in = append(in,
+				asm.JLT.Imm(asm.R9, int32(r.DstPortMin), next),
+				asm.JGT.Imm(asm.R9, int32(r.DstPortMax), next),
+			)
+		}
+		if r.Untagged {
+			// R2 moved past each VLAN tag: untagged means it is
+			// still where the packet starts.
+			in = append(in,
+				asm.LoadMem(asm.R4, asm.R6, ctxData, asm.Word),
+				asm.JNE.Reg(asm.R4, asm.R2, next),
+			)
+		}
+		if p, ok := r.dst(); ok {
+			in = append(in, dstInstructions(p, next)...)
+		}
+		if r.Local {
+			if maps.local == nil {
+				return nil, fmt.Errorf("filter rule %d: Rule.Local without the Local set's map", i)
+			}
+			in = append(in, localInstructions(maps.local.FD(), next, strconv.Itoa(i))...)
+		}
+		in = append(in, asm.Ja.Label(matched))
+		in[first] = in[first].WithSymbol("rule_" + strconv.Itoa(i))
+	}
+	in = append(in,
+		asm.Mov.Imm(asm.R0, xdpPass).WithSymbol("rule_"+strconv.Itoa(len(rules))),
 		asm.Return(),
 	)
 	return in, nil

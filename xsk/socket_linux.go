@@ -51,6 +51,31 @@ func NewSocket(u *UMEM, ifindex, queue int, cfg SocketConfig) (_ *Socket, err er
 	if err != nil {
 		return nil, fmt.Errorf("eventfd: %w", err)
 	}
+	if err := s.mapRings(); err != nil {
+		return nil, err
+	}
+	if cfg.BusyPoll.Timeout > 0 {
+		if err := s.setBusyPoll(); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.takeFrames(share); err != nil {
+		return nil, err
+	}
+	// Fill before bind so the first packet finds a buffer.
+	s.feed()
+	s.publishRX()
+	s.publishTX()
+	if err := s.bind(shared); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// mapRings sizes the socket's rings (no RX or TX ring with NoRX, NoTX)
+// and maps them.
+func (s *Socket) mapRings() error {
+	fd, cfg := s.fd, s.cfg
 	set := func(opt, v int, what string) error {
 		if err := setsockoptInt(fd, unix.SOL_XDP, opt, v); err != nil {
 			return fmt.Errorf("set %s to %d: %w", what, v, err)
@@ -58,46 +83,46 @@ func NewSocket(u *UMEM, ifindex, queue int, cfg SocketConfig) (_ *Socket, err er
 		return nil
 	}
 	if err := set(unix.XDP_UMEM_FILL_RING, cfg.FillRingSize, "fill ring size"); err != nil {
-		return nil, err
+		return err
 	}
 	if err := set(unix.XDP_UMEM_COMPLETION_RING, cfg.CompletionRingSize, "completion ring size"); err != nil {
-		return nil, err
+		return err
 	}
 	if !cfg.NoRX {
 		if err := set(unix.XDP_RX_RING, cfg.RxRingSize, "RX ring size"); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if !cfg.NoTX {
 		if err := set(unix.XDP_TX_RING, cfg.TxRingSize, "TX ring size"); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	off, err := getMmapOffsets(fd)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	mem, err := mmapRing(fd, unix.XDP_UMEM_PGOFF_FILL_RING, off.fr, uint32(cfg.FillRingSize), 8)
 	if err != nil {
-		return nil, fmt.Errorf("map fill ring: %w", err)
+		return fmt.Errorf("map fill ring: %w", err)
 	}
 	s.fill = newFillRing(mem, off.fr, uint32(cfg.FillRingSize))
 	mem, err = mmapRing(fd, unix.XDP_UMEM_PGOFF_COMPLETION_RING, off.cr, uint32(cfg.CompletionRingSize), 8)
 	if err != nil {
-		return nil, fmt.Errorf("map completion ring: %w", err)
+		return fmt.Errorf("map completion ring: %w", err)
 	}
 	s.comp = newCompletionRing(mem, off.cr, uint32(cfg.CompletionRingSize))
 	if !cfg.NoRX {
 		mem, err = mmapRing(fd, unix.XDP_PGOFF_RX_RING, off.rx, uint32(cfg.RxRingSize), unsafe.Sizeof(Desc{}))
 		if err != nil {
-			return nil, fmt.Errorf("map RX ring: %w", err)
+			return fmt.Errorf("map RX ring: %w", err)
 		}
 		s.rx = newRXRing(mem, off.rx, uint32(cfg.RxRingSize))
 	}
 	if !cfg.NoTX {
 		mem, err = mmapRing(fd, unix.XDP_PGOFF_TX_RING, off.tx, uint32(cfg.TxRingSize), unsafe.Sizeof(Desc{}))
 		if err != nil {
-			return nil, fmt.Errorf("map TX ring: %w", err)
+			return fmt.Errorf("map TX ring: %w", err)
 		}
 		s.tx = newTXRing(mem, off.tx, uint32(cfg.TxRingSize))
 		if cfg.TxBudget > 0 {
@@ -106,26 +131,27 @@ func NewSocket(u *UMEM, ifindex, queue int, cfg SocketConfig) (_ *Socket, err er
 			setsockoptInt(fd, unix.SOL_XDP, unix.XDP_MAX_TX_SKB_BUDGET, b)
 		}
 	}
-	if cfg.BusyPoll.Timeout > 0 {
-		if err := s.setBusyPoll(); err != nil {
-			return nil, err
-		}
-	}
+	return nil
+}
 
+// takeFrames takes the socket's share of the UMEM's frames into its
+// pools: one, or an RX and a TX pool (SocketConfig.TxFrames).
+func (s *Socket) takeFrames(share int) error {
+	u, cfg := s.umem, s.cfg
 	if cfg.TxFrames > 0 && (cfg.NoRX || cfg.NoTX) {
-		return nil, invalid("TX frames", cfg.TxFrames, "a TX pool of its own needs both an RX and a TX ring")
+		return invalid("TX frames", cfg.TxFrames, "a TX pool of its own needs both an RX and a TX ring")
 	}
 	all := u.takeFrames(share) // capped at what is left
 	s.txLen = make([]uint32, u.cfg.NumFrames)
 	s.owned = len(all)
 	if s.owned == 0 {
-		return nil, invalid("frames", cfg.Frames, fmt.Sprintf("the UMEM (%d frames) has none left for this socket", u.cfg.NumFrames))
+		return invalid("frames", cfg.Frames, fmt.Sprintf("the UMEM (%d frames) has none left for this socket", u.cfg.NumFrames))
 	}
 	s.rxPool = newFramePool(u, all)
 	s.txPool = s.rxPool
 	if cfg.TxFrames > 0 {
 		if cfg.TxFrames >= len(all) {
-			return nil, invalid("TX frames", cfg.TxFrames, fmt.Sprintf("must leave RX some of the socket's %d frames", len(all)))
+			return invalid("TX frames", cfg.TxFrames, fmt.Sprintf("must leave RX some of the socket's %d frames", len(all)))
 		}
 		k := len(all) - cfg.TxFrames
 		s.rxPool = newFramePool(u, all[:k])
@@ -134,15 +160,18 @@ func NewSocket(u *UMEM, ifindex, queue int, cfg SocketConfig) (_ *Socket, err er
 	} else if !cfg.NoRX && !cfg.NoTX {
 		s.reserve = s.owned / 2
 	}
-	// Fill before bind so the first packet finds a buffer.
-	s.feed()
-	s.publishRX()
-	s.publishTX()
+	return nil
+}
 
-	sa := &unix.SockaddrXDP{Ifindex: uint32(ifindex), QueueID: uint32(queue)}
+// bind binds the socket to its queue (on a UMEM shared with another
+// socket, with XDP_SHARED_UMEM) and records whether the kernel granted
+// zero-copy.
+func (s *Socket) bind(shared bool) error {
+	cfg := s.cfg
+	sa := &unix.SockaddrXDP{Ifindex: uint32(s.ifindex), QueueID: uint32(s.queue)}
 	if shared {
 		sa.Flags = unix.XDP_SHARED_UMEM
-		sa.SharedUmemFD = uint32(u.fd)
+		sa.SharedUmemFD = uint32(s.umem.fd)
 	} else {
 		switch cfg.Bind {
 		case BindCopy:
@@ -157,14 +186,13 @@ func NewSocket(u *UMEM, ifindex, queue int, cfg SocketConfig) (_ *Socket, err er
 			sa.Flags |= unix.XDP_USE_SG
 		}
 	}
-	if err := bindRetry(fd, sa); err != nil {
-		return nil, bindError(err, cfg, shared)
+	if err := bindRetry(s.fd, sa); err != nil {
+		return bindError(err, cfg, shared)
 	}
-	opt, err := getsockoptInt(fd, unix.SOL_XDP, unix.XDP_OPTIONS)
-	if err == nil {
+	if opt, err := getsockoptInt(s.fd, unix.SOL_XDP, unix.XDP_OPTIONS); err == nil {
 		s.zeroCopy = opt&unix.XDP_OPTIONS_ZEROCOPY != 0
 	}
-	return s, nil
+	return nil
 }
 
 // bindRetry binds, retrying for up to a second on EBUSY: right after a
