@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/xdpio/xdpio/internal/vethpair"
@@ -15,23 +14,16 @@ import (
 
 var queuePrefix = regexp.MustCompile(`^(rx|tx)_queue_\d+_`)
 
-// vethStats reads `ethtool -S` of h's veth and sums the per-queue
-// counters by name (rx_queue_0_drops + rx_queue_1_drops -> rx_drops).
+// vethStats reads `ethtool -S` of h's veth (vethpair's reader) and sums
+// the per-queue counters by name (rx_queue_0_drops + rx_queue_1_drops ->
+// rx_drops).
 func vethStats(ctx context.Context, h *vethpair.Host) (map[string]uint64, error) {
-	out, err := h.Command(ctx, "ethtool", "-S", h.Link).Output()
+	raw, err := h.EthtoolStats(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("ethtool -S %s: %w", h.Link, err)
+		return nil, err
 	}
 	m := map[string]uint64{}
-	for _, line := range strings.Split(string(out), "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok {
-			continue
-		}
-		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-		if err != nil {
-			continue
-		}
+	for k, n := range raw {
 		if loc := queuePrefix.FindStringSubmatchIndex(k); loc != nil {
 			k = k[loc[2]:loc[3]] + "_" + k[loc[1]:]
 		}
