@@ -57,15 +57,19 @@ func (p *Params) setDefaults() {
 	}
 }
 
-func (p Params) validate() error {
-	if p.RxUsecs < 0 || p.RxUsecs > MaxUsecs {
-		return fmt.Errorf("rx-usecs %d: must be between 0 and %d: %w", p.RxUsecs, MaxUsecs, ErrInvalidParams)
+func (p Params) validate() error { return validate("rx", p.RxUsecs, p.RxFrames, p.BatchSize) }
+
+// validate checks one direction's usecs, frames and batch size, the same
+// rules for RX and TX; dir names them as ethtool does ("rx-usecs").
+func validate(dir string, usecs, frames, batch int) error {
+	if usecs < 0 || usecs > MaxUsecs {
+		return fmt.Errorf("%s-usecs %d: must be between 0 and %d: %w", dir, usecs, MaxUsecs, ErrInvalidParams)
 	}
-	if p.RxFrames < 0 {
-		return fmt.Errorf("rx-frames %d: must not be negative: %w", p.RxFrames, ErrInvalidParams)
+	if frames < 0 {
+		return fmt.Errorf("%s-frames %d: must not be negative: %w", dir, frames, ErrInvalidParams)
 	}
-	if p.BatchSize < 0 || p.BatchSize > 1<<16 {
-		return fmt.Errorf("batch size %d: must be between 1 and 65536 (0: default 256): %w", p.BatchSize, ErrInvalidParams)
+	if batch < 0 || batch > 1<<16 {
+		return fmt.Errorf("batch size %d: must be between 1 and 65536 (0: default 256): %w", batch, ErrInvalidParams)
 	}
 	return nil
 }
@@ -103,17 +107,6 @@ func (p *TxParams) setDefaults() {
 	}
 }
 
-func (p TxParams) validate() error {
-	if p.TxUsecs < 0 || p.TxUsecs > MaxUsecs {
-		return fmt.Errorf("tx-usecs %d: must be between 0 and %d: %w", p.TxUsecs, MaxUsecs, ErrInvalidParams)
-	}
-	if p.TxFrames < 0 {
-		return fmt.Errorf("tx-frames %d: must not be negative: %w", p.TxFrames, ErrInvalidParams)
-	}
-	if p.BatchSize < 0 || p.BatchSize > 1<<16 {
-		return fmt.Errorf("batch size %d: must be between 1 and 65536 (0: default 256): %w", p.BatchSize, ErrInvalidParams)
-	}
-	return nil
-}
+func (p TxParams) validate() error { return validate("tx", p.TxUsecs, p.TxFrames, p.BatchSize) }
 
 func usecs(n int) time.Duration { return time.Duration(n) * time.Microsecond }
