@@ -3,14 +3,10 @@
 package xsk_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -66,20 +62,8 @@ func TestOpenRestoresStaleNAPI(t *testing.T) {
 		t.Fatalf("NAPIs: %v %v", napis, err)
 	}
 	t.Cleanup(func() { napictl.RestoreStale(c, "", p.A.Link, p.A.Ifindex) })
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHelperNAPIHolder$", "-test.count=1")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("XSK_NAPI_HELPER=%s %s %d %d %d", p.A.NS, p.A.Link, p.A.Ifindex, napis[0].ID, napis[1].ID))
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(out)
-	for sc.Scan() && sc.Text() != "applied" {
-	}
-	cmd.Process.Kill()
+	cmd := netnstest.StartHelper(t, "TestHelperNAPIHolder", "applied", fmt.Sprintf("XSK_NAPI_HELPER=%s %s %d %d %d", p.A.NS, p.A.Link, p.A.Ifindex, napis[0].ID, napis[1].ID))
+	cmd.Process.Kill() // a crash: the deferral stays, recorded
 	cmd.Wait()
 	if n, err := c.NAPI(napis[0].ID); err != nil || *n.DeferHardIRQs != 6 {
 		t.Fatalf("the helper's deferral is not in place: %+v %v", n, err)
@@ -103,11 +87,7 @@ func TestOpenRestoresStaleNAPI(t *testing.T) {
 }
 
 func TestHelperNAPIHolder(t *testing.T) {
-	env := os.Getenv("XSK_NAPI_HELPER")
-	if env == "" {
-		t.Skip("skipping: helper process of TestOpenRestoresStaleNAPI")
-	}
-	f := strings.Fields(env)
+	f := netnstest.HelperArgs(t, "XSK_NAPI_HELPER")
 	ifindex, _ := strconv.Atoi(f[2])
 	var ids []uint32
 	for _, s := range f[3:] {

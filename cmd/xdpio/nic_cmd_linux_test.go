@@ -3,14 +3,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -205,22 +202,8 @@ func TestCLINAPIReset(t *testing.T) {
 		t.Fatalf("NAPIs: %v %v", napis, err)
 	}
 	t.Cleanup(func() { napictl.RestoreStale(c, "", dev, p.A.Ifindex) })
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHelperCLINAPIHolder$", "-test.count=1")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("XDPIO_NAPI_HELPER=%s %s %d %d", ns, dev, napis[0].ID, napis[1].ID))
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() && sc.Text() != "applied" {
-	}
-	cmd.Process.Kill()
+	cmd := netnstest.StartHelper(t, "TestHelperCLINAPIHolder", "applied", fmt.Sprintf("XDPIO_NAPI_HELPER=%s %s %d %d", ns, dev, napis[0].ID, napis[1].ID))
+	cmd.Process.Kill() // a crash: the deferral stays, recorded
 	cmd.Wait()
 	if n, err := c.NAPI(napis[0].ID); err != nil || *n.DeferHardIRQs != 4 {
 		t.Fatalf("helper's deferral not in place: %v", err)
@@ -239,11 +222,7 @@ func TestCLINAPIReset(t *testing.T) {
 }
 
 func TestHelperCLINAPIHolder(t *testing.T) {
-	env := os.Getenv("XDPIO_NAPI_HELPER")
-	if env == "" {
-		t.Skip("skipping: helper process of TestCLINAPIReset")
-	}
-	f := strings.Fields(env)
+	f := netnstest.HelperArgs(t, "XDPIO_NAPI_HELPER")
 	var ids []uint32
 	for _, s := range f[2:] {
 		v, _ := strconv.ParseUint(s, 10, 32)

@@ -3,11 +3,9 @@
 package napictl_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -117,32 +115,8 @@ func TestCrashRestore(t *testing.T) {
 	d0, g0 := *napis[0].DeferHardIRQs, *napis[0].GROFlushTimeout
 
 	crash := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHelperHolder$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "NAPICTL_HELPER="+strings.Join([]string{p.A.NS, p.A.Link,
+		cmd := netnstest.StartHelper(t, "TestHelperHolder", "applied", "NAPICTL_HELPER="+strings.Join([]string{p.A.NS, p.A.Link,
 			strconv.Itoa(p.A.Ifindex), dir, fmt.Sprint(napis[0].ID), fmt.Sprint(napis[1].ID)}, " "))
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(out)
-		ready := false
-		for sc.Scan() {
-			if sc.Text() == "applied" {
-				ready = true
-				break
-			}
-		}
-		if !ready {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("helper did not apply")
-		}
 		check(t, c, "held by the child", napis, 9, 123*time.Microsecond)
 		if err := cmd.Process.Kill(); err != nil { // SIGKILL: no Close
 			t.Fatal(err)
@@ -186,11 +160,7 @@ func TestCrashRestore(t *testing.T) {
 // TestHelperHolder is the child of TestCrashRestore: it applies deferral
 // inside the namespace, says so, and waits to be killed.
 func TestHelperHolder(t *testing.T) {
-	env := os.Getenv("NAPICTL_HELPER")
-	if env == "" {
-		t.Skip("skipping: helper process of TestCrashRestore")
-	}
-	f := strings.Fields(env)
+	f := netnstest.HelperArgs(t, "NAPICTL_HELPER")
 	ifindex, _ := strconv.Atoi(f[2])
 	var napis []uint32
 	for _, s := range f[4:] {
