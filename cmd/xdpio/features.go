@@ -74,7 +74,7 @@ func newFeaturesCmd(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pairs := args[1:]
 			if len(pairs)%2 != 0 {
-				return usagef("features set: want NAME on|off pairs, got %q\n%s", strings.Join(pairs, " "), helpHint(cmd))
+				return usagef("features set: want NAME on|off pairs, got %q", strings.Join(pairs, " "))
 			}
 			want := map[string]bool{}
 			for i := 0; i < len(pairs); i += 2 {

@@ -318,7 +318,7 @@ func newNAPICmd(g *globals) *cobra.Command {
 				s.IRQSuspendTimeout = &irqS
 			}
 			if s.IsZero() {
-				return usagef("napi set: give at least one of --defer-hard-irqs, --gro-flush-timeout, --irq-suspend-timeout\n%s", helpHint(cmd))
+				return usagef("napi set: give at least one of --defer-hard-irqs, --gro-flush-timeout, --irq-suspend-timeout")
 			}
 			var ch nic.NAPIChange
 			if err := withDevice(g, args[0], func(d *nic.Device) (err error) {
