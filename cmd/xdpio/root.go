@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"runtime/debug"
@@ -365,7 +367,41 @@ func (g *globals) inNetns(fn func() error) error {
 	if g.netns == "" {
 		return fn()
 	}
+	if err := netnsExists(netnsDir, g.netns); err != nil {
+		return err
+	}
 	return nsdo.DoNamed(g.netns, fn)
+}
+
+// netnsDir holds the named network namespaces (ip netns add).
+const netnsDir = "/run/netns"
+
+// netnsExists says, in words, why --netns name names no namespace in dir:
+// "no such file or directory" would not say which file, or that it is
+// the namespace that is missing.
+func netnsExists(dir, name string) error {
+	if name == "." || name == ".." || strings.ContainsRune(name, '/') {
+		return fmt.Errorf("--netns %q: not a network namespace name (ip netns list shows them)", name)
+	}
+	_, err := os.Stat(filepath.Join(dir, name))
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil // there, or the kernel's own words will say what else
+	}
+	msg := fmt.Sprintf("--netns %q: no such network namespace", name)
+	ents, _ := os.ReadDir(dir)
+	switch {
+	case len(ents) == 0:
+		msg += " (there are none: ip netns add NAME creates one)"
+	case len(ents) <= 5:
+		names := make([]string, len(ents))
+		for i, e := range ents {
+			names[i] = e.Name()
+		}
+		msg += " (ip netns list: " + strings.Join(names, ", ") + ")"
+	default:
+		msg += fmt.Sprintf(" (ip netns list shows the %d there are)", len(ents))
+	}
+	return &plainError{msg, err}
 }
 
 // flagValueError matches pflag's report of a value its parser refused.
