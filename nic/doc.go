@@ -30,7 +30,9 @@
 // coalescing per NAPI instance — defer-hard-irqs, gro-flush-timeout,
 // irq-suspend-timeout — per NAPI, per queue or for the whole device;
 // QueueStats snapshots the per-queue counters (Snapshot.Delta turns two
-// into rates); XDPFeatures says what the device offers to XDP and AF_XDP.
+// into rates), and Stats falls back, for drivers without them, to the
+// driver's per-queue `ethtool -S` counters (veth) or the device's totals
+// (lo), saying which in Snapshot.Source; XDPFeatures says what the device offers to XDP and AF_XDP.
 // On kernels whose netdev family has no napi-set (before Linux 6.13),
 // SetNAPI on the whole device falls back to the device-wide sysfs files
 // napi_defer_hard_irqs and gro_flush_timeout, and NAPIChange.Fallback says

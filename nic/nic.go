@@ -37,13 +37,16 @@ func (e *noDeviceError) Error() string {
 func (e *noDeviceError) Unwrap() error        { return e.err }
 func (e *noDeviceError) Is(target error) bool { return target == ErrNoDevice }
 
-// QueueType is RX or TX.
+// QueueType is RX or TX (WholeDevice only in a Snapshot of device totals).
 type QueueType string
 
 // Queue types.
 const (
 	RX QueueType = "rx"
 	TX QueueType = "tx"
+	// WholeDevice marks the one row of a Snapshot whose Source is
+	// StatsDevice: the counters of the device as a whole (its Queue is -1).
+	WholeDevice QueueType = "device"
 )
 
 // Queue is one RX or TX queue of a device.
@@ -185,14 +188,43 @@ type QueueStats struct {
 
 // Snapshot is the per-queue counters of a device at one time.
 type Snapshot struct {
-	Time   time.Time
+	Time time.Time
+	// Source says where the counters come from, and so what their names
+	// mean.
+	Source StatsSource
 	Queues []QueueStats
 }
+
+// StatsSource says where a Snapshot's counters come from.
+type StatsSource string
+
+// Sources of counters, in the order Device.Stats tries them.
+const (
+	// StatsQstats: the kernel's per-queue statistics (netdev qstats-get),
+	// named as the netdev spec names them ("rx-packets").
+	StatsQstats StatsSource = "netdev qstats"
+	// StatsDriver: the driver's own per-queue counters, as `ethtool -S`
+	// prints them, for drivers without qstats (veth). A counter is named
+	// by the driver's string with the queue number taken out:
+	// rx_queue_3_xdp_packets (veth), rx3_packets (mlx5, virtio-net),
+	// rx-3.packets (i40e) and rxq3_packets are rx queue 3's
+	// "rx_xdp_packets" or "rx_packets". What the counters count is the
+	// driver's to say: veth's count only frames its NAPI or XDP path saw.
+	StatsDriver StatsSource = "ethtool -S (driver strings)"
+	// StatsDevice: the device's totals from /proc/net/dev (the thread's
+	// network namespace), one WholeDevice row, for drivers that keep no
+	// per-queue counters at all (lo). Counters are named by the file's
+	// columns: rx_bytes, rx_packets, rx_errs, rx_drop, …, tx_colls,
+	// tx_carrier, tx_compressed.
+	StatsDevice StatsSource = "device totals (/proc/net/dev)"
+)
 
 // Delta is the change of the counters between two snapshots.
 type Delta struct {
 	// Interval is the time between the snapshots.
 	Interval time.Duration
+	// Source is the later snapshot's.
+	Source StatsSource
 	// Queues hold the counter differences. A counter that went backwards
 	// (the queue was reconfigured) counts from 0.
 	Queues []QueueStats
@@ -201,7 +233,7 @@ type Delta struct {
 // Delta returns s minus prev, matching queues by type and ID. Queues only
 // in s count from 0; queues only in prev are left out.
 func (s Snapshot) Delta(prev Snapshot) Delta {
-	d := Delta{Interval: s.Time.Sub(prev.Time)}
+	d := Delta{Interval: s.Time.Sub(prev.Time), Source: s.Source}
 	old := map[[2]any]QueueStats{}
 	for _, q := range prev.Queues {
 		old[[2]any{q.Type, q.Queue}] = q

@@ -322,7 +322,7 @@ func (d *Device) QueueStats() (Snapshot, error) {
 	if err != nil {
 		return Snapshot{}, d.err("queue stats", err)
 	}
-	s := Snapshot{Time: time.Now()}
+	s := Snapshot{Time: time.Now(), Source: StatsQstats}
 	for _, r := range rows {
 		typ := RX
 		if r.Type == netdev.QueueTX {

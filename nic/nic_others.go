@@ -39,6 +39,9 @@ func (d *Device) SetNAPI(Selector, NAPISettings) (NAPIChange, error) { return NA
 // QueueStats returns ErrNotSupported.
 func (d *Device) QueueStats() (Snapshot, error) { return Snapshot{}, notLinux() }
 
+// Stats returns ErrNotSupported.
+func (d *Device) Stats() (Snapshot, error) { return Snapshot{}, notLinux() }
+
 // XDPFeatures returns ErrNotSupported.
 func (d *Device) XDPFeatures() (XDPFeatures, error) { return XDPFeatures{}, notLinux() }
 

@@ -77,7 +77,7 @@ func newChannelsCmd(g *globals) *cobra.Command {
 				}
 			}
 			if cfg == (nic.ChannelsConfig{}) {
-				return usagef("channels set: give at least one of --rx, --tx, --other, --combined\n%s", helpHint(cmd))
+				return usagef("channels set: give at least one of --rx, --tx, --other, --combined")
 			}
 			before, after, err := setAndReread(g, args[0], dryRun, (*nic.Device).Channels,
 				func(d *nic.Device) error { return d.SetChannels(cfg) },

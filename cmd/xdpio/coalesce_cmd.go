@@ -218,7 +218,7 @@ func newCoalesceCmd(g *globals) *cobra.Command {
 				}
 			}
 			if n == 0 {
-				return usagef("coalesce set: give at least one parameter\n%s", helpHint(cmd))
+				return usagef("coalesce set: give at least one parameter")
 			}
 			qs, err := parseQueueList(setQueues)
 			if err != nil {

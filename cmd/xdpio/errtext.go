@@ -115,9 +115,18 @@ func ethtoolText(e *nic.RequestError) string {
 	case errors.Is(e.Err, syscall.EPERM) || errors.Is(e.Err, syscall.EACCES):
 		b.WriteString(what + " needs root (CAP_NET_ADMIN): permission denied")
 		return b.String()
+	case e.NotSupported && (strings.HasPrefix(e.Missing, "the driver of") || strings.Contains(e.Missing, "by the driver of")):
+		// The driver has none of it: say what, not which request found
+		// out (`coalesce set` reads first, to show before → after).
+		if lacks, ok := driverLacks[msgGroup(e.Op)]; ok {
+			b.WriteString(lacks + " not supported by the driver")
+			return b.String()
+		}
+		b.WriteString(what + " is not supported by the driver")
+		return b.String()
 	case e.NotSupported:
 		b.WriteString(what + " is not supported by the driver")
-		if e.Missing != "" && !strings.HasPrefix(e.Missing, "the driver of") {
+		if e.Missing != "" {
 			b.WriteString(" (" + attrWords(e.Missing) + ")")
 		}
 		return b.String()
@@ -138,6 +147,28 @@ func ethtoolText(e *nic.RequestError) string {
 		}
 	}
 	return b.String()
+}
+
+// driverLacks says, per ethtool message group, what a driver without
+// the group's messages lacks, to go before "not supported by the
+// driver".
+var driverLacks = map[string]string{
+	"COALESCE": "interrupt coalescing (ethtool -c/-C) is",
+	"RINGS":    "ring parameters (ethtool -g/-G) are",
+	"CHANNELS": "channel counts (ethtool -l/-L) are",
+	"PAUSE":    "pause frames (ethtool -a/-A) are",
+	"RSS":      "RSS (ethtool -x/-X) is",
+	"PERQUEUE": "per-queue interrupt coalescing (ethtool -Q … --coalesce) is",
+}
+
+// msgGroup is an ethtool message name without its verb: COALESCE for
+// ETHTOOL_MSG_COALESCE_GET.
+func msgGroup(op string) string {
+	op = strings.TrimPrefix(op, "ETHTOOL_MSG_")
+	if i := strings.LastIndexByte(op, '_'); i >= 0 {
+		return op[:i]
+	}
+	return op
 }
 
 // opWords turns an ethtool message name (CHANNELS_SET) into words

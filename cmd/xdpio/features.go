@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -74,7 +75,7 @@ func newFeaturesCmd(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			pairs := args[1:]
 			if len(pairs)%2 != 0 {
-				return usagef("features set: want NAME on|off pairs, got %q\n%s", strings.Join(pairs, " "), helpHint(cmd))
+				return usagef("features set: want NAME on|off pairs, got %q", strings.Join(pairs, " "))
 			}
 			want := map[string]bool{}
 			for i := 0; i < len(pairs); i += 2 {
@@ -90,6 +91,8 @@ func newFeaturesCmd(g *globals) *cobra.Command {
 			var (
 				before, after []nic.Feature
 				res           nic.FeaturesResult
+				req           map[string]bool
+				fixed         []string
 			)
 			err := withDevice(g, args[0], func(dev *nic.Device) (err error) {
 				if before, err = dev.Features(); err != nil {
@@ -107,25 +110,26 @@ func newFeaturesCmd(g *globals) *cobra.Command {
 						return usagef("features set: unknown feature %q: use an ethtool -k name (`xdpio features show %s` lists them) or a kernel feature name", pairs[i], args[0])
 					}
 				}
+				// A feature the driver fixes cannot change: refuse the
+				// request before sending anything when a name stands
+				// only for fixed features in the other state; of a
+				// group, send the members that can change.
+				if req, fixed, err = splitFixed(args[0], want, before); err != nil {
+					return fmt.Errorf("features set %s: %w", args[0], err)
+				}
 				if dry {
-					known := make([]string, len(before))
-					for i, f := range before {
-						known[i] = f.Name
-					}
-					req, err := nic.ExpandFeatures(want, known)
-					if err != nil {
-						return err
-					}
 					after = append([]nic.Feature(nil), before...)
 					for i := range after {
-						if v, ok := req[after[i].Name]; ok && !after[i].Fixed() {
+						if v, ok := req[after[i].Name]; ok {
 							after[i].Active = v
 						}
 					}
 					return nil
 				}
-				if res, err = dev.SetFeatures(want); err != nil {
-					return err
+				if len(req) > 0 {
+					if res, err = dev.SetFeatures(req); err != nil {
+						return err
+					}
 				}
 				after, err = dev.Features()
 				return err
@@ -134,8 +138,11 @@ func newFeaturesCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if g.json {
+				if fixed == nil {
+					fixed = []string{}
+				}
 				if err := writeJSON(g.stdout, map[string]any{"device": args[0], "dry_run": dry, "before": featuresJSON(before),
-					"after": featuresJSON(after), "refused": refusedJSON(res)}); err != nil {
+					"after": featuresJSON(after), "refused": refusedJSON(res), "fixed": fixed}); err != nil {
 					return err
 				}
 			} else {
@@ -146,10 +153,16 @@ func newFeaturesCmd(g *globals) *cobra.Command {
 						cs = append(cs, change{f.Name, onOff(b[f.Name].Active), onOff(f.Active)})
 					}
 				}
-				if len(cs) == 0 {
+				switch {
+				case len(cs) == 0 && len(res.Refused) > 0:
+					// The error says it all.
+				case len(cs) == 0:
 					fmt.Fprintf(g.stdout, "%s features%s: nothing changed\n", args[0], dryRunNote(dry))
-				} else {
+				default:
 					printChange(g.stdout, args[0]+" features"+dryRunNote(dry), cs)
+				}
+				if len(fixed) > 0 {
+					fmt.Fprintf(g.stdout, "%s features: fixed by the driver, left as they are: %s\n", args[0], strings.Join(fixed, ", "))
 				}
 			}
 			if len(res.Refused) > 0 {
@@ -165,6 +178,68 @@ func newFeaturesCmd(g *globals) *cobra.Command {
 	set.Flags().BoolVar(&dry, "dry-run", false, "show what would change (fixed features stay) without changing it")
 	c.AddCommand(set)
 	return c
+}
+
+// splitFixed turns a request by ethtool -K or kernel name into the kernel
+// features to send: those it names that the driver lets change. A name
+// that stands only for features the driver fixes ([fixed] in `ethtool
+// -k`), one of them in the other state, is an error: the device cannot do
+// it, and sending the rest would change half of the request. Fixed
+// features of a group that are in the other state are left out and
+// listed (fixed), as ethtool -K leaves them.
+func splitFixed(dev string, want map[string]bool, fs []nic.Feature) (req map[string]bool, fixed []string, err error) {
+	known := make([]string, len(fs))
+	byName := make(map[string]nic.Feature, len(fs))
+	for i, f := range fs {
+		known[i] = f.Name
+		byName[f.Name] = f
+	}
+	names := make([]string, 0, len(want))
+	for n := range want {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	req = map[string]bool{}
+	var cannot []string
+	for _, n := range names {
+		on := want[n]
+		members, err := nic.ExpandFeatures(map[string]bool{n: on}, known)
+		if err != nil {
+			return nil, nil, err
+		}
+		var stuck []string
+		canChange := false
+		for _, m := range known {
+			if _, ok := members[m]; !ok {
+				continue
+			}
+			f := byName[m]
+			if !f.Fixed() {
+				canChange = true
+				if prev, dup := req[m]; dup && prev != on {
+					return nil, nil, fmt.Errorf("conflicting requests for feature %s", m)
+				}
+				req[m] = on
+			} else if f.Active != on {
+				stuck = append(stuck, m)
+			}
+		}
+		what := n
+		if len(stuck) > 1 || stuck != nil && stuck[0] != n {
+			what = fmt.Sprintf("%s (%s)", n, strings.Join(stuck, ", "))
+		}
+		switch {
+		case len(stuck) == 0:
+		case canChange:
+			fixed = append(fixed, stuck...)
+		default:
+			cannot = append(cannot, fmt.Sprintf("%s: fixed %s by the driver, cannot be turned %s", what, onOff(!on), onOff(on)))
+		}
+	}
+	if len(cannot) > 0 {
+		return nil, nil, fmt.Errorf("%s ([fixed] in `xdpio features show %s`); nothing was changed", strings.Join(cannot, "; "), dev)
+	}
+	return req, fixed, nil
 }
 
 func refusedJSON(res nic.FeaturesResult) map[string]featureJSON {

@@ -318,7 +318,7 @@ func newNAPICmd(g *globals) *cobra.Command {
 				s.IRQSuspendTimeout = &irqS
 			}
 			if s.IsZero() {
-				return usagef("napi set: give at least one of --defer-hard-irqs, --gro-flush-timeout, --irq-suspend-timeout\n%s", helpHint(cmd))
+				return usagef("napi set: give at least one of --defer-hard-irqs, --gro-flush-timeout, --irq-suspend-timeout")
 			}
 			var ch nic.NAPIChange
 			if err := withDevice(g, args[0], func(d *nic.Device) (err error) {
@@ -418,8 +418,17 @@ func newStatsCmd(g *globals) *cobra.Command {
 	)
 	c := &cobra.Command{
 		Use:   "stats DEV [--queue N] [--watch 1s] [--count N]",
-		Short: "Per-queue counters (netdev qstats); with --watch, per-second rates every interval and a final total",
-		Args:  cobra.ExactArgs(1),
+		Short: "Per-queue counters (netdev qstats, else the driver's ethtool -S, else device totals); with --watch, per-second rates every interval and a final total",
+		Long: `Per-queue counters of DEV, from the first source the device has, named on the first line
+(and as "source" under --json):
+
+  netdev qstats                   the kernel's per-queue statistics (rx-packets, tx-bytes, …)
+  ethtool -S (driver strings)     the driver's own per-queue counters, for drivers without qstats
+                                  (veth): rx_queue_3_xdp_packets shows as rx_xdp_packets of rx 3
+  device totals (/proc/net/dev)   the whole device, for drivers without per-queue counters (lo)
+
+With --watch, per-second rates every interval and a final total.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.Flags().Changed("queue") && queue < 0 {
 				return usagef("stats: --queue %d: must not be negative", queue)
@@ -437,6 +446,9 @@ func newStatsCmd(g *globals) *cobra.Command {
 				if !cmd.Flags().Changed("queue") {
 					return s, nil
 				}
+				if s.Source == nic.StatsDevice {
+					return s, fmt.Errorf("stats %s: --queue %d: %s keeps no per-queue counters (no netdev qstats, none in ethtool -S), only the device's totals", args[0], queue, args[0])
+				}
 				var out []nic.QueueStats
 				for _, q := range s.Queues {
 					if q.Queue == queue {
@@ -451,7 +463,7 @@ func newStatsCmd(g *globals) *cobra.Command {
 			}
 			return withDevice(g, args[0], func(d *nic.Device) error {
 				snap := func() (nic.Snapshot, error) {
-					s, err := d.QueueStats()
+					s, err := d.Stats()
 					if err != nil {
 						return s, err
 					}
@@ -475,7 +487,34 @@ func newStatsCmd(g *globals) *cobra.Command {
 }
 
 func queueJSON(q nic.QueueStats) map[string]any {
-	return map[string]any{"type": string(q.Type), "queue": q.Queue, "counters": q.Counters}
+	var queue any = q.Queue
+	if q.Type == nic.WholeDevice {
+		queue = nil
+	}
+	return map[string]any{"type": string(q.Type), "queue": queue, "counters": q.Counters}
+}
+
+// queueLabel names a row: "rx 3", or "device" for a device's totals.
+func queueLabel(q nic.QueueStats) string {
+	if q.Type == nic.WholeDevice {
+		return "device"
+	}
+	return fmt.Sprintf("%s %d", q.Type, q.Queue)
+}
+
+// sourceWhy says why a fallback source is shown.
+var sourceWhy = map[nic.StatsSource]string{
+	nic.StatsDriver: "the driver keeps no netdev qstats",
+	nic.StatsDevice: "the driver keeps no per-queue counters (no netdev qstats, none in ethtool -S)",
+}
+
+// sourceLine is the line above the counters that says where they come
+// from.
+func sourceLine(dev string, s nic.StatsSource) string {
+	if why, ok := sourceWhy[s]; ok {
+		return fmt.Sprintf("%s: source: %s; %s", dev, s, why)
+	}
+	return fmt.Sprintf("%s: source: %s", dev, s)
 }
 
 func printSnapshot(g *globals, dev string, s nic.Snapshot) error {
@@ -485,8 +524,9 @@ func printSnapshot(g *globals, dev string, s nic.Snapshot) error {
 		for i, q := range s.Queues {
 			list[i] = queueJSON(q)
 		}
-		return writeJSON(g.stdout, map[string]any{"device": dev, "queues": list, "total": total})
+		return writeJSON(g.stdout, map[string]any{"device": dev, "source": string(s.Source), "queues": list, "total": total})
 	}
+	fmt.Fprintln(g.stdout, sourceLine(dev, s.Source))
 	cols := nic.CounterNames(total)
 	tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "queue\t%s\t\n", strings.Join(cols, "\t"))
@@ -502,9 +542,11 @@ func printSnapshot(g *globals, dev string, s nic.Snapshot) error {
 		fmt.Fprintln(tw, "\t")
 	}
 	for _, q := range s.Queues {
-		row(fmt.Sprintf("%s %d", q.Type, q.Queue), q.Counters)
+		row(queueLabel(q), q.Counters)
 	}
-	row("total", total)
+	if len(s.Queues) > 1 {
+		row("total", total)
+	}
 	return tw.Flush()
 }
 
@@ -518,6 +560,7 @@ func watchStats(ctx context.Context, g *globals, dev string, first nic.Snapshot,
 	enc := json.NewEncoder(g.stdout)
 	cols := nic.CounterNames(nic.Total(first.Queues))
 	if !g.json {
+		fmt.Fprintln(g.stdout, sourceLine(dev, first.Source))
 		printRow(g.stdout, "time", "queue", cols, func(c string) string { return c + "/s" })
 	}
 loop:
@@ -531,6 +574,9 @@ loop:
 		if err != nil {
 			return err
 		}
+		if cur.Source != first.Source {
+			return fmt.Errorf("stats %s: the counters' source changed from %s to %s", dev, first.Source, cur.Source)
+		}
 		d := cur.Delta(prev)
 		prev = cur
 		if g.json {
@@ -540,13 +586,13 @@ loop:
 				m["rates"] = rates(d, q)
 				list[i] = m
 			}
-			if err := enc.Encode(map[string]any{"device": dev, "time": cur.Time.Format(time.RFC3339Nano), "interval_s": d.Interval.Seconds(), "queues": list}); err != nil {
+			if err := enc.Encode(map[string]any{"device": dev, "source": string(cur.Source), "time": cur.Time.Format(time.RFC3339Nano), "interval_s": d.Interval.Seconds(), "queues": list}); err != nil {
 				return err
 			}
 			continue
 		}
 		for _, q := range d.Queues {
-			printRow(g.stdout, cur.Time.Format("15:04:05"), fmt.Sprintf("%s %d", q.Type, q.Queue), cols, func(c string) string {
+			printRow(g.stdout, cur.Time.Format("15:04:05"), queueLabel(q), cols, func(c string) string {
 				if _, ok := q.Counters[c]; !ok {
 					return "-"
 				}
@@ -568,7 +614,7 @@ loop:
 		for k, v := range sum {
 			r[k] = avg(v)
 		}
-		return enc.Encode(map[string]any{"device": dev, "total": sum, "rates": r, "interval_s": secs})
+		return enc.Encode(map[string]any{"device": dev, "source": string(first.Source), "total": sum, "rates": r, "interval_s": secs})
 	}
 	fmt.Fprintf(g.stdout, "total over %v:\n", total.Interval.Round(time.Millisecond))
 	printRow(g.stdout, "", "", cols, func(c string) string { return c })

@@ -98,7 +98,7 @@ func newRingsCmd(g *globals) *cobra.Command {
 				n++
 			}
 			if n == 0 {
-				return usagef("rings set: give at least one parameter\n%s", helpHint(cmd))
+				return usagef("rings set: give at least one parameter")
 			}
 			before, after, err := setAndReread(g, args[0], dry, (*nic.Device).Rings,
 				func(d *nic.Device) error { return d.SetRings(cfg) },

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -33,15 +36,41 @@ type globals struct {
 // be developed side by side without touching this file.
 var subcommands []func(g *globals) *cobra.Command
 
-// usageError marks a bad invocation: exit status 2.
-type usageError struct{ err error }
+// usageError marks a bad invocation: exit status 2. Commands return it
+// without the line that points to --help: runWith adds that line (hint),
+// for the command that failed, to every usage error, and leaves it out
+// of the JSON error object.
+type usageError struct {
+	err  error
+	hint string // "Run 'xdpio channels set --help' for usage.", or ""
+}
 
-func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Error() string {
+	msg := e.err.Error()
+	switch {
+	case e.hint == "":
+		return msg
+	case strings.Contains(msg, "\n"):
+		// After a list (cobra's "Did you mean this?"), a blank line.
+		return msg + "\n\n" + e.hint
+	}
+	return msg + "\n" + e.hint
+}
+
 func (e *usageError) Unwrap() error { return e.err }
 
 // usagef returns a usage error (exit status 2).
 func usagef(format string, args ...any) error {
-	return &usageError{fmt.Errorf(format, args...)}
+	return &usageError{err: fmt.Errorf(format, args...)}
+}
+
+// errorText is err's text for the JSON error object: a usage error's
+// message without the line pointing to --help, which speaks to a person.
+func errorText(err error) string {
+	if ue, ok := err.(*usageError); ok && ue.hint != "" {
+		return ue.err.Error()
+	}
+	return err.Error()
 }
 
 func newRoot(g *globals) *cobra.Command {
@@ -57,10 +86,10 @@ func newRoot(g *globals) *cobra.Command {
 		// required flags only after the hook, so it checks them here.
 		PersistentPreRunE: func(c *cobra.Command, _ []string) error {
 			if err := c.ValidateRequiredFlags(); err != nil {
-				return &usageError{fmt.Errorf("%w\n%s", err, helpHint(c))}
+				return &usageError{err: err}
 			}
 			if err := c.ValidateFlagGroups(); err != nil {
-				return &usageError{fmt.Errorf("%w\n%s", err, helpHint(c))}
+				return &usageError{err: err}
 			}
 			g.running = true
 			return nil
@@ -82,15 +111,26 @@ func newRoot(g *globals) *cobra.Command {
 			return err
 		},
 	})
+	// Cobra adds these when it executes: add them now, so that
+	// completion rejects an unknown shell as the groups do and
+	// mistypedCommand finds both.
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
 	groupsRejectUnknown(root)
 	return root
 }
+
+// groupAnnotation marks a command that only groups subcommands
+// (channels, pcap, bench …).
+const groupAnnotation = "xdpio-group"
 
 // groupsRejectUnknown makes every command that only groups subcommands
 // (channels, pcap, bench …) reject an unknown subcommand as a usage error
 // with cobra's suggestions, as the root does: without it cobra prints the
 // group's help and exits 0 for `channels shw`. A group given no
-// subcommand prints its help.
+// subcommand prints its help. (A mistyped subcommand followed by flags,
+// `bench sevrer -1`, is caught before cobra parses flags: see
+// mistypedCommand.)
 func groupsRejectUnknown(c *cobra.Command) {
 	for _, sub := range c.Commands() {
 		groupsRejectUnknown(sub)
@@ -100,12 +140,16 @@ func groupsRejectUnknown(c *cobra.Command) {
 		// and what it takes.
 		c.Args = func(cmd *cobra.Command, a []string) error {
 			if err := args(cmd, a); err != nil {
-				return &usageError{fmt.Errorf("%s: %w\nUsage: %s", cmdName(cmd), err, cmd.UseLine())}
+				return &usageError{err: fmt.Errorf("%s: %w (usage: %s)", cmdName(cmd), err, cmd.UseLine())}
 			}
 			return nil
 		}
 	}
 	if c.HasParent() && c.HasSubCommands() && !c.Runnable() {
+		if c.Annotations == nil {
+			c.Annotations = map[string]string{}
+		}
+		c.Annotations[groupAnnotation] = "true"
 		c.Args = cobra.ArbitraryArgs
 		c.RunE = func(c *cobra.Command, args []string) error {
 			if len(args) == 0 {
@@ -114,6 +158,83 @@ func groupsRejectUnknown(c *cobra.Command) {
 			return unknownCommand(c, args[0])
 		}
 	}
+}
+
+// mistypedCommand finds a mistyped subcommand on the command line before
+// cobra parses flags, and returns the usage error for it with the group
+// it was looked up in. Cobra parses the flags of the deepest command it
+// found: after `bench sevrer -1` that is bench, which has no -1, and the
+// user would read "unknown shorthand flag" where the mistake is the
+// command's name. It finds commands as cobra does (Find), and takes the
+// first word that is neither a flag nor a flag's value to be the
+// subcommand. It returns nil, nil when there is nothing to say.
+func mistypedCommand(root *cobra.Command, args []string) (*cobra.Command, error) {
+	if len(args) > 0 && (args[0] == cobra.ShellCompRequestCmd || args[0] == cobra.ShellCompNoDescRequestCmd) {
+		return nil, nil // shell completion: cobra adds and runs its own command
+	}
+	c, rest, err := root.Find(args)
+	if c != nil && c.Name() == "help" && c.Parent() == root {
+		// `xdpio help chanels`: cobra's help command says "Unknown help
+		// topic" and exits 0.
+		return mistypedCommand(root, commandWords(rest, c.Flags()))
+	}
+	if c == nil || (c != root && c.Annotations[groupAnnotation] == "") {
+		return nil, nil
+	}
+	if c == root && err == nil {
+		return nil, nil
+	}
+	c.InitDefaultHelpFlag()
+	words := commandWords(rest, c.Flags())
+	if len(words) == 0 {
+		return nil, nil
+	}
+	return c, unknownCommand(c, words[0])
+}
+
+// commandWords returns the words in args that are neither flags nor their
+// values, as cobra tells them apart when it looks for subcommands: a
+// flag it does not know is taken to have a value.
+func commandWords(args []string, flags *pflag.FlagSet) []string {
+	takesValue := func(f *pflag.Flag) bool { return f == nil || f.NoOptDefVal == "" }
+	var words []string
+	for i := 0; i < len(args); i++ {
+		s := args[i]
+		switch {
+		case s == "--":
+			return words
+		case strings.HasPrefix(s, "--") && !strings.Contains(s, "="):
+			if takesValue(flags.Lookup(s[2:])) {
+				i++
+			}
+		case strings.HasPrefix(s, "-") && !strings.Contains(s, "=") && len(s) == 2:
+			if takesValue(flags.ShorthandLookup(s[1:])) {
+				i++
+			}
+		case s != "" && !strings.HasPrefix(s, "-"):
+			words = append(words, s)
+		}
+	}
+	return words
+}
+
+// jsonAsked reports whether args ask for --json (or -J) before any "--",
+// for a command line cobra refused before it parsed that flag
+// (`xdpio chanels show lo --json`).
+func jsonAsked(args []string) bool {
+	asked := false
+	for _, a := range args {
+		switch {
+		case a == "--":
+			return asked
+		case a == "--json" || a == "-J":
+			asked = true
+		case strings.HasPrefix(a, "--json=") || strings.HasPrefix(a, "-J="):
+			v, err := strconv.ParseBool(a[strings.IndexByte(a, '=')+1:])
+			asked = err == nil && v
+		}
+	}
+	return asked
 }
 
 // unknownCommand is the usage error for an unknown subcommand of c, with
@@ -126,8 +247,7 @@ func unknownCommand(c *cobra.Command, name string) error {
 	if s := c.SuggestionsFor(name); len(s) > 0 {
 		msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
 	}
-	msg += "\n\n" + helpHint(c)
-	return &usageError{errors.New(msg)}
+	return &usageError{err: errors.New(msg)}
 }
 
 // cmdName is c's path without the program name ("channels set"), to start
@@ -143,9 +263,9 @@ func helpHint(c *cobra.Command) string {
 }
 
 // flagError is the usage error for a flag cobra could not parse: what the
-// flag wants, in words, and where the usage is.
-func flagError(c *cobra.Command, err error) error {
-	return &usageError{fmt.Errorf("%s\n%s", plainFlagError(err), helpHint(c))}
+// flag wants, in words.
+func flagError(_ *cobra.Command, err error) error {
+	return &usageError{err: errors.New(plainFlagError(err))}
 }
 
 // version is the module's version and VCS revision as the build recorded
@@ -202,16 +322,26 @@ func runWith(ctx context.Context, g *globals, args []string) error {
 	g.stdout = out
 	root.SetOut(out)
 	root.SetErr(g.stderr)
-	_, err := root.ExecuteContextC(ctx)
+	cmd, err := mistypedCommand(root, args)
+	if err == nil {
+		cmd, err = root.ExecuteContextC(ctx)
+	}
 	var ue *usageError
 	if err != nil && !g.running && !errors.As(err, &ue) {
-		err = &usageError{err}
+		err = &usageError{err: err}
 	}
 	err = noDeviceWords(inUserWords(err), g.netns)
-	if err != nil && g.json && out.n.Load() == 0 {
+	if errors.As(err, &ue) && cmd != nil {
+		// Every usage error ends with where the usage is, once.
+		err = &usageError{err: err, hint: helpHint(cmd)}
+	}
+	// A command line refused before cobra parsed --json still asked
+	// for it.
+	asked := g.json || (!g.running && jsonAsked(args))
+	if err != nil && asked && out.n.Load() == 0 {
 		// A script that parses stdout gets an answer too; the text
 		// still goes to stderr.
-		writeJSON(out, map[string]any{"error": err.Error(), "exit_status": exitStatus(err)})
+		writeJSON(out, map[string]any{"error": errorText(err), "exit_status": exitStatus(err)})
 	}
 	return err
 }
@@ -237,7 +367,41 @@ func (g *globals) inNetns(fn func() error) error {
 	if g.netns == "" {
 		return fn()
 	}
+	if err := netnsExists(netnsDir, g.netns); err != nil {
+		return err
+	}
 	return nsdo.DoNamed(g.netns, fn)
+}
+
+// netnsDir holds the named network namespaces (ip netns add).
+const netnsDir = "/run/netns"
+
+// netnsExists says, in words, why --netns name names no namespace in dir:
+// "no such file or directory" would not say which file, or that it is
+// the namespace that is missing.
+func netnsExists(dir, name string) error {
+	if name == "." || name == ".." || strings.ContainsRune(name, '/') {
+		return fmt.Errorf("--netns %q: not a network namespace name (ip netns list shows them)", name)
+	}
+	_, err := os.Stat(filepath.Join(dir, name))
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil // there, or the kernel's own words will say what else
+	}
+	msg := fmt.Sprintf("--netns %q: no such network namespace", name)
+	ents, _ := os.ReadDir(dir)
+	switch {
+	case len(ents) == 0:
+		msg += " (there are none: ip netns add NAME creates one)"
+	case len(ents) <= 5:
+		names := make([]string, len(ents))
+		for i, e := range ents {
+			names[i] = e.Name()
+		}
+		msg += " (ip netns list: " + strings.Join(names, ", ") + ")"
+	default:
+		msg += fmt.Sprintf(" (ip netns list shows the %d there are)", len(ents))
+	}
+	return &plainError{msg, err}
 }
 
 // flagValueError matches pflag's report of a value its parser refused.
@@ -281,10 +445,10 @@ func ethtoolStyle(c *cobra.Command, noPositional ...string) {
 	set := func(cmd *cobra.Command, name, val string) error {
 		f := cmd.Flags().Lookup(name)
 		if f == nil || f.Name == "help" || slices.Contains(noPositional, name) {
-			return usagef("%s: unknown setting %q\n%s", cmdName(cmd), name, helpHint(cmd))
+			return usagef("%s: unknown setting %q", cmdName(cmd), name)
 		}
 		if f.Changed {
-			return usagef("%s: %s given twice\n%s", cmdName(cmd), name, helpHint(cmd))
+			return usagef("%s: %s given twice", cmdName(cmd), name)
 		}
 		if err := cmd.Flags().Set(name, val); err != nil {
 			return flagError(cmd, err) // pflag names the flag
@@ -294,7 +458,7 @@ func ethtoolStyle(c *cobra.Command, noPositional ...string) {
 	c.RunE = func(cmd *cobra.Command, args []string) error {
 		pairs := args[1:]
 		if len(pairs)%2 != 0 {
-			return usagef("%s: want NAME VALUE pairs after the device, as ethtool takes them, got %q\n%s", cmdName(cmd), strings.Join(pairs, " "), helpHint(cmd))
+			return usagef("%s: want NAME VALUE pairs after the device, as ethtool takes them, got %q", cmdName(cmd), strings.Join(pairs, " "))
 		}
 		for i := 0; i < len(pairs); i += 2 {
 			if err := set(cmd, pairs[i], pairs[i+1]); err != nil {
@@ -318,7 +482,7 @@ func ethtoolStyle(c *cobra.Command, noPositional ...string) {
 		}
 		// The setting took it (none of today's do): the parse still
 		// stopped there, so ask for the form pflag reads.
-		return usagef("%s: %s %s: give a value starting with - as --%s=%s\n%s", cmdName(cmd), name, m[1], name, m[1], helpHint(cmd))
+		return usagef("%s: %s %s: give a value starting with - as --%s=%s", cmdName(cmd), name, m[1], name, m[1])
 	})
 }
 

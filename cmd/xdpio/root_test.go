@@ -81,7 +81,7 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"bench", "client", "-c", "198.18.0.99", "-l", "70000"}, 2, "-l 70000"},
 		{[]string{"bench", "client", "-c", "198.18.0.99", "-l", "8"}, 2, "-l 8"},
 		{[]string{"features", "set", "lo", "no-such-feature", "on"}, 2, `unknown feature "no-such-feature"`},
-		{[]string{"channels", "show"}, 2, "channels show: accepts 1 arg(s), received 0\nUsage: xdpio channels show DEV"},
+		{[]string{"channels", "show"}, 2, "channels show: accepts 1 arg(s), received 0 (usage: xdpio channels show DEV [flags])\nRun 'xdpio channels show --help' for usage."},
 		{[]string{"channels"}, 0, "Available Commands"},
 		{[]string{"--version"}, 0, "xdpio "},
 		{[]string{"version"}, 0, "xdpio "},
@@ -118,8 +118,10 @@ func TestJSONError(t *testing.T) {
 			t.Errorf("%q: no error", args)
 			continue
 		}
-		if jerr := json.Unmarshal(out.Bytes(), &v); jerr != nil || v.Error == nil || *v.Error != err.Error() || v.ExitStatus != exitStatus(err) {
-			t.Errorf("%q: stdout %q (%v), want {\"error\": %q, \"exit_status\": %d}", args, out.String(), jerr, err, exitStatus(err))
+		// The error's text, less the line that points a person to --help.
+		want := strings.TrimSuffix(err.Error(), "\nRun 'xdpio "+strings.Join(args[1:3], " ")+" --help' for usage.")
+		if jerr := json.Unmarshal(out.Bytes(), &v); jerr != nil || v.Error == nil || *v.Error != want || v.ExitStatus != exitStatus(err) {
+			t.Errorf("%q: stdout %q (%v), want {\"error\": %q, \"exit_status\": %d}", args, out.String(), jerr, want, exitStatus(err))
 		}
 	}
 }

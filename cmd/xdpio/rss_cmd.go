@@ -260,7 +260,7 @@ func newRSSSetCmd(g *globals) *cobra.Command {
 				cfg.Indir = []uint32{}
 			}
 			if n == 0 && cfg.Key == nil && cfg.HFunc == "" && cfg.InputXfrm == nil && cfg.FlowHash == nil {
-				return usagef("rss set: nothing to set\n%s", helpHint(cmd))
+				return usagef("rss set: nothing to set")
 			}
 			var before, after nic.RSS
 			err := withDevice(g, args[0], func(dev *nic.Device) (err error) {

@@ -51,6 +51,9 @@ func (c *Client) SetRSS(Device, RSSConfig) error { return errNotLinux }
 // StringSet returns ErrNotSupported.
 func (c *Client) StringSet(Device, uint32) ([]string, error) { return nil, errNotLinux }
 
+// DriverStats returns ErrNotSupported.
+func (c *Client) DriverStats(Device) ([]Stat, error) { return nil, errNotLinux }
+
 // RSSHashFuncs returns ErrNotSupported.
 func (c *Client) RSSHashFuncs() ([]string, error) { return nil, errNotLinux }
 

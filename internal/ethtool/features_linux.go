@@ -269,7 +269,7 @@ func decodeStringSet(b []byte, id uint32) ([]string, error) {
 		return nil, decodeError("STRSET_GET", err)
 	}
 	if !found {
-		return nil, fmt.Errorf("decode STRSET_GET reply: string set %d missing", id)
+		return nil, fmt.Errorf("decode STRSET_GET reply: string set %d %w", id, errNoStringSet)
 	}
 	return out, nil
 }
