@@ -1,6 +1,8 @@
 package nic
 
 import (
+	"errors"
+
 	"github.com/xdpio/xdpio/internal/ethtool"
 	"github.com/xdpio/xdpio/internal/genl"
 )
@@ -50,10 +52,21 @@ func (d *Device) SetChannels(cfg ChannelsConfig) error {
 // number of AF_XDP sockets xsk.Open binds when Config.Queues is nil.
 func (d *Device) RXQueues() (int, error) {
 	c, dev, err := d.ethtool("count RX queues")
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrNotSupported) {
 		return 0, err
 	}
-	return c.RXQueues(dev)
+	return c.RXQueues(dev) // without ethtool netlink (a nil client): rtnetlink's count
+}
+
+// MaxRXQueues returns how many RX queues the device can have at most: the
+// larger of the RX queues it was created with and its maximum RX plus
+// combined channels. An XDP program's socket map needs as many entries.
+func (d *Device) MaxRXQueues() (int, error) {
+	c, dev, err := d.ethtool("count RX queues")
+	if err != nil && !errors.Is(err, ErrNotSupported) {
+		return 0, err
+	}
+	return c.MaxRXQueues(dev)
 }
 
 // RingSizes are a device's ring sizes and ring options, as `ethtool -g`

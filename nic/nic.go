@@ -164,7 +164,14 @@ type XDPFeatures struct {
 	// XDP names the XDP features ("basic", "redirect", "ndo-xmit",
 	// "xsk-zerocopy", "hw-offload", "rx-sg", "ndo-xmit-sg").
 	XDP []string
-	// ZeroCopy reports that AF_XDP can bind in zero-copy mode.
+	// Native: the driver runs XDP programs itself ("basic"), so
+	// driver-mode attach works and copy mode skips the generic path.
+	Native bool
+	// MultiBuffer: the driver's XDP takes frames of several buffers
+	// ("rx-sg"), so multi-buffer AF_XDP sockets receive jumbo frames.
+	MultiBuffer bool
+	// ZeroCopy reports that AF_XDP can bind in zero-copy mode
+	// ("xsk-zerocopy").
 	ZeroCopy bool
 	// ZCMaxSegs is the most fragments of a zero-copy frame (multi-buffer);
 	// 0 when the kernel did not say.
@@ -172,9 +179,15 @@ type XDPFeatures struct {
 	// RXMetadata names the RX metadata kfuncs ("timestamp", "hash",
 	// "vlan-tag").
 	RXMetadata []string
+	// RxHash: the driver hands XDP the NIC's RSS hash (RX metadata
+	// "hash"), so xsk.ProgramConfig.RxHash delivers one.
+	RxHash bool
 	// XSK names the AF_XDP TX metadata features ("tx-timestamp",
 	// "tx-checksum", "tx-launch-time-fifo").
 	XSK []string
+	// TxChecksum and TxTimestamp: AF_XDP TX metadata the driver honours
+	// in zero-copy mode ("tx-checksum", "tx-timestamp").
+	TxChecksum, TxTimestamp bool
 }
 
 // QueueStats are the counters one queue's driver keeps, by the netdev

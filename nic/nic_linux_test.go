@@ -4,9 +4,11 @@ package nic_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -263,5 +265,56 @@ func TestHelperProcess(t *testing.T) {
 			t.Fatalf("per NAPI without napi-set: %v", err)
 		}
 		fmt.Println("per NAPI: not supported:", err)
+	}
+}
+
+// TestXDPFeaturesAgainstYNL checks what XDPFeatures says of veth against
+// the kernel's own ynl tool (dev-get with the kernel's netdev.yaml).
+func TestXDPFeaturesAgainstYNL(t *testing.T) {
+	y := netnstest.RequireYNL(t)
+	p, d := pair(t, 1)
+	f, err := d.XDPFeatures()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := p.A.Command(ctx, "python3", y.Args("netdev", "--do", "dev-get", "--json", fmt.Sprintf(`{"ifindex": %d}`, p.A.Ifindex))...).Output()
+	if err != nil {
+		t.Fatalf("ynl dev-get: %v", err)
+	}
+	var dev struct {
+		XDPFeatures   []string `json:"xdp-features"`
+		XDPRxMetadata []string `json:"xdp-rx-metadata-features"`
+		XSKFeatures   []string `json:"xsk-features"`
+		ZCMaxSegs     uint32   `json:"xdp-zc-max-segs"`
+	}
+	if err := json.Unmarshal(out, &dev); err != nil {
+		t.Fatalf("ynl dev-get: %v: %s", err, out)
+	}
+	has := func(l []string, s string) bool { return slices.Contains(l, s) }
+	want := nic.XDPFeatures{
+		XDP:         f.XDP,
+		Native:      has(dev.XDPFeatures, "basic"),
+		MultiBuffer: has(dev.XDPFeatures, "rx-sg"),
+		ZeroCopy:    has(dev.XDPFeatures, "xsk-zerocopy"),
+		ZCMaxSegs:   dev.ZCMaxSegs,
+		RXMetadata:  f.RXMetadata,
+		RxHash:      has(dev.XDPRxMetadata, "hash"),
+		XSK:         f.XSK,
+		TxChecksum:  has(dev.XSKFeatures, "tx-checksum"),
+		TxTimestamp: has(dev.XSKFeatures, "tx-timestamp"),
+	}
+	same := func(a, b []string) bool {
+		a, b = slices.Clone(a), slices.Clone(b)
+		slices.Sort(a)
+		slices.Sort(b)
+		return slices.Equal(a, b)
+	}
+	if fmt.Sprint(f) != fmt.Sprint(want) || !same(f.XDP, dev.XDPFeatures) || !same(f.RXMetadata, dev.XDPRxMetadata) || !same(f.XSK, dev.XSKFeatures) {
+		t.Errorf("XDPFeatures = %+v; ynl says %s", f, out)
+	}
+	if !f.Native || f.ZeroCopy {
+		t.Errorf("veth: %+v; want native XDP and no zero-copy", f)
 	}
 }

@@ -16,7 +16,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/xdpio/xdpio/internal/nexthop"
-	"github.com/xdpio/xdpio/nic"
 	"github.com/xdpio/xdpio/xsk"
 )
 
@@ -219,10 +218,9 @@ func (c *UDPConn) xskConfig() xsk.Config {
 		xc.UMEM.TxMetadata = true
 		xc.UMEM.TxSoftwareChecksum = true
 	}
-	if xc.UMEM.NumFrames == 0 {
-		xc.UMEM.NumFrames = defaultFramesPerQueue(len(cfg.Queues), c.ifname)
-	}
-	xc.Socket.TxFrames = xc.UMEM.NumFrames / 4
+	// A quarter of each socket's frames are for sending; xsk picks how
+	// many frames (Config.FramesPerQueue, or what fits RLIMIT_MEMLOCK).
+	xc.Socket.TxShare = 0.25
 	return xc
 }
 
@@ -242,20 +240,6 @@ func (c *UDPConn) applyLocal() error {
 		return nil
 	}
 	return c.prog.SetLocal(xsk.Local{MAC: l.MAC, Addrs: l.Addrs})
-}
-
-// defaultFramesPerQueue leaves the frame count to package xsk (0), which
-// fits it to RLIMIT_MEMLOCK; it exists so that a TX share can be set
-// apart from a known total: ask xsk what it would give.
-func defaultFramesPerQueue(queues int, ifname string) int {
-	if queues == 0 {
-		n, err := nic.RXQueues(ifname)
-		if err != nil || n < 1 {
-			n = 1
-		}
-		queues = n
-	}
-	return xsk.DefaultFrames(queues)
 }
 
 // LocalAddr returns the local address, its port chosen.

@@ -8,8 +8,6 @@ import (
 	"math/bits"
 	"net"
 	"strings"
-
-	"github.com/xdpio/xdpio/internal/ethtool"
 )
 
 // Open binds an AF_XDP socket to each selected RX queue of the interface
@@ -59,7 +57,7 @@ func Open(ifname string, cfg Config) (_ *Device, err error) {
 		return nil, err
 	}
 	if cfg.NAPIDeferral != nil {
-		if d.napi, err = applyNAPIDeferral(ifname, ifi.Index, queues, *cfg.NAPIDeferral); err != nil {
+		if d.napi, err = applyNAPIDeferral(ifname, queues, *cfg.NAPIDeferral); err != nil {
 			return nil, err
 		}
 	}
@@ -203,41 +201,4 @@ func defaultFramesPerQueue(frameSize, queues int) int {
 		return want
 	}
 	return 1 << (bits.Len64(per) - 1)
-}
-
-// rxQueues returns the interface's current number of RX queues: what
-// `ethtool -l` reports (RX plus combined channels), or, for drivers without
-// channel reporting, the number of RX queues the device was created with.
-func rxQueues(ifname string) (int, error) {
-	n, err := withEthtool(func(c *ethtool.Client) (int, error) { return c.RXQueues(ethtool.Device{Name: ifname}) })
-	if err != nil {
-		return 0, &OpError{Op: "count queues of", Ifname: ifname, Queue: -1, Err: fmt.Errorf("%w: %w", ErrNoDevice, err)}
-	}
-	return n, nil
-}
-
-// maxQueues returns how many RX queues the device can have at most.
-func maxQueues(ifindex int) (int, error) {
-	n, err := withEthtool(func(c *ethtool.Client) (int, error) { return c.MaxRXQueues(ethtool.Device{Index: ifindex}) })
-	if err != nil {
-		return 0, fmt.Errorf("%w: %w", ErrNoDevice, err)
-	}
-	return n, nil
-}
-
-// withEthtool runs fn with an ethtool client in the calling thread's
-// namespace. A kernel without ethtool netlink still counts queues: fn
-// then gets a nil client, whose Channels fails and leaves the count to
-// rtnetlink.
-func withEthtool(fn func(c *ethtool.Client) (int, error)) (int, error) {
-	c, err := ethtool.Dial()
-	if err != nil {
-		if !errors.Is(err, ErrNotSupported) {
-			return 0, err
-		}
-		c = nil
-	} else {
-		defer c.Close()
-	}
-	return fn(c)
 }

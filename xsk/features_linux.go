@@ -2,13 +2,6 @@
 
 package xsk
 
-import (
-	"fmt"
-	"net"
-
-	"github.com/xdpio/xdpio/internal/netdev"
-)
-
 // KernelFeatures probes the running kernel. It needs the same privileges as
 // Open; without them it returns the error.
 func KernelFeatures() (Features, error) {
@@ -34,32 +27,4 @@ func KernelFeatures() (Features, error) {
 		f.RxHash = true
 	}
 	return f, nil
-}
-
-// DeviceFeaturesOf asks the kernel what ifname's driver offers to XDP and
-// AF_XDP (netdev dev-get). A kernel without the netdev family (before
-// 6.3) gives an error matching ErrNotSupported.
-func DeviceFeaturesOf(ifname string) (DeviceFeatures, error) {
-	ifi, err := net.InterfaceByName(ifname)
-	if err != nil {
-		return DeviceFeatures{}, &OpError{Op: "device features", Ifname: ifname, Queue: -1, Err: fmt.Errorf("%w: %w", ErrNoDevice, err)}
-	}
-	c, err := netdev.Dial()
-	if err != nil {
-		return DeviceFeatures{}, &OpError{Op: "device features", Ifname: ifname, Ifindex: ifi.Index, Queue: -1, Err: err}
-	}
-	defer c.Close()
-	dev, err := c.Dev(ifi.Index)
-	if err != nil {
-		return DeviceFeatures{}, &OpError{Op: "device features", Ifname: ifname, Ifindex: ifi.Index, Queue: -1, Err: err}
-	}
-	return DeviceFeatures{
-		Native:      dev.XDPFeatures&netdev.XDPActBasic != 0,
-		ZeroCopy:    dev.XDPFeatures&netdev.XDPActXSKZeroCopy != 0,
-		ZCMaxSegs:   dev.XDPZCMaxSegs,
-		MultiBuffer: dev.XDPFeatures&netdev.XDPActRxSG != 0,
-		RxHash:      dev.XDPRxMetadataFeatures&netdev.XDPRxMetadataHash != 0,
-		TxChecksum:  dev.XSKFeatures&netdev.XSKFlagTxChecksum != 0,
-		TxTimestamp: dev.XSKFeatures&netdev.XSKFlagTxTimestamp != 0,
-	}, nil
 }

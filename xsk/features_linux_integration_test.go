@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -543,50 +542,5 @@ func TestRxNap(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close did not wake a Wait in the middle of a 10 s nap")
-	}
-}
-
-// TestDeviceFeaturesOf checks what DeviceFeaturesOf says of veth against
-// the kernel's own ynl tool (dev-get with the kernel's netdev.yaml).
-func TestDeviceFeaturesOf(t *testing.T) {
-	y := netnstest.RequireYNL(t)
-	pair := netnstest.New(t, netnstest.Config{Queues: 1})
-	var f xsk.DeviceFeatures
-	if err := pair.B.Do(func() (err error) { f, err = xsk.DeviceFeaturesOf(pair.B.Link); return err }); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	out, err := pair.B.Command(ctx, "python3", y.Args("netdev", "--do", "dev-get", "--json", fmt.Sprintf(`{"ifindex": %d}`, pair.B.Ifindex))...).Output()
-	if err != nil {
-		t.Fatalf("ynl dev-get: %v", err)
-	}
-	var dev struct {
-		XDPFeatures   []string `json:"xdp-features"`
-		XDPRxMetadata []string `json:"xdp-rx-metadata-features"`
-		XSKFeatures   []string `json:"xsk-features"`
-		ZCMaxSegs     uint32   `json:"xdp-zc-max-segs"`
-	}
-	if err := json.Unmarshal(out, &dev); err != nil {
-		t.Fatalf("ynl dev-get: %v: %s", err, out)
-	}
-	has := func(l []string, s string) bool { return slices.Contains(l, s) }
-	want := xsk.DeviceFeatures{
-		Native:      has(dev.XDPFeatures, "basic"),
-		ZeroCopy:    has(dev.XDPFeatures, "xsk-zerocopy"),
-		ZCMaxSegs:   dev.ZCMaxSegs,
-		MultiBuffer: has(dev.XDPFeatures, "rx-sg"),
-		RxHash:      has(dev.XDPRxMetadata, "hash"),
-		TxChecksum:  has(dev.XSKFeatures, "tx-checksum"),
-		TxTimestamp: has(dev.XSKFeatures, "tx-timestamp"),
-	}
-	if f != want {
-		t.Errorf("DeviceFeaturesOf(%s) = %+v; ynl says %+v (%s)", pair.B.Link, f, want, out)
-	}
-	if !f.Native || f.ZeroCopy {
-		t.Errorf("veth: %+v; want native XDP and no zero-copy", f)
-	}
-	if _, err := xsk.DeviceFeaturesOf("xdpio-no-such0"); !errors.Is(err, xsk.ErrNoDevice) {
-		t.Errorf("DeviceFeaturesOf of a missing device: %v; want ErrNoDevice", err)
 	}
 }

@@ -4,76 +4,75 @@ package xsk
 
 import (
 	"fmt"
-	"os"
+	"net"
 
-	"github.com/xdpio/xdpio/internal/napictl"
-	"github.com/xdpio/xdpio/internal/netdev"
+	"github.com/xdpio/xdpio/nic"
 )
 
-// napiDeferral holds the deferral Open applied and the netdev client that
-// restores it.
+// napiDeferral holds the deferral Open applied (package nic's) and the
+// device it came from, which restores it on Close.
 type napiDeferral struct {
-	c *netdev.Client
-	h *napictl.Holder
+	dev *nic.Device
+	df  *nic.Deferral
 }
 
 func (n *napiDeferral) Close() error {
-	err := n.h.Close()
-	n.c.Close()
+	err := n.df.Close()
+	n.dev.Close()
 	return err
 }
 
-func (n *napiDeferral) NAPIs() []uint32 {
-	var ids []uint32
-	for _, e := range n.h.Entries() {
-		ids = append(ids, e.NAPI)
-	}
-	return ids
-}
+func (n *napiDeferral) NAPIs() []uint32 { return n.df.NAPIs() }
 
 // applyNAPIDeferral sets cfg on the NAPI instances of the RX queues.
-func applyNAPIDeferral(ifname string, ifindex int, queues []int, cfg NAPIDeferral) (napiHolder, error) {
-	c, err := netdev.Dial()
+func applyNAPIDeferral(ifname string, queues []int, cfg NAPIDeferral) (napiHolder, error) {
+	dev, err := nic.Open(ifname)
 	if err != nil {
 		return nil, &OpError{Op: "NAPI deferral", Queue: -1, Err: err}
 	}
-	var ids []uint32
-	seen := map[uint32]bool{}
-	for _, q := range queues {
-		nq, err := c.Queue(ifindex, netdev.QueueRX, uint32(q))
-		if err != nil {
-			c.Close()
-			return nil, &OpError{Op: "NAPI deferral", Queue: q, Err: err}
-		}
-		if nq.NAPIID == 0 {
-			c.Close()
-			return nil, &OpError{Op: "NAPI deferral", Queue: q, Err: fmt.Errorf(
-				"%w: the driver reports no NAPI instance for the queue (veth does not)", ErrNotSupported)}
-		}
-		if !seen[nq.NAPIID] {
-			seen[nq.NAPIID] = true
-			ids = append(ids, nq.NAPIID)
-		}
-	}
-	h, err := napictl.Apply(c, napictl.Request{Ifname: ifname, Ifindex: ifindex, NAPIs: ids,
-		Settings: napictl.Settings{DeferHardIRQs: cfg.DeferHardIRQs, GROFlushTimeout: cfg.GROFlushTimeout, IRQSuspendTimeout: cfg.IRQSuspendTimeout}})
+	df, err := dev.ApplyDeferral(queues, nic.DeferralSettings{DeferHardIRQs: cfg.DeferHardIRQs, GROFlushTimeout: cfg.GROFlushTimeout, IRQSuspendTimeout: cfg.IRQSuspendTimeout})
 	if err != nil {
-		c.Close()
+		dev.Close()
 		return nil, &OpError{Op: "NAPI deferral", Queue: -1, Err: err}
 	}
-	return &napiDeferral{c: c, h: h}, nil
+	return &napiDeferral{dev: dev, df: df}, nil
 }
 
 // restoreStaleNAPI restores NAPI deferral a crashed process left on the
 // device, when a record of it exists. It is best effort: Open goes on.
 func restoreStaleNAPI(ifname string, ifindex int) {
-	if _, err := os.Stat(napictl.Path("", ifname, ifindex)); err != nil {
+	if !nic.DeferralRecorded(ifname, ifindex) {
 		return
 	}
-	c, err := netdev.Dial()
+	dev, err := nic.Open(ifname)
 	if err != nil {
 		return
 	}
-	defer c.Close()
-	napictl.RestoreStale(c, "", ifname, ifindex)
+	defer dev.Close()
+	dev.RestoreDeferral()
+}
+
+// rxQueues returns the interface's current number of RX queues: what
+// `ethtool -l` reports (RX plus combined channels), or, for drivers without
+// channel reporting, the number of RX queues the device was created with.
+func rxQueues(ifname string) (int, error) {
+	n, err := nic.RXQueues(ifname)
+	if err != nil {
+		return 0, &OpError{Op: "count queues of", Ifname: ifname, Queue: -1, Err: err}
+	}
+	return n, nil
+}
+
+// maxQueues returns how many RX queues the device can have at most.
+func maxQueues(ifindex int) (int, error) {
+	ifi, err := net.InterfaceByIndex(ifindex)
+	if err != nil {
+		return 0, &OpError{Op: "count queues of", Ifindex: ifindex, Queue: -1, Err: fmt.Errorf("%w: %w", ErrNoDevice, err)}
+	}
+	dev, err := nic.Open(ifi.Name)
+	if err != nil {
+		return 0, err
+	}
+	defer dev.Close()
+	return dev.MaxRXQueues()
 }

@@ -71,6 +71,11 @@ type SocketConfig struct {
 	// forward on sockets without TxFrames. Needs both rings. Default 0: one
 	// pool, one goroutine for everything.
 	TxFrames int
+	// TxShare, when TxFrames is 0, sets apart that fraction of the
+	// socket's frames as TxFrames would (0.25: a quarter), for a caller
+	// that leaves the number of frames to Open. 0: none; it must be below
+	// 1.
+	TxShare float64
 	// Bind chooses copy, zero-copy or auto.
 	Bind BindMode
 	// DisableNeedWakeup turns XDP_USE_NEED_WAKEUP off: the library then
@@ -183,6 +188,9 @@ func (c *SocketConfig) validate() error {
 	}
 	if c.Frames < 0 {
 		return invalid("frames", c.Frames, "must not be negative")
+	}
+	if c.TxShare < 0 || c.TxShare >= 1 {
+		return invalid("TX share", c.TxShare, "must be at least 0 and below 1")
 	}
 	if c.TxFrames < 0 {
 		return invalid("TX frames", c.TxFrames, "must not be negative")

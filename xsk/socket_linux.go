@@ -30,6 +30,9 @@ func NewSocket(u *UMEM, ifindex, queue int, cfg SocketConfig) (_ *Socket, err er
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	if cfg.TxFrames == 0 && cfg.TxShare > 0 {
+		cfg.TxFrames = max(int(float64(min(share, u.framesLeft()))*cfg.TxShare), 1)
+	}
 	if queue < 0 {
 		return nil, invalid("queue", queue, "must not be negative")
 	}

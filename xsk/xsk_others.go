@@ -97,6 +97,3 @@ func (d *Device) Receive(ctx context.Context, cfg RunConfig, h Handler) error { 
 func (d *Device) Send(ctx context.Context, cfg RunConfig, f Filler) error { return errOS }
 
 type pollFd struct{}
-
-// DeviceFeaturesOf returns ErrNotSupported.
-func DeviceFeaturesOf(ifname string) (DeviceFeatures, error) { return DeviceFeatures{}, errOS }

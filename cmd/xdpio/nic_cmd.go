@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/xdpio/xdpio/internal/napictl"
-	"github.com/xdpio/xdpio/internal/netdev"
 	"github.com/xdpio/xdpio/nic"
 )
 
@@ -360,28 +358,23 @@ func newNAPICmd(g *globals) *cobra.Command {
 
 	c.AddCommand(&cobra.Command{
 		Use:   "reset DEV",
-		Short: "Put back the NAPI settings a crashed AF_XDP program left deferred (recorded in " + napictl.DefaultDir + ")",
+		Short: "Put back the NAPI settings a crashed AF_XDP program left deferred (recorded in " + nic.DeferralDir + ")",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var rep napictl.Report
+			var rep nic.DeferralReport
 			err := g.inNetns(func() error {
-				d, err := nic.Open(args[0]) // for its index, and the error a missing device gets
+				d, err := nic.Open(args[0])
 				if err != nil {
 					return err
 				}
-				d.Close()
-				c, err := netdev.Dial()
-				if err != nil {
-					return err
-				}
-				defer c.Close()
-				rep, err = napictl.RestoreStale(c, "", args[0], d.Index())
+				defer d.Close()
+				rep, err = d.RestoreDeferral()
 				return err
 			})
 			if err != nil {
 				return err
 			}
-			entry := func(e napictl.Entry) map[string]any {
+			entry := func(e nic.DeferralEntry) map[string]any {
 				return map[string]any{"napi": e.NAPI, "pid": e.PID, "defer_hard_irqs": e.DeferHardIRQs, "gro_flush_timeout_ns": e.GROFlushTimeoutNS}
 			}
 			if g.json {

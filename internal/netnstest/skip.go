@@ -2,12 +2,9 @@ package netnstest
 
 import (
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"testing"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/xdpio/xdpio/internal/errs"
 )
@@ -57,20 +54,6 @@ func SkipIfMachineLacks(tb testing.TB, device, lacks string) {
 		tb.Fatal("SkipIfMachineLacks: name the device and what it lacks")
 	}
 	tb.Skipf("skipping: %s on this machine %s", device, lacks)
-}
-
-// KernelVersion returns the running kernel's release, as uname -r shows
-// it, cut to its numbers ("6.18.44").
-func KernelVersion() (string, error) {
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		return "", fmt.Errorf("uname: %w", err)
-	}
-	r := unix.ByteSliceToString(u.Release[:])
-	if i := strings.IndexFunc(r, func(c rune) bool { return c != '.' && (c < '0' || c > '9') }); i >= 0 {
-		r = r[:i]
-	}
-	return strings.TrimSuffix(r, "."), nil
 }
 
 // compareVersions compares dotted version numbers: -1, 0 or 1.
