@@ -93,10 +93,12 @@ func TestImportRules(t *testing.T) {
 	any := func(string) bool { return true }
 	rules := []rule{
 		{
-			why:   "nic is the only importer of the device's netlink clients (internal/ethtool, netdev, napictl); napictl itself speaks netdev",
-			who:   any,
-			what:  is("internal/ethtool", "internal/netdev", "internal/napictl"),
-			allow: func(dir, imp string) bool { return dir == "nic" || under(dir, imp) || (dir == "internal/napictl" && imp == "internal/netdev") },
+			why:  "nic is the only importer of the device's netlink clients (internal/ethtool, netdev, napictl); napictl itself speaks netdev",
+			who:  any,
+			what: is("internal/ethtool", "internal/netdev", "internal/napictl"),
+			allow: func(dir, imp string) bool {
+				return dir == "nic" || under(dir, imp) || (dir == "internal/napictl" && imp == "internal/netdev")
+			},
 		},
 		{
 			why:  "xsk knows nothing of protocols, and asks the device only through nic",
