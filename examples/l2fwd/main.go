@@ -128,7 +128,9 @@ func l2fwdStarted(ctx context.Context, iface string, cfg xsk.Config, batch int, 
 	}
 	defer dev.Close()
 	socks := dev.Sockets()
-	fmt.Printf("l2fwd on %s: %d queues, program in %v mode, zero-copy %v\n", iface, len(socks), dev.Program().Mode(), socks[0].ZeroCopy())
+	// Frames sent from here on reach the sockets: scripts wait for this
+	// line before they send.
+	exutil.Ready(os.Stdout, dev, "forwarding with the MAC addresses swapped")
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup

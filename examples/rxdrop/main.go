@@ -196,11 +196,13 @@ func rxdropStarted(ctx context.Context, iface string, cfg xsk.Config, batch int,
 	started()
 	defer dev.Close()
 	socks := dev.Sockets()
-	how := "the plain loop"
+	how := "dropping through the plain loop"
 	if !l.raw {
-		how = "the runner"
+		how = "dropping through the runner"
 	}
-	fmt.Printf("rxdrop on %s: %d queues, program in %v mode, zero-copy %v, %s\n", iface, len(socks), dev.Program().Mode(), socks[0].ZeroCopy(), how)
+	// Frames sent from here on reach the sockets: scripts wait for this
+	// line before they send.
+	exutil.Ready(os.Stdout, dev, how)
 	// A queue whose device goes away ends the run with its error.
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()

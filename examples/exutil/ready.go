@@ -1,0 +1,110 @@
+package exutil
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/xdpio/xdpio/xdpnet"
+	"github.com/xdpio/xdpio/xsk"
+)
+
+// Ready prints the line that says the program is ready: dev's sockets are
+// bound, their fill rings full, and its XDP program (if it has one) is
+// attached, so what is sent from now on reaches them. The examples'
+// recipes wait for it before they send:
+//
+//	ready: veth-b, queues 0-1, copy mode, driver attach; the runner
+//
+// what, if not empty, follows the semicolon: what the program does.
+func Ready(w io.Writer, dev *xsk.Device, what string) {
+	socks := dev.Sockets()
+	queues := make([]int, len(socks))
+	zc := make([]bool, len(socks))
+	for i, s := range socks {
+		queues[i], zc[i] = s.Queue(), s.ZeroCopy()
+	}
+	attach := "no XDP program"
+	if p := dev.Program(); p != nil {
+		attach = p.Mode().String() + " attach"
+	}
+	fmt.Fprintln(w, ReadyLine(dev.Name(), queues, zc, attach, what))
+}
+
+// ReadyConn is Ready for an xdpnet conn, whose sockets and program are in
+// place once ListenUDP or DialUDP returns. xdpnet does not say in which
+// mode its XDP program was attached: the line gives the kernel's answer
+// for the interface (rtnetlink's IFLA_XDP).
+func ReadyConn(w io.Writer, c *xdpnet.UDPConn, what string) {
+	var queues []int
+	var zc []bool
+	for _, st := range c.Stats().Queues {
+		if st.Queue != xdpnet.KernelQueue {
+			queues = append(queues, st.Queue)
+			zc = append(zc, st.Socket.ZeroCopy)
+		}
+	}
+	fmt.Fprintln(w, ReadyLine(c.Interface(), queues, zc, attachOf(c.Interface()), what))
+}
+
+// ReadyLine returns the ready line (without its newline) of a program on
+// iface with sockets on queues, zc[i] saying whether queue i's socket is
+// in zero-copy mode, and the XDP program's attach mode ("driver attach",
+// "no XDP program"): "ready: vb, queues 0-1, copy mode, driver attach",
+// then "; " and what, if what is not empty.
+func ReadyLine(iface string, queues []int, zc []bool, attach, what string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "ready: %s, %s, %s, %s", iface, QueueList(queues), modes(queues, zc), attach)
+	if what != "" {
+		b.WriteString("; " + what)
+	}
+	return b.String()
+}
+
+// modes says which queues are in zero-copy mode: "zero-copy mode", "copy
+// mode", or, when they differ, "zero-copy mode on queue 0, copy mode on
+// queues 1-3".
+func modes(queues []int, zc []bool) string {
+	var on, off []int
+	for i, q := range queues {
+		if i < len(zc) && zc[i] {
+			on = append(on, q)
+		} else {
+			off = append(off, q)
+		}
+	}
+	switch {
+	case len(off) == 0 && len(on) > 0:
+		return "zero-copy mode"
+	case len(on) == 0:
+		return "copy mode"
+	}
+	return "zero-copy mode on " + QueueList(on) + ", copy mode on " + QueueList(off)
+}
+
+// QueueList names queue numbers the way -q takes them, runs of consecutive
+// numbers as ranges: "queue 3", "queues 0-3", "queues 0,2,5-7", "no
+// queues".
+func QueueList(queues []int) string {
+	switch len(queues) {
+	case 0:
+		return "no queues"
+	case 1:
+		return "queue " + strconv.Itoa(queues[0])
+	}
+	var parts []string
+	for i := 0; i < len(queues); {
+		j := i
+		for j+1 < len(queues) && queues[j+1] == queues[j]+1 {
+			j++
+		}
+		if j == i {
+			parts = append(parts, strconv.Itoa(queues[i]))
+		} else {
+			parts = append(parts, strconv.Itoa(queues[i])+"-"+strconv.Itoa(queues[j]))
+		}
+		i = j + 1
+	}
+	return "queues " + strings.Join(parts, ",")
+}

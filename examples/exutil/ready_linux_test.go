@@ -1,0 +1,111 @@
+//go:build linux
+
+package exutil
+
+import (
+	"context"
+	"encoding/json"
+	"net/netip"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xdpio/xdpio/internal/netnstest"
+	"github.com/xdpio/xdpio/xdpnet"
+	"github.com/xdpio/xdpio/xsk"
+)
+
+// ipXDPMode asks ip(8), not this package's netlink library, in which mode
+// the XDP program of h's link runs: "driver", "generic" or "none".
+func ipXDPMode(t *testing.T, h *netnstest.Host) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "ip", "-n", h.NS, "-j", "link", "show", "dev", h.Link).Output()
+	if err != nil {
+		t.Fatalf("ip link show: %v", err)
+	}
+	var links []struct {
+		XDP *struct {
+			Mode int `json:"mode"`
+		} `json:"xdp"`
+	}
+	if err := json.Unmarshal(out, &links); err != nil || len(links) != 1 {
+		t.Fatalf("ip -j link show: %v in %s", err, out)
+	}
+	switch {
+	case links[0].XDP == nil:
+		return "none"
+	case links[0].XDP.Mode == 1: // XDP_ATTACHED_DRV
+		return "driver"
+	case links[0].XDP.Mode == 2: // XDP_ATTACHED_SKB
+		return "generic"
+	}
+	return "mode " + string(out)
+}
+
+// The ready lines of a device and of an xdpnet conn name the queues bound
+// and the mode the XDP program runs in, as ip link reports it, in either
+// attach mode; veth has no zero-copy.
+func TestReadyOnVeth(t *testing.T) {
+	netnstest.RequireTool(t, "ip")
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	for _, mode := range []xsk.AttachMode{xsk.AttachDriver, xsk.AttachGeneric} {
+		t.Run(mode.String(), func(t *testing.T) {
+			want := "ready: " + pair.B.Link + ", queues 0-1, copy mode, " + mode.String() + " attach"
+			var b strings.Builder
+			err := pair.B.Do(func() error {
+				dev, err := xsk.Open(pair.B.Link, xsk.Config{Program: xsk.ProgramConfig{Attach: mode}})
+				if err != nil {
+					return err
+				}
+				defer dev.Close()
+				Ready(&b, dev, "the runner")
+				if got := ipXDPMode(t, pair.B); got != mode.String() {
+					t.Errorf("ip link says the program runs in %s mode, want %v", got, mode)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := b.String(); got != want+"; the runner\n" {
+				t.Errorf("Ready printed %q, want %q", got, want+"; the runner\n")
+			}
+
+			b.Reset()
+			err = pair.B.Do(func() error {
+				c, err := xdpnet.ListenUDP(pair.B.Link, netip.AddrPortFrom(pair.B.IPv4, 7), xdpnet.Config{Attach: mode, Queues: []int{1}})
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				ReadyConn(&b, c, "")
+				if got := ipXDPMode(t, pair.B); got != mode.String() {
+					t.Errorf("ip link says the conn's program runs in %s mode, want %v", got, mode)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = "ready: " + pair.B.Link + ", queue 1, copy mode, " + mode.String() + " attach\n"
+			if got := b.String(); got != want {
+				t.Errorf("ReadyConn printed %q, want %q", got, want)
+			}
+		})
+	}
+	// With the program gone, the kernel has none to report.
+	if err := pair.B.Do(func() error {
+		if got := attachOf(pair.B.Link); got != "no XDP program" {
+			t.Errorf("attachOf after Close = %q, want \"no XDP program\"", got)
+		}
+		if got := attachOf("no-such-link0"); got != "unknown attach" {
+			t.Errorf("attachOf(no-such-link0) = %q, want \"unknown attach\"", got)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
