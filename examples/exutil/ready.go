@@ -5,6 +5,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/xdpio/xdpio/xdpnet"
 	"github.com/xdpio/xdpio/xsk"
@@ -107,4 +108,43 @@ func QueueList(queues []int) string {
 		i = j + 1
 	}
 	return "queues " + strings.Join(parts, ",")
+}
+
+// Drain ends dev's receiving for good, so that its sockets' counters hold
+// every frame that reached them: it takes the sockets out of the XDP
+// program (what arrives from now on goes to the kernel), then takes what
+// is left on their RX rings and gives it back, counted as received but
+// not handled. Call it once the goroutines that used the sockets are done,
+// before the last Stats. It waits a few milliseconds for frames the
+// program redirected just before, which the kernel puts on the ring when
+// its poll ends. A device without a program (NoProgram) has nothing to
+// drain.
+func Drain(dev *xsk.Device, batch int) error {
+	p := dev.Program()
+	if p == nil {
+		return nil
+	}
+	for _, s := range dev.Sockets() {
+		if err := p.Unregister(s.Queue()); err != nil {
+			return err
+		}
+	}
+	settle := time.Now().Add(5 * time.Millisecond)
+	for _, s := range dev.Sockets() {
+		b := s.NewBatch(batch)
+		for s.Err() == nil {
+			if s.Receive(b) > 0 {
+				s.Release(b)
+				continue
+			}
+			if time.Now().After(settle) {
+				break
+			}
+			if _, err := s.Wait(time.Millisecond, false); err != nil {
+				break
+			}
+		}
+		s.Free(b)
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ package exutil
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/netip"
 	"os/exec"
 	"strings"
@@ -107,5 +108,67 @@ func TestReadyOnVeth(t *testing.T) {
 		return nil
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Drain leaves every frame that reached the sockets in their counters,
+// those nobody read included, and sends what comes after it to the
+// kernel (which counts UDP to a port nobody listens on).
+func TestDrain(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	send := func(n int) {
+		t.Helper()
+		err := pair.A.Do(func() error {
+			// Not connected: the ICMP port unreachable that B's kernel
+			// answers once Drain is done must not fail the next write.
+			c, err := net.ListenUDP("udp4", nil)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			for range n {
+				if _, err := c.WriteToUDPAddrPort([]byte("drain me"), netip.AddrPortFrom(pair.B.IPv4, 9000)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var dev *xsk.Device
+	if err := pair.B.Do(func() (err error) {
+		dev, err = xsk.Open(pair.B.Link, xsk.Config{Program: xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(9000)}}})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	noPorts0 := netnstest.Counter(t, pair.B, "UdpNoPorts")
+	send(100) // nobody reads them
+	if err := Drain(dev, 64); err != nil {
+		t.Fatal(err)
+	}
+	count := func() (rx uint64) {
+		for _, s := range dev.Sockets() {
+			st, err := s.Stats()
+			if err != nil {
+				t.Fatal(err)
+			}
+			rx += st.RxFrames + st.RxDropped + st.RxRingFull
+		}
+		return rx
+	}
+	if got := count(); got != 100 {
+		t.Errorf("after Drain the sockets counted %d frames, want the 100 sent", got)
+	}
+	send(50)
+	var noPorts int64
+	for deadline := time.Now().Add(2 * time.Second); noPorts < 50 && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		noPorts = netnstest.Counter(t, pair.B, "UdpNoPorts") - noPorts0
+	}
+	if noPorts != 50 || count() != 100 {
+		t.Errorf("of 50 datagrams sent after Drain, the kernel got %d to no port and the sockets counted %d more", noPorts, count()-100)
 	}
 }

@@ -193,14 +193,11 @@ func l2fwdStarted(ctx context.Context, out io.Writer, iface string, cfg xsk.Conf
 	// program passes them to the kernel), those already on the RX rings
 	// are taken (not sent), and those on the TX rings get a moment to
 	// leave before the counters are read.
-	for _, s := range socks {
-		if err := dev.Program().Unregister(s.Queue()); err != nil {
-			return sum, err
-		}
+	if err := exutil.Drain(dev, batch); err != nil {
+		return sum, err
 	}
 	deadline := time.Now().Add(200 * time.Millisecond)
 	for _, s := range socks {
-		drainRX(s, batch)
 		for s.TxPending() > 0 && time.Now().Before(deadline) && s.Err() == nil {
 			if s.Complete() == 0 {
 				s.Kick()
@@ -225,28 +222,6 @@ func l2fwdStarted(ctx context.Context, out io.Writer, iface string, cfg xsk.Conf
 		return sum, err
 	default:
 		return sum, nil
-	}
-}
-
-// drainRX takes the frames on s's RX ring and gives them back without
-// sending them, once the program no longer redirects to s: it waits a
-// little for frames the program redirected just before, which the kernel
-// puts on the ring at the end of its poll.
-func drainRX(s *xsk.Socket, batch int) {
-	b := s.NewBatch(batch)
-	defer s.Free(b)
-	settle := time.Now().Add(5 * time.Millisecond)
-	for {
-		if s.Receive(b) > 0 {
-			s.Release(b)
-			continue
-		}
-		if time.Now().After(settle) || s.Err() != nil {
-			return
-		}
-		if _, err := s.Wait(time.Millisecond, false); err != nil {
-			return
-		}
 	}
 }
 

@@ -259,6 +259,11 @@ func rxdropStarted(ctx context.Context, iface string, cfg xsk.Config, batch int,
 	case runErr = <-errs:
 	default:
 	}
+	// Frames stop coming to the sockets and those left on the RX rings
+	// are taken: the counters then hold every frame that reached them.
+	if err := exutil.Drain(dev, batch); err != nil && runErr == nil {
+		runErr = err
+	}
 	for _, s := range socks {
 		st, err := s.Stats()
 		if err != nil {
@@ -271,5 +276,7 @@ func rxdropStarted(ctx context.Context, iface string, cfg xsk.Config, batch int,
 			fmt.Printf("queue %d kernel counters: rx_dropped %d (fill ring empty %d), rx_ring_full %d\n", s.Queue(), st.RxDropped, st.RxFillRingEmpty, st.RxRingFull)
 		}
 	}
+	fmt.Printf("account: %d frames reached the sockets = %d received + %d rx_dropped + %d rx_ring_full\n",
+		sum.Received+sum.KernelDropped+sum.RingFull, sum.Received, sum.KernelDropped, sum.RingFull)
 	return sum, runErr
 }
