@@ -296,10 +296,10 @@ func TestReadyLine(t *testing.T) {
 		want   string
 	}{
 		{[]int{0, 1}, []bool{false, false}, "driver attach", "", "ready: vb, queues 0-1, copy mode, driver attach"},
-		{[]int{3}, []bool{true}, "generic attach", "the runner", "ready: vb, queue 3, zero-copy mode, generic attach; the runner"},
+		{[]int{3}, []bool{true}, "generic attach", "the runner", "ready: vb, queues 3, zero-copy mode, generic attach; the runner"},
 		{[]int{0, 2, 5, 6, 7}, []bool{true, true, true, true, true}, "no XDP program", "", "ready: vb, queues 0,2,5-7, zero-copy mode, no XDP program"},
-		{[]int{0, 1, 2, 3}, []bool{true, false, false}, "driver attach", "", "ready: vb, queues 0-3, zero-copy mode on queue 0, copy mode on queues 1-3, driver attach"},
-		{nil, nil, "driver attach", "", "ready: vb, no queues, copy mode, driver attach"},
+		{[]int{0, 1, 2, 3}, []bool{true, false, false}, "driver attach", "", "ready: vb, queues 0-3, zero-copy mode on queues 0, copy mode on queues 1-3, driver attach"},
+		{nil, nil, "driver attach", "", "ready: vb, queues none, copy mode, driver attach"},
 	} {
 		if got := ReadyLine("vb", tc.queues, tc.zc, tc.attach, tc.what); got != tc.want {
 			t.Errorf("ReadyLine(%v, %v, %q, %q) = %q, want %q", tc.queues, tc.zc, tc.attach, tc.what, got, tc.want)

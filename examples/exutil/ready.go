@@ -34,26 +34,22 @@ func Ready(w io.Writer, dev *xsk.Device, what string) {
 }
 
 // ReadyConn is Ready for an xdpnet conn, whose sockets and program are in
-// place once ListenUDP or DialUDP returns. xdpnet does not say in which
-// mode its XDP program was attached: the line gives the kernel's answer
-// for the interface (rtnetlink's IFLA_XDP).
+// place once ListenUDP or DialUDP returns: the same line, from the conn's
+// Info.
 func ReadyConn(w io.Writer, c *xdpnet.UDPConn, what string) {
-	var queues []int
-	var zc []bool
-	for _, st := range c.Stats().Queues {
-		if st.Queue != xdpnet.KernelQueue {
-			queues = append(queues, st.Queue)
-			zc = append(zc, st.Socket.ZeroCopy)
-		}
+	line := "ready: " + c.Info().String()
+	if what != "" {
+		line += "; " + what
 	}
-	fmt.Fprintln(w, ReadyLine(c.Interface(), queues, zc, attachOf(c.Interface()), what))
+	fmt.Fprintln(w, line)
 }
 
 // ReadyLine returns the ready line (without its newline) of a program on
 // iface with sockets on queues, zc[i] saying whether queue i's socket is
 // in zero-copy mode, and the XDP program's attach mode ("driver attach",
 // "no XDP program"): "ready: vb, queues 0-1, copy mode, driver attach",
-// then "; " and what, if what is not empty.
+// then "; " and what, if what is not empty. It reads as xdpnet.Info's
+// String does, and says which queues are in which mode when they differ.
 func ReadyLine(iface string, queues []int, zc []bool, attach, what string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "ready: %s, %s, %s, %s", iface, QueueList(queues), modes(queues, zc), attach)
@@ -85,15 +81,9 @@ func modes(queues []int, zc []bool) string {
 }
 
 // QueueList names queue numbers the way -q takes them, runs of consecutive
-// numbers as ranges: "queue 3", "queues 0-3", "queues 0,2,5-7", "no
-// queues".
+// numbers as ranges, as xdpnet.Info does: "queues 3", "queues 0-3",
+// "queues 0,2,5-7", "queues none".
 func QueueList(queues []int) string {
-	switch len(queues) {
-	case 0:
-		return "no queues"
-	case 1:
-		return "queue " + strconv.Itoa(queues[0])
-	}
 	var parts []string
 	for i := 0; i < len(queues); {
 		j := i
@@ -106,6 +96,9 @@ func QueueList(queues []int) string {
 			parts = append(parts, strconv.Itoa(queues[i])+"-"+strconv.Itoa(queues[j]))
 		}
 		i = j + 1
+	}
+	if len(parts) == 0 {
+		return "queues none"
 	}
 	return "queues " + strings.Join(parts, ",")
 }
