@@ -1,6 +1,8 @@
 // Package exutil holds what the example programs (rxdrop, txonly, l2fwd,
 // udpecho) share: the common flags and their checks, queue lists, exit
-// statuses, signal handling and the once-a-second per-queue report.
+// statuses, signal handling, the line that says a program is ready
+// (Ready: scripts wait for it before they send) and the once-a-second
+// per-queue report.
 //
 // It is part of the examples, not of xdpio's API, and it is public so
 // that a program copied out of examples/ still builds in another module:

@@ -260,9 +260,12 @@ func Context() (context.Context, context.CancelFunc) {
 
 // Report prints, once a second, the packets per second of each socket (RX
 // or TX, as what picks), until ctx ends or, if d is positive, d has passed
-// since Report started; then the totals. Every full second gets its line,
-// the last one too (-t 2s prints the lines of 1.0 s and 2.0 s). It
-// returns the total count; the caller stops its goroutines after it.
+// since Report started; then the totals. Every full second gets one line,
+// the last one too (-t 2s prints the lines of 1.0 s and 2.0 s), labelled
+// with the time it was read, truncated to a tenth of a second: a line that
+// comes late because Report was held up (its writer blocked, the process
+// descheduled) says so, and no second gets two lines. It returns the
+// total count; the caller stops its goroutines after it.
 func Report(ctx context.Context, w io.Writer, socks []*xsk.Socket, what string, pick func(xsk.Stats) uint64, d time.Duration) uint64 {
 	last := make([]uint64, len(socks))
 	start := time.Now()
@@ -284,8 +287,16 @@ func Report(ctx context.Context, w io.Writer, socks []*xsk.Socket, what string, 
 		}
 		return cur
 	}
-	lines := 0
+	// sec is the whole second of the last line. The ticker only wakes
+	// Report: a tick may come late, and one that could not be delivered
+	// for a whole second is dropped, so the lines go by the clock.
+	sec := 0
 	line := func(now time.Time) {
+		el := now.Sub(start)
+		if int(el/time.Second) <= sec {
+			return // this second has its line
+		}
+		sec = int(el / time.Second)
 		cur := read()
 		dt := now.Sub(prev).Seconds()
 		prev = now
@@ -297,8 +308,7 @@ func Report(ctx context.Context, w io.Writer, socks []*xsk.Socket, what string, 
 			parts = append(parts, fmt.Sprintf("q%d %10.0f", s.Queue(), pps))
 		}
 		copy(last, cur)
-		lines++
-		fmt.Fprintf(w, "%6.1fs  %s pkts/s  | sum %10.0f pkts/s %s\n", now.Sub(start).Seconds(), strings.Join(parts, "  "), sum, what)
+		fmt.Fprintf(w, "%6.1fs  %s pkts/s  | sum %10.0f pkts/s %s\n", tenths(el), strings.Join(parts, "  "), sum, what)
 	}
 	for done := false; !done; {
 		select {
@@ -306,16 +316,14 @@ func Report(ctx context.Context, w io.Writer, socks []*xsk.Socket, what string, 
 			done = true
 		case <-deadline:
 			done = true
-		case now := <-tick.C:
-			line(now)
+		case <-tick.C:
+			line(time.Now())
 		}
 	}
 	// The tick of the last full second may have lost the race with the
-	// end (or been dropped while Report was slow): print its line now.
+	// end: its line comes now, unless it was printed.
 	now := time.Now()
-	if now.Sub(start) >= time.Duration(lines+1)*time.Second {
-		line(now)
-	}
+	line(now)
 	cur := read()
 	var total uint64
 	el := now.Sub(start).Seconds()
@@ -325,6 +333,12 @@ func Report(ctx context.Context, w io.Writer, socks []*xsk.Socket, what string, 
 	}
 	fmt.Fprintf(w, "total: %d packets %s in %.1f s, %.0f pkts/s\n", total, what, el, float64(total)/el)
 	return total
+}
+
+// tenths returns d in seconds truncated to a tenth, so that %.1f does not
+// round 13.96 s up to the 14.0 of the next second's line.
+func tenths(d time.Duration) float64 {
+	return float64(d/(100*time.Millisecond)) / 10
 }
 
 // ShapeNames lists the values of -shape.

@@ -230,3 +230,79 @@ func TestReportEverySecond(t *testing.T) {
 		})
 	}
 }
+
+// stallWriter is a writer whose first Write blocks for stall: a terminal
+// that stopped scrolling, a pipe nobody reads for a while.
+type stallWriter struct {
+	strings.Builder
+	stall   time.Duration
+	stalled bool
+}
+
+func (w *stallWriter) Write(p []byte) (int, error) {
+	if !w.stalled {
+		w.stalled = true
+		time.Sleep(w.stall)
+	}
+	return w.Builder.Write(p)
+}
+
+// A Report held up for more than a second (its first line's write blocks
+// from 1.0 s to 3.5 s) misses a tick. It used to print the seconds it
+// then reached twice (rxdrop -t 14s printed two "14.0s" lines): each
+// second has at most one line now, the late one says when it was read,
+// and the last second still gets its line.
+func TestReportHeldUp(t *testing.T) {
+	t.Parallel()
+	pick := func(st xsk.Stats) uint64 { return st.RxFrames }
+	w := &stallWriter{stall: 2500 * time.Millisecond}
+	Report(context.Background(), w, nil, "received", pick, 4*time.Second)
+	out := strings.Split(strings.TrimSuffix(w.String(), "\n"), "\n")
+	var labels []float64
+	for _, l := range out {
+		f := strings.Fields(l)
+		if len(f) == 0 || !strings.HasSuffix(f[0], "s") {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSuffix(f[0], "s"), 64)
+		if err != nil {
+			continue
+		}
+		labels = append(labels, v)
+	}
+	t.Logf("Report printed:\n%s", w.String())
+	if len(labels) < 2 || labels[0] != 1.0 || labels[len(labels)-1] != 4.0 {
+		t.Fatalf("per-second lines at %v s, want the first at 1.0 and the last at 4.0", labels)
+	}
+	for i := 1; i < len(labels); i++ {
+		if int(labels[i]) <= int(labels[i-1]) {
+			t.Errorf("lines at %v s: second %d has two lines", labels, int(labels[i]))
+		}
+	}
+	if len(labels) != 3 {
+		t.Errorf("lines at %v s, want 3: 1.0, the late one of second 3 (the tick of second 3 was dropped), 4.0", labels)
+	}
+	if !strings.HasPrefix(out[len(out)-1], "total: 0 packets received in 4.0 s") {
+		t.Errorf("last line %q, want the total after 4.0 s", out[len(out)-1])
+	}
+}
+
+func TestReadyLine(t *testing.T) {
+	for _, tc := range []struct {
+		queues []int
+		zc     []bool
+		attach string
+		what   string
+		want   string
+	}{
+		{[]int{0, 1}, []bool{false, false}, "driver attach", "", "ready: vb, queues 0-1, copy mode, driver attach"},
+		{[]int{3}, []bool{true}, "generic attach", "the runner", "ready: vb, queues 3, zero-copy mode, generic attach; the runner"},
+		{[]int{0, 2, 5, 6, 7}, []bool{true, true, true, true, true}, "no XDP program", "", "ready: vb, queues 0,2,5-7, zero-copy mode, no XDP program"},
+		{[]int{0, 1, 2, 3}, []bool{true, false, false}, "driver attach", "", "ready: vb, queues 0-3, zero-copy mode on queues 0, copy mode on queues 1-3, driver attach"},
+		{nil, nil, "driver attach", "", "ready: vb, queues none, copy mode, driver attach"},
+	} {
+		if got := ReadyLine("vb", tc.queues, tc.zc, tc.attach, tc.what); got != tc.want {
+			t.Errorf("ReadyLine(%v, %v, %q, %q) = %q, want %q", tc.queues, tc.zc, tc.attach, tc.what, got, tc.want)
+		}
+	}
+}

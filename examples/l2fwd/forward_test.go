@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"testing"
 	"time"
@@ -58,7 +59,7 @@ func testForwardMillion(t *testing.T, cfg xsk.Config) {
 	go func() {
 		var r result
 		r.err = pair.B.Do(func() (err error) {
-			r.sum, err = l2fwdStarted(fwdCtx, pair.B.Link, cfg, 64, 0, func() { close(started) })
+			r.sum, err = l2fwdStarted(fwdCtx, io.Discard, pair.B.Link, cfg, 64, 0, func() { close(started) })
 			return err
 		})
 		fwdDone <- r
@@ -199,7 +200,8 @@ func echoSender(ctx context.Context, s *xsk.Socket, frame []byte, n int) error {
 	return nil
 }
 
-type linkCounts struct{ TxDropped uint64 }
+// linkCounts are the counters of a veth interface.
+type linkCounts struct{ TxDropped, RxDropped, RxPackets uint64 }
 
 func linkStats(t *testing.T, h *netnstest.Host) linkCounts {
 	t.Helper()
@@ -207,5 +209,5 @@ func linkStats(t *testing.T, h *netnstest.Host) linkCounts {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return linkCounts{TxDropped: a.Statistics.TxDropped}
+	return linkCounts{TxDropped: a.Statistics.TxDropped, RxDropped: a.Statistics.RxDropped, RxPackets: a.Statistics.RxPackets}
 }

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"time"
@@ -99,27 +100,67 @@ func SwapMAC(frame []byte) {
 	e.SetSrc(dst)
 }
 
-// summary is what a run forwarded, from the sockets' counters: every
-// frame the sockets took is forwarded, still pending, or was lost before
-// them (the kernel's counters).
+// summary is the account of every frame that reached l2fwd's sockets,
+// from the sockets' counters (the library's and the kernel's): each one
+// was forwarded, is still on a TX ring, was still in l2fwd's hands when
+// it stopped, or was dropped by the kernel before the socket got it.
+// Frames that never reached the sockets (lost by the sender's device, or
+// on a queue without a socket) are counted by the interfaces (ip -s link).
 type summary struct {
 	Received      uint64 // taken from the RX rings
-	Forwarded     uint64 // sent: the kernel completed them
-	Pending       uint64 // on a TX ring, not completed when the sockets closed
+	Forwarded     uint64 // sent back: the kernel completed them
+	Pending       uint64 // put on a TX ring, not completed when the sockets closed
+	NotSent       uint64 // received, never put on a TX ring: in hand or on the RX ring when l2fwd stopped
 	KernelDropped uint64 // rx_dropped: fill ring empty, frame too large, ...
+	FillEmpty     uint64 // rx_fill_ring_empty_descs: times the kernel found no frame to fill
 	RingFull      uint64 // rx_ring_full: the forwarder was too slow
+	TxInvalid     uint64 // tx_invalid_descs: TX descriptors the kernel refused (among Pending)
+}
+
+// add counts a socket's final counters into the summary.
+func (sum *summary) add(st xsk.Stats) {
+	sum.Received += st.RxFrames
+	sum.Forwarded += st.TxFrames
+	sum.Pending += st.TxSubmitted - st.TxFrames
+	sum.NotSent += st.RxFrames - st.TxSubmitted
+	sum.KernelDropped += st.RxDropped
+	sum.FillEmpty += st.RxFillRingEmpty
+	sum.RingFull += st.RxRingFull
+	sum.TxInvalid += st.TxInvalidDescs
+}
+
+// Reached is how many frames the XDP program redirected to the sockets.
+func (sum summary) Reached() uint64 { return sum.Received + sum.KernelDropped + sum.RingFull }
+
+// print writes the account: one equation, then a line for each kind of
+// frame not forwarded that there were any of, saying why.
+func (sum summary) print(w io.Writer) {
+	fmt.Fprintf(w, "account: %d frames reached the sockets = %d forwarded + %d not completed + %d not sent + %d rx_dropped + %d rx_ring_full\n",
+		sum.Reached(), sum.Forwarded, sum.Pending, sum.NotSent, sum.KernelDropped, sum.RingFull)
+	if sum.Pending > 0 {
+		fmt.Fprintf(w, "  not completed: %d sent back but not completed by the kernel when l2fwd stopped (tx_invalid %d: refused as invalid)\n", sum.Pending, sum.TxInvalid)
+	}
+	if sum.NotSent > 0 {
+		fmt.Fprintf(w, "  not sent: %d received but still in l2fwd's hands or on an RX ring when it stopped\n", sum.NotSent)
+	}
+	if sum.KernelDropped > 0 {
+		fmt.Fprintf(w, "  rx_dropped: %d dropped by the kernel; the fill ring was empty %d times: l2fwd had no free frame to give the kernel, as it forwarded slower than frames came\n", sum.KernelDropped, sum.FillEmpty)
+	}
+	if sum.RingFull > 0 {
+		fmt.Fprintf(w, "  rx_ring_full: %d dropped by the kernel with the RX ring full: l2fwd did not take them in time\n", sum.RingFull)
+	}
 }
 
 // l2fwd forwards until ctx ends or, if d is positive, for d once the
 // sockets are open.
 func l2fwd(ctx context.Context, iface string, cfg xsk.Config, batch int, d time.Duration) error {
-	_, err := l2fwdStarted(ctx, iface, cfg, batch, d, func() {})
+	_, err := l2fwdStarted(ctx, os.Stdout, iface, cfg, batch, d, func() {})
 	return err
 }
 
-// l2fwdStarted is l2fwd that calls started once the sockets are open (or
-// failed to) and returns the counts.
-func l2fwdStarted(ctx context.Context, iface string, cfg xsk.Config, batch int, d time.Duration, started func()) (summary, error) {
+// l2fwdStarted is l2fwd that writes to out, calls started once the
+// sockets are open (or failed to) and returns the account.
+func l2fwdStarted(ctx context.Context, out io.Writer, iface string, cfg xsk.Config, batch int, d time.Duration, started func()) (summary, error) {
 	var sum summary
 	dev, err := xsk.Open(iface, cfg)
 	started()
@@ -128,7 +169,9 @@ func l2fwdStarted(ctx context.Context, iface string, cfg xsk.Config, batch int, 
 	}
 	defer dev.Close()
 	socks := dev.Sockets()
-	fmt.Printf("l2fwd on %s: %d queues, program in %v mode, zero-copy %v\n", iface, len(socks), dev.Program().Mode(), socks[0].ZeroCopy())
+	// Frames sent from here on reach the sockets: scripts wait for this
+	// line before they send.
+	exutil.Ready(out, dev, "forwarding with the MAC addresses swapped")
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
@@ -143,11 +186,16 @@ func l2fwdStarted(ctx context.Context, iface string, cfg xsk.Config, batch int, 
 			}
 		}(s)
 	}
-	exutil.Report(ctx, os.Stdout, socks, "forwarded", func(st xsk.Stats) uint64 { return st.TxFrames }, d)
+	exutil.Report(ctx, out, socks, "forwarded", func(st xsk.Stats) uint64 { return st.TxFrames }, d)
 	stop()
 	wg.Wait()
-	// The goroutines are done: give the frames still on the TX rings a
-	// moment to leave before the sockets close.
+	// The account must be whole: frames stop coming to the sockets (the
+	// program passes them to the kernel), those already on the RX rings
+	// are taken (not sent), and those on the TX rings get a moment to
+	// leave before the counters are read.
+	if err := exutil.Drain(dev, batch); err != nil {
+		return sum, err
+	}
 	deadline := time.Now().Add(200 * time.Millisecond)
 	for _, s := range socks {
 		for s.TxPending() > 0 && time.Now().Before(deadline) && s.Err() == nil {
@@ -156,16 +204,19 @@ func l2fwdStarted(ctx context.Context, iface string, cfg xsk.Config, batch int, 
 				time.Sleep(time.Millisecond)
 			}
 		}
+	}
+	for _, s := range socks {
 		st, err := s.Stats()
 		if err != nil {
 			return sum, err
 		}
-		sum.Received += st.RxFrames
-		sum.Forwarded += st.TxFrames
-		sum.Pending += uint64(st.FramesTx)
-		sum.KernelDropped += st.RxDropped
-		sum.RingFull += st.RxRingFull
+		sum.add(st)
+		if st.RxDropped+st.RxRingFull+st.TxInvalidDescs > 0 {
+			fmt.Fprintf(out, "queue %d kernel counters: rx_dropped %d (fill ring empty %d), rx_ring_full %d, tx_invalid %d\n",
+				s.Queue(), st.RxDropped, st.RxFillRingEmpty, st.RxRingFull, st.TxInvalidDescs)
+		}
 	}
+	sum.print(out)
 	select {
 	case err := <-errs:
 		return sum, err

@@ -196,11 +196,13 @@ func rxdropStarted(ctx context.Context, iface string, cfg xsk.Config, batch int,
 	started()
 	defer dev.Close()
 	socks := dev.Sockets()
-	how := "the plain loop"
+	how := "dropping through the plain loop"
 	if !l.raw {
-		how = "the runner"
+		how = "dropping through the runner"
 	}
-	fmt.Printf("rxdrop on %s: %d queues, program in %v mode, zero-copy %v, %s\n", iface, len(socks), dev.Program().Mode(), socks[0].ZeroCopy(), how)
+	// Frames sent from here on reach the sockets: scripts wait for this
+	// line before they send.
+	exutil.Ready(os.Stdout, dev, how)
 	// A queue whose device goes away ends the run with its error.
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -257,6 +259,11 @@ func rxdropStarted(ctx context.Context, iface string, cfg xsk.Config, batch int,
 	case runErr = <-errs:
 	default:
 	}
+	// Frames stop coming to the sockets and those left on the RX rings
+	// are taken: the counters then hold every frame that reached them.
+	if err := exutil.Drain(dev, batch); err != nil && runErr == nil {
+		runErr = err
+	}
 	for _, s := range socks {
 		st, err := s.Stats()
 		if err != nil {
@@ -269,5 +276,7 @@ func rxdropStarted(ctx context.Context, iface string, cfg xsk.Config, batch int,
 			fmt.Printf("queue %d kernel counters: rx_dropped %d (fill ring empty %d), rx_ring_full %d\n", s.Queue(), st.RxDropped, st.RxFillRingEmpty, st.RxRingFull)
 		}
 	}
+	fmt.Printf("account: %d frames reached the sockets = %d received + %d rx_dropped + %d rx_ring_full\n",
+		sum.Received+sum.KernelDropped+sum.RingFull, sum.Received, sum.KernelDropped, sum.RingFull)
 	return sum, runErr
 }

@@ -276,7 +276,7 @@ func txonly(ctx context.Context, iface string, cfg xsk.Config, frame []byte, flo
 	if raw {
 		how = "the plain loop"
 	}
-	fmt.Printf("txonly on %s: %d queues, %d-byte frames, zero-copy %v, %s\n", iface, len(socks), len(frame), socks[0].ZeroCopy(), how)
+	exutil.Ready(os.Stdout, dev, fmt.Sprintf("sending %d-byte frames through %s", len(frame), how))
 	// One set of frames per queue: the source port changes per flow, and
 	// so does the UDP checksum (RFC 1624 incremental update). Each queue's
 	// state is touched only by the goroutine that sends on it.

@@ -109,7 +109,9 @@ func run(args []string, out io.Writer) error {
 		ctx, cancel = context.WithTimeout(ctx, o.Duration)
 		defer cancel()
 	}
-	fmt.Fprintf(out, "udpecho on %s: %v\n", o.Iface, c.LocalAddr())
+	// Datagrams sent from here on reach the conn: scripts wait for this
+	// line before they send.
+	exutil.ReadyConn(out, c, fmt.Sprintf("echoing UDP to %v", c.LocalAddr()))
 	err = serve(ctx, c, o.queues)
 	st := c.Stats().Total()
 	c.Close()

@@ -3,9 +3,11 @@
 package readme
 
 import (
-	"bytes"
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -20,89 +22,116 @@ import (
 	"github.com/xdpio/xdpio/internal/netnstest"
 )
 
-// quickStart returns the first Go block under "## Quick start" in README.md.
-func quickStart(t *testing.T, root string) string {
-	t.Helper()
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(readme)
-	i := strings.Index(s, "\n## Quick start")
-	if i < 0 {
-		t.Fatal(`README.md has no "## Quick start" section`)
-	}
-	s = s[i:]
-	start := strings.Index(s, "```go\n")
-	if start < 0 {
-		t.Fatal("the quick start has no Go block")
-	}
-	s = s[start+len("```go\n"):]
-	end := strings.Index(s, "\n```")
-	if end < 0 {
-		t.Fatal("the quick start's Go block does not end")
-	}
-	return s[:end+1]
-}
+// quickStartReady is the ready line the quick start prints on the veth
+// pair its recipe builds: vb, with two queues (numrxqueues 2), no
+// zero-copy on veth, the program in the driver (veth has native XDP).
+const quickStartReady = "ready: vb, queues 0-1, copy mode, driver attach"
 
-func goTool() string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	return "go" // not on PATH: exec reports it
-}
-
-// The quick start, pasted into a module of its own, builds, counts every
-// datagram sent to port 9000 and no other, and exits 0 with its count on
-// SIGINT.
+// The quick start, pasted into a module of its own and built with the
+// quick start's build block as written, refuses to run without its
+// interface, and its recipe, run as written five times in a row, counts
+// the 100 datagrams it sends every time: it waits for the ready line.
 func TestQuickStart(t *testing.T) {
 	netnstest.RequirePriv(t)
-	out, err := exec.Command(goTool(), "env", "GOMOD").Output()
-	if err != nil {
-		t.Fatal(err)
+	netnstest.RequireTool(t, "ip")
+	root := moduleRoot(t)
+	quick := section(t, readFile(t, filepath.Join(root, "README.md")), "Quick start")
+	goBlocks := codeBlocks(quick, "go")
+	if len(goBlocks) == 0 || !strings.Contains(goBlocks[0], "package main") {
+		t.Fatalf("the quick start's first Go block is not a program (no package main)")
 	}
-	root := filepath.Dir(strings.TrimSpace(string(out)))
-	src := quickStart(t, root)
-	if !strings.Contains(src, "package main") {
-		t.Fatalf("the quick start is not a program (no package main):\n%s", src)
+	sh := codeBlocks(quick, "sh")
+	build, recipe := blockWith(t, sh, "go build"), blockWith(t, sh, "ip netns add")
+	if len(sh) != 2 {
+		t.Fatalf("the quick start has %d sh blocks, want 2 (build, run): a new one needs a check here", len(sh))
 	}
 
+	// The reader's layout: the program's directory next to the clone,
+	// which the build block's replace directive names as ../xdpio.
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644); err != nil {
+	prog := filepath.Join(dir, "count")
+	if err := os.Mkdir(prog, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	gomod := fmt.Sprintf("module count\n\ngo 1.26\n\nrequire github.com/xdpio/xdpio v0.0.0\n\nreplace github.com/xdpio/xdpio => %s\n", root)
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
+	if err := os.Symlink(root, filepath.Join(dir, "xdpio")); err != nil {
 		t.Fatal(err)
 	}
-	for _, args := range [][]string{{"mod", "tidy"}, {"build", "-o", "count", "."}} {
-		cmd := exec.Command(goTool(), args...)
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
+	if err := os.WriteFile(filepath.Join(prog, "main.go"), []byte(goBlocks[0]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runRecipe(t, prog, build, 5*time.Minute)
+	bin := filepath.Join(prog, "count")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("the build block left no count binary: %v", err)
 	}
 
+	t.Run("usage", func(t *testing.T) {
+		for _, args := range [][]string{nil, {"a", "b"}} {
+			cmd := exec.Command(bin, args...)
+			var stdout, stderr strings.Builder
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 2 || stdout.Len() != 0 || stderr.String() != "usage: count IFACE\n" {
+				t.Errorf("count %q: %v, stdout %q, stderr %q; want exit status 2 and the usage on stderr", args, err, stdout.String(), stderr.String())
+			}
+		}
+	})
+
+	t.Run("recipe", func(t *testing.T) {
+		names := netnsOf(recipe)
+		claimNetns(t, names)
+		// 100 datagrams of "x\n": 14 + 20 + 8 + 2 bytes each.
+		want := quickStartReady + "\n100 packets, 4400 bytes\n"
+		for i := range runs {
+			requireNoNetns(t, names, "the run before left them")
+			stdout, stderr := runRecipe(t, prog, recipe, time.Minute)
+			t.Logf("run %d printed:\n%s", i+1, stdout)
+			if stderr != "" {
+				t.Logf("run %d, stderr:\n%s", i+1, stderr)
+			}
+			if stdout != want {
+				t.Fatalf("run %d of the quick start's recipe printed %q, want %q", i+1, stdout, want)
+			}
+		}
+		requireNoNetns(t, names, "the recipe's last line must delete them")
+	})
+
+	t.Run("kernel traffic", func(t *testing.T) { testQuickStartTraffic(t, bin) })
+}
+
+// The quick start counts every datagram sent to port 9000 by the kernel's
+// UDP stack once it said it is ready, leaves another port to the kernel,
+// and exits 0 with its count on SIGINT, its XDP program detached.
+func testQuickStartTraffic(t *testing.T, bin string) {
 	pair := netnstest.New(t, netnstest.Config{Queues: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := pair.B.Command(ctx, filepath.Join(dir, "count"), pair.B.Link)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd := pair.B.Command(ctx, bin, pair.B.Link)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	// The program is ready once its XDP program is attached.
-	ready := false
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if a, err := pair.B.Attrs(); err == nil && a.Xdp != nil && a.Xdp.Attached {
-			ready = true
-			break
+	out := bufio.NewReader(stdout)
+	ready := make(chan string, 1)
+	go func() {
+		line, _ := out.ReadString('\n')
+		ready <- line
+	}()
+	select {
+	case line := <-ready:
+		want := fmt.Sprintf("ready: %s, queues 0-1, copy mode, driver attach\n", pair.B.Link)
+		if line != want {
+			t.Fatalf("the quick start's first line is %q, want %q; stderr:\n%s", line, want, stderr.String())
 		}
-	}
-	if !ready {
-		t.Fatalf("the quick start attached no XDP program in 10 s; stderr:\n%s", stderr.String())
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the quick start printed no ready line in 10 s; stderr:\n%s", stderr.String())
 	}
 
 	const want, size = 1000, 100
@@ -119,7 +148,7 @@ func TestQuickStart(t *testing.T) {
 					return err
 				}
 				if i%64 == 63 {
-					time.Sleep(time.Millisecond)
+					time.Sleep(time.Millisecond) // within veth's 256-frame ring
 				}
 			}
 			return nil
@@ -154,20 +183,19 @@ func TestQuickStart(t *testing.T) {
 	if n := <-otherGot; n != 100 {
 		t.Errorf("the kernel's socket on port 9001 got %d of 100 datagrams while the quick start ran", n)
 	}
-	time.Sleep(200 * time.Millisecond)
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
+	rest, _ := io.ReadAll(out)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("the quick start exited with %v after SIGINT; stderr:\n%s", err, stderr.String())
 	}
-	m := regexp.MustCompile(`^(\d+) packets, (\d+) bytes\n$`).FindStringSubmatch(stdout.String())
-	if m == nil {
-		t.Fatalf("the quick start printed %q, want \"N packets, M bytes\"", stdout.String())
+	if !regexp.MustCompile(`^\d+ packets, \d+ bytes\n$`).Match(rest) {
+		t.Fatalf("the quick start printed %q after its ready line, want \"N packets, M bytes\"", rest)
 	}
 	frame := 14 + 20 + 8 + size
-	if wantOut := fmt.Sprintf("%d packets, %d bytes\n", want, want*frame); stdout.String() != wantOut {
-		t.Fatalf("the quick start printed %q, want %q", stdout.String(), wantOut)
+	if wantOut := fmt.Sprintf("%d packets, %d bytes\n", want, want*frame); string(rest) != wantOut {
+		t.Fatalf("the quick start printed %q, want %q", rest, wantOut)
 	}
 	if a, err := pair.B.Attrs(); err == nil && a.Xdp != nil && a.Xdp.Attached {
 		t.Error("an XDP program is still attached after the quick start exited")
