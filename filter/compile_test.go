@@ -238,22 +238,43 @@ func TestCompileLong(t *testing.T) {
 }
 
 // FuzzCompile: any expression compiles to a valid program or gives an
-// *Error; never a panic.
+// *Error with a message of bounded length; never a panic. The parser's
+// work stays within workBound of the expression's length (the seeds
+// include nesting past MaxDepth, which once took time quadratic in it).
 func FuzzCompile(f *testing.F) {
+	for _, n := range []int{MaxDepth, MaxDepth + 1, 3 * MaxDepth} {
+		f.Add(strings.Repeat("(", n) + "udp" + strings.Repeat(")", n))
+		f.Add(strings.Repeat("(", n) + "len = 1" + strings.Repeat(")", n))
+		f.Add("port 53 or " + strings.Repeat("(", n) + "80" + strings.Repeat(")", n))
+		f.Add(strings.Repeat("not ", n) + "udp")
+		f.Add("len = " + strings.Repeat("-", n) + "1")
+		f.Add(strings.Repeat("ip[", n) + "0" + strings.Repeat("]", n) + " = 1")
+	}
 	f.Fuzz(func(t *testing.T, expr string) {
+		steps := 0
+		_, perr := parse(expr, limits{MaxDepth, MaxLength}, &steps)
+		if steps > workBound(len(expr)) {
+			t.Fatalf("Compile(%.200q): %d parser steps for %d bytes", expr, steps, len(expr))
+		}
 		prog, err := Compile(expr)
+		if (err == nil) != (perr == nil) && perr != nil {
+			t.Fatalf("Compile(%.200q) = %v, but the parse failed: %v", expr, err, perr)
+		}
 		if err != nil {
 			var e *Error
 			if !errors.As(err, &e) {
-				t.Fatalf("Compile(%q): %T %v", expr, err, err)
+				t.Fatalf("Compile(%.200q): %T %v", expr, err, err)
+			}
+			if n := len(err.Error()); n > 1000 {
+				t.Fatalf("Compile(%.200q): a message of %d bytes", expr, n)
 			}
 			return
 		}
 		if _, err := bpf.NewVM(prog); err != nil {
-			t.Fatalf("Compile(%q): invalid program: %v\n%v", expr, err, prog)
+			t.Fatalf("Compile(%.200q): invalid program: %v\n%v", expr, err, prog)
 		}
 		if err := Validate(prog); err != nil {
-			t.Fatalf("Compile(%q): %v", expr, err)
+			t.Fatalf("Compile(%.200q): %v", expr, err)
 		}
 	})
 }
