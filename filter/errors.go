@@ -6,7 +6,9 @@ import (
 )
 
 // ErrUnsupported is wrapped by every *Error about a construct this
-// compiler does not implement (as opposed to a malformed expression).
+// compiler does not implement (as opposed to a malformed expression), and
+// about an expression longer than MaxLength or nested deeper than
+// MaxDepth.
 var ErrUnsupported = errors.New("unsupported construct")
 
 // Error is a failure to compile an expression. It names the offending
@@ -17,7 +19,9 @@ type Error struct {
 	// Pos is the byte offset in Expr where the construct starts.
 	Pos int
 	// Construct is the offending word or operator ("protochain", "gateway",
-	// ...), empty at the end of the expression.
+	// ...), empty at the end of the expression and for what is wrong
+	// with the expression as a whole (its length, a filter that rejects
+	// every packet).
 	Construct string
 	// Msg says what is wrong.
 	Msg string
@@ -28,17 +32,29 @@ type Error struct {
 	Unsupported bool
 }
 
-// Error names the construct, its offset and the reason.
+// Error names the construct, its offset and the reason. A long
+// expression is shown by its length and the text around the offset.
 func (e *Error) Error() string {
 	what := "syntax error"
 	if e.Unsupported {
 		what = "unsupported construct"
 	}
-	if e.Construct == "" {
-		return fmt.Sprintf("filter %q: %s at end of expression: %s", e.Expr, what, e.Msg)
+	expr := fmt.Sprintf("%q", e.Expr)
+	if len(e.Expr) > maxShown {
+		lo, hi := max(0, e.Pos-maxShown/4), min(len(e.Expr), e.Pos+maxShown/4)
+		expr = fmt.Sprintf("of %d bytes (offset %d: %q)", len(e.Expr), lo, e.Expr[lo:hi])
 	}
-	return fmt.Sprintf("filter %q: %s %q at offset %d: %s", e.Expr, what, e.Construct, e.Pos, e.Msg)
+	switch {
+	case e.Construct != "":
+		return fmt.Sprintf("filter %s: %s %q at offset %d: %s", expr, what, short(e.Construct), e.Pos, e.Msg)
+	case e.Pos >= len(e.Expr):
+		return fmt.Sprintf("filter %s: %s at end of expression: %s", expr, what, e.Msg)
+	}
+	return fmt.Sprintf("filter %s: %s: %s", expr, what, e.Msg)
 }
+
+// maxShown is the longest expression an error quotes whole.
+const maxShown = 200
 
 // Is reports whether target is ErrUnsupported and e is about an
 // unsupported construct.

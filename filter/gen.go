@@ -67,6 +67,35 @@ func or(ns ...node) node {
 	return r
 }
 
+// constValue returns n's value when it is the same for every frame:
+// comparisons of numbers decided by the parser, combined with and, or
+// and not (a constant false on one side of and decides it, as a constant
+// true does or).
+func constValue(n node) (value, known bool) {
+	switch n := n.(type) {
+	case constNode:
+		return bool(n), true
+	case notNode:
+		v, ok := constValue(n.a)
+		return !v, ok
+	case andNode:
+		a, aok := constValue(n.a)
+		b, bok := constValue(n.b)
+		if aok && !a || bok && !b {
+			return false, true
+		}
+		return true, aok && bok
+	case orNode:
+		a, aok := constValue(n.a)
+		b, bok := constValue(n.b)
+		if aok && a || bok && b {
+			return true, true
+		}
+		return false, aok && bok
+	}
+	return false, false
+}
+
 type label int
 
 // item is one instruction being laid out: either a plain one or a jump to

@@ -1,6 +1,9 @@
 package filter
 
-import "strings"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 type tokKind int
 
@@ -12,8 +15,24 @@ const (
 
 type token struct {
 	kind tokKind
-	s    string
+	s    string // the word, or the one libpcap takes it for (link: ether)
 	pos  int
+	orig string // the word as written, when s differs
+}
+
+// text is the token as written.
+func (t token) text() string {
+	if t.orig != "" {
+		return t.orig
+	}
+	return t.s
+}
+
+// synonyms are words libpcap's scanner reads as another: on Ethernet,
+// link, ppp, slip, fddi, tr and wlan all mean ether.
+var synonyms = map[string]string{
+	"link": "ether", "ppp": "ether", "slip": "ether", "fddi": "ether", "tr": "ether", "wlan": "ether",
+	"length": "len",
 }
 
 // lex splits an expression into words (keywords, numbers, addresses,
@@ -50,7 +69,11 @@ func lex(s string) ([]token, error) {
 				}
 				break
 			}
-			toks = append(toks, token{tWord, s[start:i], start})
+			w := token{kind: tWord, s: s[start:i], pos: start}
+			if syn, ok := synonyms[w.s]; ok {
+				w.s, w.orig = syn, w.s
+			}
+			toks = append(toks, w)
 			continue
 		}
 		op := ""
@@ -62,7 +85,8 @@ func lex(s string) ([]token, error) {
 		}
 		if op == "" {
 			if !strings.ContainsRune("()[]:+-*/%^&|<>=!", rune(c)) {
-				return nil, &Error{Expr: s, Pos: i, Construct: string(rune(c)), Msg: "unexpected character"}
+				_, size := utf8.DecodeRuneInString(s[i:])
+				return nil, &Error{Expr: s, Pos: i, Construct: s[i : i+size], Msg: "unexpected character"}
 			}
 			op = s[i : i+1]
 		}
@@ -72,10 +96,10 @@ func lex(s string) ([]token, error) {
 		case "]":
 			depth--
 		}
-		toks = append(toks, token{tOp, op, i})
+		toks = append(toks, token{kind: tOp, s: op, pos: i})
 		i += len(op)
 	}
-	toks = append(toks, token{tEOF, "", len(s)})
+	toks = append(toks, token{kind: tEOF, pos: len(s)})
 	return toks, nil
 }
 

@@ -1,31 +1,71 @@
 package filter
 
 import (
+	"strconv"
 	"strings"
 
 	"golang.org/x/net/bpf"
 )
 
-// A few service names; others must be given as numbers (the compiler does
-// not read /etc/services, whose contents vary between hosts).
-var services = map[string]uint32{
-	"ftp-data": 20, "ftp": 21, "ssh": 22, "telnet": 23, "smtp": 25, "domain": 53, "bootps": 67,
-	"bootpc": 68, "tftp": 69, "http": 80, "www": 80, "pop3": 110, "ntp": 123, "imap": 143,
-	"snmp": 161, "bgp": 179, "https": 443, "syslog": 514, "isakmp": 500, "ipsec-nat-t": 4500,
+// service is a port name's number and protocol: "" where
+// /etc/services lists it for both TCP and UDP, else the one it lists.
+type service struct {
+	port  uint32
+	proto string
 }
 
-func (p *parser) portNum(t token, s string) (uint32, error) {
-	if v, ok := services[s]; ok {
-		return v, nil
+// A few service names, with the ports and protocols Debian's
+// /etc/services gives them (libpcap restricts "port http" to TCP when the
+// file lists http for TCP only); others must be given as numbers: the
+// compiler does not read the file, whose contents vary between hosts.
+var services = map[string]service{
+	"ftp-data": {20, "tcp"}, "ftp": {21, "tcp"}, "ssh": {22, "tcp"}, "telnet": {23, "tcp"},
+	"smtp": {25, "tcp"}, "domain": {53, ""}, "bootps": {67, "udp"}, "bootpc": {68, "udp"},
+	"tftp": {69, "udp"}, "http": {80, "tcp"}, "www": {80, "tcp"}, "pop3": {110, "tcp"},
+	"ntp": {123, "udp"}, "imap": {143, "tcp"}, "snmp": {161, ""}, "bgp": {179, "tcp"},
+	"https": {443, ""}, "isakmp": {500, "udp"}, "syslog": {514, "udp"}, "ipsec-nat-t": {4500, "udp"},
+}
+
+// portNum reads a port: a number (hex and octal as libpcap reads them)
+// or a service name, with the protocol the name belongs to.
+func (p *parser) portNum(t token) (uint32, string, error) {
+	s := t.s
+	if v, ok := numToken(s); ok {
+		if v > 65535 {
+			return 0, "", p.errAt(t, false, "port above 65535")
+		}
+		return v, "", nil
 	}
-	v, err := parseNum(s)
-	if err != nil {
-		return 0, p.errAt(t, !isDigits(s), "expected a port number (only a few service names are known)")
+	if isNumberLike(s) {
+		_, err := parseNum(s)
+		return 0, "", p.errAt(t, false, "%s", numError(s, err))
 	}
-	if v > 65535 {
-		return 0, p.errAt(t, false, "port above 65535")
+	if sv, ok := services[s]; ok {
+		return sv.port, sv.proto, nil
 	}
-	return v, nil
+	if looksNumeric(s) || strings.ContainsAny(s, ":/") {
+		return 0, "", p.errAt(t, false, "expected a port number or name, not an address")
+	}
+	return 0, "", p.errAt(t, true, "unknown service name (only a few are known: give the port number)")
+}
+
+// rangePart reads one end of a port range as libpcap does: decimal (even
+// with leading zeros: 010 is 10), or a service name.
+func (p *parser) rangePart(t token, s string) (uint32, string, bool, error) {
+	if isDigits(s) {
+		v, err := strconv.ParseUint(s, 10, 32)
+		if err != nil || v > 65535 {
+			return 0, "", true, p.errAt(t, false, "port above 65535")
+		}
+		return uint32(v), "", true, nil
+	}
+	if sv, ok := services[s]; ok {
+		return sv.port, sv.proto, false, nil
+	}
+	if s == "" || isNumberLike(s) || looksNumeric(s) || s[0] == '-' || s[0] == '+' {
+		return 0, "", false, p.errAt(t, false, "expected a range of two decimal port numbers or names, such as 1024-2047")
+	}
+	return 0, "", false, p.errAt(t, true, "unknown service name (only a few are known: give the port number)")
 }
 
 func isDigits(s string) bool {
@@ -38,37 +78,56 @@ func isDigits(s string) bool {
 }
 
 // port compiles port and portrange: TCP, UDP and SCTP (or the one the
-// qualifier names) over IPv6 (fixed header's next header only) and IPv4
-// (not a fragment other than the first).
+// qualifier or the service name says) over IPv6 (fixed header's next
+// header only) and IPv4 (not a fragment other than the first).
 func (p *parser) port(q qual, id token) (node, error) {
-	var lo, hi uint32
-	var err error
-	if q.typ == "portrange" {
-		a, b, ok := strings.Cut(id.s, "-")
-		if !ok {
-			return nil, p.errAt(id, false, "expected a range such as 1024-2047")
-		}
-		if lo, err = p.portNum(id, a); err != nil {
-			return nil, err
-		}
-		if hi, err = p.portNum(id, b); err != nil {
-			return nil, err
-		}
-		if lo > hi {
-			lo, hi = hi, lo
-		}
-	} else {
-		if lo, err = p.portNum(id, id.s); err != nil {
-			return nil, err
-		}
-		hi = lo
-	}
 	switch q.proto {
 	case "", "tcp", "udp", "sctp":
 	default:
 		return nil, p.errAt(id, false, "illegal qualifier %s of %s (ports belong to tcp, udp or sctp)", q.proto, q.typ)
 	}
-	return portNode{proto: q.proto, dir: q.dir, off: p.off, ranges: [][2]uint32{{lo, hi}}}, nil
+	var lo, hi uint32
+	var proto string
+	var err error
+	if _, ok := numToken(id.s); ok || q.typ == "port" {
+		// A number in a portrange is a range of one port.
+		if lo, proto, err = p.portNum(id); err != nil {
+			return nil, err
+		}
+		hi = lo
+	} else {
+		a, b, ok := strings.Cut(id.s, "-")
+		if !ok {
+			return nil, p.errAt(id, false, "expected a range such as 1024-2047")
+		}
+		var protoA, protoB string
+		var numA, numB bool
+		if lo, protoA, numA, err = p.rangePart(id, a); err != nil {
+			return nil, err
+		}
+		if hi, protoB, numB, err = p.rangePart(id, b); err != nil {
+			if numA && !isDigits(b) && len(b) > 0 && (b[0] >= '0' && b[0] <= '9' || b[0] == '-' || b[0] == '+') {
+				// libpcap's sscanf("%d-%d") stops at the first
+				// character after the second number: 1-0x10000 is
+				// 0-1 to it.
+				return nil, p.errAt(id, true, "a range with more after its second number is not implemented (libpcap reads only the leading numbers of %s); write two decimal numbers", short(id.s))
+			}
+			return nil, err
+		}
+		if numA && numB || protoA == protoB {
+			proto = protoA
+		} // names of different protocols: TCP, UDP and SCTP
+		if lo > hi {
+			lo, hi = hi, lo
+		}
+	}
+	if proto != "" && q.proto != "" && proto != q.proto {
+		return nil, p.errAt(id, false, "port %s is %s, not %s", short(id.s), proto, q.proto)
+	}
+	if q.proto != "" {
+		proto = q.proto
+	}
+	return portNode{proto: proto, dir: q.dir, off: p.off, ranges: &portRanges{lo: lo, hi: hi}}, nil
 }
 
 // portNode is a port or portrange primitive, kept whole until code
@@ -79,7 +138,31 @@ func (p *parser) port(q qual, id token) (node, error) {
 type portNode struct {
 	proto, dir string
 	off        uint32
-	ranges     [][2]uint32
+	ranges     *portRanges
+}
+
+// portRanges is a list of port ranges that joins another in constant
+// time, however the ors nest: a range (lo-hi), or two lists one after
+// the other (a, b).
+type portRanges struct {
+	lo, hi uint32
+	a, b   *portRanges
+}
+
+// list returns the ranges in order.
+func (r *portRanges) list() [][2]uint32 {
+	var out [][2]uint32
+	stack := []*portRanges{r}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if n.a == nil {
+			out = append(out, [2]uint32{n.lo, n.hi})
+			continue
+		}
+		stack = append(stack, n.b, n.a)
+	}
+	return out
 }
 
 func (portNode) isNode() {}
@@ -91,7 +174,7 @@ func mergePorts(a, b node) (node, bool) {
 	if !ok1 || !ok2 || x.proto != y.proto || x.dir != y.dir || x.off != y.off {
 		return nil, false
 	}
-	x.ranges = append(append([][2]uint32(nil), x.ranges...), y.ranges...)
+	x.ranges = &portRanges{a: x.ranges, b: y.ranges}
 	return x, true
 }
 
@@ -108,7 +191,7 @@ func (n portNode) lower() node {
 	}
 	test := func(code []bpf.Instruction) node {
 		var alts []node
-		for i, r := range n.ranges {
+		for i, r := range n.ranges.list() {
 			var c []bpf.Instruction
 			if i == 0 {
 				c = code // A keeps the port for the other comparisons

@@ -3,7 +3,6 @@ package filter
 import (
 	"encoding/binary"
 	"errors"
-	"net"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -55,6 +54,7 @@ func (p *parser) atEnd() bool {
 var protoQuals = map[string]bool{
 	"ether": true, "ip": true, "ip6": true, "arp": true, "rarp": true, "tcp": true, "udp": true,
 	"sctp": true, "icmp": true, "icmp6": true, "igmp": true, "ah": true, "esp": true,
+	"pim": true, "vrrp": true, "carp": true, "igrp": true,
 }
 
 func (p *parser) parsePrimitive() (node, error) {
@@ -67,12 +67,14 @@ func (p *parser) parsePrimitive() (node, error) {
 	}
 	switch t.s {
 	case "vlan":
+		p.lastOK = false
 		return p.parseVLAN()
 	case "less", "greater":
 		p.next()
+		p.lastOK = false
 		nt := p.next()
-		v, err := parseNum(nt.s)
-		if err != nil {
+		v, ok := numToken(nt.s)
+		if nt.kind != tWord || !ok {
 			return nil, p.errAt(nt, false, "%s takes a length", t.s)
 		}
 		cond := bpf.JumpLessOrEqual
@@ -82,13 +84,12 @@ func (p *parser) parsePrimitive() (node, error) {
 		return cmpNode{code: []bpf.Instruction{bpf.LoadExtension{Num: bpf.ExtLen}}, cond: cond, val: v}, nil
 	case "broadcast":
 		p.next()
+		p.lastOK = false
 		return p.etherBroadcast(), nil
 	case "multicast":
 		p.next()
+		p.lastOK = false
 		return p.etherMulticast(), nil
-	case "proto":
-		p.next()
-		return p.parseProtoNum("")
 	}
 	if unsupportedWords[t.s] {
 		return nil, p.errAt(t, true, "not implemented")
@@ -109,7 +110,8 @@ func (p *parser) parsePrimitive() (node, error) {
 			} else {
 				q.dir = "src or dst"
 			}
-			p.i += 2
+			p.next()
+			p.next()
 		}
 	}
 	switch s := p.peek().s; s {
@@ -121,24 +123,50 @@ func (p *parser) parsePrimitive() (node, error) {
 			return nil, p.errAt(p.peek(), false, "proto takes no src or dst")
 		}
 		p.next()
-		return p.parseProtoNum(q.proto)
+		q.typ = s
 	case "broadcast", "multicast":
+		p.lastOK = false
 		return p.parseCast(q)
 	}
 	if p.i == start {
-		// A bare identifier: the qualifiers of the last one, or host.
-		q = p.last
-		if q == (qual{}) {
-			q.typ = "host"
+		// A bare id: it takes the qualifiers of the primitive before.
+		return p.parseID(t)
+	}
+	if q.typ == "" && q.dir == "" {
+		if p.atEnd() {
+			p.lastOK = false
+			return p.protoAbbrev(t)
 		}
-	} else if q.typ == "" && q.dir == "" && p.atEnd() {
-		return p.protoAbbrev(t)
+		nt := p.peek()
+		if unsupportedWords[nt.s] {
+			return nil, p.errAt(nt, true, "not implemented")
+		}
+		if k := suggestKeyword(nt.s); k != "" && nt.kind == tWord {
+			return nil, p.errAt(nt, false, "expected host, net, port, portrange, proto, src or dst after %s; did you mean %q?", t.text(), k)
+		}
+		return nil, p.errAt(nt, false, "expected host, net, port, portrange, proto, src or dst after %s", t.text())
 	}
-	if q.typ == "" {
-		q.typ = "host"
-	}
-	p.last = q
+	p.last, p.lastOK = q, true
 	id := p.next()
+	return p.idWith(q, id)
+}
+
+// parseID reads the id at the current token with the qualifiers of the
+// last primitive, as libpcap does after and/or ("host A or B").
+func (p *parser) parseID(id token) (node, error) {
+	if !p.lastOK {
+		if k := suggestKeyword(id.s); k != "" && id.kind == tWord {
+			return nil, p.errAt(id, false, "unknown word; did you mean %q?", k)
+		}
+		return nil, p.errAt(id, false, "an address, network or port needs a qualifier (host, net, port, ...) before it, or an and/or after a primitive that has one, as in host A or B")
+	}
+	p.next()
+	p.idDone = true
+	return p.idWith(p.last, id)
+}
+
+// idWith compiles the id with qualifiers q.
+func (p *parser) idWith(q qual, id token) (node, error) {
 	if id.kind != tWord {
 		return nil, p.errAt(id, false, "expected an address, network or port after %s", strings.TrimSpace(q.proto+" "+q.dir+" "+q.typ))
 	}
@@ -146,12 +174,14 @@ func (p *parser) parsePrimitive() (node, error) {
 		return nil, p.errAt(id, true, "not implemented")
 	}
 	switch q.typ {
-	case "host":
+	case "", "host":
 		return p.host(q, id)
 	case "net":
 		return p.net(q, id)
 	case "port", "portrange":
 		return p.port(q, id)
+	case "proto":
+		return p.protoID(q.proto, id)
 	}
 	return nil, p.errAt(id, false, "unknown qualifier")
 }
@@ -161,47 +191,74 @@ func (p *parser) protoAbbrev(t token) (node, error) {
 	switch t.s {
 	case "ip", "ip6", "arp", "rarp":
 		return p.etherType(etherTypes[t.s]), nil
-	case "tcp", "udp", "sctp", "ah", "esp":
+	case "tcp", "udp", "sctp", "ah", "esp", "pim":
 		n := ipProtos[t.s]
 		return or(p.proto4(n), p.proto6(n)), nil
-	case "icmp", "igmp":
+	case "icmp", "igmp", "igrp", "vrrp", "carp":
 		return p.proto4(ipProtos[t.s]), nil
 	case "icmp6":
 		return p.proto6(58), nil
 	}
-	return nil, p.errAt(t, false, "%s needs a qualifier such as host or proto", t.s)
+	return nil, p.errAt(t, false, "%s needs a qualifier such as host or proto", t.text())
 }
 
-func (p *parser) parseProtoNum(qual string) (node, error) {
-	t := p.next()
-	name := strings.TrimPrefix(t.s, "\\")
-	n, err := parseNum(name)
-	if err != nil {
-		v, ok := ipProtos[name]
+// protoNames are IP protocol names as Debian's /etc/protocols spells
+// them (libpcap looks them up there): "proto \tcp", "ip proto gre". The
+// compiler does not read the file, whose contents vary between hosts;
+// other names must be given as numbers.
+var protoNames = map[string]uint32{
+	"ip": 0, "icmp": 1, "igmp": 2, "ipencap": 4, "tcp": 6, "egp": 8, "udp": 17, "dccp": 33, "ipv6": 41,
+	"ipv6-route": 43, "ipv6-frag": 44, "rsvp": 46, "gre": 47, "esp": 50, "ah": 51, "ipv6-icmp": 58,
+	"ipv6-nonxt": 59, "ipv6-opts": 60, "eigrp": 88, "ospf": 89, "ipip": 94, "etherip": 97, "pim": 103,
+	"ipcomp": 108, "vrrp": 112, "l2tp": 115, "sctp": 132, "udplite": 136, "mpls-in-ip": 137,
+}
+
+// etherNames are the EtherType names libpcap knows ("ether proto \ip6"),
+// but atalk and aarp, which libpcap also matches in 802.2 SNAP frames.
+var etherNames = map[string]uint32{
+	"arp": 0x0806, "decnet": 0x6003, "ip": 0x0800, "ip6": 0x86dd,
+	"lat": 0x6004, "loopback": 0x9000, "mopdl": 0x6001, "moprc": 0x6002, "rarp": 0x8035, "sca": 0x6007,
+}
+
+// isKeyword reports whether libpcap's scanner takes w for a keyword: as a
+// protocol name they need a backslash (proto \tcp; proto tcp is a syntax
+// error).
+func isKeyword(w string) bool {
+	return protoQuals[w] || loadProtos[w] || unsupportedWords[w] || contains(keywords, w) || w == "link"
+}
+
+// protoID compiles "proto N" with the protocol qualifier qual.
+func (p *parser) protoID(qual string, t token) (node, error) {
+	n, ok := numToken(t.s)
+	if !ok {
+		if isNumberLike(t.s) {
+			_, err := parseNum(t.s)
+			return nil, p.errAt(t, false, "%s", numError(t.s, err))
+		}
+		if isKeyword(t.s) {
+			return nil, p.errAt(t, false, "%s is a keyword: write \\%s for the protocol of that name", t.s, t.s)
+		}
+		name := strings.TrimPrefix(t.s, "\\")
+		table, what := protoNames, "IP protocol"
+		if qual == "ether" {
+			table, what = etherNames, "EtherType"
+		}
+		v, ok := table[name]
 		if !ok {
-			if qual == "ether" {
-				if v, ok := etherTypes[name]; ok {
-					return p.etherType(v), nil
-				}
-			}
-			return nil, p.errAt(t, t.kind == tWord, "unknown protocol (give its number)")
+			return nil, p.errAt(t, true, "unknown %s name (the compiler does not read /etc/protocols: give its number)", what)
 		}
 		n = v
 	}
 	switch qual {
 	case "":
-		if n > 255 {
-			return nil, p.errAt(t, false, "IP protocol above 255")
-		}
+		// libpcap compares whatever number it is given: one above
+		// 255 matches nothing.
 		return or(p.proto4(n), p.proto6(n)), nil
 	case "ip":
 		return p.proto4(n), nil
 	case "ip6":
 		return p.proto6(n), nil
 	case "ether":
-		if n > 0xffff {
-			return nil, p.errAt(t, false, "EtherType above 0xffff")
-		}
 		if n <= 1500 {
 			return nil, p.errAt(t, true, "ether proto for 802.3 length values (LLC) is not implemented")
 		}
@@ -215,8 +272,8 @@ func (p *parser) parseVLAN() (node, error) {
 	tagged := or(p.etherType(0x8100), p.etherType(0x88a8), p.etherType(0x9100))
 	var n node = tagged
 	if t := p.peek(); t.kind == tWord && !isAnd(t) && !isOr(t) {
-		id, err := parseNum(t.s)
-		if err != nil || id > 4095 {
+		id, ok := numToken(t.s)
+		if !ok || id > 4095 {
 			return nil, p.errAt(t, false, "VLAN ID must be 0-4095")
 		}
 		p.next()
@@ -286,8 +343,9 @@ func word32(off, mask, v uint32) node {
 }
 
 func (p *parser) host(q qual, id token) (node, error) {
+	s := id.s
 	if q.proto == "ether" {
-		mac, err := parseMAC(id.s)
+		mac, err := parseMAC(s)
 		if err != nil {
 			return nil, p.errAt(id, false, "expected a MAC address")
 		}
@@ -299,95 +357,196 @@ func (p *parser) host(q qual, id token) (node, error) {
 		}
 		return dirs(q.dir, at(6), at(0)), nil
 	}
-	a, err := netip.ParseAddr(id.s)
-	if err != nil {
-		if _, merr := parseMAC(id.s); merr == nil {
-			return nil, p.errAt(id, false, "a MAC address needs the ether qualifier (ether host)")
-		}
-		if k := suggestKeyword(id.s); k != "" && !p.afterWord(id, "host") { // "host prot" means a host
-			return nil, p.errAt(id, true, "unknown word; did you mean %q? (host names need name resolution, which xdpio does not do: give an address)", k)
-		}
-		return nil, p.errAt(id, true, "host names need name resolution, which the compiler does not do; give an IPv4 or IPv6 address")
+	if strings.Contains(s, "/") {
+		return nil, p.errAt(id, false, "a prefix length belongs to net (net %s), not to host", short(s))
 	}
-	return p.addrMatch(q, id, netip.PrefixFrom(a, a.BitLen()))
+	if v, ok := numToken(s); ok {
+		return nil, p.errAt(id, true, "a host given as one number is not implemented (libpcap reads host %s as %s): write the address", short(s), dotted(v))
+	}
+	if v, n, ok := parseDotted(s); ok {
+		if n < 4 {
+			return nil, p.errAt(id, true, "an abbreviated address is not implemented for host (libpcap reads host %s as the network %s/%d): write net %s/%d or the whole address",
+				short(s), dotted(v), 8*n, dotted(v), 8*n)
+		}
+		return p.addrMatch4(q, id, v, 0xffffffff)
+	}
+	if a, err := netip.ParseAddr(s); err == nil && a.Is6() && a.Zone() == "" {
+		return p.addrMatch6(q, id, netip.PrefixFrom(a, 128))
+	}
+	if _, err := parseMAC(s); err == nil {
+		return nil, p.errAt(id, false, "a MAC address needs the ether qualifier (ether host)")
+	}
+	if isNumberLike(s) {
+		_, err := parseNum(s)
+		return nil, p.errAt(id, false, "%s", numError(s, err))
+	}
+	if looksNumeric(s) {
+		return nil, p.errAt(id, false, "invalid address %s", short(s))
+	}
+	if k := suggestKeyword(s); k != "" && !p.afterWord(id, "host") { // "host prot" means a host
+		return nil, p.errAt(id, true, "unknown word; did you mean %q? (host names need name resolution, which xdpio does not do: give an address)", k)
+	}
+	return nil, p.errAt(id, true, "host names need name resolution, which the compiler does not do; give an IPv4 or IPv6 address")
+}
+
+// parseDotted reads an IPv4 address as libpcap does: 2 to 4 decimal
+// parts of at most 255, leading zeros allowed (010.1.1.1 is 10.1.1.1),
+// the parts given in the high bits (10.1 is 10.1.0.0). It returns the
+// address and the number of parts.
+func parseDotted(s string) (v uint32, parts int, ok bool) {
+	ps := strings.Split(s, ".")
+	if len(ps) < 2 || len(ps) > 4 {
+		return 0, 0, false
+	}
+	for _, part := range ps {
+		if !isDigits(part) {
+			return 0, 0, false
+		}
+		n := 0
+		for i := 0; i < len(part); i++ {
+			if n = n*10 + int(part[i]-'0'); n > 255 {
+				return 0, 0, false
+			}
+		}
+		v = v<<8 | uint32(n)
+	}
+	return v << (32 - 8*len(ps)), len(ps), true
+}
+
+// dotted formats an IPv4 address.
+func dotted(v uint32) string {
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}).String()
+}
+
+// looksNumeric: digits and dots or colons only, an address gone wrong
+// rather than a name.
+func looksNumeric(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c == '.' || c == ':') {
+			return false
+		}
+	}
+	return true
+}
+
+// prefixMask is the IPv4 mask of a prefix length up to 32.
+func prefixMask(bits uint32) uint32 {
+	if bits == 0 {
+		return 0
+	}
+	return ^uint32(0) << (32 - bits)
 }
 
 func (p *parser) net(q qual, id token) (node, error) {
 	s := id.s
-	var pfx netip.Prefix
-	var err error
-	if strings.Contains(s, "/") {
-		pfx, err = netip.ParsePrefix(s)
-		if err != nil {
+	addr, bitsText, slash := strings.Cut(s, "/")
+	if nt := p.peek(); !slash && nt.kind == tOp && nt.s == "/" { // "10.0.0.0 / 8"
+		p.next()
+		bitsText, slash = p.next().s, true
+	}
+	if slash {
+		bits, ok := numToken(bitsText)
+		if !ok {
+			return nil, p.errAt(id, false, "expected a prefix length after /")
+		}
+		if strings.Contains(addr, ":") {
+			a, err := netip.ParseAddr(addr)
+			if err != nil || !a.Is6() || a.Zone() != "" {
+				return nil, p.errAt(id, false, "expected a network such as 2001:db8::/32")
+			}
+			if bits > 128 {
+				return nil, p.errAt(id, false, "the prefix length %d is above 128", bits)
+			}
+			pfx := netip.PrefixFrom(a, int(bits))
+			if pfx.Masked() != pfx {
+				return nil, p.errAt(id, false, "the address has bits set beyond the prefix length")
+			}
+			return p.addrMatch6(q, id, pfx)
+		}
+		v, _, ok := parseDotted(addr)
+		if !ok {
 			return nil, p.errAt(id, false, "expected a network such as 198.18.0.0/15")
 		}
-	} else if nt := p.peek(); nt.s == "mask" {
+		if bits > 32 {
+			return nil, p.errAt(id, false, "the prefix length %d is above 32", bits)
+		}
+		if v&^prefixMask(bits) != 0 {
+			return nil, p.errAt(id, false, "the address has bits set beyond the prefix length")
+		}
+		return p.addrMatch4(q, id, v, prefixMask(bits))
+	}
+	if nt := p.peek(); nt.kind == tWord && nt.s == "mask" {
 		p.next()
 		mt := p.next()
-		a, err1 := netip.ParseAddr(s)
-		m, err2 := netip.ParseAddr(mt.s)
-		if err1 != nil || err2 != nil || !a.Is4() || !m.Is4() {
+		v, _, ok1 := parseDotted(s)
+		m, _, ok2 := parseDotted(mt.s)
+		if !ok1 || !ok2 {
 			return nil, p.errAt(mt, false, "net ... mask takes an IPv4 network and mask")
 		}
-		ones, bits := net.IPMask(m.AsSlice()).Size()
-		if bits == 0 {
-			return nil, p.errAt(mt, false, "the mask is not contiguous")
+		if v&^m != 0 {
+			return nil, p.errAt(id, false, "the address has bits set outside the mask")
 		}
-		pfx = netip.PrefixFrom(a, ones)
-	} else if a, err := netip.ParseAddr(s); err == nil {
-		pfx = netip.PrefixFrom(a, a.BitLen())
-	} else {
-		// libpcap's abbreviations: "10" is 10/8, "192.168" 192.168/16.
-		parts := strings.Split(s, ".")
-		if len(parts) > 3 {
-			return nil, p.errAt(id, false, "expected a network such as 198.18.0.0/15")
-		}
-		var b [4]byte
-		for i, part := range parts {
-			v, err := parseNum(part)
-			if err != nil || v > 255 || part == "" {
-				return nil, p.errAt(id, strings.ContainsAny(s, "abcdefghijklmnopqrstuvwxyz"), "expected a network such as 198.18.0.0/15 (network names are not resolved)")
-			}
-			b[i] = byte(v)
-		}
-		pfx = netip.PrefixFrom(netip.AddrFrom4(b), 8*len(parts))
+		return p.addrMatch4(q, id, v, m)
 	}
-	if pfx.Masked() != pfx {
-		return nil, p.errAt(id, false, "the address has bits set beyond the prefix length")
+	if v, ok := numToken(s); ok {
+		// libpcap's network number: 10 is 10/8, 256 is 1.0/16.
+		mask := ^uint32(0)
+		for v != 0 && v&0xff000000 == 0 {
+			v, mask = v<<8, mask<<8
+		}
+		return p.addrMatch4(q, id, v, mask)
 	}
-	return p.addrMatch(q, id, pfx)
+	if v, n, ok := parseDotted(s); ok {
+		// libpcap's abbreviations: 198.18 is 198.18/16.
+		return p.addrMatch4(q, id, v, prefixMask(uint32(8*n)))
+	}
+	if a, err := netip.ParseAddr(s); err == nil && a.Is6() && a.Zone() == "" {
+		return p.addrMatch6(q, id, netip.PrefixFrom(a, 128))
+	}
+	if isNumberLike(s) {
+		_, err := parseNum(s)
+		return nil, p.errAt(id, false, "%s", numError(s, err))
+	}
+	if looksNumeric(s) {
+		return nil, p.errAt(id, false, "expected a network such as 198.18.0.0/15")
+	}
+	return nil, p.errAt(id, true, "expected a network such as 198.18.0.0/15 (network names are not resolved)")
 }
 
-// addrMatch tests a host or network: IPv4 ones against IP, ARP and RARP
-// (unless a protocol qualifier says which), IPv6 ones against IPv6.
-func (p *parser) addrMatch(q qual, id token, pfx netip.Prefix) (node, error) {
-	a := pfx.Addr()
-	if a.Is4() {
-		v := binary.BigEndian.Uint32(a.AsSlice())
-		mask := uint32(0)
-		if pfx.Bits() > 0 {
-			mask = ^uint32(0) << (32 - pfx.Bits())
-		}
-		ip := and(p.etherType(0x0800), dirs(q.dir, word32(26+p.off, mask, v), word32(30+p.off, mask, v)))
-		arp := func(t uint32) node {
-			return and(p.etherType(t), dirs(q.dir, word32(28+p.off, mask, v), word32(38+p.off, mask, v)))
-		}
-		switch q.proto {
-		case "":
-			return or(ip, and(or(p.etherType(0x0806), p.etherType(0x8035)), dirs(q.dir, word32(28+p.off, mask, v), word32(38+p.off, mask, v)))), nil
-		case "ip":
-			return ip, nil
-		case "arp":
-			return arp(0x0806), nil
-		case "rarp":
-			return arp(0x8035), nil
-		}
-		return nil, p.errAt(id, true, "%s %s with an IPv4 address is not implemented", q.proto, q.typ)
+// addrMatch4 tests an IPv4 host or network (v under mask) against IP, ARP
+// and RARP, unless a protocol qualifier says which.
+func (p *parser) addrMatch4(q qual, id token, v, mask uint32) (node, error) {
+	ip := and(p.etherType(0x0800), dirs(q.dir, word32(26+p.off, mask, v), word32(30+p.off, mask, v)))
+	arp := func(t uint32) node {
+		return and(p.etherType(t), dirs(q.dir, word32(28+p.off, mask, v), word32(38+p.off, mask, v)))
 	}
+	switch q.proto {
+	case "":
+		return or(ip, and(or(p.etherType(0x0806), p.etherType(0x8035)), dirs(q.dir, word32(28+p.off, mask, v), word32(38+p.off, mask, v)))), nil
+	case "ip":
+		return ip, nil
+	case "arp":
+		return arp(0x0806), nil
+	case "rarp":
+		return arp(0x8035), nil
+	}
+	typ := q.typ
+	if typ == "" {
+		typ = "host"
+	}
+	return nil, p.errAt(id, true, "%s %s with an IPv4 address is not implemented", q.proto, typ)
+}
+
+// addrMatch6 tests an IPv6 host or network.
+func (p *parser) addrMatch6(q qual, id token, pfx netip.Prefix) (node, error) {
 	if q.proto != "" && q.proto != "ip6" {
-		return nil, p.errAt(id, false, "%s %s with an IPv6 address", q.proto, q.typ)
+		typ := q.typ
+		if typ == "" {
+			typ = "host"
+		}
+		return nil, p.errAt(id, false, "%s %s with an IPv6 address", q.proto, typ)
 	}
-	b := a.AsSlice()
+	b := pfx.Addr().AsSlice()
 	match := func(off uint32) node {
 		var ns []node
 		left := pfx.Bits()
@@ -401,17 +560,39 @@ func (p *parser) addrMatch(q qual, id token, pfx netip.Prefix) (node, error) {
 	return and(p.etherType(0x86dd), dirs(q.dir, match(22), match(38))), nil
 }
 
-// parseMAC reads a MAC address as libpcap does: six groups of one or two
-// hex digits separated by ':', '-' or '.'.
+// parseMAC reads a MAC address in the forms libpcap's scanner takes: six
+// groups of one or two hex digits separated by ':', '-' or '.' (one of
+// them throughout), three groups of four hex digits separated by '.', or
+// twelve hex digits.
 func parseMAC(s string) ([]byte, error) {
-	f := strings.FieldsFunc(s, func(r rune) bool { return r == ':' || r == '-' || r == '.' })
-	if len(f) != 6 {
+	var groups []string
+	switch {
+	case len(s) == 12 && isHex(s):
+		for i := 0; i < 12; i += 2 {
+			groups = append(groups, s[i:i+2])
+		}
+	case len(s) == 14 && strings.Count(s, ".") == 2:
+		for _, g := range strings.Split(s, ".") {
+			if len(g) != 4 || !isHex(g) {
+				return nil, errBadMAC
+			}
+			groups = append(groups, g[:2], g[2:])
+		}
+	default:
+		for _, sep := range []string{":", "-", "."} {
+			if strings.Count(s, sep) == 5 {
+				groups = strings.Split(s, sep)
+				break
+			}
+		}
+	}
+	if len(groups) != 6 {
 		return nil, errBadMAC
 	}
 	mac := make([]byte, 6)
-	for i, g := range f {
+	for i, g := range groups {
 		v, err := strconv.ParseUint(g, 16, 8)
-		if err != nil || len(g) > 2 {
+		if err != nil || len(g) > 2 || !isHex(g) {
 			return nil, errBadMAC
 		}
 		mac[i] = byte(v)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -67,31 +68,40 @@ kernel stack.`,
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			return runFilterCheck(g, args[0], pcap)
+			return runFilterCheck(c.Context(), g, args[0], pcap)
 		},
 	}
 	c.Flags().StringVar(&pcap, "pcap", "", "run each frame of this capture through the XDP program")
 	return c
 }
 
-func runFilterCheck(g *globals, expr, pcap string) error {
-	prog, err := filter.Compile(expr)
-	if err != nil {
-		return fmt.Errorf("filter check: %w", err)
+// runFilterCheck compiles expr (and runs the capture through it) apart
+// from the command, so that Ctrl-C or SIGTERM (ctx) ends the command at
+// once whatever the work is doing — compiling, running frames, reading a
+// capture that is still being written — rather than when it next looks
+// at ctx; the work stops at its next look.
+func runFilterCheck(ctx context.Context, g *globals, expr, pcap string) error {
+	type result struct {
+		out filterCheckJSON
+		err error
 	}
-	ebpf, err := filter.XDP(prog, "redirect", "pass")
-	if err != nil {
-		return fmt.Errorf("filter check: translate to XDP: %w", err)
+	done := make(chan result, 1)
+	go func() {
+		out, err := filterCheck(ctx, expr, pcap)
+		done <- result{out, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-ctx.Done():
 	}
-	out := filterCheckJSON{Expression: expr, EBPFCount: len(ebpf)}
-	for i, ins := range prog {
-		out.Instructions = append(out.Instructions, formatBPF(i, ins))
+	if ctx.Err() != nil {
+		return fmt.Errorf("filter check: %w", errInterrupted)
 	}
-	if pcap != "" {
-		if err := filterPcap(&out, expr, pcap); err != nil {
-			return err
-		}
+	if r.err != nil {
+		return r.err
 	}
+	out := r.out
 	if g.json {
 		return writeJSON(g.stdout, out)
 	}
@@ -115,10 +125,38 @@ func runFilterCheck(g *globals, expr, pcap string) error {
 	return nil
 }
 
+// filterCheck compiles expr and, with a capture, runs its frames through
+// the XDP program.
+func filterCheck(ctx context.Context, expr, pcap string) (filterCheckJSON, error) {
+	prog, err := filter.Compile(expr)
+	if err != nil {
+		return filterCheckJSON{}, fmt.Errorf("filter check: %w", err)
+	}
+	ebpf, err := filter.XDP(prog, "redirect", "pass")
+	if err != nil {
+		return filterCheckJSON{}, fmt.Errorf("filter check: translate to XDP: %w", err)
+	}
+	out := filterCheckJSON{Expression: expr, EBPFCount: len(ebpf)}
+	for i, ins := range prog {
+		out.Instructions = append(out.Instructions, formatBPF(i, ins))
+	}
+	if pcap != "" {
+		if err := filterPcap(ctx, &out, expr, pcap); err != nil {
+			return filterCheckJSON{}, err
+		}
+	}
+	return out, nil
+}
+
+// verdictBatch is how many frames go through one load of the XDP program:
+// between batches, and every frame read, the run looks at its context.
+const verdictBatch = 1 << 14
+
 // filterPcap runs the capture's frames through the XDP program built for
-// expr. Frames shorter than an Ethernet header, or of another link type,
-// are skipped (the test run refuses them).
-func filterPcap(out *filterCheckJSON, expr, path string) error {
+// expr, a batch at a time, until the capture ends or ctx is done. Frames
+// shorter than an Ethernet header, or of another link type, are skipped
+// (the test run refuses them).
+func filterPcap(ctx context.Context, out *filterCheckJSON, expr, path string) error {
 	r, err := openCapture(path)
 	if err != nil {
 		return fmt.Errorf("filter check: %w", err)
@@ -126,7 +164,31 @@ func filterPcap(out *filterCheckJSON, expr, path string) error {
 	defer r.Close()
 	var frames [][]byte
 	var index []int
+	redirected, passed := 0, 0
+	run := func() error {
+		if len(frames) == 0 {
+			return nil
+		}
+		verdicts, err := xsk.Verdicts(xsk.ProgramConfig{Expr: expr}, frames)
+		if err != nil {
+			return fmt.Errorf("filter check: run the XDP program: %w", err)
+		}
+		for j, ok := range verdicts {
+			if ok {
+				out.Frames[index[j]].Verdict = "redirect"
+				redirected++
+			} else {
+				out.Frames[index[j]].Verdict = "pass"
+				passed++
+			}
+		}
+		frames, index = frames[:0], index[:0]
+		return ctx.Err()
+	}
 	for i := 1; ; i++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		data, _, lt, err := r.Next()
 		if errors.Is(err, io.EOF) {
 			break
@@ -145,22 +207,14 @@ func filterPcap(out *filterCheckJSON, expr, path string) error {
 			index = append(index, len(out.Frames))
 		}
 		out.Frames = append(out.Frames, v)
-	}
-	redirected, passed := 0, 0
-	if len(frames) > 0 {
-		verdicts, err := xsk.Verdicts(xsk.ProgramConfig{Expr: expr}, frames)
-		if err != nil {
-			return fmt.Errorf("filter check: run the XDP program: %w", err)
-		}
-		for j, ok := range verdicts {
-			if ok {
-				out.Frames[index[j]].Verdict = "redirect"
-				redirected++
-			} else {
-				out.Frames[index[j]].Verdict = "pass"
-				passed++
+		if len(frames) == verdictBatch {
+			if err := run(); err != nil {
+				return err
 			}
 		}
+	}
+	if err := run(); err != nil {
+		return err
 	}
 	out.Redirected, out.Passed = &redirected, &passed
 	return nil
