@@ -27,16 +27,53 @@ type Report struct {
 
 // ReportStart describes the test as it began.
 type ReportStart struct {
-	Connected    []Connected `json:"connected"`
-	Version      string      `json:"version"`
-	Timestamp    Timestamp   `json:"timestamp"`
-	ConnectingTo *HostPort   `json:"connecting_to,omitempty"`       // client only
-	Accepted     *HostPort   `json:"accepted_connection,omitempty"` // server only
-	Cookie       string      `json:"cookie"`
-	TestStart    TestParams  `json:"test_start"`
+	Connected []Connected `json:"connected"`
+	Version   string      `json:"version"`
+	// SystemInfo is this end's system as iperf3 prints it: uname's
+	// system, node, release, version and machine.
+	SystemInfo   string    `json:"system_info"`
+	Timestamp    Timestamp `json:"timestamp"`
+	ConnectingTo *HostPort `json:"connecting_to,omitempty"`       // client only
+	Accepted     *HostPort `json:"accepted_connection,omitempty"` // server only
+	Cookie       string    `json:"cookie"`
+	// TargetBitrate is the per-stream target in bits/s, 0 for no limit,
+	// as iperf3 repeats it here (and in TestStart).
+	TargetBitrate uint64 `json:"target_bitrate"`
+	// SocketBuffers is the first stream's socket buffers, with a
+	// kernel-socket data plane only (plane.BufferedConn): nil, and not in
+	// the JSON, with an AF_XDP one, which has no socket buffer on its
+	// path.
+	*SocketBuffers
+	TestStart TestParams `json:"test_start"`
 	// Placement is each stream's source port and the server RX queue it
 	// was placed on (client with a plane.Placer only; not in iperf3's report).
 	Placement []plane.Placement `json:"placement,omitempty"`
+}
+
+// SocketBuffers is a kernel socket's buffer sizes, as iperf3 reports
+// its streams' in start.
+type SocketBuffers struct {
+	// SockBufsize is the size the data plane asked for (iperf3's -w; 0
+	// for none).
+	SockBufsize int `json:"sock_bufsize"`
+	// SndbufActual and RcvbufActual are SO_SNDBUF and SO_RCVBUF as the
+	// kernel reports them.
+	SndbufActual int `json:"sndbuf_actual"`
+	RcvbufActual int `json:"rcvbuf_actual"`
+}
+
+// socketBuffers returns pc's socket buffers, or nil when pc is not a
+// kernel socket or cannot tell.
+func socketBuffers(pc plane.PacketConn) *SocketBuffers {
+	b, ok := pc.(plane.BufferedConn)
+	if !ok {
+		return nil
+	}
+	req, snd, rcv, err := b.SocketBuffers()
+	if err != nil {
+		return nil
+	}
+	return &SocketBuffers{SockBufsize: req, SndbufActual: snd, RcvbufActual: rcv}
 }
 
 // Connected is one stream's addresses. Socket is the stream's number as
@@ -52,8 +89,15 @@ type Connected struct {
 
 // Timestamp is when the test started.
 type Timestamp struct {
+	// Time is in iperf3's form, "Mon, 07 Dec 2026 04:12:12 GMT".
 	Time     string `json:"time"`
 	Timesecs int64  `json:"timesecs"`
+}
+
+// newTimestamp is t as iperf3 writes it (strftime's "%a, %d %b %Y
+// %H:%M:%S %Z" of gmtime).
+func newTimestamp(t time.Time) Timestamp {
+	return Timestamp{Time: t.UTC().Format("Mon, 02 Jan 2006 15:04:05 GMT"), Timesecs: t.Unix()}
 }
 
 // HostPort is an address.
