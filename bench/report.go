@@ -681,7 +681,8 @@ func row(w io.Writer, unit byte, sid int, start, end float64, bytes uint64, rate
 
 // WriteInterval prints an interval as iperf3 does: a line per stream and,
 // with more than one stream, a [SUM] line. Jitter and losses are a
-// receiver's figures: a sender's lines have none.
+// receiver's figures: a sender's lines have none. On a receiver's lines
+// Packets and Pkts/s count the datagrams received (IntervalHeader).
 func WriteInterval(w io.Writer, iv Interval) error {
 	return WriteIntervalUnit(w, iv, 'a')
 }
@@ -713,7 +714,8 @@ func (iv Interval) Header() string {
 // WriteText prints the whole report as text: the intervals and the
 // summary, as iperf3 does: each stream's sender and receiver lines and,
 // with more than one stream, the [SUM] sender and receiver lines.
-// Jitter and losses are on receiver lines only.
+// Jitter and losses are on receiver lines only, whose Packets and
+// Pkts/s count the datagrams received.
 func (r *Report) WriteText(w io.Writer) error {
 	return r.WriteTextUnit(w, 'a')
 }
