@@ -158,8 +158,8 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 	if p.TCP {
 		proto = "TCP"
 	}
-	rep.Start = ReportStart{Version: Version, Cookie: cookie.String(),
-		Timestamp:    Timestamp{Time: now.UTC().Format(time.RFC1123), Timesecs: now.Unix()},
+	rep.Start = ReportStart{Version: Version, SystemInfo: systemInfo(), Cookie: cookie.String(), TargetBitrate: p.Bandwidth,
+		Timestamp:    newTimestamp(now),
 		ConnectingTo: &HostPort{Host: c.Server.Addr().String(), Port: int(c.Server.Port())},
 		TestStart: TestParams{Protocol: proto, NumStreams: p.Parallel, Blksize: p.Len, Duration: p.Time,
 			Reverse: map[bool]int{false: 0, true: 1}[p.Reverse], TargetBitrate: p.Bandwidth}}

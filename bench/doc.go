@@ -32,7 +32,10 @@
 //
 // The receiving end computes loss, reordering and jitter as iperf3 does
 // (iperf3.RecvStats), and both ends produce a Report close to iperf3's -J output
-// with per-interval figures, printable as text with Report.WriteText.
+// with per-interval figures, printable as text with Report.WriteText. A
+// receiver's Packets keeps iperf3's meaning, the datagrams its sequence
+// numbers say were sent; ReceivedPackets, and the Packets and Pkts/s
+// columns of a receiver's text lines, count those that arrived.
 //
 // Besides iperf3's UDP test, Mode TCP runs xdpio's one-way TCP-framed
 // stream over AF_XDP at both ends, with or without software TSO (see

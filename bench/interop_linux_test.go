@@ -108,6 +108,7 @@ func TestIperf3ClientAgainstServer(t *testing.T) {
 				<-reports // of an earlier failed case
 			}
 			args := append([]string{"-c", pair.B.IPv4.String(), "-u", "-b", "50M", "-t", "2", "-J"}, tc.args...)
+			over0 := udpRcvbufErrors(t, pair.A)
 			out, err := pair.A.Command(ctx, "iperf3", args...).Output()
 			if err != nil {
 				t.Fatalf("iperf3 %v: %v\n%s", args, err, out)
@@ -129,8 +130,15 @@ func TestIperf3ClientAgainstServer(t *testing.T) {
 				t.Fatal("iperf3 sent nothing")
 			}
 			reverse := len(tc.args) > 0 && tc.args[0] == "-R"
-			if recv.LostPackets != 0 {
-				t.Errorf("lost_packets = %d, want 0", recv.LostPackets)
+			// In reverse iperf3 receives, one datagram per call from a
+			// 208 KiB buffer: a loaded machine stalls it, and the kernel
+			// drops what overflows and counts it.
+			var overflow int64
+			if reverse {
+				overflow = udpRcvbufErrors(t, pair.A) - over0
+			}
+			if recv.LostPackets != overflow {
+				t.Errorf("lost_packets = %d, want %d (the datagrams that overflowed the receiver's socket buffer)", recv.LostPackets, overflow)
 			}
 			if !reverse {
 				if recv.Packets != sent.Packets || recv.Bytes != sent.Bytes {

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -26,16 +27,53 @@ type Report struct {
 
 // ReportStart describes the test as it began.
 type ReportStart struct {
-	Connected    []Connected `json:"connected"`
-	Version      string      `json:"version"`
-	Timestamp    Timestamp   `json:"timestamp"`
-	ConnectingTo *HostPort   `json:"connecting_to,omitempty"`       // client only
-	Accepted     *HostPort   `json:"accepted_connection,omitempty"` // server only
-	Cookie       string      `json:"cookie"`
-	TestStart    TestParams  `json:"test_start"`
+	Connected []Connected `json:"connected"`
+	Version   string      `json:"version"`
+	// SystemInfo is this end's system as iperf3 prints it: uname's
+	// system, node, release, version and machine.
+	SystemInfo   string    `json:"system_info"`
+	Timestamp    Timestamp `json:"timestamp"`
+	ConnectingTo *HostPort `json:"connecting_to,omitempty"`       // client only
+	Accepted     *HostPort `json:"accepted_connection,omitempty"` // server only
+	Cookie       string    `json:"cookie"`
+	// TargetBitrate is the per-stream target in bits/s, 0 for no limit,
+	// as iperf3 repeats it here (and in TestStart).
+	TargetBitrate uint64 `json:"target_bitrate"`
+	// SocketBuffers is the first stream's socket buffers, with a
+	// kernel-socket data plane only (plane.BufferedConn): nil, and not in
+	// the JSON, with an AF_XDP one, which has no socket buffer on its
+	// path.
+	*SocketBuffers
+	TestStart TestParams `json:"test_start"`
 	// Placement is each stream's source port and the server RX queue it
 	// was placed on (client with a plane.Placer only; not in iperf3's report).
 	Placement []plane.Placement `json:"placement,omitempty"`
+}
+
+// SocketBuffers is a kernel socket's buffer sizes, as iperf3 reports
+// its streams' in start.
+type SocketBuffers struct {
+	// SockBufsize is the size the data plane asked for (iperf3's -w; 0
+	// for none).
+	SockBufsize int `json:"sock_bufsize"`
+	// SndbufActual and RcvbufActual are SO_SNDBUF and SO_RCVBUF as the
+	// kernel reports them.
+	SndbufActual int `json:"sndbuf_actual"`
+	RcvbufActual int `json:"rcvbuf_actual"`
+}
+
+// socketBuffers returns pc's socket buffers, or nil when pc is not a
+// kernel socket or cannot tell.
+func socketBuffers(pc plane.PacketConn) *SocketBuffers {
+	b, ok := pc.(plane.BufferedConn)
+	if !ok {
+		return nil
+	}
+	req, snd, rcv, err := b.SocketBuffers()
+	if err != nil {
+		return nil
+	}
+	return &SocketBuffers{SockBufsize: req, SndbufActual: snd, RcvbufActual: rcv}
 }
 
 // Connected is one stream's addresses. Socket is the stream's number as
@@ -51,8 +89,15 @@ type Connected struct {
 
 // Timestamp is when the test started.
 type Timestamp struct {
+	// Time is in iperf3's form, "Mon, 07 Dec 2026 04:12:12 GMT".
 	Time     string `json:"time"`
 	Timesecs int64  `json:"timesecs"`
+}
+
+// newTimestamp is t as iperf3 writes it (strftime's "%a, %d %b %Y
+// %H:%M:%S %Z" of gmtime).
+func newTimestamp(t time.Time) Timestamp {
+	return Timestamp{Time: t.UTC().Format("Mon, 02 Jan 2006 15:04:05 GMT"), Timesecs: t.Unix()}
 }
 
 // HostPort is an address.
@@ -87,6 +132,12 @@ type Interval struct {
 // IntervalStream is a stream's (or the sum's) figures over one interval,
 // seen from this end. A sender reports what it sent; a receiver what it
 // received, its losses (sequence gaps) and jitter.
+//
+// A receiver's Packets is iperf3's: the datagrams the stream's sequence
+// numbers say were sent in the interval, lost ones included, so that
+// LostPackets/Packets is the loss. ReceivedPackets (Packets −
+// LostPackets) is what arrived; the text's Packets and Pkts/s columns
+// show it.
 type IntervalStream struct {
 	Socket        int     `json:"socket,omitempty"`
 	Start         float64 `json:"start"`
@@ -98,8 +149,47 @@ type IntervalStream struct {
 	JitterMS      float64 `json:"jitter_ms"`
 	LostPackets   int64   `json:"lost_packets"`
 	LostPercent   float64 `json:"lost_percent"`
-	Omitted       bool    `json:"omitted"`
-	Sender        bool    `json:"sender"`
+	// ReceivedPackets is a receiver's datagrams received (not in
+	// iperf3's report).
+	ReceivedPackets int64 `json:"received_packets"`
+	Omitted         bool  `json:"omitted"`
+	Sender          bool  `json:"sender"`
+}
+
+// MarshalJSON writes the figures with iperf3 -J's fields: a sender's
+// without jitter and losses, which iperf3 leaves out of them, and a
+// receiver's with those and received_packets.
+func (s IntervalStream) MarshalJSON() ([]byte, error) {
+	if s.Sender {
+		return json.Marshal(struct {
+			Socket        int     `json:"socket,omitempty"`
+			Start         float64 `json:"start"`
+			End           float64 `json:"end"`
+			Seconds       float64 `json:"seconds"`
+			Bytes         uint64  `json:"bytes"`
+			BitsPerSecond float64 `json:"bits_per_second"`
+			Packets       int64   `json:"packets"`
+			Omitted       bool    `json:"omitted"`
+			Sender        bool    `json:"sender"`
+		}{s.Socket, s.Start, s.End, s.Seconds, s.Bytes, s.BitsPerSecond, s.Packets, s.Omitted, s.Sender})
+	}
+	// In iperf3's order.
+	return json.Marshal(struct {
+		Socket          int     `json:"socket,omitempty"`
+		Start           float64 `json:"start"`
+		End             float64 `json:"end"`
+		Seconds         float64 `json:"seconds"`
+		Bytes           uint64  `json:"bytes"`
+		BitsPerSecond   float64 `json:"bits_per_second"`
+		JitterMS        float64 `json:"jitter_ms"`
+		LostPackets     int64   `json:"lost_packets"`
+		Packets         int64   `json:"packets"`
+		LostPercent     float64 `json:"lost_percent"`
+		ReceivedPackets int64   `json:"received_packets"`
+		Omitted         bool    `json:"omitted"`
+		Sender          bool    `json:"sender"`
+	}{s.Socket, s.Start, s.End, s.Seconds, s.Bytes, s.BitsPerSecond, s.JitterMS, s.LostPackets, s.Packets, s.LostPercent,
+		s.ReceivedPackets, s.Omitted, s.Sender})
 }
 
 // ReportEnd holds the totals of both ends, as exchanged at the end.
@@ -124,12 +214,18 @@ type EndStream struct {
 	UDP Summary `json:"udp"`
 	// Receiver is what the receiving end counted of the stream, over
 	// its own window (iperf3's text shows it as the stream's receiver
-	// line; its JSON has it for TCP streams only).
+	// line; its JSON has it for TCP streams only). Its Sender is false,
+	// as SumReceived's.
 	Receiver *Summary `json:"receiver,omitempty"`
 }
 
 // Summary is a stream's (or a sum's) totals: bytes and packets as sent, or
 // as received for SumReceived, and the receiver's losses and jitter.
+//
+// Packets keeps iperf3's meaning: in a receiver's figures (SumReceived,
+// EndStream.Receiver) it is the datagrams the receiver's sequence numbers
+// say were sent, lost ones included; ReceivedPackets (Packets −
+// LostPackets) is what arrived.
 type Summary struct {
 	Socket        int     `json:"socket,omitempty"`
 	Start         float64 `json:"start"`
@@ -141,8 +237,75 @@ type Summary struct {
 	LostPackets   int64   `json:"lost_packets"`
 	Packets       int64   `json:"packets"`
 	LostPercent   float64 `json:"lost_percent"`
-	OutOfOrder    int64   `json:"out_of_order"`
-	Sender        bool    `json:"sender"`
+	// OutOfOrder is in a stream's summaries only (iperf3 has it in
+	// end.streams[].udp, not in the sums).
+	OutOfOrder int64 `json:"out_of_order"`
+	// ReceivedPackets is the datagrams received, in a receiver's figures
+	// only (in JSON: end.streams[].receiver and end.sum_received; not in
+	// iperf3's report).
+	ReceivedPackets int64 `json:"received_packets"`
+	Sender          bool  `json:"sender"`
+}
+
+// summaryJSON is a Summary as -J writes it: out_of_order and
+// received_packets where they belong.
+type summaryJSON struct {
+	Socket          int     `json:"socket,omitempty"`
+	Start           float64 `json:"start"`
+	End             float64 `json:"end"`
+	Seconds         float64 `json:"seconds"`
+	Bytes           uint64  `json:"bytes"`
+	BitsPerSecond   float64 `json:"bits_per_second"`
+	JitterMS        float64 `json:"jitter_ms"`
+	LostPackets     int64   `json:"lost_packets"`
+	Packets         int64   `json:"packets"`
+	LostPercent     float64 `json:"lost_percent"`
+	OutOfOrder      *int64  `json:"out_of_order,omitempty"`
+	ReceivedPackets *int64  `json:"received_packets,omitempty"`
+	Sender          bool    `json:"sender"`
+}
+
+func (s Summary) json(outOfOrder, received bool) summaryJSON {
+	j := summaryJSON{Socket: s.Socket, Start: s.Start, End: s.End, Seconds: s.Seconds, Bytes: s.Bytes, BitsPerSecond: s.BitsPerSecond,
+		JitterMS: s.JitterMS, LostPackets: s.LostPackets, Packets: s.Packets, LostPercent: s.LostPercent, Sender: s.Sender}
+	if outOfOrder {
+		j.OutOfOrder = &s.OutOfOrder
+	}
+	if received {
+		j.ReceivedPackets = &s.ReceivedPackets
+	}
+	return j
+}
+
+// MarshalJSON writes the totals with iperf3 -J's fields: out_of_order
+// in the streams' summaries only, and received_packets (not in iperf3's
+// report) in the receiver's figures only.
+func (e ReportEnd) MarshalJSON() ([]byte, error) {
+	type endStream struct {
+		UDP      summaryJSON  `json:"udp"`
+		Receiver *summaryJSON `json:"receiver,omitempty"`
+	}
+	var streams []endStream
+	if e.Streams != nil {
+		streams = make([]endStream, 0, len(e.Streams))
+	}
+	for _, s := range e.Streams {
+		es := endStream{UDP: s.UDP.json(true, false)}
+		if s.Receiver != nil {
+			r := s.Receiver.json(true, true)
+			es.Receiver = &r
+		}
+		streams = append(streams, es)
+	}
+	return json.Marshal(struct {
+		Streams     []endStream        `json:"streams"`
+		Sum         summaryJSON        `json:"sum"`
+		SumSent     summaryJSON        `json:"sum_sent"`
+		SumReceived summaryJSON        `json:"sum_received"`
+		CPU         CPUUtil            `json:"cpu_utilization_percent"`
+		HostCPU     *HostCPU           `json:"host_cpu,omitempty"`
+		RXQueues    []plane.QueueCount `json:"rx_queues,omitempty"`
+	}{streams, e.Sum.json(false, false), e.SumSent.json(false, false), e.SumReceived.json(false, true), e.CPU, e.HostCPU, e.RXQueues})
 }
 
 // CPUUtil is the CPU use of both ends' processes over the test, in
@@ -181,6 +344,7 @@ func intervalStream(id int, sender bool, prev, cur Counters, start, end float64)
 		iv.Bytes = cur.Bytes - prev.Bytes
 		iv.Packets = cur.Packets - prev.Packets
 		iv.LostPackets = cur.Lost - prev.Lost
+		iv.ReceivedPackets = iv.Packets - iv.LostPackets
 		iv.JitterMS = cur.Jitter * 1000
 		iv.LostPercent = lostPercent(iv.LostPackets, iv.Packets)
 	}
@@ -198,6 +362,7 @@ func sumIntervals(ss []IntervalStream) IntervalStream {
 		sum.Bytes += s.Bytes
 		sum.Packets += s.Packets
 		sum.LostPackets += s.LostPackets
+		sum.ReceivedPackets += s.ReceivedPackets
 		sum.JitterMS += s.JitterMS
 	}
 	if len(ss) > 0 {
@@ -325,9 +490,10 @@ func buildEnd(sent, recv iperf3.Results, localSender bool, ooo map[int]int64) Re
 			JitterMS: r.Jitter * 1000, LostPackets: r.Errors, Packets: s.Packets, LostPercent: lostPercent(r.Errors, s.Packets),
 			OutOfOrder: ooo[s.ID], Sender: localSender}
 		rsecs := r.EndTime - r.StartTime
+		// The receiver's figures: Sender false, as in sum_received.
 		rs := Summary{Socket: u.Socket, End: rsecs, Seconds: rsecs, Bytes: r.Bytes, BitsPerSecond: bps(r.Bytes, rsecs),
 			JitterMS: u.JitterMS, LostPackets: r.Errors, Packets: r.Packets, LostPercent: lostPercent(r.Errors, r.Packets),
-			OutOfOrder: u.OutOfOrder, Sender: localSender}
+			OutOfOrder: u.OutOfOrder, ReceivedPackets: r.Packets - r.Errors}
 		e.Streams = append(e.Streams, EndStream{UDP: u, Receiver: &rs})
 		ss.Bytes += s.Bytes
 		ss.Packets += s.Packets
@@ -335,6 +501,7 @@ func buildEnd(sent, recv iperf3.Results, localSender bool, ooo map[int]int64) Re
 		sr.Bytes += r.Bytes
 		sr.Packets += r.Packets
 		sr.LostPackets += r.Errors
+		sr.ReceivedPackets += rs.ReceivedPackets
 		sr.End = max(sr.End, r.EndTime-r.StartTime)
 		jit += r.Jitter * 1000
 	}
@@ -443,6 +610,9 @@ func pow(b float64, n int) float64 {
 const TCPIntervalHeader = "[ ID] Interval           Transfer     Bitrate         Segments  Segs/s\n"
 
 // IntervalHeader is the column header WriteInterval's lines go under.
+// On a receiver's lines Packets and Pkts/s count the datagrams received;
+// Lost/Total Datagrams is iperf3's: the losses and the datagrams the
+// sequence numbers say were sent.
 const IntervalHeader = "[ ID] Interval           Transfer     Bitrate         Packets   Pkts/s   Jitter    Lost/Total Datagrams\n"
 
 // formatSI writes a rate with k/M/G prefixes (powers of 1000).
@@ -480,31 +650,39 @@ func id(socket int) string {
 	return fmt.Sprintf("%3d", socket)
 }
 
-func line(w io.Writer, unit byte, sid int, start, end float64, bytes uint64, rate float64, packets int64, sender bool, jitter float64, lost, total int64, tag string) error {
-	return row(w, unit, sid, start, end, bytes, rate, packets, !sender, jitter, lost, total, tag)
+// line prints an end-of-test line, a sender's or a receiver's.
+func line(w io.Writer, unit byte, sid int, end float64, bytes uint64, rate float64, packets int64, sender bool, jitter float64, lost int64, tag string) error {
+	return row(w, unit, sid, 0, end, bytes, rate, packets, !sender, jitter, lost, tag)
 }
 
-// row prints one line; losses adds a receiver's jitter and losses.
-func row(w io.Writer, unit byte, sid int, start, end float64, bytes uint64, rate float64, packets int64, losses bool, jitter float64, lost, total int64, tag string) error {
+// row prints one line. packets is iperf3's count: sent, or at a
+// receiver (losses set) the datagrams its sequence numbers say were
+// sent; then the line has the receiver's jitter and its losses over
+// that total, iperf3's Lost/Total, and the Packets and Pkts/s columns
+// count what was received: packets − lost.
+func row(w io.Writer, unit byte, sid int, start, end float64, bytes uint64, rate float64, packets int64, losses bool, jitter float64, lost int64, tag string) error {
 	var tail string
+	shown := packets
 	if losses {
-		tail = fmt.Sprintf("  %.3f ms  %d/%d (%.2g%%)", jitter, lost, total, lostPercent(lost, total))
+		tail = fmt.Sprintf("  %.3f ms  %d/%d (%.2g%%)", jitter, lost, packets, lostPercent(lost, packets))
+		shown = packets - lost
 	}
 	pps := "-"
 	if end > start {
-		pps = formatSI(float64(packets) / (end - start))
+		pps = formatSI(float64(shown) / (end - start))
 	}
 	r, ok := FormatRate(rate, unit)
 	if !ok {
 		r = FormatBitrate(rate)
 	}
-	_, err := fmt.Fprintf(w, "[%s] %6.2f-%-6.2f sec  %12s  %15s  %7d  %7s%s%s\n", id(sid), start, end, FormatBytes(bytes), r, packets, pps, tail, tag)
+	_, err := fmt.Fprintf(w, "[%s] %6.2f-%-6.2f sec  %12s  %15s  %7d  %7s%s%s\n", id(sid), start, end, FormatBytes(bytes), r, shown, pps, tail, tag)
 	return err
 }
 
 // WriteInterval prints an interval as iperf3 does: a line per stream and,
 // with more than one stream, a [SUM] line. Jitter and losses are a
-// receiver's figures: a sender's lines have none.
+// receiver's figures: a sender's lines have none. On a receiver's lines
+// Packets and Pkts/s count the datagrams received (IntervalHeader).
 func WriteInterval(w io.Writer, iv Interval) error {
 	return WriteIntervalUnit(w, iv, 'a')
 }
@@ -513,13 +691,13 @@ func WriteInterval(w io.Writer, iv Interval) error {
 // FormatRate takes it (iperf3's -f).
 func WriteIntervalUnit(w io.Writer, iv Interval, unit byte) error {
 	for _, s := range iv.Streams {
-		if err := row(w, unit, s.Socket, s.Start, s.End, s.Bytes, s.BitsPerSecond, s.Packets, !s.Sender && !iv.TCP, s.JitterMS, s.LostPackets, s.Packets, ""); err != nil {
+		if err := row(w, unit, s.Socket, s.Start, s.End, s.Bytes, s.BitsPerSecond, s.Packets, !s.Sender && !iv.TCP, s.JitterMS, s.LostPackets, ""); err != nil {
 			return err
 		}
 	}
 	if len(iv.Streams) > 1 {
 		s := iv.Sum
-		return row(w, unit, 0, s.Start, s.End, s.Bytes, s.BitsPerSecond, s.Packets, !s.Sender && !iv.TCP, s.JitterMS, s.LostPackets, s.Packets, "")
+		return row(w, unit, 0, s.Start, s.End, s.Bytes, s.BitsPerSecond, s.Packets, !s.Sender && !iv.TCP, s.JitterMS, s.LostPackets, "")
 	}
 	return nil
 }
@@ -536,7 +714,8 @@ func (iv Interval) Header() string {
 // WriteText prints the whole report as text: the intervals and the
 // summary, as iperf3 does: each stream's sender and receiver lines and,
 // with more than one stream, the [SUM] sender and receiver lines.
-// Jitter and losses are on receiver lines only.
+// Jitter and losses are on receiver lines only, whose Packets and
+// Pkts/s count the datagrams received.
 func (r *Report) WriteText(w io.Writer) error {
 	return r.WriteTextUnit(w, 'a')
 }
@@ -556,18 +735,18 @@ func (r *Report) WriteTextUnit(w io.Writer, unit byte) error {
 	ss, sr := r.End.SumSent, r.End.SumReceived
 	for _, s := range r.End.Streams {
 		u := s.UDP
-		line(&b, unit, u.Socket, 0, u.End, u.Bytes, u.BitsPerSecond, u.Packets, true, 0, 0, 0, "  sender")
+		line(&b, unit, u.Socket, u.End, u.Bytes, u.BitsPerSecond, u.Packets, true, 0, 0, "  sender")
 		x := sr // a report from before Receiver was kept: one stream's is the sum
 		if s.Receiver != nil {
 			x = *s.Receiver
 		} else if len(r.End.Streams) > 1 {
 			continue
 		}
-		line(&b, unit, u.Socket, 0, x.End, x.Bytes, x.BitsPerSecond, x.Packets, false, x.JitterMS, x.LostPackets, x.Packets, "  receiver")
+		line(&b, unit, u.Socket, x.End, x.Bytes, x.BitsPerSecond, x.Packets, false, x.JitterMS, x.LostPackets, "  receiver")
 	}
 	if len(r.End.Streams) > 1 {
-		line(&b, unit, 0, 0, ss.End, ss.Bytes, ss.BitsPerSecond, ss.Packets, true, 0, 0, 0, "  sender")
-		line(&b, unit, 0, 0, sr.End, sr.Bytes, sr.BitsPerSecond, sr.Packets, false, sr.JitterMS, sr.LostPackets, sr.Packets, "  receiver")
+		line(&b, unit, 0, ss.End, ss.Bytes, ss.BitsPerSecond, ss.Packets, true, 0, 0, "  sender")
+		line(&b, unit, 0, sr.End, sr.Bytes, sr.BitsPerSecond, sr.Packets, false, sr.JitterMS, sr.LostPackets, "  receiver")
 	}
 	c := r.End.CPU
 	if c.HostTotal > 0 || c.RemoteTotal > 0 {

@@ -15,7 +15,7 @@ func TestIntervalFigures(t *testing.T) {
 	iv := intervalStream(3, false, prev, cur, 1, 1.5)
 	// Stream 3 is iperf3's socket 7, in JSON as in text.
 	want := IntervalStream{Socket: 7, Start: 1, End: 1.5, Seconds: 0.5, Bytes: 125000, BitsPerSecond: 2e6, Packets: 125,
-		JitterMS: 0.2, LostPackets: 5, LostPercent: 4}
+		JitterMS: 0.2, LostPackets: 5, LostPercent: 4, ReceivedPackets: 120}
 	if iv != want {
 		t.Errorf("receiver interval\n got %+v\nwant %+v", iv, want)
 	}
@@ -24,7 +24,7 @@ func TestIntervalFigures(t *testing.T) {
 		t.Errorf("sender interval %+v", s)
 	}
 	sum := sumIntervals([]IntervalStream{want, want})
-	if sum.Bytes != 250000 || sum.Packets != 250 || sum.LostPackets != 10 || sum.JitterMS != 0.2 || sum.BitsPerSecond != 4e6 {
+	if sum.Bytes != 250000 || sum.Packets != 250 || sum.LostPackets != 10 || sum.ReceivedPackets != 240 || sum.JitterMS != 0.2 || sum.BitsPerSecond != 4e6 {
 		t.Errorf("sum %+v", sum)
 	}
 }
@@ -139,6 +139,127 @@ func TestIntervalLinePacketRate(t *testing.T) {
 	}
 	if !strings.Contains(IntervalHeader, "Pkts/s") {
 		t.Errorf("header %q has no packets/s column", IntervalHeader)
+	}
+	// A receiver's line counts what it received: 600 of the 1500 the
+	// sequence numbers say were sent, at 1.2k/s; Lost/Total is iperf3's.
+	b.Reset()
+	iv.Streams[0].LostPackets = 900
+	if err := WriteInterval(&b, iv); err != nil {
+		t.Fatal(err)
+	}
+	f = strings.Fields(b.String())
+	if len(f) < 13 || f[8] != "600" || f[9] != "1.2k" || f[12] != "900/1500" {
+		t.Errorf("receiver's interval line %q: want 600 packets received at 1.2k/s, 900/1500 lost", b.String())
+	}
+}
+
+// Issue #27's numbers: four streams against iperf3 -s at -b 0, of which
+// 88819 datagrams arrived in 3.105 s and 2590433 of the 2679252 sent
+// were lost. The [SUM] receiver line counts the 88819 at 28.6k/s, not
+// the 2679252; its Lost/Total is iperf3's; the JSON keeps iperf3's
+// packets and lost_packets and adds received_packets.
+func TestReportReceiverCountsReceived(t *testing.T) {
+	var sent, recv iperf3.Results
+	for i, lost := range []int64{647600, 647611, 647622, 647600} {
+		id := iperf3.StreamID(i)
+		sent.Streams = append(sent.Streams, iperf3.StreamResults{ID: id, Bytes: 669813 * 1448, Packets: 669813, EndTime: 3})
+		// The receiver's counts: the highest sequence number it saw
+		// (here all sent) and the gaps below it.
+		const total = 669813
+		recv.Streams = append(recv.Streams, iperf3.StreamResults{ID: id, Bytes: uint64(total-lost) * 1448, Packets: total, Errors: lost, EndTime: 3.105})
+	}
+	r := Report{End: buildEnd(sent, recv, true, nil)}
+	var out strings.Builder
+	if err := r.WriteText(&out); err != nil {
+		t.Fatal(err)
+	}
+	var sumRecv string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(l, "[SUM]") && strings.HasSuffix(l, "receiver") {
+			sumRecv = l
+		}
+	}
+	f := strings.Fields(sumRecv)
+	if len(f) < 12 || f[7] != "88819" || f[8] != "28.6k" || f[11] != "2590433/2679252" || f[12] != "(97%)" {
+		t.Errorf("[SUM] receiver line %q: want 88819 packets at 28.6k/s and 2590433/2679252 (97%%) lost\n%s", sumRecv, out.String())
+	}
+	e := r.End
+	if e.SumReceived.Packets != 2679252 || e.SumReceived.LostPackets != 2590433 || e.SumReceived.ReceivedPackets != 88819 {
+		t.Errorf("sum_received %+v", e.SumReceived)
+	}
+	for i, s := range e.Streams {
+		if s.Receiver == nil || s.Receiver.Sender || s.Receiver.ReceivedPackets != recv.Streams[i].Packets-recv.Streams[i].Errors {
+			t.Errorf("stream %d's receiver figures %+v: want sender false, received %d", i, s.Receiver, recv.Streams[i].Packets-recv.Streams[i].Errors)
+		}
+	}
+}
+
+// The JSON has iperf3 -J's fields in each place: a sender's intervals
+// without jitter and losses, the sums without out_of_order, the
+// receiver's figures with received_packets (ours) and sender false.
+func TestReportJSONFieldsByRole(t *testing.T) {
+	sent := iperf3.Results{Streams: []iperf3.StreamResults{{ID: 1, Bytes: 4000, Packets: 4, EndTime: 1}}}
+	recv := iperf3.Results{Streams: []iperf3.StreamResults{{ID: 1, Bytes: 1000, Packets: 4, Errors: 3, EndTime: 1}}}
+	r := Report{End: buildEnd(sent, recv, true, nil), Intervals: []Interval{{
+		Streams: []IntervalStream{intervalStream(1, true, Counters{}, Counters{SentBytes: 4000, SentPackets: 4}, 0, 1)}}}}
+	r.Intervals[0].Sum = sumIntervals(r.Intervals[0].Streams)
+	b, err := json.Marshal(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		Intervals []struct {
+			Streams []map[string]any `json:"streams"`
+			Sum     map[string]any   `json:"sum"`
+		} `json:"intervals"`
+		End struct {
+			Streams []struct {
+				UDP      map[string]any `json:"udp"`
+				Receiver map[string]any `json:"receiver"`
+			} `json:"streams"`
+			Sum         map[string]any `json:"sum"`
+			SumSent     map[string]any `json:"sum_sent"`
+			SumReceived map[string]any `json:"sum_received"`
+		} `json:"end"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	has := func(name string, o map[string]any, key string, want bool) {
+		t.Helper()
+		if _, ok := o[key]; ok != want {
+			t.Errorf("%s has %q: %v, want %v: %v", name, key, ok, want, o)
+		}
+	}
+	for _, k := range []string{"jitter_ms", "lost_packets", "lost_percent", "received_packets"} {
+		has("sender's interval", m.Intervals[0].Streams[0], k, false)
+		has("sender's interval sum", m.Intervals[0].Sum, k, false)
+	}
+	has("end.streams[].udp", m.End.Streams[0].UDP, "out_of_order", true)
+	has("end.streams[].udp", m.End.Streams[0].UDP, "received_packets", false)
+	has("end.streams[].receiver", m.End.Streams[0].Receiver, "received_packets", true)
+	for name, o := range map[string]map[string]any{"sum": m.End.Sum, "sum_sent": m.End.SumSent, "sum_received": m.End.SumReceived} {
+		has(name, o, "out_of_order", false)
+		has(name, o, "received_packets", name == "sum_received")
+	}
+	if m.End.Streams[0].Receiver["sender"] != false || m.End.SumReceived["received_packets"] != 1.0 || m.End.Streams[0].Receiver["received_packets"] != 1.0 {
+		t.Errorf("receiver figures %v, sum_received %v: want sender false, 1 packet received", m.End.Streams[0].Receiver, m.End.SumReceived)
+	}
+	// A receiver's interval has iperf3's fields and ours.
+	iv := intervalStream(1, false, Counters{}, Counters{RecvCounters: iperf3.RecvCounters{Bytes: 1000, Packets: 4, Lost: 3}}, 0, 1)
+	b, _ = json.Marshal(iv)
+	var o map[string]any
+	json.Unmarshal(b, &o)
+	for _, k := range []string{"jitter_ms", "lost_packets", "lost_percent", "packets", "received_packets"} {
+		has("receiver's interval", o, k, true)
+	}
+	if o["packets"] != 4.0 || o["received_packets"] != 1.0 {
+		t.Errorf("receiver's interval %s: want packets 4 (iperf3's), received_packets 1", b)
+	}
+	// The Go values survive a round trip.
+	var back IntervalStream
+	if err := json.Unmarshal(b, &back); err != nil || back != iv {
+		t.Errorf("round trip: %+v, %v; want %+v", back, err, iv)
 	}
 }
 

@@ -297,8 +297,8 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie iperf3.Cookie
 	c.SetDeadline(time.Now().Add(setup))
 	now := time.Now()
 	remote, local := addrPort(c.RemoteAddr()), addrPort(c.LocalAddr())
-	rep.Start = ReportStart{Version: Version, Cookie: cookie.String(),
-		Timestamp: Timestamp{Time: now.UTC().Format(time.RFC1123), Timesecs: now.Unix()},
+	rep.Start = ReportStart{Version: Version, SystemInfo: systemInfo(), Cookie: cookie.String(),
+		Timestamp: newTimestamp(now),
 		Accepted:  &HostPort{Host: remote.Addr().String(), Port: int(remote.Port())}}
 	if err := iperf3.WriteState(c, iperf3.ParamExchange); err != nil {
 		return rep, err
@@ -322,6 +322,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie iperf3.Cookie
 	if !p.UDP {
 		proto = "TCP"
 	}
+	rep.Start.TargetBitrate = p.Bandwidth
 	rep.Start.TestStart = TestParams{Protocol: proto, NumStreams: p.Parallel, Blksize: p.Len, Omit: p.Omit, Duration: p.Time,
 		Bytes: p.Num, Blocks: p.Blockcount, Reverse: rev, TOS: p.TOS, TargetBitrate: p.Bandwidth}
 	// The previous test's endpoint may still be closing, on the same

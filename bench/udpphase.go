@@ -52,6 +52,7 @@ func (u *udpServerPhase) open(ctx context.Context, c net.Conn, rep *Report, setu
 		return nil, nil, err
 	}
 	u.pc = pc
+	rep.Start.SocketBuffers = socketBuffers(pc)
 	context.AfterFunc(ctx, func() { pc.Close() })
 	if err := iperf3.WriteState(c, iperf3.CreateStreams); err != nil {
 		return nil, nil, err
@@ -178,6 +179,9 @@ func (u *udpClientPhase) createStreams(_ net.Conn, rep *Report, p iperf3.Params,
 			return nil, fmt.Errorf("stream %d: %w", iperf3.StreamID(i), err)
 		}
 		u.run.groups = append(u.run.groups, g)
+		if i == 0 {
+			rep.Start.SocketBuffers = socketBuffers(g.conn)
+		}
 		l := g.conn.LocalAddr()
 		rep.Start.Connected = append(rep.Start.Connected, Connected{Socket: SocketNumber(iperf3.StreamID(i)),
 			LocalHost: l.Addr().String(), LocalPort: int(l.Port()),

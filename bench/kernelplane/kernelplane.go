@@ -78,10 +78,13 @@ type batcher interface {
 	WriteBatch(ms []ipv4.Message, flags int) (int, error)
 }
 
+var _ plane.BufferedConn = (*socketConn)(nil)
+
 type socketConn struct {
 	c         *net.UDPConn
 	b         batcher
 	connected bool
+	bufSize   int // the buffer size asked for
 	local     netip.AddrPort
 	rms, wms  []ipv4.Message
 	addrs     map[netip.AddrPort]*net.UDPAddr
@@ -94,7 +97,7 @@ func newSocketConn(c *net.UDPConn, connected bool, bufSize int) *socketConn {
 	}
 	setBuffers(c, bufSize)
 	local := c.LocalAddr().(*net.UDPAddr).AddrPort()
-	s := &socketConn{c: c, connected: connected, local: local, addrs: map[netip.AddrPort]*net.UDPAddr{}}
+	s := &socketConn{c: c, connected: connected, bufSize: bufSize, local: local, addrs: map[netip.AddrPort]*net.UDPAddr{}}
 	if local.Addr().Unmap().Is4() {
 		s.b = ipv4.NewPacketConn(c)
 	} else {
@@ -117,6 +120,23 @@ func setBuffers(c *net.UDPConn, size int) {
 			}
 		})
 	}
+}
+
+// SocketBuffers is plane.BufferedConn's: the size asked for (BufferSize)
+// and SO_SNDBUF and SO_RCVBUF as the kernel reports them.
+func (s *socketConn) SocketBuffers() (requested, send, receive int, err error) {
+	rc, err := s.c.SyscallConn()
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("socket buffers: %w", err)
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { send, receive, serr = bufferSizes(fd) }); err != nil {
+		return 0, 0, 0, fmt.Errorf("socket buffers: %w", err)
+	}
+	if serr != nil {
+		return 0, 0, 0, fmt.Errorf("socket buffers: %w", serr)
+	}
+	return s.bufSize, send, receive, nil
 }
 
 func (s *socketConn) ReadBatch(msgs []plane.Message) (int, error) {

@@ -1,8 +1,11 @@
 package kernelplane
 
 import (
+	"context"
 	"errors"
 	"net/netip"
+	"regexp"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -75,4 +78,40 @@ func itoa(n int) string {
 		return string(rune('0' + n))
 	}
 	return itoa(n/10) + string(rune('0'+n%10))
+}
+
+// TestSocketBuffers: a conn reports the buffer size it asked for and the
+// sizes the kernel gave its socket, as ss -m shows them (skmem's rb and
+// tb): twice the size asked for, the kernel's bookkeeping share added.
+func TestSocketBuffers(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{})
+	local := netip.AddrPortFrom(pair.B.IPv4, 5998)
+	pc, err := (&DataPlane{Do: pair.B.Do, BufferSize: 1 << 20}).Listen(local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	bc, ok := pc.(plane.BufferedConn)
+	if !ok {
+		t.Fatalf("%T is not a plane.BufferedConn", pc)
+	}
+	req, snd, rcv, err := bc.SocketBuffers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := pair.B.Command(ctx, "ss", "-Huanm", "sport = :5998").Output()
+	if err != nil {
+		t.Fatalf("ss: %v", err)
+	}
+	m := regexp.MustCompile(`rb(\d+),t\d+,tb(\d+)`).FindStringSubmatch(string(out))
+	if m == nil {
+		t.Fatalf("ss -m shows no skmem for the socket:\n%s", out)
+	}
+	rb, _ := strconv.Atoi(m[1])
+	tb, _ := strconv.Atoi(m[2])
+	if req != 1<<20 || rcv != rb || snd != tb || rb != 2<<20 || tb != 2<<20 {
+		t.Errorf("SocketBuffers = asked %d, send %d, receive %d; ss -m: rb %d tb %d; want 1 MiB asked and 2 MiB each", req, snd, rcv, rb, tb)
+	}
 }

@@ -41,6 +41,20 @@ type PacketConn interface {
 	Close() error
 }
 
+// BufferedConn is a PacketConn over a kernel socket, which can tell its
+// socket buffers: what it asked for and what the kernel gave (a report's
+// sock_bufsize, sndbuf_actual and rcvbuf_actual, as iperf3 reports
+// them). An AF_XDP conn has no socket buffer on its path and does not
+// implement it.
+type BufferedConn interface {
+	PacketConn
+	// SocketBuffers returns the buffer size the conn asked for (0 for
+	// none) and the send and receive buffer sizes the kernel reports
+	// (SO_SNDBUF, SO_RCVBUF: twice what it granted, as the kernel counts
+	// its bookkeeping in).
+	SocketBuffers() (requested, send, receive int, err error)
+}
+
 // DataPlane opens the endpoints a test's UDP streams run on. The kernel
 // socket implementation is kernelplane.DataPlane; an AF_XDP one plugs in here.
 type DataPlane interface {

@@ -75,19 +75,24 @@ func TestBenchServerWithIperf3Client(t *testing.T) {
 func TestBenchClientWithIperf3Server(t *testing.T) {
 	netnstest.RequireTool(t, "iperf3")
 	pair := netnstest.New(t, netnstest.Config{Queues: 2})
-	ours, theirs := clientAgainstIperf3(t, pair, 15202, "-t", "1", "-b", "10M")
+	ours, theirs, overflow := clientAgainstIperf3(t, pair, 15202, "-t", "1", "-b", "10M")
 	sent := ours.End.SumSent.Packets
-	if sent == 0 || theirs.End.SumReceived.Packets != sent || theirs.End.SumReceived.LostPackets != 0 {
-		t.Fatalf("we sent %d; iperf3 -s received %d, lost %d", sent, theirs.End.SumReceived.Packets, theirs.End.SumReceived.LostPackets)
+	r := theirs.End.SumReceived
+	if sent == 0 || r.Packets-r.LostPackets+overflow != sent || r.LostPackets > overflow {
+		t.Fatalf("we sent %d; iperf3 -s received %d, lost %d of %d; %d overflowed its socket buffer", sent, r.Packets-r.LostPackets, r.LostPackets, r.Packets, overflow)
 	}
-	t.Logf("sent %d datagrams, iperf3 -s received them all", sent)
+	t.Logf("sent %d datagrams, iperf3 -s received all but the %d that overflowed its socket buffer", sent, overflow)
 }
 
 // clientAgainstIperf3 runs `xdpio bench client` with args (plus the server
 // address, port and --json) in namespace A against a real one-off
-// `iperf3 -s -J` in B, and returns both JSON reports.
-func clientAgainstIperf3(t *testing.T, pair *netnstest.Pair, port int, args ...string) (ours, theirs iperf3JSON) {
+// `iperf3 -s -J` in B, and returns both JSON reports and the datagrams
+// B's kernel refused meanwhile for a full socket buffer (Udp
+// RcvbufErrors): iperf3 -s reads one datagram per call from a 208 KiB
+// buffer, which overflows when a loaded machine stalls it.
+func clientAgainstIperf3(t *testing.T, pair *netnstest.Pair, port int, args ...string) (ours, theirs iperf3JSON, overflow int64) {
 	t.Helper()
+	overflow0 := netnstest.Counter(t, pair.B, "UdpRcvbufErrors")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	srv := pair.B.Command(ctx, "iperf3", "-s", "-1", "-J", "-B", pair.B.IPv4.String(), "-p", strconv.Itoa(port))
@@ -111,7 +116,7 @@ func clientAgainstIperf3(t *testing.T, pair *netnstest.Pair, port int, args ...s
 	if err := json.Unmarshal(srvOut.Bytes(), &theirs); err != nil || theirs.Error != "" {
 		t.Fatalf("iperf3 -s output: %v %s", err, srvOut.String())
 	}
-	return ours, theirs
+	return ours, theirs, netnstest.Counter(t, pair.B, "UdpRcvbufErrors") - overflow0
 }
 
 func TestParseRate(t *testing.T) {
@@ -224,12 +229,15 @@ func TestBenchClientXSKWithIperf3Server(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pair := netnstest.New(t, netnstest.Config{Queues: 2})
 			args := append([]string{"--backend", "xsk", "-i", pair.A.Link, "-t", "1"}, tc.args...)
-			ours, theirs := clientAgainstIperf3(t, pair, 15204, args...)
+			ours, theirs, overflow := clientAgainstIperf3(t, pair, 15204, args...)
 			sent, got, lost := ours.End.SumSent.Packets, ours.End.SumReceived.Packets, ours.End.SumReceived.LostPackets
 			if tc.name == "forward" {
-				got, lost = theirs.End.SumReceived.Packets, theirs.End.SumReceived.LostPackets
+				// What overflowed iperf3's socket buffer counts as
+				// received here: it reached iperf3's host.
+				r := theirs.End.SumReceived
+				got, lost = r.Packets-r.LostPackets+overflow, r.LostPackets-overflow
 			}
-			if sent == 0 || lost != 0 || got < sent*95/100 || got > sent {
+			if sent == 0 || lost > 0 || got < sent*95/100 || got > sent {
 				t.Fatalf("sent %d, received %d, lost %d\nours: %+v\niperf3: %+v", sent, got, lost, ours.End, theirs.End)
 			}
 			if tc.name == "forward" && got != sent {
