@@ -232,19 +232,19 @@ func TestIperf3ClientAgainstAsavieServer(t *testing.T) {
 				// The last frames may still be on their way through A's
 				// backlog when the report arrives: read until the counts
 				// add up or stop moving (1 s at most).
-				var dIn, dBufErr, dTx, dDrop int64
+				var dIn, dBufErr, dTX, dDrop int64
 				for settle := time.Now().Add(time.Second); ; time.Sleep(20 * time.Millisecond) {
 					dIn, dBufErr = udpInDatagrams(t, pair.A)-inA, udpRefused(t, pair.A)-bufErrA
 					txB2, rxA2 := linkStats(t, pair.B), linkStats(t, pair.A)
-					dTx = int64(txB2.TxPackets - txB.TxPackets)
+					dTX = int64(txB2.TxPackets - txB.TxPackets)
 					dDrop = int64(rxA2.RxDropped-rxA.RxDropped) + int64(txB2.TxDropped-txB.TxDropped)
 					if dIn+dBufErr+dDrop >= sent.Packets+n || time.Now().After(settle) {
 						break
 					}
 				}
-				t.Logf("server's veth: sent %d frames; client's veth dropped %d; client's kernel: UDP in %d, refused (buffer full or port closed) %d", dTx, dDrop, dIn, dBufErr)
-				if dTx < sent.Packets+n {
-					t.Errorf("B's veth sent %d frames, want at least the %d datagrams our server sent through asavie + %d setup replies", dTx, sent.Packets, n)
+				t.Logf("server's veth: sent %d frames; client's veth dropped %d; client's kernel: UDP in %d, refused (buffer full or port closed) %d", dTX, dDrop, dIn, dBufErr)
+				if dTX < sent.Packets+n {
+					t.Errorf("B's veth sent %d frames, want at least the %d datagrams our server sent through asavie + %d setup replies", dTX, sent.Packets, n)
 				}
 				// Up to 2 datagrams of the ~1700 have been seen missing
 				// in about 1 run in 30 (and in full CI runs more often)

@@ -2,6 +2,6 @@ package bench
 
 import "github.com/xdpio/xdpio/internal/errs"
 
-// ErrUnsupported: a requested test mode or data plane feature this
+// ErrNotSupported: a requested test mode or data plane feature this
 // package does not implement (or this system lacks).
-var ErrUnsupported = errs.ErrNotSupported
+var ErrNotSupported = errs.ErrNotSupported

@@ -125,8 +125,8 @@ func TestServerRefuses(t *testing.T) {
 	if st != iperf3.ServerErrorCode || err != nil || !errors.As(iperf3.ReadServerError(conn), &se) || se.Code != iperf3.IEStreamListen || se.Errno != iperf3.LinuxEPROTONOSUPPORT {
 		t.Errorf("TCP test: %v %v %+v, want SERVER_ERROR 202 with errno 93", st, err, se)
 	}
-	if r := <-reports; !errors.Is(r.err, ErrUnsupported) || !strings.Contains(r.err.Error(), "UDP tests only") {
-		t.Errorf("server: %v, want ErrUnsupported saying it runs UDP tests only", r.err)
+	if r := <-reports; !errors.Is(r.err, ErrNotSupported) || !strings.Contains(r.err.Error(), "UDP tests only") {
+		t.Errorf("server: %v, want ErrNotSupported saying it runs UDP tests only", r.err)
 	}
 }
 

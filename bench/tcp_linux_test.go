@@ -56,7 +56,7 @@ func tcpClient(pair *netnstest.Pair, server netip.AddrPort, tso bool) *Client {
 // TestTCPMode runs our client against our server in TCP mode, IPv4 and
 // IPv6, with and without software TSO, at a rate the receiver keeps up
 // with: every byte the sender put on its TX rings arrives in order, every
-// segment with a good checksum (offload.VerifyRx at the server). The
+// segment with a good checksum (offload.VerifyRX at the server). The
 // kernels' TCP on both sides sees none of it (their counters are the
 // oracle that the stream went through AF_XDP only).
 func TestTCPMode(t *testing.T) {

@@ -55,8 +55,8 @@ func TestTCPModeRefuses(t *testing.T) {
 			return nil, errors.New("no")
 		}
 		rep, err := c.Run(context.Background())
-		if !errors.Is(err, ErrUnsupported) || rep.Error == "" {
-			t.Errorf("%s: %v, want ErrUnsupported", name, err)
+		if !errors.Is(err, ErrNotSupported) || rep.Error == "" {
+			t.Errorf("%s: %v, want ErrNotSupported", name, err)
 		}
 	}
 	if _, err := (&Client{Server: srv, Mode: "sctp"}).Run(context.Background()); err == nil {
@@ -83,7 +83,7 @@ func TestTCPModeServerWithoutXSK(t *testing.T) {
 	if st != iperf3.ServerErrorCode || err != nil || !errors.As(iperf3.ReadServerError(cli), &se) || se.Code != iperf3.IEUnimp {
 		t.Errorf("got %v %v %v, want SERVER_ERROR 13", st, err, se)
 	}
-	if err := <-done; !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "AF_XDP") {
+	if err := <-done; !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "AF_XDP") {
 		t.Errorf("server: %v", err)
 	}
 }

@@ -70,7 +70,7 @@ func (c *Client) tcpParams() (iperf3.Params, error) {
 	case p.Parallel < 1 || p.Parallel > 128:
 		return p, fmt.Errorf("invalid streams %d: must be 1..128", p.Parallel)
 	case c.Reverse:
-		return p, fmt.Errorf("TCP mode sends from client to server only (no -R): %w", ErrUnsupported)
+		return p, fmt.Errorf("TCP mode sends from client to server only (no -R): %w", ErrNotSupported)
 	case p.Len < 0 || p.Len > iperf3.MaxTCPMSS:
 		return p, fmt.Errorf("invalid length %d: must be 1..%d bytes per write in TCP mode", p.Len, iperf3.MaxTCPMSS)
 	}
@@ -257,18 +257,18 @@ func (t *tcpServerPhase) open(ctx context.Context, c net.Conn, rep *Report, setu
 	switch {
 	case p.Reverse || p.Bidirectional:
 		iperf3.WriteServerError(c, iperf3.IEUnimp, 0)
-		return nil, nil, fmt.Errorf("TCP mode in reverse: %w (client to server only)", ErrUnsupported)
+		return nil, nil, fmt.Errorf("TCP mode in reverse: %w (client to server only)", ErrNotSupported)
 	case p.Omit > 0:
 		iperf3.WriteServerError(c, iperf3.IEUnimp, 0)
-		return nil, nil, fmt.Errorf("omitting %d s (-O): %w", p.Omit, ErrUnsupported)
+		return nil, nil, fmt.Errorf("omitting %d s (-O): %w", p.Omit, ErrNotSupported)
 	case p.Time == 0 || p.Num != 0 || p.Blockcount != 0:
 		iperf3.WriteServerError(c, iperf3.IEUnimp, 0)
-		return nil, nil, fmt.Errorf("TCP mode needs a test time, not a byte or block count: %w", ErrUnsupported)
+		return nil, nil, fmt.Errorf("TCP mode needs a test time, not a byte or block count: %w", ErrNotSupported)
 	}
 	rcv, err := tcpplane.OpenReceiver(t.dp, t.local, t.port)
 	if err != nil {
 		code := int32(iperf3.IEStreamListen)
-		if errors.Is(err, ErrUnsupported) {
+		if errors.Is(err, ErrNotSupported) {
 			code = iperf3.IEUnimp // not the AF_XDP data plane
 		}
 		iperf3.WriteServerError(c, code, 0)

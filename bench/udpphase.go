@@ -32,15 +32,15 @@ func (u *udpServerPhase) open(ctx context.Context, c net.Conn, rep *Report, setu
 		// iperf3's client prints "unable to start stream listener:
 		// Protocol not supported", the clearest its messages allow.
 		iperf3.WriteServerError(c, iperf3.IEStreamListen, iperf3.LinuxEPROTONOSUPPORT)
-		return nil, nil, fmt.Errorf("refused an iperf3 %s test from %v: this server runs UDP tests only (iperf3 -u) and xdpio's TCP mode (bench client --mode tcp): %w", rep.Start.TestStart.Protocol, u.remote.Addr(), ErrUnsupported)
+		return nil, nil, fmt.Errorf("refused an iperf3 %s test from %v: this server runs UDP tests only (iperf3 -u) and xdpio's TCP mode (bench client --mode tcp): %w", rep.Start.TestStart.Protocol, u.remote.Addr(), ErrNotSupported)
 	case p.Bidirectional:
 		iperf3.WriteServerError(c, iperf3.IEUnimp, 0)
-		return nil, nil, fmt.Errorf("bidirectional test: %w", ErrUnsupported)
+		return nil, nil, fmt.Errorf("bidirectional test: %w", ErrNotSupported)
 	case p.Omit > 0:
 		// Counting the omitted seconds would make the totals disagree with
 		// the client's; refuse rather than report wrong numbers.
 		iperf3.WriteServerError(c, iperf3.IEUnimp, 0)
-		return nil, nil, fmt.Errorf("omitting %d s (-O): %w", p.Omit, ErrUnsupported)
+		return nil, nil, fmt.Errorf("omitting %d s (-O): %w", p.Omit, ErrNotSupported)
 	case p.Len < iperf3.HeaderLen(counters64):
 		iperf3.WriteServerError(c, iperf3.IEUnimp, 0)
 		return nil, nil, fmt.Errorf("datagram length %d shorter than the %d-byte header: %w", p.Len, iperf3.HeaderLen(counters64), iperf3.ErrProtocol)

@@ -85,9 +85,9 @@ func TestModeratorEdgeAndTired(t *testing.T) {
 // End to end on the fake ring: steady 100k frames/s with the adaptive
 // bound 50µs. Larger profiles cost fewer wake-ups per frame, so the
 // receiver climbs to the top profile; the bound holds throughout.
-func TestRxAdaptiveSteady(t *testing.T) {
+func TestRXAdaptiveSteady(t *testing.T) {
 	arr := every(0, 10*us, 60000)
-	out, c, _ := runFake(t, Params{RxUsecs: 50, Adaptive: true}, arr)
+	out, c, _ := runFake(t, Params{RXUsecs: 50, Adaptive: true}, arr)
 	st := c.stats()
 	t.Logf("profile %d %+v after %d changes; %d batches, %.1f frames/batch", st.Profile, st.Current, st.ProfileChanges, st.Batches, float64(st.Frames)/float64(st.Batches))
 	if st.Profile != len(Profiles(50, 256))-1 || st.Current.Usecs != 50 {
@@ -104,9 +104,9 @@ func TestRxAdaptiveSteady(t *testing.T) {
 // Sparse traffic gains nothing from waiting. The cost is flat, so ties may
 // carry the moderator up the table, but a frame that no other can join in
 // time is still handed over at once: one wake-up per frame, no delay.
-func TestRxAdaptiveSparse(t *testing.T) {
+func TestRXAdaptiveSparse(t *testing.T) {
 	arr := every(0, 400*us, 20000)
-	out, c, _ := runFake(t, Params{RxUsecs: 256, Adaptive: true}, arr)
+	out, c, _ := runFake(t, Params{RXUsecs: 256, Adaptive: true}, arr)
 	st := c.stats()
 	t.Logf("profile %d %+v after %d changes, wake-ups/frame %.2f", st.Profile, st.Current, st.ProfileChanges, float64(st.Wakeups)/float64(st.Frames))
 	if w := float64(st.Wakeups) / float64(st.Frames); w > 1.1 {

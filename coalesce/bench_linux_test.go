@@ -49,7 +49,7 @@ func newRig(t *testing.T) *rig {
 			// Deep RX rings (160ms at 100k/s per queue): on a shared
 			// machine the receiver can be descheduled for a long time.
 			UMEM:    xsk.UMEMConfig{FrameSize: 2048, NumFrames: 32768},
-			Socket:  xsk.SocketConfig{RxRingSize: 16384, FillRingSize: 16384, TxRingSize: 2048, CompletionRingSize: 2048, TxBudget: 256},
+			Socket:  xsk.SocketConfig{RXRingSize: 16384, FillRingSize: 16384, TXRingSize: 2048, CompletionRingSize: 2048, TXBudget: 256},
 			Program: xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(benchPort)}},
 		})
 		return err
@@ -112,7 +112,7 @@ func (r *rig) xskDrops() uint64 {
 		if err != nil {
 			r.t.Fatalf("socket stats: %v", err)
 		}
-		total += st.RxDropped + st.RxRingFull + st.RxInvalidDescs
+		total += st.RXDropped + st.RXRingFull + st.RXInvalidDescs
 	}
 	return total
 }
@@ -131,7 +131,7 @@ type rxRun struct {
 	delays    []int64       // sender timestamp to delivery, ns
 	late      []lateFrame   // frames delayed beyond the run's bound
 	bound     time.Duration // rx-usecs + 100µs
-	stats     []coalesce.RxStats
+	stats     []coalesce.RXStats
 	runs      []string // per round: CPU per packet and achieved rate
 
 	rxSyscalls uint64 // the sockets' RX wake-up syscalls (need_wakeup)
@@ -195,7 +195,7 @@ type rxMode struct {
 type benchReceiver struct {
 	next    func(context.Context) ([]*xsk.Batch, error)
 	release func()
-	stats   func() coalesce.RxStats
+	stats   func() coalesce.RXStats
 }
 
 func newBenchReceiver(socks []*xsk.Socket, p coalesce.Params) (*benchReceiver, error) {
@@ -223,12 +223,12 @@ func newBenchReceiver(socks []*xsk.Socket, p coalesce.Params) (*benchReceiver, e
 	}, nil
 }
 
-// runRx receives on both queues with setting m while a child process in
+// runRX receives on both queues with setting m while a child process in
 // namespace A sends rate datagrams per second for dur.
-func (r *rig) runRx(m rxMode, rate float64, dur time.Duration) *rxRun {
+func (r *rig) runRX(m rxMode, rate float64, dur time.Duration) *rxRun {
 	t := r.t
 	name := m.name
-	x := &rxRun{name: name, rate: rate, bound: time.Duration(m.p.RxUsecs)*time.Microsecond + 100*time.Microsecond}
+	x := &rxRun{name: name, rate: rate, bound: time.Duration(m.p.RXUsecs)*time.Microsecond + 100*time.Microsecond}
 	if m.napi != nil {
 		var nd *nic.Device
 		if err := r.pair.B.Do(func() (err error) { nd, err = nic.Open(r.pair.B.Link); return err }); err != nil {
@@ -361,7 +361,7 @@ func (r *rig) runRx(m rxMode, rate float64, dur time.Duration) *rxRun {
 			}()
 		}
 	}
-	x.stats = make([]coalesce.RxStats, len(groups))
+	x.stats = make([]coalesce.RXStats, len(groups))
 	for i, g := range groups {
 		wg.Add(1)
 		go func() {
@@ -533,14 +533,14 @@ type txRun struct {
 	counted uint64 // frames the XDP counter on A saw
 	kicks   uint64
 	cpu     time.Duration // RUSAGE_THREAD of the sending thread
-	stats   coalesce.TxStats
+	stats   coalesce.TXStats
 	elapsed time.Duration
 	p99     []time.Duration // per round, submit to TX ring
 }
 
-// runTx sends rate frames per second for dur through a Transmitter on B's
+// runTX sends rate frames per second for dur through a Transmitter on B's
 // queue 0, one Submit per frame, and counts them with the XDP counter on A.
-func (r *rig) runTx(name string, p coalesce.TxParams, rate float64, dur time.Duration) *txRun {
+func (r *rig) runTX(name string, p coalesce.TXParams, rate float64, dur time.Duration) *txRun {
 	t := r.t
 	x := &txRun{name: name, rate: rate}
 	s := r.dev.Sockets()[0]
@@ -614,13 +614,13 @@ func (r *rig) runTx(name string, p coalesce.TxParams, rate float64, dur time.Dur
 			done <- err
 			return
 		}
-		for deadline := mono() + int64(time.Second); s.TxPending() > 0 && mono() < deadline; {
+		for deadline := mono() + int64(time.Second); s.TXPending() > 0 && mono() < deadline; {
 			s.Complete()
 		}
 		x.elapsed = time.Duration(mono() - start)
 		x.cpu = threadCPU() - cpu0
 		st1, _ := s.Stats()
-		x.sent = st1.TxFrames - st0.TxFrames
+		x.sent = st1.TXFrames - st0.TXFrames
 		x.kicks = st1.Kicks - st0.Kicks
 		x.stats = tx.Stats()
 		x.p99 = []time.Duration{time.Duration(x.stats.Delay.Quantile(0.99))}
@@ -679,15 +679,15 @@ func TestCoalesceBenchmark(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 	modes := []rxMode{
 		{name: "off (rx-usecs 0)", p: coalesce.Params{}},
-		{name: "rx-usecs 50", p: coalesce.Params{RxUsecs: 50}},
-		{name: "adaptive ≤50µs", p: coalesce.Params{RxUsecs: 50, Adaptive: true}},
-		{name: "50, one thread", p: coalesce.Params{RxUsecs: 50}, group: true},
+		{name: "rx-usecs 50", p: coalesce.Params{RXUsecs: 50}},
+		{name: "adaptive ≤50µs", p: coalesce.Params{RXUsecs: 50, Adaptive: true}},
+		{name: "50, one thread", p: coalesce.Params{RXUsecs: 50}, group: true},
 	}
 	if *benchReport {
 		modes = append(modes,
 			rxMode{name: "off, one thread", p: coalesce.Params{}, group: true},
-			rxMode{name: "rx-usecs 200", p: coalesce.Params{RxUsecs: 200}},
-			rxMode{name: noHoldMode, p: coalesce.Params{RxUsecs: 50}})
+			rxMode{name: "rx-usecs 200", p: coalesce.Params{RXUsecs: 200}},
+			rxMode{name: noHoldMode, p: coalesce.Params{RXUsecs: 50}})
 	}
 	if v := os.Getenv("XDPIO_COALESCE_RATES"); v != "" {
 		rates = nil
@@ -725,7 +725,7 @@ func TestCoalesceBenchmark(t *testing.T) {
 		for range rounds {
 			for i, m := range modes {
 				old := coalesce.SetHoldP(m.name != noHoldMode)
-				row[i] = row[i].merge(r.runRx(m, rate, dur))
+				row[i] = row[i].merge(r.runRX(m, rate, dur))
 				coalesce.SetHoldP(old)
 			}
 		}
@@ -733,15 +733,15 @@ func TestCoalesceBenchmark(t *testing.T) {
 	}
 	txModes := []struct {
 		name string
-		p    coalesce.TxParams
-	}{{"tx-usecs 0", coalesce.TxParams{}}, {"tx-usecs 50", coalesce.TxParams{TxUsecs: 50}}}
+		p    coalesce.TXParams
+	}{{"tx-usecs 0", coalesce.TXParams{}}, {"tx-usecs 50", coalesce.TXParams{TXUsecs: 50}}}
 	if os.Getenv("XDPIO_COALESCE_NOTX") != "" {
 		txModes = nil
 	}
 	tx := make([]*txRun, len(txModes))
 	for range rounds {
 		for i, m := range txModes {
-			tx[i] = tx[i].merge(r.runTx(m.name, m.p, 100e3, dur))
+			tx[i] = tx[i].merge(r.runTX(m.name, m.p, 100e3, dur))
 		}
 	}
 

@@ -6,21 +6,21 @@ import (
 	"time"
 )
 
-// BenchmarkRxPolicy measures the policy's own cost per delivered batch on
+// BenchmarkRXPolicy measures the policy's own cost per delivered batch on
 // the fake ring (steady 100k frames/s, rx-usecs 50 vs 0): the bookkeeping
 // the receiver adds on top of the kernel's work. It must not allocate.
-func BenchmarkRxPolicy(b *testing.B) {
+func BenchmarkRXPolicy(b *testing.B) {
 	for _, p := range []struct {
 		name string
 		p    Params
-	}{{"rx-usecs=0", Params{}}, {"rx-usecs=50", Params{RxUsecs: 50}}, {"adaptive", Params{RxUsecs: 50, Adaptive: true}}} {
+	}{{"rx-usecs=0", Params{}}, {"rx-usecs=50", Params{RXUsecs: 50}}, {"adaptive", Params{RXUsecs: 50, Adaptive: true}}} {
 		b.Run(p.name, func(b *testing.B) {
 			params := p.p
 			params.setDefaults()
 			// An endless schedule: one frame every 10µs.
 			f := &fakeRing{capacity: params.BatchSize, cancel: func() {}}
 			src := &endless{f: f, gap: 10 * us}
-			c := newRxCore(params, Options{Clock: f, IdleWait: time.Second}, src)
+			c := newRXCore(params, Options{Clock: f, IdleWait: time.Second}, src)
 			ctx := context.Background()
 			frames := 0
 			b.ReportAllocs()

@@ -6,9 +6,9 @@
 //
 // A Receiver wraps one xsk.Socket (one RX queue) and hands its frames to
 // the application in batches, with the parameters of `ethtool -C`: a batch
-// goes out when RxFrames frames are there or RxUsecs microseconds passed
-// since its first frame was seen, whichever comes first; RxUsecs 0 (or
-// RxFrames 1) delivers at once. No frame waits longer than RxUsecs (plus
+// goes out when RXFrames frames are there or RXUsecs microseconds passed
+// since its first frame was seen, whichever comes first; RXUsecs 0 (or
+// RXFrames 1) delivers at once. No frame waits longer than RXUsecs (plus
 // the kernel's wake-up latency): that is the bound the application buys
 // its CPU savings with.
 //
@@ -17,7 +17,7 @@
 // the first frame. With a batch open it sleeps on a timer (ppoll with a
 // nanosecond timeout on an eventfd that only Close writes)
 // rather than on the socket, which would wake it for every frame: until
-// the deadline, or less when the measured rate says RxFrames will be there
+// the deadline, or less when the measured rate says RXFrames will be there
 // sooner. Under steady traffic it sleeps a whole window at a time without
 // waiting for a first frame, like a NIC's coalescing timer re-armed under
 // load: one wake-up per window. When not even one more frame is expected
@@ -28,7 +28,7 @@
 // this project's test machine), so the CPU per packet falls with the
 // frames each wake-up collects and with what a wake-up costs. Three
 // things help: the timed sleeps ask for whole windows (a frame waits
-// rx-usecs plus the wake-up latency, which RxStats.SleepLateness shows),
+// rx-usecs plus the wake-up latency, which RXStats.SleepLateness shows),
 // they keep the goroutine's P instead of handing it to another thread for
 // each window (xsk.Socket.SleepShort; as long as one P of GOMAXPROCS stays
 // free for the rest of the program, so give the process one P more than
@@ -46,18 +46,18 @@
 // rx-usecs + 100µs by about half.
 //
 // A Transmitter batches the other way: frames submitted one by one wait
-// until TxFrames are pending or TxUsecs passed since the oldest, then go
+// until TXFrames are pending or TXUsecs passed since the oldest, then go
 // to the TX ring together with one kick (made only when the kernel asks,
 // need_wakeup); completions are reclaimed in batches; Flush sends now.
 //
 // With Params.Adaptive, the receiver chooses its rx-usecs from the table
-// Profiles(RxUsecs, RxFrames) the way the kernel's net_dim does: every 64
+// Profiles(RXUsecs, RXFrames) the way the kernel's net_dim does: every 64
 // batches (and 50ms at least) it compares packet rate and wake-ups per packet with the
 // previous sample, keeps a step that helped, turns back from one that did
 // not, and parks on the best profile until the traffic changes.
-// RxStats.Profile shows its choice.
+// RXStats.Profile shows its choice.
 //
-// RxStats and TxStats count batches, frames per batch (a histogram),
+// RXStats and TXStats count batches, frames per batch (a histogram),
 // wake-ups, timer expiries, flushes and the time each frame waited (a
 // histogram); the socket's xsk.Stats counts the kicks. Together they show
 // what a setting costs and what it saves.

@@ -27,7 +27,7 @@ func ExampleReceiver() {
 				log.Fatal(err)
 			}
 			defer unlock()
-			r, err := coalesce.NewReceiver(s, coalesce.Params{RxUsecs: 50, RxFrames: 64}, coalesce.Options{})
+			r, err := coalesce.NewReceiver(s, coalesce.Params{RXUsecs: 50, RXFrames: 64}, coalesce.Options{})
 			if err != nil {
 				log.Fatal(err)
 			}
@@ -59,7 +59,7 @@ func ExampleGroupReceiver() {
 		log.Fatal(err)
 	}
 	defer unlock()
-	g, err := coalesce.NewGroupReceiver(dev.Sockets(), coalesce.Params{RxUsecs: 50}, coalesce.Options{})
+	g, err := coalesce.NewGroupReceiver(dev.Sockets(), coalesce.Params{RXUsecs: 50}, coalesce.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func ExampleTransmitter() {
 		log.Fatal(err)
 	}
 	defer dev.Close()
-	tx, err := coalesce.NewTransmitter(dev.Sockets()[0], coalesce.TxParams{TxUsecs: 50}, coalesce.Options{})
+	tx, err := coalesce.NewTransmitter(dev.Sockets()[0], coalesce.TXParams{TXUsecs: 50}, coalesce.Options{})
 	if err != nil {
 		log.Fatal(err)
 	}

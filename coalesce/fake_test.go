@@ -87,7 +87,7 @@ func runFakeLate(t *testing.T, p Params, arrivals []time.Duration, late time.Dur
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	f := &fakeRing{arrivals: arrivals, capacity: p.BatchSize, cancel: cancel, late: late}
-	c := newRxCore(p, Options{Clock: f, IdleWait: time.Second}, f)
+	c := newRXCore(p, Options{Clock: f, IdleWait: time.Second}, f)
 	var out []delivered
 	taken := 0
 	for {

@@ -26,18 +26,18 @@ import (
 // may be read from any goroutine; closing any of the sockets ends a Next
 // with xsk.ErrClosed.
 type GroupReceiver struct {
-	groupRx // the sockets and their batches
+	groupRX // the sockets and their batches
 	p       Params
 	core    *rxCore
 }
 
-type groupRx struct {
+type groupRX struct {
 	socks  []*xsk.Socket
 	bs     []*xsk.Batch
 	poller *xsk.Poller
 }
 
-func (x *groupRx) receive() int {
+func (x *groupRX) receive() int {
 	n := 0
 	for i, s := range x.socks {
 		n += s.Receive(x.bs[i])
@@ -47,7 +47,7 @@ func (x *groupRx) receive() int {
 
 // room is the room left in the fullest batch: a queue whose batch is full
 // ends the group's batch, so that it is not held back by the others.
-func (x *groupRx) room() int {
+func (x *groupRX) room() int {
 	r := x.bs[0].Cap() - x.bs[0].Len()
 	for _, b := range x.bs[1:] {
 		r = min(r, b.Cap()-b.Len())
@@ -55,7 +55,7 @@ func (x *groupRx) room() int {
 	return r
 }
 
-func (x *groupRx) wait(d time.Duration) (bool, error) { return x.poller.WaitRX(d) }
+func (x *groupRX) wait(d time.Duration) (bool, error) { return x.poller.WaitRX(d) }
 
 // NewGroupReceiver returns a GroupReceiver for socks (at least one, each
 // at most once) with parameters p; Params.BatchSize is the capacity of
@@ -84,11 +84,11 @@ func NewGroupReceiver(socks []*xsk.Socket, p Params, o Options) (*GroupReceiver,
 		o.Clock = socketClock{Clock: SystemClock(), s: poller}
 	}
 	o.setDefaults()
-	g := &GroupReceiver{groupRx: groupRx{socks: poller.Sockets(), poller: poller}, p: p}
+	g := &GroupReceiver{groupRX: groupRX{socks: poller.Sockets(), poller: poller}, p: p}
 	for _, s := range g.socks {
 		g.bs = append(g.bs, s.NewBatch(p.BatchSize))
 	}
-	g.core = newRxCore(p, o, &g.groupRx)
+	g.core = newRXCore(p, o, &g.groupRX)
 	return g, nil
 }
 
@@ -138,4 +138,4 @@ func (g *GroupReceiver) Params() Params { return g.p }
 
 // Stats returns the GroupReceiver's counters (one policy for all its
 // sockets). It may be called from any goroutine.
-func (g *GroupReceiver) Stats() RxStats { return g.core.stats() }
+func (g *GroupReceiver) Stats() RXStats { return g.core.stats() }

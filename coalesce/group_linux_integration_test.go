@@ -74,7 +74,7 @@ func sendFlowsErr(pair *netnstest.Pair, flows, n int) error {
 func TestGroupReceiver(t *testing.T) {
 	pair, socks := twoQueues(t)
 	const window = 20 * time.Millisecond
-	g, err := coalesce.NewGroupReceiver(socks, coalesce.Params{RxUsecs: int(window / time.Microsecond)}, coalesce.Options{})
+	g, err := coalesce.NewGroupReceiver(socks, coalesce.Params{RXUsecs: int(window / time.Microsecond)}, coalesce.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestGroupReceiver(t *testing.T) {
 // Closing any one of the sockets ends a Next that sleeps with a batch open.
 func TestGroupReceiverClose(t *testing.T) {
 	pair, socks := twoQueues(t)
-	g, err := coalesce.NewGroupReceiver(socks, coalesce.Params{RxUsecs: coalesce.MaxUsecs, RxFrames: 1 << 20}, coalesce.Options{})
+	g, err := coalesce.NewGroupReceiver(socks, coalesce.Params{RXUsecs: coalesce.MaxUsecs, RXFrames: 1 << 20}, coalesce.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestGroupReceiverInvalid(t *testing.T) {
 		{"no sockets", nil, coalesce.Params{}},
 		{"nil socket", []*xsk.Socket{socks[0], nil}, coalesce.Params{}},
 		{"socket twice", []*xsk.Socket{socks[0], socks[1], socks[0]}, coalesce.Params{}},
-		{"negative rx-usecs", socks, coalesce.Params{RxUsecs: -1}},
+		{"negative rx-usecs", socks, coalesce.Params{RXUsecs: -1}},
 	} {
 		if _, err := coalesce.NewGroupReceiver(tc.socks, tc.p, coalesce.Options{}); !errors.Is(err, coalesce.ErrInvalidParams) {
 			t.Errorf("%s: %v, want ErrInvalidParams", tc.name, err)

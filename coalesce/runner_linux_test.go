@@ -111,7 +111,7 @@ func compareModes(t *testing.T, r *rig, modes []rxMode, rates []float64, dur tim
 		row := make([]*rxRun, len(modes))
 		for range rounds {
 			for i, m := range modes {
-				row[i] = row[i].merge(r.runRx(m, rate, dur))
+				row[i] = row[i].merge(r.runRX(m, rate, dur))
 			}
 		}
 		for _, x := range row {

@@ -20,7 +20,7 @@ import (
 // each cost a wake-up. Under steady traffic it sleeps one rx-usecs window
 // at a time, like a coalescing timer that re-arms under load. A frame
 // waits at most rx-usecs plus the timer's wake-up latency
-// (RxStats.SleepLateness).
+// (RXStats.SleepLateness).
 //
 // The owning goroutine should be locked to its thread (LockThread): the
 // timed sleeps keep the goroutine's P, which is cheaper than handing it
@@ -39,14 +39,14 @@ type Receiver struct {
 	core *rxCore
 }
 
-type socketRx struct {
+type socketRX struct {
 	s *xsk.Socket
 	b *xsk.Batch
 }
 
-func (x *socketRx) receive() int { return x.s.Receive(x.b) }
-func (x *socketRx) room() int    { return x.b.Cap() - x.b.Len() }
-func (x *socketRx) wait(d time.Duration) (bool, error) {
+func (x *socketRX) receive() int { return x.s.Receive(x.b) }
+func (x *socketRX) room() int    { return x.b.Cap() - x.b.Len() }
+func (x *socketRX) wait(d time.Duration) (bool, error) {
 	return x.s.Wait(d, false)
 }
 
@@ -67,7 +67,7 @@ func NewReceiver(s *xsk.Socket, p Params, o Options) (*Receiver, error) {
 	}
 	o.setDefaults()
 	r := &Receiver{s: s, b: s.NewBatch(p.BatchSize), p: p}
-	r.core = newRxCore(p, o, &socketRx{s: s, b: r.b})
+	r.core = newRXCore(p, o, &socketRX{s: s, b: r.b})
 	return r, nil
 }
 
@@ -105,7 +105,7 @@ func (r *Receiver) Params() Params { return r.p }
 
 // Stats returns the Receiver's counters. It may be called from any
 // goroutine.
-func (r *Receiver) Stats() RxStats { return r.core.stats() }
+func (r *Receiver) Stats() RXStats { return r.core.stats() }
 
 // sleeper is what a receiver sleeps through: a socket, or a Poller of
 // several.

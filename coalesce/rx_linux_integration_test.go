@@ -77,7 +77,7 @@ func count(b *xsk.Batch) int {
 func TestReceiverTimer(t *testing.T) {
 	pair, s := oneQueue(t)
 	const window = 30 * time.Millisecond
-	r, err := coalesce.NewReceiver(s, coalesce.Params{RxUsecs: int(window / time.Microsecond)}, coalesce.Options{})
+	r, err := coalesce.NewReceiver(s, coalesce.Params{RXUsecs: int(window / time.Microsecond)}, coalesce.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestReceiverTimer(t *testing.T) {
 // rx-frames closes a batch long before rx-usecs.
 func TestReceiverFrameLimit(t *testing.T) {
 	pair, s := oneQueue(t)
-	r, err := coalesce.NewReceiver(s, coalesce.Params{RxUsecs: coalesce.MaxUsecs, RxFrames: 4}, coalesce.Options{})
+	r, err := coalesce.NewReceiver(s, coalesce.Params{RXUsecs: coalesce.MaxUsecs, RXFrames: 4}, coalesce.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestReceiverFrameLimit(t *testing.T) {
 // closing the socket, at once.
 func TestReceiverIdle(t *testing.T) {
 	_, s := oneQueue(t)
-	r, err := coalesce.NewReceiver(s, coalesce.Params{RxUsecs: 50}, coalesce.Options{IdleWait: time.Hour})
+	r, err := coalesce.NewReceiver(s, coalesce.Params{RXUsecs: 50}, coalesce.Options{IdleWait: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,10 +181,10 @@ func TestInvalidParams(t *testing.T) {
 		t.Errorf("nil socket: %v", err)
 	}
 	_, s := oneQueue(t)
-	if _, err := coalesce.NewReceiver(s, coalesce.Params{RxUsecs: -5}, coalesce.Options{}); !errors.Is(err, coalesce.ErrInvalidParams) {
+	if _, err := coalesce.NewReceiver(s, coalesce.Params{RXUsecs: -5}, coalesce.Options{}); !errors.Is(err, coalesce.ErrInvalidParams) {
 		t.Errorf("rx-usecs -5: %v", err)
 	}
-	if _, err := coalesce.NewTransmitter(s, coalesce.TxParams{TxFrames: -1}, coalesce.Options{}); !errors.Is(err, coalesce.ErrInvalidParams) {
+	if _, err := coalesce.NewTransmitter(s, coalesce.TXParams{TXFrames: -1}, coalesce.Options{}); !errors.Is(err, coalesce.ErrInvalidParams) {
 		t.Errorf("tx-frames -1: %v", err)
 	}
 }
@@ -205,7 +205,7 @@ func TestTransmitterBatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tx, err := coalesce.NewTransmitter(s, coalesce.TxParams{TxUsecs: coalesce.MaxUsecs, TxFrames: 8}, coalesce.Options{})
+	tx, err := coalesce.NewTransmitter(s, coalesce.TXParams{TXUsecs: coalesce.MaxUsecs, TXFrames: 8}, coalesce.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,8 +238,8 @@ func TestTransmitterBatches(t *testing.T) {
 	}
 	submit()
 	st2, _ := s.Stats()
-	if tx.Pending() != 0 || st2.TxSubmitted-st0.TxSubmitted != 8 {
-		t.Fatalf("after the 8th: %d pending, %d on the ring", tx.Pending(), st2.TxSubmitted-st0.TxSubmitted)
+	if tx.Pending() != 0 || st2.TXSubmitted-st0.TXSubmitted != 8 {
+		t.Fatalf("after the 8th: %d pending, %d on the ring", tx.Pending(), st2.TXSubmitted-st0.TXSubmitted)
 	}
 	if k := st2.Kicks - st0.Kicks; k < 1 || k > 2 {
 		t.Errorf("%d kicks for one batch of 8", k)
@@ -278,7 +278,7 @@ func TestReceiverCloseDuringOpenBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	r, err := coalesce.NewReceiver(d.Sockets()[0], coalesce.Params{RxUsecs: coalesce.MaxUsecs, RxFrames: 64}, coalesce.Options{})
+	r, err := coalesce.NewReceiver(d.Sockets()[0], coalesce.Params{RXUsecs: coalesce.MaxUsecs, RXFrames: 64}, coalesce.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +320,7 @@ func TestReceiverCloseDuringOpenBatch(t *testing.T) {
 func TestTransmitterRingFull(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{Queues: 1})
 	var d *xsk.Device
-	cfg := xsk.Config{Socket: xsk.SocketConfig{TxRingSize: 64, CompletionRingSize: 64, TxBudget: 64}}
+	cfg := xsk.Config{Socket: xsk.SocketConfig{TXRingSize: 64, CompletionRingSize: 64, TXBudget: 64}}
 	if err := pair.B.Do(func() (err error) { d, err = xsk.Open(pair.B.Link, cfg); return }); err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +338,7 @@ func TestTransmitterRingFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tx, err := coalesce.NewTransmitter(s, coalesce.TxParams{TxUsecs: coalesce.MaxUsecs}, coalesce.Options{})
+	tx, err := coalesce.NewTransmitter(s, coalesce.TXParams{TXUsecs: coalesce.MaxUsecs}, coalesce.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

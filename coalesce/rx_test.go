@@ -10,25 +10,25 @@ import (
 )
 
 func TestParamsValidate(t *testing.T) {
-	for _, p := range []Params{{RxUsecs: -1}, {RxUsecs: MaxUsecs + 1}, {RxFrames: -3}, {BatchSize: -1}, {BatchSize: 1 << 17}} {
+	for _, p := range []Params{{RXUsecs: -1}, {RXUsecs: MaxUsecs + 1}, {RXFrames: -3}, {BatchSize: -1}, {BatchSize: 1 << 17}} {
 		if err := p.validate(); !errors.Is(err, ErrInvalidParams) {
 			t.Errorf("%+v: got %v, want ErrInvalidParams", p, err)
 		}
 	}
-	for _, p := range []TxParams{{TxUsecs: -1}, {TxFrames: -1}, {BatchSize: 1 << 20}} {
+	for _, p := range []TXParams{{TXUsecs: -1}, {TXFrames: -1}, {BatchSize: 1 << 20}} {
 		if err := p.validate(); !errors.Is(err, ErrInvalidParams) {
 			t.Errorf("%+v: got %v, want ErrInvalidParams", p, err)
 		}
 	}
-	p := Params{RxFrames: 1000}
+	p := Params{RXFrames: 1000}
 	p.setDefaults()
-	if p.RxFrames != p.BatchSize || p.BatchSize != 256 {
+	if p.RXFrames != p.BatchSize || p.BatchSize != 256 {
 		t.Errorf("defaults: %+v: want rx-frames capped at batch size 256", p)
 	}
 }
 
 // With rx-usecs 0 every frame goes out the moment it is seen.
-func TestRxImmediate(t *testing.T) {
+func TestRXImmediate(t *testing.T) {
 	arr := every(time.Millisecond, 30*us, 100)
 	out, c, f := runFake(t, Params{}, arr)
 	if len(out) != len(arr) {
@@ -44,9 +44,9 @@ func TestRxImmediate(t *testing.T) {
 }
 
 // The first frame after idle waits exactly rx-usecs when nothing else comes.
-func TestRxLatencyBoundAfterIdle(t *testing.T) {
+func TestRXLatencyBoundAfterIdle(t *testing.T) {
 	arr := []time.Duration{time.Millisecond, 5 * time.Millisecond}
-	out, c, _ := runFake(t, Params{RxUsecs: 50}, arr)
+	out, c, _ := runFake(t, Params{RXUsecs: 50}, arr)
 	want := []time.Duration{time.Millisecond + 50*us, 5*time.Millisecond + 50*us}
 	var got []time.Duration
 	for _, b := range out {
@@ -62,10 +62,10 @@ func TestRxLatencyBoundAfterIdle(t *testing.T) {
 }
 
 // A burst fills rx-frames before rx-usecs: the batch goes at once.
-func TestRxFrameLimit(t *testing.T) {
+func TestRXFrameLimit(t *testing.T) {
 	arr := every(time.Millisecond, 0, 8) // 8 frames at the same instant
 	arr = append(arr, 2*time.Millisecond)
-	out, c, _ := runFake(t, Params{RxUsecs: 100, RxFrames: 8}, arr)
+	out, c, _ := runFake(t, Params{RXUsecs: 100, RXFrames: 8}, arr)
 	if len(out) != 2 || out[0].at != time.Millisecond || len(out[0].frames) != 8 {
 		t.Fatalf("batches %+v: want 8 frames at 1ms, then 1", out)
 	}
@@ -79,9 +79,9 @@ func TestRxFrameLimit(t *testing.T) {
 
 // Frames spread over the window: the batch closes exactly rx-usecs after
 // its first frame, with every frame that came meanwhile, after one sleep.
-func TestRxTimerBoundary(t *testing.T) {
+func TestRXTimerBoundary(t *testing.T) {
 	arr := every(time.Millisecond, 7*us, 10) // 1000, 1007, … 1063µs
-	out, _, f := runFake(t, Params{RxUsecs: 40}, arr)
+	out, _, f := runFake(t, Params{RXUsecs: 40}, arr)
 	if len(out) < 2 || out[0].at != time.Millisecond+40*us {
 		t.Fatalf("first batch at %v, want 1.04ms", out[0].at)
 	}
@@ -99,9 +99,9 @@ func TestRxTimerBoundary(t *testing.T) {
 
 // Steady traffic: one wake-up per rx-usecs window, about rate×rx-usecs
 // frames per batch, and no frame waits longer than rx-usecs.
-func TestRxSteadyTraffic(t *testing.T) {
+func TestRXSteadyTraffic(t *testing.T) {
 	arr := every(0, 10*us, 10000) // 100k frames/s for 100ms
-	out, c, f := runFake(t, Params{RxUsecs: 50}, arr)
+	out, c, f := runFake(t, Params{RXUsecs: 50}, arr)
 	if d := maxDelay(out); d > 50*us {
 		t.Errorf("max delay %v exceeds rx-usecs 50µs", d)
 	}
@@ -132,9 +132,9 @@ func TestRxSteadyTraffic(t *testing.T) {
 
 // rx-frames smaller than rate×rx-usecs: batches close on the frame count,
 // after sleeping only as long as the rate says they need.
-func TestRxSteadyFrameLimit(t *testing.T) {
+func TestRXSteadyFrameLimit(t *testing.T) {
 	arr := every(0, 10*us, 5000)
-	out, c, _ := runFake(t, Params{RxUsecs: 200, RxFrames: 4}, arr)
+	out, c, _ := runFake(t, Params{RXUsecs: 200, RXFrames: 4}, arr)
 	if d := maxDelay(out); d > 200*us {
 		t.Errorf("max delay %v exceeds rx-usecs", d)
 	}
@@ -149,9 +149,9 @@ func TestRxSteadyFrameLimit(t *testing.T) {
 
 // Sparse traffic: with not even one more frame expected in the window, the
 // frame goes at once rather than costing a second wake-up.
-func TestRxSparseEarly(t *testing.T) {
+func TestRXSparseEarly(t *testing.T) {
 	arr := every(0, 500*us, 200)
-	out, c, _ := runFake(t, Params{RxUsecs: 50}, arr)
+	out, c, _ := runFake(t, Params{RXUsecs: 50}, arr)
 	st := c.stats()
 	if st.Early < st.Batches-3 {
 		t.Errorf("stats %+v: want early delivery once the rate is known", st)
@@ -169,10 +169,10 @@ func TestRxSparseEarly(t *testing.T) {
 
 // Traffic stops: the receiver leaves the timer mode after one empty window
 // and waits in the kernel; the next frame still meets the bound.
-func TestRxSteadyThenIdle(t *testing.T) {
+func TestRXSteadyThenIdle(t *testing.T) {
 	arr := every(0, 10*us, 1000)
 	arr = append(arr, 50*time.Millisecond)
-	out, _, f := runFake(t, Params{RxUsecs: 50}, arr)
+	out, _, f := runFake(t, Params{RXUsecs: 50}, arr)
 	last := out[len(out)-1]
 	if last.at-last.frames[0] > 50*us {
 		t.Errorf("frame after idle delivered %v late", last.at-last.frames[0])
@@ -182,11 +182,11 @@ func TestRxSteadyThenIdle(t *testing.T) {
 	}
 }
 
-func TestRxContext(t *testing.T) {
+func TestRXContext(t *testing.T) {
 	f := &fakeRing{capacity: 8, arrivals: []time.Duration{10 * us}, cancel: func() {}}
-	p := Params{RxUsecs: 1000}
+	p := Params{RXUsecs: 1000}
 	p.setDefaults()
-	c := newRxCore(p, Options{Clock: f, IdleWait: time.Second}, f)
+	c := newRXCore(p, Options{Clock: f, IdleWait: time.Second}, f)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	// Open batch: frame at 10µs is there after a wait; a cancelled context
@@ -211,9 +211,9 @@ func TestRxContext(t *testing.T) {
 // receiver measures the lateness and still asks for whole windows, so a
 // wake-up collects rx-usecs plus the lateness worth of frames, and no frame
 // waits longer than that.
-func TestRxLateSleeps(t *testing.T) {
+func TestRXLateSleeps(t *testing.T) {
 	arr := every(0, 10*us, 20000)
-	out, c, _ := runFakeLate(t, Params{RxUsecs: 50}, arr, 30*us)
+	out, c, _ := runFakeLate(t, Params{RXUsecs: 50}, arr, 30*us)
 	st := c.stats()
 	t.Logf("lateness %v, %.1f frames per batch", st.SleepLateness, float64(st.Frames)/float64(st.Batches))
 	if st.SleepLateness < 25*us || st.SleepLateness > 30*us {
@@ -235,14 +235,14 @@ func TestRxLateSleeps(t *testing.T) {
 // 500µs: each burst is already a batch, and a
 // sleep after it catches nothing. The receiver learns that its sleeps miss
 // and hands bursts over at once, about one wake-up per burst, like rx-usecs 0.
-func TestRxBursts(t *testing.T) {
+func TestRXBursts(t *testing.T) {
 	var arr []time.Duration
 	for b := 0; b < 400; b++ {
 		for i := 0; i < 20; i++ {
 			arr = append(arr, time.Duration(b)*500*us)
 		}
 	}
-	_, c, _ := runFake(t, Params{RxUsecs: 50}, arr)
+	_, c, _ := runFake(t, Params{RXUsecs: 50}, arr)
 	st := c.stats()
 	wpb := float64(st.Wakeups) / 400
 	t.Logf("%d batches, %.1f frames and %.2f wake-ups per batch, early %d", st.Batches, float64(st.Frames)/float64(st.Batches), wpb, st.Early)
@@ -283,7 +283,7 @@ func TestTakeHold(t *testing.T) {
 // and then): a window that catches nothing is followed by another, not by
 // a wait for the first frame and then the rest of a window, so the gaps
 // cost no extra wake-ups.
-func TestRxSteadyWithGaps(t *testing.T) {
+func TestRXSteadyWithGaps(t *testing.T) {
 	var arr []time.Duration
 	at := time.Duration(0)
 	for i := 0; i < 20000; i++ {
@@ -293,7 +293,7 @@ func TestRxSteadyWithGaps(t *testing.T) {
 			at += 70 * us
 		}
 	}
-	out, c, _ := runFake(t, Params{RxUsecs: 50}, arr)
+	out, c, _ := runFake(t, Params{RXUsecs: 50}, arr)
 	st := c.stats()
 	wpb := float64(st.Wakeups) / float64(st.Batches)
 	t.Logf("%d batches, %.1f frames and %.2f wake-ups per batch, polls %d", st.Batches, float64(st.Frames)/float64(st.Batches), wpb, st.Polls)
@@ -310,9 +310,9 @@ func TestRxSteadyWithGaps(t *testing.T) {
 // over without sleeping for the few µs rx-frames would take, and sleeps
 // no shorter than the lateness when the ring runs dry (each wake-up
 // costs the same, however short the sleep asked for).
-func TestRxHighRateNoMicroSleeps(t *testing.T) {
+func TestRXHighRateNoMicroSleeps(t *testing.T) {
 	arr := every(0, 100*time.Nanosecond, 50000)
-	_, c, f := runFakeLate(t, Params{RxUsecs: 30, RxFrames: 64, BatchSize: 64}, arr, 40*us)
+	_, c, f := runFakeLate(t, Params{RXUsecs: 30, RXFrames: 64, BatchSize: 64}, arr, 40*us)
 	st := c.stats()
 	t.Logf("%d batches, %.1f frames per batch, %d sleeps (%d under 10µs), %d waits", st.Batches, float64(st.Frames)/float64(st.Batches), f.sleeps, f.short, f.waits)
 	if f.short > 3 {
@@ -329,7 +329,7 @@ func TestRxHighRateNoMicroSleeps(t *testing.T) {
 // answers within a window count as evidence that a sleep would catch
 // frames too: the receiver goes back to sleeping windows instead of
 // waiting in the kernel for every batch.
-func TestRxRecoversSleeping(t *testing.T) {
+func TestRXRecoversSleeping(t *testing.T) {
 	var arr []time.Duration
 	for b := 0; b < 200; b++ {
 		for i := 0; i < 20; i++ {
@@ -341,7 +341,7 @@ func TestRxRecoversSleeping(t *testing.T) {
 			arr = append(arr, 100*time.Millisecond+time.Duration(b)*30*us)
 		}
 	}
-	_, c, f := runFake(t, Params{RxUsecs: 50, RxFrames: 16}, arr)
+	_, c, f := runFake(t, Params{RXUsecs: 50, RXFrames: 16}, arr)
 	st := c.stats()
 	t.Logf("%d batches, %d polls, %d sleeps", st.Batches, st.Polls, f.sleeps)
 	// About 200 polls for the sparse bursts; the 1000 dense ones should

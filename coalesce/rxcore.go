@@ -82,14 +82,14 @@ type rxCore struct {
 	st rxCounters
 }
 
-func newRxCore(p Params, o Options, src rxSource) *rxCore {
+func newRXCore(p Params, o Options, src rxSource) *rxCore {
 	c := &rxCore{clock: o.Clock, src: src, idleWait: o.IdleWait, hit: 1}
 	if p.Adaptive {
-		c.mod = newModerator(Profiles(p.RxUsecs, p.RxFrames))
+		c.mod = newModerator(Profiles(p.RXUsecs, p.RXFrames))
 		c.setProfile(c.mod.profile())
 		c.st.profile.Store(0)
 	} else {
-		c.setProfile(Profile{p.RxUsecs, p.RxFrames})
+		c.setProfile(Profile{p.RXUsecs, p.RXFrames})
 		c.st.profile.Store(-1)
 	}
 	c.lastCheck = c.clock.Now()
@@ -314,11 +314,11 @@ func (c *rxCore) deliver(now time.Duration, reason rxReason) int {
 	return n
 }
 
-// RxStats are a Receiver's counters. Delays are upper bounds: each frame
+// RXStats are a Receiver's counters. Delays are upper bounds: each frame
 // counts from the last moment the receiver saw the RX ring without it (or,
 // for the frame that ended a kernel wait, from the wake-up) to the moment
 // its batch was handed over.
-type RxStats struct {
+type RXStats struct {
 	// Batches handed to the application, and the frames in them.
 	Batches, Frames uint64
 	// Why batches were handed over: rx-usecs 0 (Immediate), rx-frames
@@ -336,7 +336,7 @@ type RxStats struct {
 	// Delay is the distribution of the time frames waited, in nanoseconds.
 	Delay Histogram
 	// Profile is the adaptive profile in force (an index into
-	// Profiles(RxUsecs, RxFrames)), -1 without Adaptive; Current holds its
+	// Profiles(RXUsecs, RXFrames)), -1 without Adaptive; Current holds its
 	// values (or the fixed ones); ProfileChanges counts the moves.
 	Profile        int
 	Current        Profile
@@ -347,9 +347,9 @@ type RxStats struct {
 	SleepLateness time.Duration
 }
 
-func (c *rxCore) stats() RxStats {
+func (c *rxCore) stats() RXStats {
 	st := &c.st
-	s := RxStats{
+	s := RXStats{
 		Batches: st.batches.Load(), Frames: st.frames.Load(),
 		Immediate: st.immediate.Load(), FrameLimit: st.frameLimit.Load(),
 		TimerExpiries: st.timerExp.Load(), Early: st.early.Load(),

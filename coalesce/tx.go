@@ -21,26 +21,26 @@ import (
 // it and its socket. Stats may be read from any goroutine.
 type Transmitter struct {
 	s    *xsk.Socket
-	p    TxParams
+	p    TXParams
 	core *txCore
-	ring *ringTx
+	ring *ringTX
 }
 
-// ringTx keeps the pending frames on the socket's TX ring: Submit puts
+// ringTX keeps the pending frames on the socket's TX ring: Submit puts
 // them there, flush kicks the kernel once for all of them.
-type ringTx struct {
+type ringTX struct {
 	s    *xsk.Socket
 	held int // frames submitted since the last flush
 }
 
-func (x *ringTx) flush() (int, error) {
+func (x *ringTX) flush() (int, error) {
 	n := x.held
 	x.held = 0
 	return n, x.s.Flush()
 }
 
-func (x *ringTx) reclaim() int {
-	if x.s.TxPending() == 0 {
+func (x *ringTX) reclaim() int {
+	if x.s.TXPending() == 0 {
 		return 0
 	}
 	return x.s.Complete()
@@ -48,7 +48,7 @@ func (x *ringTx) reclaim() int {
 
 // NewTransmitter returns a Transmitter for s with parameters p. Parameters
 // out of range give an error matching ErrInvalidParams.
-func NewTransmitter(s *xsk.Socket, p TxParams, o Options) (*Transmitter, error) {
+func NewTransmitter(s *xsk.Socket, p TXParams, o Options) (*Transmitter, error) {
 	if s == nil {
 		return nil, fmt.Errorf("new transmitter: nil socket: %w", ErrInvalidParams)
 	}
@@ -57,8 +57,8 @@ func NewTransmitter(s *xsk.Socket, p TxParams, o Options) (*Transmitter, error) 
 	}
 	p.setDefaults()
 	o.setDefaults()
-	t := &Transmitter{s: s, p: p, ring: &ringTx{s: s}}
-	t.core = newTxCore(p, o, t.ring)
+	t := &Transmitter{s: s, p: p, ring: &ringTX{s: s}}
+	t.core = newTXCore(p, o, t.ring)
 	return t, nil
 }
 
@@ -134,8 +134,8 @@ func (t *Transmitter) Pending() int { return t.ring.held }
 func (t *Transmitter) Socket() *xsk.Socket { return t.s }
 
 // Params returns the parameters, defaults filled in.
-func (t *Transmitter) Params() TxParams { return t.p }
+func (t *Transmitter) Params() TXParams { return t.p }
 
 // Stats returns the Transmitter's counters. It may be called from any
 // goroutine. The kicks themselves are counted by the socket (xsk.Stats).
-func (t *Transmitter) Stats() TxStats { return t.core.stats() }
+func (t *Transmitter) Stats() TXStats { return t.core.stats() }

@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// fakeTx is a TX ring with room for ringRoom frames per flush, and a clock.
-type fakeTx struct {
+// fakeTX is a TX ring with room for ringRoom frames per flush, and a clock.
+type fakeTX struct {
 	now      time.Duration
 	pending  *int
 	ringRoom int
@@ -16,9 +16,9 @@ type fakeTx struct {
 	err      error
 }
 
-func (f *fakeTx) Now() time.Duration    { return f.now }
-func (f *fakeTx) Sleep(d time.Duration) { f.now += d }
-func (f *fakeTx) flush() (int, error) {
+func (f *fakeTX) Now() time.Duration    { return f.now }
+func (f *fakeTX) Sleep(d time.Duration) { f.now += d }
+func (f *fakeTX) flush() (int, error) {
 	n := *f.pending
 	if f.ringRoom > 0 {
 		n = min(n, f.ringRoom)
@@ -28,13 +28,13 @@ func (f *fakeTx) flush() (int, error) {
 	f.at = append(f.at, f.now)
 	return n, f.err
 }
-func (f *fakeTx) reclaim() int { return 0 }
+func (f *fakeTX) reclaim() int { return 0 }
 
-func newFakeTx(p TxParams) (*txCore, *fakeTx, *int) {
+func newFakeTX(p TXParams) (*txCore, *fakeTX, *int) {
 	p.setDefaults()
 	pend := new(int)
-	f := &fakeTx{pending: pend}
-	return newTxCore(p, Options{Clock: f}, f), f, pend
+	f := &fakeTX{pending: pend}
+	return newTXCore(p, Options{Clock: f}, f), f, pend
 }
 
 func submit(c *txCore, pend *int, n int) error {
@@ -42,8 +42,8 @@ func submit(c *txCore, pend *int, n int) error {
 	return c.submitted(n)
 }
 
-func TestTxImmediate(t *testing.T) {
-	c, f, pend := newFakeTx(TxParams{})
+func TestTXImmediate(t *testing.T) {
+	c, f, pend := newFakeTX(TXParams{})
 	for i := 0; i < 10; i++ {
 		f.now += 10 * us
 		if err := submit(c, pend, 1); err != nil {
@@ -57,8 +57,8 @@ func TestTxImmediate(t *testing.T) {
 
 // Frames submitted every 10µs with tx-usecs 50 go out in batches of 6, 50µs
 // after the oldest, through Poll.
-func TestTxTimer(t *testing.T) {
-	c, f, pend := newFakeTx(TxParams{TxUsecs: 50})
+func TestTXTimer(t *testing.T) {
+	c, f, pend := newFakeTX(TXParams{TXUsecs: 50})
 	for i := 0; i < 100; i++ {
 		if err := submit(c, pend, 1); err != nil {
 			t.Fatal(err)
@@ -89,8 +89,8 @@ func TestTxTimer(t *testing.T) {
 	}
 }
 
-func TestTxFrameLimitAndRingFull(t *testing.T) {
-	c, f, pend := newFakeTx(TxParams{TxUsecs: 1000, TxFrames: 8})
+func TestTXFrameLimitAndRingFull(t *testing.T) {
+	c, f, pend := newFakeTX(TXParams{TXUsecs: 1000, TXFrames: 8})
 	f.ringRoom = 5
 	for i := 0; i < 8; i++ {
 		if err := submit(c, pend, 1); err != nil {
@@ -118,8 +118,8 @@ func TestTxFrameLimitAndRingFull(t *testing.T) {
 
 // adaptive-tx: frames every 10µs, bound 64µs. Longer windows mean fewer
 // kicks per frame, so the moderator climbs to the bound and parks there.
-func TestTxAdaptive(t *testing.T) {
-	c, f, pend := newFakeTx(TxParams{Adaptive: true})
+func TestTXAdaptive(t *testing.T) {
+	c, f, pend := newFakeTX(TXParams{Adaptive: true})
 	for i := 0; i < 50000; i++ {
 		if err := submit(c, pend, 1); err != nil {
 			t.Fatal(err)

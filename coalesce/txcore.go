@@ -38,14 +38,14 @@ type txCore struct {
 	st txCounters
 }
 
-func newTxCore(p TxParams, o Options, sink txSink) *txCore {
+func newTXCore(p TXParams, o Options, sink txSink) *txCore {
 	c := &txCore{clock: o.Clock, sink: sink}
 	if p.Adaptive {
-		c.mod = newModerator(Profiles(p.TxUsecs, p.TxFrames))
+		c.mod = newModerator(Profiles(p.TXUsecs, p.TXFrames))
 		c.setProfile(c.mod.profile())
 		c.st.profile.Store(0)
 	} else {
-		c.setProfile(Profile{p.TxUsecs, p.TxFrames})
+		c.setProfile(Profile{p.TXUsecs, p.TXFrames})
 		c.st.profile.Store(-1)
 	}
 	return c
@@ -152,8 +152,8 @@ func (c *txCore) flush(now time.Duration, reason rxReason) error {
 	return err
 }
 
-// TxStats are a Transmitter's counters.
-type TxStats struct {
+// TXStats are a Transmitter's counters.
+type TXStats struct {
 	// Flushes that handed frames to the kernel, and the frames they
 	// carried. Each flush kicks the kernel at most once more than the
 	// kernel's TX budget requires (and not at all when it does not ask).
@@ -173,16 +173,16 @@ type TxStats struct {
 	// nanoseconds.
 	Delay Histogram
 	// Profile is the adaptive profile in force (an index into
-	// Profiles(TxUsecs, TxFrames)), -1 without Adaptive; Current holds its
+	// Profiles(TXUsecs, TXFrames)), -1 without Adaptive; Current holds its
 	// values (or the fixed ones); ProfileChanges counts the moves.
 	Profile        int
 	Current        Profile
 	ProfileChanges uint64
 }
 
-func (c *txCore) stats() TxStats {
+func (c *txCore) stats() TXStats {
 	st := &c.st
-	return TxStats{
+	return TXStats{
 		Flushes: st.flushes.Load(), Frames: st.frames.Load(),
 		Immediate: st.immediate.Load(), FrameLimit: st.frameLimit.Load(),
 		TimerExpiries: st.timerExp.Load(), Explicit: st.explicit.Load(),

@@ -80,7 +80,7 @@ func TestCompileRefuses(t *testing.T) {
 			t.Errorf("Compile(%q) = %v, want an *Error", tc.expr, err)
 			continue
 		}
-		if e.Construct != tc.construct || e.Unsupported != tc.unsupported || errors.Is(err, ErrUnsupported) != tc.unsupported {
+		if e.Construct != tc.construct || e.Unsupported != tc.unsupported || errors.Is(err, ErrUnsupportedConstruct) != tc.unsupported {
 			t.Errorf("Compile(%q): construct %q unsupported %v, want %q %v (%v)", tc.expr, e.Construct, e.Unsupported, tc.construct, tc.unsupported, err)
 		}
 		if !strings.Contains(err.Error(), tc.construct) {

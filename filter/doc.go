@@ -19,7 +19,7 @@
 // the frame: a NIC with VLAN stripping on (ethtool -k: rx-vlan-offload)
 // removes them before XDP runs. Anything else — host names, gateway,
 // protochain, mpls, pppoes, geneve, inbound, ... — is refused with an
-// *Error that names the construct and wraps ErrUnsupported: never a
+// *Error that names the construct and wraps ErrUnsupportedConstruct: never a
 // filter that silently matches more or less than tcpdump.
 //
 // # Limits
@@ -31,7 +31,7 @@
 // may be MaxLength (128 KiB) long, the longest single argument Linux
 // passes to a program. Beyond either, Compile returns an *Error that names
 // the limit (and, for depth, the offset of the level too many), wrapping
-// ErrUnsupported.
+// ErrUnsupportedConstruct.
 //
 // # What is refused, as tcpdump refuses it
 //

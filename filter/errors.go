@@ -5,11 +5,11 @@ import (
 	"fmt"
 )
 
-// ErrUnsupported is wrapped by every *Error about a construct this
+// ErrUnsupportedConstruct is wrapped by every *Error about a construct this
 // compiler does not implement (as opposed to a malformed expression), and
 // about an expression longer than MaxLength or nested deeper than
 // MaxDepth.
-var ErrUnsupported = errors.New("unsupported construct")
+var ErrUnsupportedConstruct = errors.New("unsupported construct")
 
 // Error is a failure to compile an expression. It names the offending
 // construct and where it starts.
@@ -56,6 +56,6 @@ func (e *Error) Error() string {
 // maxShown is the longest expression an error quotes whole.
 const maxShown = 200
 
-// Is reports whether target is ErrUnsupported and e is about an
+// Is reports whether target is ErrUnsupportedConstruct and e is about an
 // unsupported construct.
-func (e *Error) Is(target error) bool { return e.Unsupported && target == ErrUnsupported }
+func (e *Error) Is(target error) bool { return e.Unsupported && target == ErrUnsupportedConstruct }

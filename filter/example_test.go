@@ -18,7 +18,7 @@ func ExampleCompile() {
 	}
 
 	_, err = filter.Compile("ip protochain 6")
-	fmt.Println(errors.Is(err, filter.ErrUnsupported), err)
+	fmt.Println(errors.Is(err, filter.ErrUnsupportedConstruct), err)
 	// Output:
 	// ldh [12]
 	// jneq #2048,9

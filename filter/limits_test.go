@@ -121,7 +121,7 @@ func TestDepthLimit(t *testing.T) {
 				if !errors.As(err, &e) {
 					t.Fatalf("%d levels: %v, want an *Error", n, err)
 				}
-				if e.Construct != s.open || e.Pos != s.at(MaxDepth) || !e.Unsupported || !errors.Is(err, ErrUnsupported) {
+				if e.Construct != s.open || e.Pos != s.at(MaxDepth) || !e.Unsupported || !errors.Is(err, ErrUnsupportedConstruct) {
 					t.Errorf("%d levels: %q at %d (unsupported %v), want %q at %d, unsupported", n, e.Construct, e.Pos, e.Unsupported, s.open, s.at(MaxDepth))
 				}
 				msg := err.Error()
@@ -145,7 +145,7 @@ func TestLengthLimit(t *testing.T) {
 	}
 	_, err := Compile(strings.Repeat(" ", MaxLength-2) + "udp")
 	var e *Error
-	if !errors.As(err, &e) || !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), fmt.Sprintf("%d bytes long, more than the %d", MaxLength+1, MaxLength)) || len(err.Error()) > 500 {
+	if !errors.As(err, &e) || !errors.Is(err, ErrUnsupportedConstruct) || !strings.Contains(err.Error(), fmt.Sprintf("%d bytes long, more than the %d", MaxLength+1, MaxLength)) || len(err.Error()) > 500 {
 		t.Errorf("%d bytes: %v, want an unsupported *Error naming the limit", MaxLength+1, err)
 	}
 }

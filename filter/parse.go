@@ -31,7 +31,7 @@ const (
 // into classic BPF that returns 262144 for a matching frame and 0 for
 // others, as `tcpdump -d` would. An empty expression matches every frame.
 // A construct this compiler does not implement is refused with an *Error
-// naming it (errors.Is(err, ErrUnsupported)), never compiled into a filter
+// naming it (errors.Is(err, ErrUnsupportedConstruct)), never compiled into a filter
 // that matches something else; so is an expression longer than MaxLength
 // or nested deeper than MaxDepth.
 func Compile(expr string) ([]bpf.Instruction, error) {

@@ -284,7 +284,7 @@ type difference struct {
 	// other way round.
 	weRefuse bool
 	// unsupported: Compile's refusal is an *Error wrapping
-	// ErrUnsupported.
+	// ErrUnsupportedConstruct.
 	unsupported bool
 	reason      string
 	exprs       []string
@@ -417,8 +417,8 @@ func TestTcpdumpRefusals(t *testing.T) {
 			switch {
 			case !isListed || !d.weRefuse:
 				t.Errorf("%.80q: tcpdump compiles it, Compile refuses it: %v", expr, err)
-			case d.unsupported != errors.Is(err, filter.ErrUnsupported):
-				t.Errorf("%.80q: refused as listed (%s), but ErrUnsupported is %v: %v", expr, d.reason, !d.unsupported, err)
+			case d.unsupported != errors.Is(err, filter.ErrUnsupportedConstruct):
+				t.Errorf("%.80q: refused as listed (%s), but ErrUnsupportedConstruct is %v: %v", expr, d.reason, !d.unsupported, err)
 			}
 		case td.err != nil && err == nil:
 			stats.tcpdumpRefuses++

@@ -179,15 +179,15 @@ type XDPFeatures struct {
 	// RXMetadata names the RX metadata kfuncs ("timestamp", "hash",
 	// "vlan-tag").
 	RXMetadata []string
-	// RxHash: the driver hands XDP the NIC's RSS hash (RX metadata
-	// "hash"), so xsk.ProgramConfig.RxHash delivers one.
-	RxHash bool
+	// RXHash: the driver hands XDP the NIC's RSS hash (RX metadata
+	// "hash"), so xsk.ProgramConfig.RXHash delivers one.
+	RXHash bool
 	// XSK names the AF_XDP TX metadata features ("tx-timestamp",
 	// "tx-checksum", "tx-launch-time-fifo").
 	XSK []string
-	// TxChecksum and TxTimestamp: AF_XDP TX metadata the driver honours
+	// TXChecksum and TXTimestamp: AF_XDP TX metadata the driver honours
 	// in zero-copy mode ("tx-checksum", "tx-timestamp").
-	TxChecksum, TxTimestamp bool
+	TXChecksum, TXTimestamp bool
 }
 
 // QueueStats are the counters one queue's driver keeps, by the netdev

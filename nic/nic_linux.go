@@ -351,13 +351,13 @@ func (d *Device) XDPFeatures() (XDPFeatures, error) {
 	return XDPFeatures{
 		XDP:         netdev.FlagNames(dev.XDPFeatures, netdev.XDPActNames),
 		Native:      dev.XDPFeatures&netdev.XDPActBasic != 0,
-		MultiBuffer: dev.XDPFeatures&netdev.XDPActRxSG != 0,
+		MultiBuffer: dev.XDPFeatures&netdev.XDPActRXSG != 0,
 		ZeroCopy:    dev.XDPFeatures&netdev.XDPActXSKZeroCopy != 0,
 		ZCMaxSegs:   dev.XDPZCMaxSegs,
 		RXMetadata:  netdev.FlagNames(dev.XDPRxMetadataFeatures, netdev.XDPRxMetadataNames),
-		RxHash:      dev.XDPRxMetadataFeatures&netdev.XDPRxMetadataHash != 0,
+		RXHash:      dev.XDPRxMetadataFeatures&netdev.XDPRxMetadataHash != 0,
 		XSK:         netdev.FlagNames(dev.XSKFeatures, netdev.XSKFlagNames),
-		TxChecksum:  dev.XSKFeatures&netdev.XSKFlagTxChecksum != 0,
-		TxTimestamp: dev.XSKFeatures&netdev.XSKFlagTxTimestamp != 0,
+		TXChecksum:  dev.XSKFeatures&netdev.XSKFlagTXChecksum != 0,
+		TXTimestamp: dev.XSKFeatures&netdev.XSKFlagTXTimestamp != 0,
 	}, nil
 }

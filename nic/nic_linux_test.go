@@ -300,10 +300,10 @@ func TestXDPFeaturesAgainstYNL(t *testing.T) {
 		ZeroCopy:    has(dev.XDPFeatures, "xsk-zerocopy"),
 		ZCMaxSegs:   dev.ZCMaxSegs,
 		RXMetadata:  f.RXMetadata,
-		RxHash:      has(dev.XDPRxMetadata, "hash"),
+		RXHash:      has(dev.XDPRxMetadata, "hash"),
 		XSK:         f.XSK,
-		TxChecksum:  has(dev.XSKFeatures, "tx-checksum"),
-		TxTimestamp: has(dev.XSKFeatures, "tx-timestamp"),
+		TXChecksum:  has(dev.XSKFeatures, "tx-checksum"),
+		TXTimestamp: has(dev.XSKFeatures, "tx-timestamp"),
 	}
 	same := func(a, b []string) bool {
 		a, b = slices.Clone(a), slices.Clone(b)

@@ -16,13 +16,13 @@
 // [PseudoHeaderIPv6] sum the pseudo-headers. Sums are "folded, not
 // complemented": the value stored in a header is the complement.
 //
-// On receive, [VerifyRx] returns an [RxResult]: a [Verdict] for the IPv4
+// On receive, [VerifyRX] returns an [RXResult]: a [Verdict] for the IPv4
 // header checksum and one for the TCP, UDP, UDP-Lite, ICMP or ICMPv6
 // checksum, with a [Reason] when a frame is malformed (truncated headers,
 // inconsistent lengths: never reported as a bad checksum), when the
 // transport checksum cannot be checked (fragments, ESP) or when there is
 // none (UDP checksum 0 over IPv4). A caller that has a complete sum from
-// the NIC (Linux CHECKSUM_COMPLETE) passes it to [VerifyRxComplete], which
+// the NIC (Linux CHECKSUM_COMPLETE) passes it to [VerifyRXComplete], which
 // derives the transport check from it without reading the payload again.
 //
 // On transmit, [FillChecksum] writes the IPv4 header and transport

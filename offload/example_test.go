@@ -34,9 +34,9 @@ func ExampleChecksum() {
 	// Output: sum 0xddf2, checksum field 0x220d
 }
 
-func ExampleVerifyRx() {
+func ExampleVerifyRX() {
 	f := udpFrame()
-	fmt.Println(offload.VerifyRx(f))
+	fmt.Println(offload.VerifyRX(f))
 
 	filled, err := offload.FillChecksum(f)
 	if err != nil {
@@ -44,12 +44,12 @@ func ExampleVerifyRx() {
 		return
 	}
 	fmt.Println("filled", filled)
-	fmt.Println(offload.VerifyRx(f))
+	fmt.Println(offload.VerifyRX(f))
 
 	f[len(f)-1] ^= 1 // flip a payload bit
-	fmt.Println(offload.VerifyRx(f))
+	fmt.Println(offload.VerifyRX(f))
 
-	fmt.Println(offload.VerifyRx(f[:30])) // cut inside the IPv4 header
+	fmt.Println(offload.VerifyRX(f[:30])) // cut inside the IPv4 header
 	// Output:
 	// ipv4 bad, udp none (UDP checksum 0 (none))
 	// filled ipv4+l4
@@ -58,7 +58,7 @@ func ExampleVerifyRx() {
 	// malformed (IP header beyond end of frame)
 }
 
-func ExampleVerifyRxComplete() {
+func ExampleVerifyRXComplete() {
 	f := udpFrame()
 	if _, err := offload.FillChecksum(f); err != nil {
 		fmt.Println(err)
@@ -67,7 +67,7 @@ func ExampleVerifyRxComplete() {
 	// A NIC reporting CHECKSUM_COMPLETE hands over the sum of everything
 	// after the Ethernet header; here it is computed to stand in for one.
 	sum := offload.Checksum(f[offload.EthernetLen:], 0)
-	r := offload.VerifyRxComplete(f, sum)
+	r := offload.VerifyRXComplete(f, sum)
 	fmt.Println(r, r.L4Verified())
 	// Output: ipv4 ok, udp ok true
 }
@@ -87,7 +87,7 @@ func ExamplePreparePartial() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println(offload.VerifyRx(f))
+	fmt.Println(offload.VerifyRX(f))
 	// Output:
 	// csum_start 34 csum_offset 6
 	// ipv4 ok, udp ok
@@ -128,6 +128,6 @@ func ExampleHeaders_BuildUDP() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(n, h.Len(offload.ProtoUDP), offload.VerifyRx(frame[:n]))
+	fmt.Println(n, h.Len(offload.ProtoUDP), offload.VerifyRX(frame[:n]))
 	// Output: 47 42 ipv4 ok, udp ok
 }

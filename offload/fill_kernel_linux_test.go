@@ -171,7 +171,7 @@ func TestFillKernel(t *testing.T) {
 					t.Fatalf("%s: FillPartial: %v", k.name, err)
 				}
 			}
-			if r := VerifyRx(f); !r.OK() || r.L4 != VerdictOK {
+			if r := VerifyRX(f); !r.OK() || r.L4 != VerdictOK {
 				t.Fatalf("%s: frame to send does not verify: %v", k.name, r)
 			}
 			if k.udp {
@@ -236,7 +236,7 @@ func TestFillKernel(t *testing.T) {
 		}
 		lo, _ := Parse(f)
 		f[lo.End-1] ^= 0x01 // last byte: payload, or a TCP option/header byte
-		if r := VerifyRx(f); r.L4 != VerdictBad {
+		if r := VerifyRX(f); r.L4 != VerdictBad {
 			t.Fatalf("%s: corrupted frame verdict %v", k.name, r)
 		}
 		wantDelta[k.counter]++
@@ -247,7 +247,7 @@ func TestFillKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	f[EthernetLen+IPv4ChecksumOffset] ^= 0x40
-	if r := VerifyRx(f); r.L3 != VerdictBad {
+	if r := VerifyRX(f); r.L3 != VerdictBad {
 		t.Fatalf("corrupted IPv4 header verdict %v", r)
 	}
 	send(f)

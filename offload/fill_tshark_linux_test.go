@@ -55,7 +55,7 @@ func tsharkStatus(t *testing.T, path string) (l3, l4 []string) {
 // TestFillVerifyTshark writes frames to a pcap — filled by FillChecksum,
 // some then corrupted — and has tshark, with checksum validation on, judge
 // every IPv4 header and TCP/UDP/UDP-Lite/ICMP/ICMPv6 checksum: its verdict
-// must match VerifyRx's, and filled frames must have no bad checksum.
+// must match VerifyRX's, and filled frames must have no bad checksum.
 func TestFillVerifyTshark(t *testing.T) {
 	netnstest.RequireTool(t, "tshark")
 	rng := rand.New(rand.NewPCG(51, 52))
@@ -69,7 +69,7 @@ func TestFillVerifyTshark(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 800
-	var results []RxResult
+	var results []RXResult
 	for i := 0; i < n; i++ {
 		o := randomOpts(rng, true)
 		o.payload %= 3000
@@ -89,7 +89,7 @@ func TestFillVerifyTshark(t *testing.T) {
 			}
 			fr[src+rng.IntN(4)] ^= 0x10
 		}
-		results = append(results, VerifyRx(fr))
+		results = append(results, VerifyRX(fr))
 		if err := w.WritePacket(gopacket.CaptureInfo{Timestamp: time.Unix(1700000000, int64(i)*1000), CaptureLength: len(fr), Length: len(fr)}, fr); err != nil {
 			t.Fatal(err)
 		}

@@ -9,7 +9,7 @@ import (
 // header shape the parser walks can be produced (VLAN stacks, IPv4
 // options, IPv6 extension header chains with routing headers, UDP-Lite),
 // with random checksum fields. The oracles (gopacket, tshark, the kernel)
-// then judge what VerifyRx and FillChecksum make of them.
+// then judge what VerifyRX and FillChecksum make of them.
 
 // frameOpts selects the shape of a test frame. Zero values mean: no VLAN,
 // IPv4 without options, UDP, no payload, no padding.
@@ -153,7 +153,7 @@ func buildFrame(rng *rand.Rand, o frameOpts) []byte {
 	return f
 }
 
-// randomOpts picks a random frame shape that VerifyRx can fully verify
+// randomOpts picks a random frame shape that VerifyRX can fully verify
 // (no fragments, known protocols) when verifiable is true, or any shape.
 func randomOpts(rng *rand.Rand, verifiable bool) frameOpts {
 	var o frameOpts

@@ -6,7 +6,7 @@ import "encoding/binary"
 // a []byte that starts at the first byte of the header. Methods do not check
 // bounds: check the length once, at the edge (len(b) >= IPv4MinLen and
 // b.HeaderLength() <= len(b), for example), before calling the others, or
-// use ParseFrame, which does all the checks for a whole frame.
+// use Parse, which does all the checks for a whole frame.
 //
 // A view over a UMEM frame is valid only until the frame's descriptor goes
 // back to a ring; copy the bytes (append([]byte(nil), v...)) to keep them.

@@ -17,7 +17,7 @@ const (
 const etherTypeQinQOld = 0x9100
 
 // Layout is where the headers of an Ethernet frame are, as Parse finds
-// them: the one frame parser of this module (VerifyRx, FillChecksum,
+// them: the one frame parser of this module (VerifyRX, FillChecksum,
 // Segment, GRO, package rss's dispatch and package xdpnet all use it).
 // Offsets count from the first byte of the frame. It is a plain value;
 // the views it points at ([IPv4], [IPv6], [TCP], [UDP]) are slices of the
@@ -78,7 +78,7 @@ type Layout struct {
 // EtherType, or a malformed reason (Reason.Malformed) for a truncated or
 // inconsistent one; the Layout then holds what was found before the
 // fault. Parse does not check the transport header beyond locating it
-// (Payload is 0 when a TCP or UDP header does not fit); VerifyRx checks
+// (Payload is 0 when a TCP or UDP header does not fit); VerifyRX checks
 // it. It never writes to frame, never panics and does not allocate.
 func Parse(frame []byte) (Layout, Reason) {
 	var lo Layout

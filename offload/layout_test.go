@@ -123,7 +123,7 @@ func TestParseAllocs(t *testing.T) {
 }
 
 // FuzzParse: Parse never panics nor writes; its offsets are ordered and
-// within the frame; VerifyRx, which uses it, reports the same offsets and
+// within the frame; VerifyRX, which uses it, reports the same offsets and
 // malformation; the views at its offsets agree with it; and what
 // segmentation accepts, Parse accepts.
 func FuzzParse(f *testing.F) {
@@ -136,10 +136,10 @@ func FuzzParse(f *testing.F) {
 		if !bytes.Equal(frame, orig) {
 			t.Fatal("Parse modified the frame")
 		}
-		v := VerifyRx(frame)
+		v := VerifyRX(frame)
 		l4Fault := v.Reason == ReasonShortL4Header || v.Reason == ReasonL4Length
 		if (r.Malformed() && (!v.Malformed() || v.Reason != r)) || (!r.Malformed() && v.Malformed() && !l4Fault) || v.L3Offset != lo.L3 {
-			t.Fatalf("Parse %+v %v, VerifyRx %+v", lo, r, v)
+			t.Fatalf("Parse %+v %v, VerifyRX %+v", lo, r, v)
 		}
 		var seg Layout
 		if e := parseLayout(&seg, frame, ProtoTCP); e.kind == nil && r != ReasonNone {
@@ -149,7 +149,7 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		if v.L4Offset != lo.L4 || v.Proto != lo.Proto || v.EtherType != lo.EtherType {
-			t.Fatalf("Parse %+v, VerifyRx %+v", lo, v)
+			t.Fatalf("Parse %+v, VerifyRX %+v", lo, v)
 		}
 		if !(EthernetLen <= lo.L3 && lo.L3 < lo.L4 && lo.L4 <= lo.End && lo.End <= len(frame)) {
 			t.Fatalf("offsets out of order: %+v in %d bytes", lo, len(frame))
@@ -204,7 +204,7 @@ func TestBuild(t *testing.T) {
 				if r != ReasonNone || lo.Proto != proto || lo.IPv6 != ends[1].Addr().Is6() || lo.End != fl || lo.Payload != h.Len(proto) {
 					t.Fatalf("%v→%v proto %d: %+v %v", ends[0], ends[1], proto, lo, r)
 				}
-				if v := VerifyRx(f); !v.OK() || v.L4 != VerdictOK {
+				if v := VerifyRX(f); !v.OK() || v.L4 != VerdictOK {
 					t.Fatalf("%v→%v proto %d: %v", ends[0], ends[1], proto, v)
 				}
 				if !bytes.Equal(f[lo.Payload:], payload) || Ethernet(f).Src() != [6]byte(macA) || Ethernet(f).Dst() != [6]byte(macB) {

@@ -6,7 +6,7 @@ import (
 )
 
 // Errors returned by Segment, SegmentUDP and their variants, besides
-// ErrMalformed (a frame that cannot be parsed, as for VerifyRx). Test with
+// ErrMalformed (a frame that cannot be parsed, as for VerifyRX). Test with
 // errors.Is; the returned error names the operation and the offending value.
 var (
 	// ErrWrongProtocol means the frame parses but carries another transport

@@ -126,9 +126,9 @@ func (r Reason) String() string {
 // Malformed reports whether r explains a malformed frame.
 func (r Reason) Malformed() bool { return r > ReasonNone && r < reasonFirstSkipped }
 
-// RxResult is the checksum verdict on one received frame. It is a plain
-// value: VerifyRx does not allocate.
-type RxResult struct {
+// RXResult is the checksum verdict on one received frame. It is a plain
+// value: VerifyRX does not allocate.
+type RXResult struct {
 	// EtherType of the network layer after any VLAN tags (EtherTypeIPv4,
 	// EtherTypeIPv6 or another); 0 if the Ethernet header is truncated.
 	EtherType uint16
@@ -152,22 +152,22 @@ type RxResult struct {
 
 // OK reports whether nothing is bad or malformed: every checksum the frame
 // carries and this frame can verify is correct.
-func (r RxResult) OK() bool { return !r.Bad() && !r.Malformed() }
+func (r RXResult) OK() bool { return !r.Bad() && !r.Malformed() }
 
 // Bad reports whether a checksum is wrong.
-func (r RxResult) Bad() bool { return r.L3 == VerdictBad || r.L4 == VerdictBad }
+func (r RXResult) Bad() bool { return r.L3 == VerdictBad || r.L4 == VerdictBad }
 
 // Malformed reports whether the frame cannot be parsed.
-func (r RxResult) Malformed() bool { return r.L3 == VerdictMalformed || r.L4 == VerdictMalformed }
+func (r RXResult) Malformed() bool { return r.L3 == VerdictMalformed || r.L4 == VerdictMalformed }
 
 // L4Verified reports whether the transport checksum was verified correct:
 // what Linux marks CHECKSUM_UNNECESSARY.
-func (r RxResult) L4Verified() bool { return r.L4 == VerdictOK }
+func (r RXResult) L4Verified() bool { return r.L4 == VerdictOK }
 
 // String describes the result on one line, e.g. "ipv4 ok, tcp ok",
 // "ipv6, udp bad", "ipv4 ok, udp none (UDP checksum 0 (none))",
 // "malformed (IP header beyond end of frame)".
-func (r RxResult) String() string {
+func (r RXResult) String() string {
 	if r.Malformed() {
 		return "malformed (" + r.Reason.String() + ")"
 	}
@@ -272,20 +272,20 @@ func layoutPseudoSum(frame []byte, lo *Layout) uint16 {
 	return lo.PseudoHeaderSum(frame, length)
 }
 
-// VerifyRx checks the checksums of a received Ethernet frame and returns
+// VerifyRX checks the checksums of a received Ethernet frame and returns
 // a verdict per layer: the IPv4 header checksum, and the TCP, UDP,
 // UDP-Lite, ICMP or ICMPv6 checksum. It sums the bytes itself; a caller
-// that already has a CHECKSUM_COMPLETE sum uses VerifyRxComplete instead.
+// that already has a CHECKSUM_COMPLETE sum uses VerifyRXComplete instead.
 //
 // The frame starts with the Ethernet II header, may carry 802.1Q/802.1ad
 // tags, and ends where the received bytes end (link padding after the IP
-// packet is ignored; no FCS). VerifyRx never writes to frame and does not
+// packet is ignored; no FCS). VerifyRX never writes to frame and does not
 // allocate.
-func VerifyRx(frame []byte) RxResult {
-	return verifyRx(frame, 0, false)
+func VerifyRX(frame []byte) RXResult {
+	return verifyRX(frame, 0, false)
 }
 
-// VerifyRxComplete is VerifyRx for a caller that has a complete sum, as a
+// VerifyRXComplete is VerifyRX for a caller that has a complete sum, as a
 // NIC reports it with Linux CHECKSUM_COMPLETE (ravb, mlx5, …): sum is the
 // 16-bit one's complement sum, not complemented, of frame[EthernetLen:] —
 // every byte after the 14-byte Ethernet header to the end of the frame:
@@ -297,12 +297,12 @@ func VerifyRx(frame []byte) RxResult {
 // of the VLAN tags, the IP header (and extension headers) and the bytes
 // after the transport segment are subtracted from sum, so the payload is
 // not read again. The IPv4 header checksum is computed from the header.
-func VerifyRxComplete(frame []byte, sum uint16) RxResult {
-	return verifyRx(frame, sum, true)
+func VerifyRXComplete(frame []byte, sum uint16) RXResult {
+	return verifyRX(frame, sum, true)
 }
 
-func verifyRx(frame []byte, sum uint16, haveSum bool) RxResult {
-	var res RxResult
+func verifyRX(frame []byte, sum uint16, haveSum bool) RXResult {
+	var res RXResult
 	var layout Layout
 	lo := &layout
 	r := lo.Parse(frame)

@@ -6,11 +6,11 @@ import (
 	"testing"
 )
 
-// BenchmarkVerifyRx measures the RX verdict per frame: VerifyRx (sums the
-// transport segment itself) against VerifyRxComplete (derives it from a
+// BenchmarkVerifyRX measures the RX verdict per frame: VerifyRX (sums the
+// transport segment itself) against VerifyRXComplete (derives it from a
 // CHECKSUM_COMPLETE sum, reading only the headers), and FillChecksum, for
 // TCP over IPv4 and IPv6 frames of several sizes.
-func BenchmarkVerifyRx(b *testing.B) {
+func BenchmarkVerifyRX(b *testing.B) {
 	rng := rand.New(rand.NewPCG(71, 72))
 	for _, v6 := range []bool{false, true} {
 		for _, size := range []int{64, 1514, 9014} {
@@ -41,8 +41,8 @@ func BenchmarkVerifyRx(b *testing.B) {
 					b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pkts/s")
 				})
 			}
-			run("VerifyRx", func() bool { return VerifyRx(f).L4 == VerdictOK })
-			run("VerifyRxComplete", func() bool { return VerifyRxComplete(f, sum).L4 == VerdictOK })
+			run("VerifyRX", func() bool { return VerifyRX(f).L4 == VerdictOK })
+			run("VerifyRXComplete", func() bool { return VerifyRXComplete(f, sum).L4 == VerdictOK })
 			run("FillChecksum", func() bool { _, err := FillChecksum(f); return err == nil })
 		}
 	}

@@ -43,25 +43,25 @@ func seedFrames() [][]byte {
 	return out
 }
 
-// FuzzVerifyRx: never panics, never writes to the frame, the derived
+// FuzzVerifyRX: never panics, never writes to the frame, the derived
 // (complete sum) path agrees with the direct one, and a frame that parses
 // verifies ok after FillChecksum.
-func FuzzVerifyRx(f *testing.F) {
+func FuzzVerifyRX(f *testing.F) {
 	for _, s := range seedFrames() {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		orig := append([]byte(nil), frame...)
-		r := VerifyRx(frame)
+		r := VerifyRX(frame)
 		if !bytes.Equal(frame, orig) {
-			t.Fatal("VerifyRx modified the frame")
+			t.Fatal("VerifyRX modified the frame")
 		}
 		var sum uint16
 		if len(frame) >= EthernetLen {
 			sum = Checksum(frame[EthernetLen:], 0)
 		}
-		if rc := VerifyRxComplete(frame, sum); rc != r {
-			t.Fatalf("VerifyRxComplete %v, VerifyRx %v", rc, r)
+		if rc := VerifyRXComplete(frame, sum); rc != r {
+			t.Fatalf("VerifyRXComplete %v, VerifyRX %v", rc, r)
 		}
 		_ = r.String()
 		if r.Malformed() != r.Reason.Malformed() {
@@ -72,9 +72,9 @@ func FuzzVerifyRx(f *testing.F) {
 		}
 		done, err := FillChecksum(frame)
 		if err != nil {
-			t.Fatalf("FillChecksum on a frame VerifyRx parsed (%v): %v", r, err)
+			t.Fatalf("FillChecksum on a frame VerifyRX parsed (%v): %v", r, err)
 		}
-		r2 := VerifyRx(frame)
+		r2 := VerifyRX(frame)
 		if r2.Bad() || r2.Malformed() {
 			t.Fatalf("after FillChecksum (%v): %v", done, r2)
 		}
@@ -115,10 +115,10 @@ func FuzzFill(f *testing.F) {
 			if !bytes.Equal(fr, frame) {
 				t.Fatalf("FillChecksum returned %v and modified the frame", err)
 			}
-			if r := VerifyRx(fr); !r.Malformed() {
-				t.Fatalf("FillChecksum: %v, but VerifyRx says %v", err, r)
+			if r := VerifyRX(fr); !r.Malformed() {
+				t.Fatalf("FillChecksum: %v, but VerifyRX says %v", err, r)
 			}
-		} else if r := VerifyRx(fr); r.Bad() || r.Malformed() || (done&FilledL4 != 0 && r.L4 != VerdictOK) {
+		} else if r := VerifyRX(fr); r.Bad() || r.Malformed() || (done&FilledL4 != 0 && r.L4 != VerdictOK) {
 			t.Fatalf("after FillChecksum (%v): %v", done, r)
 		}
 
@@ -135,7 +135,7 @@ func FuzzFill(f *testing.F) {
 			t.Fatalf("FillPartial(%d, %d) after PreparePartial: %v", start, off, err)
 		}
 		checkGuard("FillPartial")
-		if r := VerifyRx(fr); !r.OK() || r.L4 != VerdictOK {
+		if r := VerifyRX(fr); !r.OK() || r.L4 != VerdictOK {
 			t.Fatalf("after PreparePartial+FillPartial(%d, %d): %v", start, off, r)
 		}
 	})
@@ -206,7 +206,7 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	}
 	lit := func(b []byte) string { return "[]byte(" + strconv.Quote(string(b)) + ")" }
 	for i, s := range seedFrames() {
-		write("FuzzVerifyRx", i, lit(s))
+		write("FuzzVerifyRX", i, lit(s))
 		write("FuzzFill", i, lit(s))
 		write("FuzzParse", i, lit(s))
 		write("FuzzFillPartial", i, lit(s), fmt.Sprintf("uint16(%d)", EthernetLen+20), fmt.Sprintf("uint16(%d)", 16+i%3))

@@ -16,14 +16,14 @@ import (
 	"github.com/xdpio/xdpio/internal/netnstest"
 )
 
-// TestVerifyRxKernelFrames has the kernel produce the frames: TCP with its
+// TestVerifyRXKernelFrames has the kernel produce the frames: TCP with its
 // options, UDP datagrams large enough to be fragmented, and pings, over
 // IPv4 and IPv6, sent from namespace A with transmit checksum offload off
 // (so the kernel computes every checksum in software), and captured in
 // namespace B with an AF_PACKET socket (GRO off, so no merged packets).
-// VerifyRx and VerifyRxComplete must find every one correct — fragments
+// VerifyRX and VerifyRXComplete must find every one correct — fragments
 // skipped, nothing bad or malformed.
-func TestVerifyRxKernelFrames(t *testing.T) {
+func TestVerifyRXKernelFrames(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{Queues: 1})
 	netnstest.RequireTool(t, "ethtool")
 	netnstest.RequireTool(t, "ping")
@@ -145,9 +145,9 @@ func TestVerifyRxKernelFrames(t *testing.T) {
 			continue // B's own transmissions: offloaded, checksums not final yet
 		}
 		f := buf[:n]
-		r := VerifyRx(f)
-		if rc := VerifyRxComplete(f, Checksum(f[EthernetLen:], 0)); rc != r {
-			t.Errorf("VerifyRxComplete %v, VerifyRx %v", rc, r)
+		r := VerifyRX(f)
+		if rc := VerifyRXComplete(f, Checksum(f[EthernetLen:], 0)); rc != r {
+			t.Errorf("VerifyRXComplete %v, VerifyRX %v", rc, r)
 		}
 		if r.Bad() || r.Malformed() {
 			t.Errorf("kernel-made frame judged %v:\n% x", r, f)

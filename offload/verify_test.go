@@ -79,8 +79,8 @@ func TestFillChecksumGopacket(t *testing.T) {
 				t.Fatalf("frame %d (%+v): filled %#04x, gopacket computes %#04x", i, o, got, correct)
 			}
 		}
-		if r := VerifyRx(f); !r.OK() || r.L4 != VerdictOK {
-			t.Fatalf("frame %d (%+v): VerifyRx after fill: %v", i, o, r)
+		if r := VerifyRX(f); !r.OK() || r.L4 != VerdictOK {
+			t.Fatalf("frame %d (%+v): VerifyRX after fill: %v", i, o, r)
 		}
 	}
 	// gopacket verifies IPv4, TCP, UDP, ICMPv4 and ICMPv6, not UDP-Lite,
@@ -91,10 +91,10 @@ func TestFillChecksumGopacket(t *testing.T) {
 	}
 }
 
-// TestVerifyRxGopacket compares VerifyRx verdicts with gopacket's on frames
+// TestVerifyRXGopacket compares VerifyRX verdicts with gopacket's on frames
 // with right, wrong and corrupted checksums, and checks that the derived
 // (CHECKSUM_COMPLETE) path agrees with the direct one.
-func TestVerifyRxGopacket(t *testing.T) {
+func TestVerifyRXGopacket(t *testing.T) {
 	rng := rand.New(rand.NewPCG(23, 24))
 	bad, good := 0, 0
 	for i := 0; i < 3000; i++ {
@@ -112,9 +112,9 @@ func TestVerifyRxGopacket(t *testing.T) {
 				f[at] ^= byte(1 + rng.IntN(255))
 			}
 		}
-		r := VerifyRx(f)
-		if rc := VerifyRxComplete(f, Checksum(f[EthernetLen:], 0)); rc != r {
-			t.Fatalf("frame %d (%+v): VerifyRxComplete %v, VerifyRx %v", i, o, rc, r)
+		r := VerifyRX(f)
+		if rc := VerifyRXComplete(f, Checksum(f[EthernetLen:], 0)); rc != r {
+			t.Fatalf("frame %d (%+v): VerifyRXComplete %v, VerifyRX %v", i, o, rc, r)
 		}
 		if r.Malformed() {
 			// A corrupted length field (UDP length, TCP data offset) makes
@@ -154,9 +154,9 @@ func TestVerifyRxGopacket(t *testing.T) {
 	}
 }
 
-// TestVerifyRxCases pins the verdicts for each kind of frame the issue
+// TestVerifyRXCases pins the verdicts for each kind of frame the issue
 // names, including malformed ones, which must never read as bad checksums.
-func TestVerifyRxCases(t *testing.T) {
+func TestVerifyRXCases(t *testing.T) {
 	rng := rand.New(rand.NewPCG(25, 26))
 	type tc struct {
 		name       string
@@ -251,12 +251,12 @@ func TestVerifyRxCases(t *testing.T) {
 			if c.mut != nil {
 				f = c.mut(f)
 			}
-			r := VerifyRx(f)
+			r := VerifyRX(f)
 			if r.L3 != c.l3 || r.L4 != c.l4 || r.Reason != c.reason || (!r.Malformed() && r.Proto != c.proto) {
-				t.Fatalf("VerifyRx = %+v (%v), want L3 %v, L4 %v, reason %q, proto %d", r, r, c.l3, c.l4, c.reason, c.proto)
+				t.Fatalf("VerifyRX = %+v (%v), want L3 %v, L4 %v, reason %q, proto %d", r, r, c.l3, c.l4, c.reason, c.proto)
 			}
-			if rc := VerifyRxComplete(f, Checksum(f[min(EthernetLen, len(f)):], 0)); rc != r {
-				t.Fatalf("VerifyRxComplete = %v, VerifyRx = %v", rc, r)
+			if rc := VerifyRXComplete(f, Checksum(f[min(EthernetLen, len(f)):], 0)); rc != r {
+				t.Fatalf("VerifyRXComplete = %v, VerifyRX = %v", rc, r)
 			}
 			if r.Malformed() {
 				g := append([]byte(nil), f...)
@@ -274,10 +274,10 @@ func TestVerifyRxCases(t *testing.T) {
 	}
 }
 
-// TestVerifyRxCompleteHardwareStyle feeds VerifyRxComplete sums the way
+// TestVerifyRXCompleteHardwareStyle feeds VerifyRXComplete sums the way
 // hardware may deliver them: unfolded, in either zero form, and checks that
 // a sum that does not match the frame is caught.
-func TestVerifyRxCompleteWrongSum(t *testing.T) {
+func TestVerifyRXCompleteWrongSum(t *testing.T) {
 	rng := rand.New(rand.NewPCG(27, 28))
 	for i := 0; i < 500; i++ {
 		f := buildFrame(rng, randomOpts(rng, true))
@@ -285,13 +285,13 @@ func TestVerifyRxCompleteWrongSum(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := Checksum(f[EthernetLen:], 0)
-		if r := VerifyRxComplete(f, s); !r.OK() || r.L4 != VerdictOK {
+		if r := VerifyRXComplete(f, s); !r.OK() || r.L4 != VerdictOK {
 			t.Fatalf("right sum: %v", r)
 		}
 		// A sum that disagrees with the bytes (a corrupted frame whose
 		// hardware sum was taken over the corrupted bytes is the same
 		// thing seen from the other side) must fail the L4 check.
-		if r := VerifyRxComplete(f, s^uint16(1+rng.IntN(0xfffe))); r.L4 != VerdictBad {
+		if r := VerifyRXComplete(f, s^uint16(1+rng.IntN(0xfffe))); r.L4 != VerdictBad {
 			if r.L4 == VerdictOK {
 				t.Fatalf("wrong sum accepted: %v", r)
 			}
@@ -299,7 +299,7 @@ func TestVerifyRxCompleteWrongSum(t *testing.T) {
 	}
 }
 
-func TestVerifyRxZeroAllocs(t *testing.T) {
+func TestVerifyRXZeroAllocs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(29, 30))
 	f := buildFrame(rng, frameOpts{v6: true, proto: ProtoTCP, payload: 1400, ext: []uint8{ProtoHopByHop}})
 	if _, err := FillChecksum(f); err != nil {
@@ -307,8 +307,8 @@ func TestVerifyRxZeroAllocs(t *testing.T) {
 	}
 	sum := Checksum(f[EthernetLen:], 0)
 	if n := testing.AllocsPerRun(100, func() {
-		VerifyRx(f)
-		VerifyRxComplete(f, sum)
+		VerifyRX(f)
+		VerifyRXComplete(f, sum)
 		FillChecksum(f)
 	}); n != 0 {
 		t.Fatalf("%v allocations per run, want 0", n)

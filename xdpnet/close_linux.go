@@ -69,7 +69,7 @@ func (c *UDPConn) drainTX() {
 		if !x.txmu.TryLock() {
 			continue
 		}
-		for x.s.TxPending() > 0 && time.Now().Before(deadline) && x.s.Err() == nil {
+		for x.s.TXPending() > 0 && time.Now().Before(deadline) && x.s.Err() == nil {
 			if x.s.Complete() == 0 {
 				if x.s.Kick() != nil {
 					break

@@ -74,8 +74,8 @@ var causeErrs = [numCauses]error{
 // (no extension headers), lengths consistent, checksums verified as mode
 // says. It never writes to frame and does not allocate; the error, which
 // wraps ErrNotDatagram, says why a frame was refused.
-func ParseFrame(frame []byte, mode RxChecksum) (Datagram, error) {
-	d, why := parseRxPorts(frame, netip.Addr{}, 0, 65536, mode)
+func ParseFrame(frame []byte, mode RXChecksum) (Datagram, error) {
+	d, why := parseRXPorts(frame, netip.Addr{}, 0, 65536, mode)
 	if why != causeOK {
 		return Datagram{}, causeErrs[why]
 	}

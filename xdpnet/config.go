@@ -8,29 +8,29 @@ import (
 	"github.com/xdpio/xdpio/xsk"
 )
 
-// TxChecksum chooses who computes the UDP checksum of sent datagrams.
-type TxChecksum int
+// TXChecksum chooses who computes the UDP checksum of sent datagrams.
+type TXChecksum int
 
 const (
-	// TxChecksumSoftware computes it in this package, summing the payload
+	// TXChecksumSoftware computes it in this package, summing the payload
 	// while it is copied into the frame (one pass). Works everywhere.
-	TxChecksumSoftware TxChecksum = iota
-	// TxChecksumOffload leaves it to the kernel or the NIC through AF_XDP
+	TXChecksumSoftware TXChecksum = iota
+	// TXChecksumOffload leaves it to the kernel or the NIC through AF_XDP
 	// TX metadata (Linux 6.8 for zero-copy drivers that offer it; copy
 	// mode asks the kernel to compute it in software, Linux 6.11). The
 	// IPv4 header checksum is still computed here.
-	TxChecksumOffload
+	TXChecksumOffload
 )
 
 // String returns "software" or "offload".
-func (m TxChecksum) String() string {
+func (m TXChecksum) String() string {
 	switch m {
-	case TxChecksumSoftware:
+	case TXChecksumSoftware:
 		return "software"
-	case TxChecksumOffload:
+	case TXChecksumOffload:
 		return "offload"
 	}
-	return "TxChecksum(" + itoa(int(m)) + ")"
+	return "TXChecksum(" + itoa(int(m)) + ")"
 }
 
 // Config tunes a UDPConn. The zero value binds every RX queue of the
@@ -60,13 +60,13 @@ type Config struct {
 	// (xsk.ShareDispatcher), or must be alone (xsk.ShareExclusive); see
 	// package xsk, "Sharing the interface with other XDP programs".
 	Share xsk.Share
-	// RxNap is the longest nap of a reader that found its queues empty
+	// RXNap is the longest nap of a reader that found its queues empty
 	// (0: xsk.DefaultNap; negative: never nap, always wait in poll).
 	// Readers nap NAPI style, as xsk's runner does (xsk.Napper): only
 	// while datagrams arrive fast enough that a nap gathers a batch, so
 	// one wake-up serves many datagrams under load, while at low rates a
 	// reader waits in poll and wakes for each datagram at once.
-	RxNap time.Duration
+	RXNap time.Duration
 	// BatchSize is how many descriptors a ring operation moves at most
 	// (default 64, at most 1024).
 	BatchSize int
@@ -76,10 +76,10 @@ type Config struct {
 	// TOS is the IPv4 type of service or IPv6 traffic class (0 to 255,
 	// default 0).
 	TOS int
-	// RxChecksum chooses how received checksums are verified.
-	RxChecksum RxChecksum
-	// TxChecksum chooses who computes the checksums of sent datagrams.
-	TxChecksum TxChecksum
+	// RXChecksum chooses how received checksums are verified.
+	RXChecksum RXChecksum
+	// TXChecksum chooses who computes the checksums of sent datagrams.
+	TXChecksum TXChecksum
 	// GRO hands consecutive datagrams of one flow to ReadBatch (and
 	// Queue.ReadBatch) as one buffer with Message.SegSize set, like
 	// UDP_GRO, when the buffer has room.
@@ -151,10 +151,10 @@ func (c *Config) validate() error {
 		return bad("TTL", c.TTL, "must be between 1 and 255")
 	case c.TOS < 0 || c.TOS > 255:
 		return bad("TOS", c.TOS, "must be between 0 and 255")
-	case c.RxChecksum < RxChecksumVerify || c.RxChecksum > RxChecksumNone:
-		return bad("RxChecksum", int(c.RxChecksum), "unknown mode")
-	case c.TxChecksum < TxChecksumSoftware || c.TxChecksum > TxChecksumOffload:
-		return bad("TxChecksum", int(c.TxChecksum), "unknown mode")
+	case c.RXChecksum < RXChecksumVerify || c.RXChecksum > RXChecksumNone:
+		return bad("RXChecksum", int(c.RXChecksum), "unknown mode")
+	case c.TXChecksum < TXChecksumSoftware || c.TXChecksum > TXChecksumOffload:
+		return bad("TXChecksum", int(c.TXChecksum), "unknown mode")
 	case c.Ports < 1 || c.Ports > 1024:
 		return bad("Ports", c.Ports, "must be between 1 and 1024")
 	case c.ResolveTimeout < 0:

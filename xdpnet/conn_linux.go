@@ -168,7 +168,7 @@ func open(ifname string, laddr, raddr netip.AddrPort, cfg Config) (_ *UDPConn, e
 	c.res = res
 	c.localMu.Unlock()
 	c.applyLocal()
-	c.parser = newRxParser(c.laddr.Addr(), c.laddr.Port(), cfg.Ports, cfg.RxChecksum)
+	c.parser = newRXParser(c.laddr.Addr(), c.laddr.Port(), cfg.Ports, cfg.RXChecksum)
 	c.parser.view, c.parser.zone = &c.view, ifname
 	c.copyParser = c.parser
 	c.copyParser.deferSum = true
@@ -191,7 +191,7 @@ func open(ifname string, laddr, raddr netip.AddrPort, cfg Config) (_ *UDPConn, e
 	c.kq = newKernelQueue(c)
 	c.kernel = c.kq.q
 	c.queues = append(c.queues, c.kernel)
-	c.rnap = xsk.NewNapper(cfg.RxNap, c.dev.Sockets()...)
+	c.rnap = xsk.NewNapper(cfg.RXNap, c.dev.Sockets()...)
 	c.rfds = make([]unix.PollFd, len(c.queues)+len(c.kss))
 	return c, nil
 }
@@ -211,16 +211,16 @@ func (c *UDPConn) xskConfig() xsk.Config {
 	xc := xsk.Config{
 		Queues:  cfg.Queues,
 		Program: xsk.ProgramConfig{Filter: []xsk.Rule{rule}, Expr: cfg.Expr, Attach: cfg.Attach, Share: cfg.Share},
-		Socket:  xsk.SocketConfig{Bind: cfg.Bind, TxBudget: max(cfg.BatchSize, 64)}, // the readers nap themselves (Config.RxNap)
+		Socket:  xsk.SocketConfig{Bind: cfg.Bind, TXBudget: max(cfg.BatchSize, 64)}, // the readers nap themselves (Config.RXNap)
 		UMEM:    xsk.UMEMConfig{NumFrames: cfg.FramesPerQueue},
 	}
-	if cfg.TxChecksum == TxChecksumOffload {
-		xc.UMEM.TxMetadata = true
-		xc.UMEM.TxSoftwareChecksum = true
+	if cfg.TXChecksum == TXChecksumOffload {
+		xc.UMEM.TXMetadata = true
+		xc.UMEM.TXSoftwareChecksum = true
 	}
 	// A quarter of each socket's frames are for sending; xsk picks how
 	// many frames (Config.FramesPerQueue, or what fits RLIMIT_MEMLOCK).
-	xc.Socket.TxShare = 0.25
+	xc.Socket.TXShare = 0.25
 	return xc
 }
 

@@ -508,7 +508,7 @@ func TestWriteErrors(t *testing.T) {
 	if _, err := c.WriteToUDPAddrPort([]byte("x"), netip.AddrPortFrom(pair.A.IPv6, 9)); !errors.Is(err, syscall.EAFNOSUPPORT) {
 		t.Errorf("IPv6 from an IPv4 conn: %v, want EAFNOSUPPORT", err)
 	}
-	if st := c.Stats().Queues[0]; st.Sent != st0.Sent || st.Socket.TxSubmitted != st0.Socket.TxSubmitted {
+	if st := c.Stats().Queues[0]; st.Sent != st0.Sent || st.Socket.TXSubmitted != st0.Socket.TXSubmitted {
 		t.Errorf("the AF_XDP queue sent %d datagrams after the first: the refused ones must not go, and the others went to the kernel while their hops were resolved", st.Sent-st0.Sent)
 	}
 }
@@ -557,16 +557,16 @@ func TestDamagedFramesCounted(t *testing.T) {
 	if tot.Datagrams != 1 || tot.Bytes != uint64(len("a good datagram")) {
 		t.Errorf("%d datagrams, %d bytes counted; want the one good datagram", tot.Datagrams, tot.Bytes)
 	}
-	if tot.Socket.RxFrames != tot.Datagrams+d.Total() {
-		t.Errorf("the socket took %d frames; %d datagrams + %d drops", tot.Socket.RxFrames, tot.Datagrams, d.Total())
+	if tot.Socket.RXFrames != tot.Datagrams+d.Total() {
+		t.Errorf("the socket took %d frames; %d datagrams + %d drops", tot.Socket.RXFrames, tot.Datagrams, d.Total())
 	}
 	// Accepted where asked for: the kernel's own datagrams over veth.
 	c.Close()
-	c2 := listen(t, pair.B, netip.AddrPortFrom(pair.B.IPv4, port), xdpnet.Config{RxChecksum: xdpnet.RxChecksumAcceptPartial})
+	c2 := listen(t, pair.B, netip.AddrPortFrom(pair.B.IPv4, port), xdpnet.Config{RXChecksum: xdpnet.RXChecksumAcceptPartial})
 	k.WriteToUDPAddrPort([]byte("partial, accepted"), netip.AddrPortFrom(pair.B.IPv4, port))
 	c2.SetReadDeadline(time.Now().Add(2 * time.Second))
 	if n, _, err := c2.ReadFromUDPAddrPort(buf); err != nil || string(buf[:n]) != "partial, accepted" {
-		t.Errorf("RxChecksumAcceptPartial: %q, %v", buf[:n], err)
+		t.Errorf("RXChecksumAcceptPartial: %q, %v", buf[:n], err)
 	}
 }
 
@@ -622,7 +622,7 @@ func sendRaw(t *testing.T, s *xsk.Socket, frames ...[]byte) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(time.Second)
-	for s.TxPending() > 0 && time.Now().Before(deadline) {
+	for s.TXPending() > 0 && time.Now().Before(deadline) {
 		if s.Complete() == 0 {
 			s.Kick()
 			time.Sleep(time.Millisecond)

@@ -138,7 +138,7 @@ func (c *UDPConn) waitRead() error {
 	}
 	if nap := c.rnap.Idle(); nap > 0 {
 		// Datagrams are flowing fast: nap on a timer, off the sockets'
-		// wait queues (see Config.RxNap), and look again.
+		// wait queues (see Config.RXNap), and look again.
 		w := [1]unix.PollFd{{Fd: int32(c.wakeFD), Events: unix.POLLIN}}
 		ts := unix.NsecToTimespec(int64(min(nap, timeout)))
 		unix.Ppoll(w[:], &ts, nil)

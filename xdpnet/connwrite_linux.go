@@ -218,7 +218,7 @@ func family(a netip.Addr) string {
 }
 
 func txMetaRoom(cfg Config) int {
-	if cfg.TxChecksum == TxChecksumOffload {
+	if cfg.TXChecksum == TXChecksumOffload {
 		return 24 // struct xsk_tx_metadata
 	}
 	return 0

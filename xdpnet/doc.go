@@ -126,7 +126,7 @@
 // Each frame is checked: an untagged Ethernet frame to the interface's
 // MAC, with IPv4 (not a fragment) or IPv6 (no extension headers), UDP to
 // the conn's address and port, from a source that is not martian, lengths
-// consistent, checksums right (Config.RxChecksum). What fails is never
+// consistent, checksums right (Config.RXChecksum). What fails is never
 // delivered, and is counted by cause in Stats, which keeps its counters,
 // the kernel's drops included, after Close. Datagrams
 // the XDP program leaves to the kernel (IPv4 fragments, which the kernel
@@ -148,7 +148,7 @@
 // offload on leaves UDP checksums unfinished (CHECKSUM_PARTIAL: the
 // field holds only the pseudo-header sum). Such datagrams are dropped and
 // counted as PartialChecksum; turn TX checksumming off on the sending
-// veth (ethtool -K DEV tx off) or set Config.RxChecksum to
-// RxChecksumAcceptPartial. This includes the datagrams a conn sends
+// veth (ethtool -K DEV tx off) or set Config.RXChecksum to
+// RXChecksumAcceptPartial. This includes the datagrams a conn sends
 // through its kernel socket while a next hop is resolved.
 package xdpnet

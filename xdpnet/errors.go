@@ -16,6 +16,6 @@ var (
 	// ReadBatch), through its Queues' read methods, or through one Group,
 	// and the first read decides which.
 	ErrReadConflict = errors.New("the conn is read another way (its own methods, its Queues or its Group)")
-	// ErrUnsupported is wrapped where the platform has no AF_XDP.
-	ErrUnsupported = errs.ErrNotSupported
+	// ErrNotSupported is wrapped where the platform has no AF_XDP.
+	ErrNotSupported = errs.ErrNotSupported
 )

@@ -56,35 +56,35 @@ const (
 	numCauses
 )
 
-// RxChecksum chooses how received UDP checksums are treated.
-type RxChecksum int
+// RXChecksum chooses how received UDP checksums are treated.
+type RXChecksum int
 
 const (
-	// RxChecksumVerify verifies the IPv4 header and UDP checksums of
+	// RXChecksumVerify verifies the IPv4 header and UDP checksums of
 	// every datagram and drops (and counts) those that are wrong,
 	// including a checksum a sender on this host left unfinished for an
 	// offload (veth with TX checksumming on: Stats' PartialChecksum).
-	RxChecksumVerify RxChecksum = iota
-	// RxChecksumAcceptPartial verifies like RxChecksumVerify but accepts a
+	RXChecksumVerify RXChecksum = iota
+	// RXChecksumAcceptPartial verifies like RXChecksumVerify but accepts a
 	// UDP checksum field that holds just the pseudo-header sum, as the
 	// kernel does for packets that never left the host: for peers on the
 	// same machine over veth whose TX checksum offload stays on.
-	RxChecksumAcceptPartial
-	// RxChecksumNone trusts the frames: no checksum is verified.
-	RxChecksumNone
+	RXChecksumAcceptPartial
+	// RXChecksumNone trusts the frames: no checksum is verified.
+	RXChecksumNone
 )
 
 // String returns "verify", "accept-partial" or "none".
-func (m RxChecksum) String() string {
+func (m RXChecksum) String() string {
 	switch m {
-	case RxChecksumVerify:
+	case RXChecksumVerify:
 		return "verify"
-	case RxChecksumAcceptPartial:
+	case RXChecksumAcceptPartial:
 		return "accept-partial"
-	case RxChecksumNone:
+	case RXChecksumNone:
 		return "none"
 	}
-	return "RxChecksum(" + itoa(int(m)) + ")"
+	return "RXChecksum(" + itoa(int(m)) + ")"
 }
 
 // rxDatagram is a datagram found in a received frame. payload aliases the
@@ -116,7 +116,7 @@ type rxParser struct {
 	local16 [16]byte
 	port    uint16
 	ports   int
-	mode    RxChecksum
+	mode    RXChecksum
 	wantDst bool // fill rxDatagram.dst's address too
 	// view, when set, is the conn's view of this host: frames must be to
 	// its MAC and (for an unspecified local address) to one of the
@@ -139,9 +139,9 @@ const (
 	matchExact6
 )
 
-// newRxParser returns the parser for a conn on local (invalid: any
+// newRXParser returns the parser for a conn on local (invalid: any
 // address) and ports ports from port on.
-func newRxParser(local netip.Addr, port uint16, ports int, mode RxChecksum) rxParser {
+func newRXParser(local netip.Addr, port uint16, ports int, mode RXChecksum) rxParser {
 	p := rxParser{port: port, ports: max(ports, 1), mode: mode}
 	switch {
 	case !local.IsValid():
@@ -158,15 +158,15 @@ func newRxParser(local netip.Addr, port uint16, ports int, mode RxChecksum) rxPa
 	return p
 }
 
-// parseRx is the parser of newRxParser(local, port, 1, mode), with the
+// parseRX is the parser of newRXParser(local, port, 1, mode), with the
 // destination address filled in: for tests.
-func parseRx(f []byte, local netip.Addr, port uint16, mode RxChecksum) (rxDatagram, cause) {
-	return parseRxPorts(f, local, port, 1, mode)
+func parseRX(f []byte, local netip.Addr, port uint16, mode RXChecksum) (rxDatagram, cause) {
+	return parseRXPorts(f, local, port, 1, mode)
 }
 
-// parseRxPorts is parseRx for a block of ports.
-func parseRxPorts(f []byte, local netip.Addr, port uint16, ports int, mode RxChecksum) (rxDatagram, cause) {
-	p := newRxParser(local, port, ports, mode)
+// parseRXPorts is parseRX for a block of ports.
+func parseRXPorts(f []byte, local netip.Addr, port uint16, ports int, mode RXChecksum) (rxDatagram, cause) {
+	p := newRXParser(local, port, ports, mode)
 	p.wantDst = true
 	var d rxDatagram
 	c := p.parse(f, &d)
@@ -236,7 +236,7 @@ func (p *rxParser) parse4(f []byte, lo *offload.Layout, v *localView, d *rxDatag
 	if martian4(ip.Src(), v) {
 		return 0, causeMartian
 	}
-	verify := p.mode != RxChecksumNone
+	verify := p.mode != RXChecksumNone
 	if verify {
 		// The header's words, end-around: 0xffff when right.
 		var s uint64
@@ -295,7 +295,7 @@ func (p *rxParser) parse6(f []byte, lo *offload.Layout, v *localView, d *rxDatag
 	if p.wantDst {
 		d.dst = netip.AddrPortFrom(netip.AddrFrom16(ip.Dst()), u.DstPort())
 	}
-	if p.mode == RxChecksumNone {
+	if p.mode == RXChecksumNone {
 		return 0, causeOK
 	}
 	if u.Checksum() == 0 {
@@ -339,7 +339,7 @@ func (p *rxParser) parseUDP(l4 []byte, pseudo uint64, d *rxDatagram) cause {
 			if binary.BigEndian.Uint16(l4[6:]) != ph {
 				return causeBadChecksum
 			}
-			if p.mode != RxChecksumAcceptPartial {
+			if p.mode != RXChecksumAcceptPartial {
 				return causePartialChecksum
 			}
 		}
@@ -358,7 +358,7 @@ func (p *rxParser) finishSum(d *rxDatagram, payloadSum uint16) cause {
 	if d.check != d.ph {
 		return causeBadChecksum
 	}
-	if p.mode != RxChecksumAcceptPartial {
+	if p.mode != RXChecksumAcceptPartial {
 		return causePartialChecksum
 	}
 	return causeOK

@@ -7,14 +7,14 @@ import (
 	"github.com/xdpio/xdpio/offload"
 )
 
-// BenchmarkParseRx is the per-frame cost of the receive path's parse and
+// BenchmarkParseRX is the per-frame cost of the receive path's parse and
 // checksum verification (cache-warm: the same frame again and again).
-func BenchmarkParseRx(b *testing.B) {
+func BenchmarkParseRX(b *testing.B) {
 	for _, size := range []int{22, 64, 1472} {
-		for _, mode := range []RxChecksum{RxChecksumVerify, RxChecksumNone} {
+		for _, mode := range []RXChecksum{RXChecksumVerify, RXChecksumNone} {
 			b.Run(fmt.Sprintf("%dB/%v", size, mode), func(b *testing.B) {
 				f := gopacketFrame(b, ap4, bp4, make([]byte, size), 64, 0)
-				p := newRxParser(bp4.Addr(), bp4.Port(), 1, mode)
+				p := newRXParser(bp4.Addr(), bp4.Port(), 1, mode)
 				var d rxDatagram
 				b.SetBytes(int64(size))
 				b.ReportAllocs()

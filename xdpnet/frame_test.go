@@ -83,15 +83,15 @@ func TestWriteDatagramMatchesGopacket(t *testing.T) {
 	}
 }
 
-// parseRx reads back what gopacket built, and refuses each kind of
+// parseRX reads back what gopacket built, and refuses each kind of
 // damage with its own cause.
-func TestParseRx(t *testing.T) {
+func TestParseRX(t *testing.T) {
 	payload := []byte("a datagram for the test")
 	for _, tc := range []struct{ src, dst netip.AddrPort }{{ap4, bp4}, {ap6, bp6}} {
 		good := gopacketFrame(t, tc.src, tc.dst, payload, 64, 0)
-		d, c := parseRx(good, tc.dst.Addr(), tc.dst.Port(), RxChecksumVerify)
+		d, c := parseRX(good, tc.dst.Addr(), tc.dst.Port(), RXChecksumVerify)
 		if c != causeOK || d.src != tc.src || d.dst != tc.dst || !bytes.Equal(d.payload, payload) {
-			t.Fatalf("%v: parseRx = %+v, %v", tc.dst, d, c)
+			t.Fatalf("%v: parseRX = %+v, %v", tc.dst, d, c)
 		}
 		l3 := ethLen
 		udpOff := l3 + ipv4Len
@@ -112,29 +112,29 @@ func TestParseRx(t *testing.T) {
 			frame []byte
 			local netip.Addr
 			port  uint16
-			mode  RxChecksum
+			mode  RXChecksum
 			want  cause
 		}{
-			{"unspecified local", good, unspec, tc.dst.Port(), RxChecksumVerify, causeOK},
-			{"any local", good, netip.Addr{}, tc.dst.Port(), RxChecksumVerify, causeOK},
-			{"other address", good, netip.MustParseAddr("198.18.9.9"), tc.dst.Port(), RxChecksumVerify, causeNotForUs},
-			{"other port", good, tc.dst.Addr(), tc.dst.Port() + 1, RxChecksumVerify, causeNotForUs},
-			{"short", good[:udpOff+4], tc.dst.Addr(), tc.dst.Port(), RxChecksumVerify, causeMalformed},
-			{"empty", nil, tc.dst.Addr(), tc.dst.Port(), RxChecksumVerify, causeMalformed},
-			{"vlan", mod(func(b []byte) { b[12], b[13] = 0x81, 0 }), tc.dst.Addr(), tc.dst.Port(), RxChecksumVerify, causeNotIP},
-			{"udp length beyond", mod(func(b []byte) { binary.BigEndian.PutUint16(b[udpOff+4:], 2000) }), tc.dst.Addr(), tc.dst.Port(), RxChecksumNone, causeMalformed},
-			{"udp length below 8", mod(func(b []byte) { binary.BigEndian.PutUint16(b[udpOff+4:], 7) }), tc.dst.Addr(), tc.dst.Port(), RxChecksumNone, causeMalformed},
-			{"payload flipped", mod(func(b []byte) { b[len(b)-1] ^= 1 }), tc.dst.Addr(), tc.dst.Port(), RxChecksumVerify, causeBadChecksum},
-			{"payload flipped, unverified", mod(func(b []byte) { b[len(b)-1] ^= 1 }), tc.dst.Addr(), tc.dst.Port(), RxChecksumNone, causeOK},
+			{"unspecified local", good, unspec, tc.dst.Port(), RXChecksumVerify, causeOK},
+			{"any local", good, netip.Addr{}, tc.dst.Port(), RXChecksumVerify, causeOK},
+			{"other address", good, netip.MustParseAddr("198.18.9.9"), tc.dst.Port(), RXChecksumVerify, causeNotForUs},
+			{"other port", good, tc.dst.Addr(), tc.dst.Port() + 1, RXChecksumVerify, causeNotForUs},
+			{"short", good[:udpOff+4], tc.dst.Addr(), tc.dst.Port(), RXChecksumVerify, causeMalformed},
+			{"empty", nil, tc.dst.Addr(), tc.dst.Port(), RXChecksumVerify, causeMalformed},
+			{"vlan", mod(func(b []byte) { b[12], b[13] = 0x81, 0 }), tc.dst.Addr(), tc.dst.Port(), RXChecksumVerify, causeNotIP},
+			{"udp length beyond", mod(func(b []byte) { binary.BigEndian.PutUint16(b[udpOff+4:], 2000) }), tc.dst.Addr(), tc.dst.Port(), RXChecksumNone, causeMalformed},
+			{"udp length below 8", mod(func(b []byte) { binary.BigEndian.PutUint16(b[udpOff+4:], 7) }), tc.dst.Addr(), tc.dst.Port(), RXChecksumNone, causeMalformed},
+			{"payload flipped", mod(func(b []byte) { b[len(b)-1] ^= 1 }), tc.dst.Addr(), tc.dst.Port(), RXChecksumVerify, causeBadChecksum},
+			{"payload flipped, unverified", mod(func(b []byte) { b[len(b)-1] ^= 1 }), tc.dst.Addr(), tc.dst.Port(), RXChecksumNone, causeOK},
 			{"not udp", mod(func(b []byte) {
 				if tc.dst.Addr().Is4() {
 					b[l3+9] = 6
 				} else {
 					b[l3+6] = 6
 				}
-			}), tc.dst.Addr(), tc.dst.Port(), RxChecksumVerify, causeNotUDP},
+			}), tc.dst.Addr(), tc.dst.Port(), RXChecksumVerify, causeNotUDP},
 		} {
-			if _, c := parseRx(bad.frame, bad.local, bad.port, bad.mode); c != bad.want {
+			if _, c := parseRX(bad.frame, bad.local, bad.port, bad.mode); c != bad.want {
 				t.Errorf("%v %s: cause %d, want %d", tc.dst, bad.name, c, bad.want)
 			}
 		}
@@ -149,10 +149,10 @@ func TestParseRx(t *testing.T) {
 			ph = pseudo6(partial[l3+8:l3+24], partial[l3+24:l3+40], ulen)
 		}
 		binary.BigEndian.PutUint16(partial[udpOff+6:], ph)
-		if _, c := parseRx(partial, tc.dst.Addr(), tc.dst.Port(), RxChecksumVerify); c != causePartialChecksum {
+		if _, c := parseRX(partial, tc.dst.Addr(), tc.dst.Port(), RXChecksumVerify); c != causePartialChecksum {
 			t.Errorf("%v: partial checksum: cause %d, want %d", tc.dst, c, causePartialChecksum)
 		}
-		if d, c := parseRx(partial, tc.dst.Addr(), tc.dst.Port(), RxChecksumAcceptPartial); c != causeOK || !bytes.Equal(d.payload, payload) {
+		if d, c := parseRX(partial, tc.dst.Addr(), tc.dst.Port(), RXChecksumAcceptPartial); c != causeOK || !bytes.Equal(d.payload, payload) {
 			t.Errorf("%v: partial checksum accepted: cause %d", tc.dst, c)
 		}
 	}
@@ -160,32 +160,32 @@ func TestParseRx(t *testing.T) {
 	good := gopacketFrame(t, ap4, bp4, payload, 64, 0)
 	frag := append([]byte(nil), good...)
 	frag[ethLen+6] |= 0x20 // MF
-	if _, c := parseRx(frag, bp4.Addr(), bp4.Port(), RxChecksumNone); c != causeFragment {
+	if _, c := parseRX(frag, bp4.Addr(), bp4.Port(), RXChecksumNone); c != causeFragment {
 		t.Errorf("first fragment: cause %d, want fragment", c)
 	}
 	zero := append([]byte(nil), good...)
 	zero[ethLen+ipv4Len+6], zero[ethLen+ipv4Len+7] = 0, 0
-	if _, c := parseRx(zero, bp4.Addr(), bp4.Port(), RxChecksumVerify); c != causeOK {
+	if _, c := parseRX(zero, bp4.Addr(), bp4.Port(), RXChecksumVerify); c != causeOK {
 		t.Errorf("IPv4 UDP checksum 0: cause %d, want ok (no checksum)", c)
 	}
 	hdr := append([]byte(nil), good...)
 	hdr[ethLen+8]-- // TTL changed, header checksum not
-	if _, c := parseRx(hdr, bp4.Addr(), bp4.Port(), RxChecksumVerify); c != causeBadChecksum {
+	if _, c := parseRX(hdr, bp4.Addr(), bp4.Port(), RXChecksumVerify); c != causeBadChecksum {
 		t.Errorf("IPv4 header checksum wrong: cause %d, want bad checksum", c)
 	}
 	// IPv6 specifics: a zero checksum is discarded.
 	good6 := gopacketFrame(t, ap6, bp6, payload, 64, 0)
 	zero6 := append([]byte(nil), good6...)
 	zero6[ethLen+ipv6Len+6], zero6[ethLen+ipv6Len+7] = 0, 0
-	if _, c := parseRx(zero6, bp6.Addr(), bp6.Port(), RxChecksumVerify); c != causeZeroChecksum6 {
+	if _, c := parseRX(zero6, bp6.Addr(), bp6.Port(), RXChecksumVerify); c != causeZeroChecksum6 {
 		t.Errorf("IPv6 UDP checksum 0: cause %d, want zero-checksum", c)
 	}
 	// A dual-stack (unspecified IPv6) local address takes IPv4 too; an
 	// unspecified IPv4 one does not take IPv6.
-	if _, c := parseRx(good, netip.IPv6Unspecified(), bp4.Port(), RxChecksumVerify); c != causeOK {
+	if _, c := parseRX(good, netip.IPv6Unspecified(), bp4.Port(), RXChecksumVerify); c != causeOK {
 		t.Errorf("IPv4 to [::]: cause %d", c)
 	}
-	if _, c := parseRx(good6, netip.IPv4Unspecified(), bp6.Port(), RxChecksumVerify); c != causeNotForUs {
+	if _, c := parseRX(good6, netip.IPv4Unspecified(), bp6.Port(), RXChecksumVerify); c != causeNotForUs {
 		t.Errorf("IPv6 to 0.0.0.0: cause %d, want not for us", c)
 	}
 }
@@ -228,7 +228,7 @@ func TestParseMartiansAndDestinations(t *testing.T) {
 	} {
 		f := gopacketFrame(t, tc.src, tc.dst, payload, 64, 0)
 		copy(f[0:6], tc.mac)
-		p := newRxParser(netip.IPv6Unspecified(), 9000, 1, RxChecksumVerify)
+		p := newRXParser(netip.IPv6Unspecified(), 9000, 1, RXChecksumVerify)
 		p.view = testView()
 		var d rxDatagram
 		if c := p.parse(f, &d); c != tc.want {
@@ -237,7 +237,7 @@ func TestParseMartiansAndDestinations(t *testing.T) {
 	}
 	// A link-local source carries the interface as its zone.
 	ll := netip.MustParseAddrPort("[fe80::1]:7")
-	p := newRxParser(netip.IPv6Unspecified(), 9000, 1, RxChecksumVerify)
+	p := newRXParser(netip.IPv6Unspecified(), 9000, 1, RXChecksumVerify)
 	p.view, p.zone = testView(), "vb"
 	var d rxDatagram
 	if c := p.parse(gopacketFrame(t, ll, bp6, payload, 64, 0), &d); c != causeOK || d.src.Addr().Zone() != "vb" || d.src.Addr().WithZone("") != ll.Addr() {
@@ -267,10 +267,10 @@ func refFold(b []byte) uint16 {
 	return uint16(s)
 }
 
-// FuzzParseRx: no frame makes parseRx panic; a datagram it accepts lies
+// FuzzParseRX: no frame makes parseRX panic; a datagram it accepts lies
 // inside the frame, has the ports and addresses gopacket decodes, and
 // with verification on, a checksum gopacket's own serializer agrees with.
-func FuzzParseRx(f *testing.F) {
+func FuzzParseRX(f *testing.F) {
 	f.Add(gopacketFrame(f, ap4, bp4, []byte("seed"), 64, 0), true)
 	f.Add(gopacketFrame(f, ap6, bp6, []byte("seed six"), 64, 0), true)
 	f.Add([]byte{}, false)
@@ -279,15 +279,15 @@ func FuzzParseRx(f *testing.F) {
 	f.Add(gopacketFrame(f, netip.MustParseAddrPort("[fe80::1]:9000"), bp6, []byte("link-local"), 64, 0), true)
 	f.Add(gopacketFrame(f, ap4, netip.MustParseAddrPort("198.18.0.99:9000"), []byte("transit"), 64, 0), true)
 	f.Fuzz(func(t *testing.T, frame []byte, verify bool) {
-		mode := RxChecksumNone
+		mode := RXChecksumNone
 		if verify {
-			mode = RxChecksumVerify
+			mode = RXChecksumVerify
 		}
 		port := binary.BigEndian.Uint16(append(make([]byte, 0, 2), frameDstPort(frame)...))
-		d, c := parseRx(frame, netip.Addr{}, port, mode)
+		d, c := parseRX(frame, netip.Addr{}, port, mode)
 		// The copying readers' deferred checksum, finished with the
 		// payload's sum, gives the same verdict.
-		dp := newRxParser(netip.Addr{}, port, 1, mode)
+		dp := newRXParser(netip.Addr{}, port, 1, mode)
 		dp.deferSum = true
 		var dd rxDatagram
 		dc := dp.parse(frame, &dd)
@@ -300,7 +300,7 @@ func FuzzParseRx(f *testing.F) {
 		}
 		// With the conn's view of the host: what it accepts is to B's MAC
 		// and one of its addresses, from a source that is not martian.
-		vp := newRxParser(netip.IPv6Unspecified(), port, 1, mode)
+		vp := newRXParser(netip.IPv6Unspecified(), port, 1, mode)
 		vp.view, vp.zone, vp.wantDst = testView(), "vb", true
 		var vd rxDatagram
 		if vc := vp.parse(frame, &vd); vc == causeOK {
@@ -381,12 +381,12 @@ func TestCodecRoundTrip(t *testing.T) {
 		if !bytes.Equal(frame[:n], want[:n]) {
 			t.Errorf("WriteFrame %x, gopacket %x", frame[:n], want)
 		}
-		d, err := ParseFrame(frame[:n], RxChecksumVerify)
+		d, err := ParseFrame(frame[:n], RXChecksumVerify)
 		if err != nil || d.Src != tc.src || d.Dst != tc.dst || string(d.Payload) != "codec" {
 			t.Errorf("ParseFrame: %+v, %v", d, err)
 		}
 		frame[n-1] ^= 1
-		if _, err := ParseFrame(frame[:n], RxChecksumVerify); !errors.Is(err, ErrNotDatagram) {
+		if _, err := ParseFrame(frame[:n], RXChecksumVerify); !errors.Is(err, ErrNotDatagram) {
 			t.Errorf("a damaged frame: %v", err)
 		}
 	}

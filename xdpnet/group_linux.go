@@ -33,7 +33,7 @@ type Group struct {
 	holding bool
 	per     int // with the poller: the views each queue's batch can hold
 	turn    int
-	nap     xsk.Napper // with the poller: nap or wait in poll (Config.RxNap)
+	nap     xsk.Napper // with the poller: nap or wait in poll (Config.RXNap)
 }
 
 // Group returns the conn's reader of every queue. It makes the conn read
@@ -60,7 +60,7 @@ func (c *UDPConn) Group() (*Group, error) {
 		}
 	} else {
 		g.poller = xsk.NewPoller(socks...)
-		g.nap = xsk.NewNapper(c.cfg.RxNap, socks...)
+		g.nap = xsk.NewNapper(c.cfg.RXNap, socks...)
 	}
 	return g, nil
 }
@@ -318,9 +318,9 @@ func (g *Group) Release() {
 
 // CoalesceStats returns the group receiver's counters, when the conn
 // coalesces (Config.Coalesce). It may be called from any goroutine.
-func (g *Group) CoalesceStats() (coalesce.RxStats, bool) {
+func (g *Group) CoalesceStats() (coalesce.RXStats, bool) {
 	if g.grp == nil {
-		return coalesce.RxStats{}, false
+		return coalesce.RXStats{}, false
 	}
 	return g.grp.Stats(), true
 }

@@ -87,8 +87,8 @@ func TestTTLTOSAndChecksumOffload(t *testing.T) {
 	}{
 		{"ipv4 software checksum", xdpnet.Config{TTL: 7, TOS: 0xb8}, false},
 		{"ipv6 software checksum", xdpnet.Config{TTL: 9, TOS: 0x28}, true},
-		{"ipv4 checksum offload", xdpnet.Config{TTL: 5, TOS: 0x10, TxChecksum: xdpnet.TxChecksumOffload}, false},
-		{"ipv6 checksum offload", xdpnet.Config{TTL: 3, TOS: 0x04, TxChecksum: xdpnet.TxChecksumOffload}, true},
+		{"ipv4 checksum offload", xdpnet.Config{TTL: 5, TOS: 0x10, TXChecksum: xdpnet.TXChecksumOffload}, false},
+		{"ipv6 checksum offload", xdpnet.Config{TTL: 3, TOS: 0x04, TXChecksum: xdpnet.TXChecksumOffload}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src, dst := netip.AddrPortFrom(pair.B.IPv4, port), netip.AddrPortFrom(pair.A.IPv4, port)
@@ -243,8 +243,8 @@ func TestGroupAndCoalescedReaders(t *testing.T) {
 		coalesce *coalesce.Params
 	}{
 		{"group", true, nil},
-		{"group coalesced", true, &coalesce.Params{RxUsecs: 50, RxFrames: 16}},
-		{"queues coalesced", false, &coalesce.Params{RxUsecs: 50, RxFrames: 16}},
+		{"group coalesced", true, &coalesce.Params{RXUsecs: 50, RXFrames: 16}},
+		{"queues coalesced", false, &coalesce.Params{RXUsecs: 50, RXFrames: 16}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pair := netnstest.New(t, netnstest.Config{Queues: 2})

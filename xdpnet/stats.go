@@ -24,7 +24,7 @@ type Drops struct {
 	// PartialChecksum: the UDP checksum a sender on this host left for an
 	// offload that never ran (veth with TX checksumming on): turn TX
 	// checksumming off on the sending veth (ethtool -K DEV tx off), or
-	// accept them with Config.RxChecksum = RxChecksumAcceptPartial.
+	// accept them with Config.RXChecksum = RXChecksumAcceptPartial.
 	PartialChecksum uint64 `json:"partial_checksum"`
 	// ZeroChecksum6: UDP over IPv6 without a checksum.
 	ZeroChecksum6 uint64 `json:"zero_checksum6"`
@@ -56,18 +56,18 @@ type QueueStats struct {
 	// Drops are the frames not delivered, by cause.
 	Drops Drops `json:"drops"`
 	// Sent and SentBytes (payload) count datagrams handed to the kernel
-	// for sending: put on the TX ring (Socket.TxFrames counts those the
+	// for sending: put on the TX ring (Socket.TXFrames counts those the
 	// kernel completed), or written to the kernel's socket.
 	Sent      uint64 `json:"sent"`
 	SentBytes uint64 `json:"sent_bytes"`
 	// Socket is the AF_XDP socket's own counters: what the kernel could
-	// not deliver to it (RxDropped, RxRingFull) and where its frames are
+	// not deliver to it (RXDropped, RXRingFull) and where its frames are
 	// (zero for KernelQueue).
 	Socket xsk.Stats `json:"socket"`
 	// Coalesce is the queue reader's software coalescing (Config.Coalesce):
 	// batches, frames per batch, wake-ups, the delay frames waited. Nil
 	// without coalescing; a Group's is Group.CoalesceStats.
-	Coalesce *coalesce.RxStats `json:"coalesce,omitempty"`
+	Coalesce *coalesce.RXStats `json:"coalesce,omitempty"`
 }
 
 // Stats are a conn's counters, per queue (the kernel's socket last).
@@ -99,10 +99,10 @@ func (s Stats) Total() QueueStats {
 		d.ZeroChecksum6 += q.Drops.ZeroChecksum6
 		d.OtherPeer += q.Drops.OtherPeer
 		d.MartianSource += q.Drops.MartianSource
-		t.Socket.RxDropped += q.Socket.RxDropped
-		t.Socket.RxRingFull += q.Socket.RxRingFull
-		t.Socket.RxFrames += q.Socket.RxFrames
-		t.Socket.TxFrames += q.Socket.TxFrames
+		t.Socket.RXDropped += q.Socket.RXDropped
+		t.Socket.RXRingFull += q.Socket.RXRingFull
+		t.Socket.RXFrames += q.Socket.RXFrames
+		t.Socket.TXFrames += q.Socket.TXFrames
 	}
 	return t
 }

@@ -248,7 +248,7 @@ func TestKernelReceiveChecks(t *testing.T) {
 	t.Log(table.String())
 	martians := after.Drops.MartianSource - before.Drops.MartianSource
 	t.Logf("drops by cause: martian source %d, not for us %d, total %d; the socket received %d frames",
-		martians, after.Drops.NotForUs-before.Drops.NotForUs, after.Drops.Total()-before.Drops.Total(), after.Socket.RxFrames-before.Socket.RxFrames)
+		martians, after.Drops.NotForUs-before.Drops.NotForUs, after.Drops.Total()-before.Drops.Total(), after.Socket.RXFrames-before.Socket.RXFrames)
 	if martians == 0 {
 		t.Errorf("no MartianSource drop counted")
 	}
@@ -256,7 +256,7 @@ func TestKernelReceiveChecks(t *testing.T) {
 	var took, accounted uint64
 	for _, q := range c.Stats().Queues {
 		if q.Queue != xdpnet.KernelQueue {
-			took += q.Socket.RxFrames
+			took += q.Socket.RXFrames
 			accounted += q.Datagrams + q.Drops.Total()
 		}
 	}
@@ -546,8 +546,8 @@ func TestJumboDatagrams(t *testing.T) {
 		}
 	}
 	st := c.Stats().Total()
-	if st.Socket.RxDropped != 0 || st.Drops.Total() != 0 {
-		t.Errorf("dropped: socket %d, conn %+v", st.Socket.RxDropped, st.Drops)
+	if st.Socket.RXDropped != 0 || st.Drops.Total() != 0 {
+		t.Errorf("dropped: socket %d, conn %+v", st.Socket.RXDropped, st.Drops)
 	}
 	t.Logf("%d datagrams, %d through the kernel socket", st.Datagrams, c.Stats().Queues[2].Datagrams)
 }
@@ -569,15 +569,15 @@ func TestStatsAfterCloseKeepKernelDrops(t *testing.T) {
 	}
 	c.Close()
 	st := c.Stats().Total()
-	lost := st.Socket.RxDropped + st.Socket.RxRingFull
+	lost := st.Socket.RXDropped + st.Socket.RXRingFull
 	m, err := pair.B.EthtoolStats(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	veth, _ := netnstest.SumStats(m, "rx_queue_", "_drops")
 	if lost == 0 || lost != veth {
-		t.Errorf("after Close the conn reports %d frames the kernel dropped (RxDropped %d + RxRingFull %d); veth's rx_queue_N_drops: %d",
-			lost, st.Socket.RxDropped, st.Socket.RxRingFull, veth)
+		t.Errorf("after Close the conn reports %d frames the kernel dropped (RXDropped %d + RXRingFull %d); veth's rx_queue_N_drops: %d",
+			lost, st.Socket.RXDropped, st.Socket.RXRingFull, veth)
 	}
 	t.Logf("after Close: %d dropped by the kernel (veth: %d)", lost, veth)
 }
@@ -618,12 +618,12 @@ func TestFollowsAddressChanges(t *testing.T) {
 	// sees none of the next ten.
 	deadline = time.Now().Add(3 * time.Second)
 	for {
-		frames := c.Stats().Queues[0].Socket.RxFrames
+		frames := c.Stats().Queues[0].Socket.RXFrames
 		for range 10 {
 			k.WriteToUDPAddrPort([]byte("gone"), netip.AddrPortFrom(extra, port))
 		}
 		time.Sleep(20 * time.Millisecond)
-		if c.Stats().Queues[0].Socket.RxFrames == frames {
+		if c.Stats().Queues[0].Socket.RXFrames == frames {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -29,7 +29,7 @@ type xskQueue struct {
 	ready   *xsk.Batch         // a coalesced batch wait received, for view
 	rb      *xsk.Batch         // frames copyOut takes datagrams from
 	rnext   int                // frames of rb looked at
-	nap     xsk.Napper         // nap or wait in poll (Config.RxNap)
+	nap     xsk.Napper         // nap or wait in poll (Config.RXNap)
 
 	// TX side, under txmu.
 	txmu sync.Mutex
@@ -38,7 +38,7 @@ type xskQueue struct {
 }
 
 func newXSKQueue(c *UDPConn, s *xsk.Socket) *xskQueue {
-	x := &xskQueue{s: s, fd: s.FD(), nap: xsk.NewNapper(c.cfg.RxNap, s)}
+	x := &xskQueue{s: s, fd: s.FD(), nap: xsk.NewNapper(c.cfg.RXNap, s)}
 	x.q = &Queue{c: c, id: s.Queue(), io: x}
 	x.tb = s.NewBatch(maxSegments + c.cfg.BatchSize)
 	x.ipID = uint16(s.Queue() << 12)
@@ -101,7 +101,7 @@ func (x *xskQueue) view(msgs []Message) (int, error) {
 	}
 }
 
-// wait naps while datagrams flow (Config.RxNap), else waits in poll.
+// wait naps while datagrams flow (Config.RXNap), else waits in poll.
 func (x *xskQueue) wait(timeout time.Duration) error {
 	if x.q.c.cfg.Coalesce != nil {
 		return x.coalescedWait(timeout)

@@ -158,7 +158,7 @@ func (x *xskQueue) queueMessage(m *Message, dst netip.AddrPort, hop nexthop.Hop)
 		buf := x.tb.Buffer(fi)
 		var n int
 		var err error
-		if c.cfg.TxChecksum == TxChecksumOffload {
+		if c.cfg.TXChecksum == TXChecksumOffload {
 			n, err = h.BuildUDPPartial(buf, x.ipID, p)
 			x.tb.RequestChecksum(fi, uint16(hlen-udpLen), offload.UDPChecksumOffset)
 		} else {

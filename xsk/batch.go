@@ -50,11 +50,11 @@ func (b *Batch) SetLen(i, n int) {
 }
 
 // SetOptions sets the option bits of descriptor i (OptContinues to chain a
-// multi-buffer packet, OptTxMetadata to use the TX metadata).
+// multi-buffer packet, OptTXMetadata to use the TX metadata).
 func (b *Batch) SetOptions(i int, opts uint32) { b.descs[i].Options = opts }
 
 // Meta returns the metadata area the XDP program wrote in front of
-// received packet i (see ProgramConfig.RxHash), or nil if there is no room
+// received packet i (see ProgramConfig.RXHash), or nil if there is no room
 // for it. It is only meaningful when the program writes metadata.
 func (b *Batch) Meta(i int, size int) []byte {
 	d := b.descs[i]
@@ -65,10 +65,10 @@ func (b *Batch) Meta(i int, size int) []byte {
 	return b.umem.mem[d.Addr-uint64(size) : d.Addr : d.Addr]
 }
 
-// RxHash returns the RSS hash the NIC computed for received packet i and its
-// type (enum xdp_rss_hash_type), as stored by a Program with RxHash set.
+// RXHash returns the RSS hash the NIC computed for received packet i and its
+// type (enum xdp_rss_hash_type), as stored by a Program with RXHash set.
 // ok is false when the driver gave no hash.
-func (b *Batch) RxHash(i int) (hash uint32, hashType uint32, ok bool) {
+func (b *Batch) RXHash(i int) (hash uint32, hashType uint32, ok bool) {
 	m := b.Meta(i, rxMetaLen)
 	if m == nil {
 		return 0, 0, false
@@ -83,9 +83,9 @@ func (b *Batch) RxHash(i int) (hash uint32, hashType uint32, ok bool) {
 // RequestChecksum asks the kernel (or the NIC) to compute an L4 checksum
 // for TX frame i: the one's complement sum from byte start to the end of the
 // packet, stored at start+offset (Linux CHECKSUM_PARTIAL semantics: the
-// field must hold the pseudo-header sum). It needs a UMEM with TxMetadata;
+// field must hold the pseudo-header sum). It needs a UMEM with TXMetadata;
 // it reports false otherwise. In copy mode the UMEM needs
-// TxSoftwareChecksum too.
+// TXSoftwareChecksum too.
 func (b *Batch) RequestChecksum(i int, start, offset uint16) bool {
 	if b.umem.txOffset < txMetadataLen {
 		return false
@@ -95,7 +95,7 @@ func (b *Batch) RequestChecksum(i int, start, offset uint16) bool {
 	binary.NativeEndian.PutUint64(md[0:], xdpTxmdFlagsChecksum)
 	binary.NativeEndian.PutUint16(md[8:], start)
 	binary.NativeEndian.PutUint16(md[10:], offset)
-	d.Options |= OptTxMetadata
+	d.Options |= OptTXMetadata
 	return true
 }
 

@@ -20,9 +20,9 @@ const (
 	// (XDP_PKT_CONTD): multi-buffer packets span several descriptors and end
 	// with one that lacks it.
 	OptContinues = 1 << 0
-	// OptTxMetadata asks the kernel to honour the TX metadata in front of
+	// OptTXMetadata asks the kernel to honour the TX metadata in front of
 	// the frame (XDP_TX_METADATA): checksum offload, timestamps.
-	OptTxMetadata = 1 << 1
+	OptTXMetadata = 1 << 1
 )
 
 // MaxFragments is the most descriptors one multi-buffer packet can span:

@@ -147,9 +147,9 @@ func TestStatsAfterClose(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Stats after Close: %v", err)
 	}
-	lost := after.RxDropped + after.RxRingFull
-	if lost == 0 || lost < before.RxDropped+before.RxRingFull {
-		t.Errorf("after Close: RxDropped %d + RxRingFull %d; before: %d + %d", after.RxDropped, after.RxRingFull, before.RxDropped, before.RxRingFull)
+	lost := after.RXDropped + after.RXRingFull
+	if lost == 0 || lost < before.RXDropped+before.RXRingFull {
+		t.Errorf("after Close: RXDropped %d + RXRingFull %d; before: %d + %d", after.RXDropped, after.RXRingFull, before.RXDropped, before.RXRingFull)
 	}
 	m, err := pair.B.EthtoolStats(context.Background())
 	if err != nil {
@@ -157,9 +157,9 @@ func TestStatsAfterClose(t *testing.T) {
 	}
 	veth, _ := netnstest.SumStats(m, "rx_queue_", "_drops")
 	if veth != lost {
-		t.Errorf("veth counted %d failed redirects (rx_queue_N_drops), the socket after Close %d (RxDropped %d + RxRingFull %d)", veth, lost, after.RxDropped, after.RxRingFull)
+		t.Errorf("veth counted %d failed redirects (rx_queue_N_drops), the socket after Close %d (RXDropped %d + RXRingFull %d)", veth, lost, after.RXDropped, after.RXRingFull)
 	}
-	t.Logf("after Close: RxDropped %d, RxRingFull %d, fill ring empty %d; veth drops %d", after.RxDropped, after.RxRingFull, after.RxFillRingEmpty, veth)
+	t.Logf("after Close: RXDropped %d, RXRingFull %d, fill ring empty %d; veth drops %d", after.RXDropped, after.RXRingFull, after.RXFillRingEmpty, veth)
 }
 
 // A frame longer than a socket's frame holds (MTU 9000, no multi-buffer)
@@ -171,7 +171,7 @@ func TestLongFramesPassToKernel(t *testing.T) {
 	s := d.Sockets()[0]
 	dst := netip.AddrPortFrom(pair.B.IPv4, port)
 	k := listenUDP(t, pair.B, dst)
-	max := s.UMEM().RxFrameLen() - 14 - 20 - 8 // the largest UDP payload a frame holds
+	max := s.UMEM().RXFrameLen() - 14 - 20 - 8 // the largest UDP payload a frame holds
 	sendUDP(t, pair.A, dst, 1, 5, max, 0)
 	if c := collect(t, d.Sockets(), port, 5, 3*time.Second); c.frames != 5 {
 		t.Errorf("%d-byte datagrams (frames of %d bytes): the socket got %v, want 5", max, max+42, c)
@@ -186,7 +186,7 @@ func TestLongFramesPassToKernel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.RxDropped != 0 {
-		t.Errorf("the socket dropped %d frames", st.RxDropped)
+	if st.RXDropped != 0 {
+		t.Errorf("the socket dropped %d frames", st.RXDropped)
 	}
 }

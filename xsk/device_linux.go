@@ -150,8 +150,8 @@ func (d *Device) attachProgram(cfg Config, ifindex, mapSize int) error {
 	}
 	if pc.MaxFrame == 0 && !cfg.Socket.MultiBuffer && pc.UserMap == nil {
 		// A longer frame would be dropped at the socket (counted in
-		// RxDropped, nowhere else): the kernel's stack gets it instead.
-		pc.MaxFrame = d.sockets[0].UMEM().RxFrameLen()
+		// RXDropped, nowhere else): the kernel's stack gets it instead.
+		pc.MaxFrame = d.sockets[0].UMEM().RXFrameLen()
 	}
 	var err error
 	d.prog, err = newProgram(ifindex, pc, func(p *Program) error {

@@ -414,9 +414,9 @@ func TestDispatcherRefusals(t *testing.T) {
 	if !errors.Is(err, xsk.ErrBusy) || !strings.Contains(err.Error(), "xdp_dispatcher") || !strings.Contains(err.Error(), "ShareExclusive") {
 		t.Errorf("ShareExclusive over a dispatcher: %v, want ErrBusy naming it", err)
 	}
-	err = openErr(pair.B, xsk.ProgramConfig{RxHash: true})
+	err = openErr(pair.B, xsk.ProgramConfig{RXHash: true})
 	if !errors.Is(err, xsk.ErrNotSupported) || !strings.Contains(err.Error(), "device-bound") {
-		t.Errorf("RxHash in a dispatcher: %v, want ErrNotSupported saying why", err)
+		t.Errorf("RXHash in a dispatcher: %v, want ErrNotSupported saying why", err)
 	}
 	// Multi-buffer sockets behind a program that is not frags-aware: the
 	// dispatcher cannot be either, and jumbo frames would not arrive.

@@ -83,12 +83,12 @@
 // lends below that, so a sender always finds frames, even under an RX
 // flood or with a UMEM smaller than the fill ring. (Released frames still
 // go to the fill ring first: a forwarder's frames go round.)
-// SocketConfig.TxFrames instead sets TX frames apart in a pool of their
+// SocketConfig.TXFrames instead sets TX frames apart in a pool of their
 // own, which the fill ring never takes from.
 //
-// Stats.TxFrames counts a frame as sent when the kernel completed it
+// Stats.TXFrames counts a frame as sent when the kernel completed it
 // (it came back through the completion ring), not when it was put on the
-// TX ring (Stats.TxSubmitted); the difference is on its way (FramesTx).
+// TX ring (Stats.TXSubmitted); the difference is on its way (FramesTX).
 //
 // # Faults
 //
@@ -171,7 +171,7 @@
 // second's. Any other program already
 // attached makes Open fail with ErrBusy naming it (id, name, mode).
 //
-// What a dispatcher cannot do: RX hash metadata (RxHash) needs a
+// What a dispatcher cannot do: RX hash metadata (RXHash) needs a
 // device-bound program and is refused in one; a device-bound dispatcher
 // (libxdp's XDP_ATTACH_DEVBIND) is refused; multi-buffer frames reach the
 // sockets only when every program in the dispatcher is frags-aware
@@ -191,9 +191,9 @@
 // the socket takes the wait-queue lock and wakes it. Two options change
 // that:
 //
-//   - SocketConfig.RxNap: while packets flow, Wait sleeps on a timer, off
+//   - SocketConfig.RXNap: while packets flow, Wait sleeps on a timer, off
 //     the wait queue, and polls only when a nap found nothing. It trades up
-//     to RxNap of latency for far fewer wake-ups; in cmd/xskbench on veth
+//     to RXNap of latency for far fewer wake-ups; in cmd/xskbench on veth
 //     it cut the receiver's CPU per packet by about half.
 //   - SocketConfig.BusyPoll: the receiving goroutine runs the driver's NAPI
 //     itself. It needs a driver whose XDP receive queues carry a NAPI ID

@@ -97,7 +97,7 @@ func ExampleSocket_Transmit() {
 			log.Fatal(err)
 		}
 	}
-	for s.TxPending() > 0 {
+	for s.TXPending() > 0 {
 		s.Complete()
 	}
 }
@@ -107,7 +107,7 @@ func ExampleSocket_Transmit() {
 // machine with fewer CPUs than queues, the fastest receiver. Needs root.
 func ExamplePoller() {
 	dev, err := xsk.Open("eth0", xsk.Config{
-		Socket:  xsk.SocketConfig{RxNap: 30 * time.Microsecond},
+		Socket:  xsk.SocketConfig{RXNap: 30 * time.Microsecond},
 		Program: xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(9000)}},
 	})
 	if err != nil {

@@ -30,7 +30,7 @@ func ipLink(t *testing.T, h *netnstest.Host, args ...string) {
 func TestFillRingFedFromPool(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{Queues: 1})
 	d := openOn(t, pair.B, xsk.Config{
-		Socket:  xsk.SocketConfig{FillRingSize: 256, RxRingSize: 256},
+		Socket:  xsk.SocketConfig{FillRingSize: 256, RXRingSize: 256},
 		UMEM:    xsk.UMEMConfig{NumFrames: 512},
 		Program: xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(testPort)}},
 	})
@@ -60,13 +60,13 @@ func TestFillRingFedFromPool(t *testing.T) {
 	checkAccounting(t, s)
 }
 
-// With TxFrames, one goroutine receives and another sends on the same
+// With TXFrames, one goroutine receives and another sends on the same
 // socket at once (run with -race): the two sides share no state, and the
 // frame accounting still adds up.
-func TestTxFramesSplitSides(t *testing.T) {
+func TestTXFramesSplitSides(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{Queues: 1})
 	d := openOn(t, pair.B, xsk.Config{
-		Socket:  xsk.SocketConfig{TxFrames: 1024},
+		Socket:  xsk.SocketConfig{TXFrames: 1024},
 		Program: xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(testPort)}},
 	})
 	s := d.Sockets()[0]
@@ -111,7 +111,7 @@ func TestTxFramesSplitSides(t *testing.T) {
 			}
 			time.Sleep(100 * time.Microsecond) // the peer's kernel socket is read one datagram at a time
 		}
-		for s.TxPending() > 0 && time.Now().Before(deadline) {
+		for s.TXPending() > 0 && time.Now().Before(deadline) {
 			if s.Complete() == 0 {
 				s.Kick()
 				time.Sleep(time.Millisecond)
@@ -134,8 +134,8 @@ func TestTxFramesSplitSides(t *testing.T) {
 		t.Errorf("peer got %d of %d datagrams from the TX side", len(got), txWant)
 	}
 	st := checkAccounting(t, s)
-	if st.TxFrames != txWant || st.TxSubmitted != txWant {
-		t.Errorf("TxFrames %d, TxSubmitted %d, want %d each", st.TxFrames, st.TxSubmitted, txWant)
+	if st.TXFrames != txWant || st.TXSubmitted != txWant {
+		t.Errorf("TXFrames %d, TXSubmitted %d, want %d each", st.TXFrames, st.TXSubmitted, txWant)
 	}
 }
 
@@ -284,8 +284,8 @@ func TestLinkDownThenUpResumesSending(t *testing.T) {
 		t.Fatalf("Transmit put %d of %d frames on the ring", k, n)
 	}
 	st, _ := s.Stats()
-	if st.TxFrames != 0 || st.TxSubmitted != uint64(n) || st.FramesTx != n || st.LinkDown == 0 {
-		t.Errorf("link down: TxFrames %d (want 0), TxSubmitted %d, FramesTx %d (want %d), LinkDown %d", st.TxFrames, st.TxSubmitted, st.FramesTx, n, st.LinkDown)
+	if st.TXFrames != 0 || st.TXSubmitted != uint64(n) || st.FramesTX != n || st.LinkDown == 0 {
+		t.Errorf("link down: TXFrames %d (want 0), TXSubmitted %d, FramesTX %d (want %d), LinkDown %d", st.TXFrames, st.TXSubmitted, st.FramesTX, n, st.LinkDown)
 	}
 
 	ipLink(t, pair.A, "set", pair.A.Link, "up")
@@ -301,7 +301,7 @@ func TestLinkDownThenUpResumesSending(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	for s.TxPending() > 0 && time.Now().Before(deadline) {
+	for s.TXPending() > 0 && time.Now().Before(deadline) {
 		if s.Complete() == 0 {
 			s.Kick()
 			time.Sleep(time.Millisecond)
@@ -311,8 +311,8 @@ func TestLinkDownThenUpResumesSending(t *testing.T) {
 		t.Errorf("peer got %d of the %d frames held across the outage", len(got), n)
 	}
 	st = checkAccounting(t, s)
-	if st.TxFrames != uint64(n) || st.TxBytes != uint64(n*len(frame)) {
-		t.Errorf("after link up: TxFrames %d, TxBytes %d; want %d, %d", st.TxFrames, st.TxBytes, n, n*len(frame))
+	if st.TXFrames != uint64(n) || st.TXBytes != uint64(n*len(frame)) {
+		t.Errorf("after link up: TXFrames %d, TXBytes %d; want %d, %d", st.TXFrames, st.TXBytes, n, n*len(frame))
 	}
 }
 
@@ -349,8 +349,8 @@ func TestTransmitRefusesDescOutsideUMEM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.TxSubmitted != 0 || st.TxInvalidDescs != 0 {
-		t.Fatalf("after refused descriptors: submitted %d, kernel-invalid %d; want 0, 0", st.TxSubmitted, st.TxInvalidDescs)
+	if st.TXSubmitted != 0 || st.TXInvalidDescs != 0 {
+		t.Fatalf("after refused descriptors: submitted %d, kernel-invalid %d; want 0, 0", st.TXSubmitted, st.TXInvalidDescs)
 	}
 	// The socket still sends.
 	peer := listenUDP(t, pair.A, netip.AddrPortFrom(pair.A.IPv4, testPort+1))

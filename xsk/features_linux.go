@@ -19,12 +19,12 @@ func KernelFeatures() (Features, error) {
 		return f, err
 	}
 	f.UnalignedChunks, _ = try(UMEMConfig{Unaligned: true, FrameSize: 3000})
-	f.TxMetadata, _ = try(UMEMConfig{TxMetadata: true})
-	if f.TxMetadata {
-		f.TxSoftwareChecksum, _ = try(UMEMConfig{TxSoftwareChecksum: true})
+	f.TXMetadata, _ = try(UMEMConfig{TXMetadata: true})
+	if f.TXMetadata {
+		f.TXSoftwareChecksum, _ = try(UMEMConfig{TXSoftwareChecksum: true})
 	}
 	if _, err := kfuncID("bpf_xdp_metadata_rx_hash"); err == nil {
-		f.RxHash = true
+		f.RXHash = true
 	}
 	return f, nil
 }

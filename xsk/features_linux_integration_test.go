@@ -129,14 +129,14 @@ func TestOversizeWithoutMultiBuffer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.RxDropped+st.RxInvalidDescs < 10 {
+	if st.RXDropped+st.RXInvalidDescs < 10 {
 		t.Fatalf("10 oversize packets were not counted: %+v", st)
 	}
 }
 
-func TestRxHashMetadata(t *testing.T) {
+func TestRXHashMetadata(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{Queues: 2})
-	d := openOn(t, pair.B, xsk.Config{Program: xsk.ProgramConfig{RxHash: true, Filter: []xsk.Rule{xsk.UDPPort(testPort)}}})
+	d := openOn(t, pair.B, xsk.Config{Program: xsk.ProgramConfig{RXHash: true, Filter: []xsk.Rule{xsk.UDPPort(testPort)}}})
 	const flows, count = 8, 400
 	hashes := map[uint16]map[uint32]bool{} // source port -> hashes seen
 	var missing int
@@ -157,7 +157,7 @@ func TestRxHashMetadata(t *testing.T) {
 					}
 					got++
 					sport := binary.BigEndian.Uint16(f[34:])
-					h, _, ok := b.RxHash(i)
+					h, _, ok := b.RXHash(i)
 					if !ok {
 						missing++
 						continue
@@ -209,16 +209,16 @@ func snmpCounter(t *testing.T, h *netnstest.Host, proto, name string) int {
 	return int(v)
 }
 
-// TestTxChecksumOffload asks the kernel, through AF_XDP TX metadata, to
+// TestTXChecksumOffload asks the kernel, through AF_XDP TX metadata, to
 // fill the UDP checksum (copy mode computes it in software with
 // XDP_UMEM_TX_SW_CSUM). The peer's kernel verifies checksums (rx-checksumming
 // off on its veth), so a datagram that arrives carries a correct one; a
 // frame with a wrong checksum and no request is dropped and counted.
-func TestTxChecksumOffload(t *testing.T) {
+func TestTXChecksumOffload(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{Queues: 1})
 	var d *xsk.Device
 	err := pair.B.Do(func() (err error) {
-		d, err = xsk.Open(pair.B.Link, xsk.Config{UMEM: xsk.UMEMConfig{TxSoftwareChecksum: true}})
+		d, err = xsk.Open(pair.B.Link, xsk.Config{UMEM: xsk.UMEMConfig{TXSoftwareChecksum: true}})
 		return
 	})
 	netnstest.SkipIfNotSupported(t, err) // a kernel before 6.11; any other error fails
@@ -244,7 +244,7 @@ func TestTxChecksumOffload(t *testing.T) {
 		if _, err := s.Transmit(b); err != nil {
 			t.Fatal(err)
 		}
-		for i := 0; i < 100 && s.TxPending() > 0; i++ {
+		for i := 0; i < 100 && s.TXPending() > 0; i++ {
 			time.Sleep(time.Millisecond)
 			s.Complete()
 		}
@@ -403,17 +403,17 @@ func TestKernelFeatures(t *testing.T) {
 	var major, minor int
 	fmt.Sscanf(unix.ByteSliceToString(uts.Release[:]), "%d.%d", &major, &minor)
 	if major > 6 || major == 6 && minor >= 11 {
-		if !f.TxMetadata || !f.TxSoftwareChecksum || !f.RxHash || !f.UnalignedChunks {
+		if !f.TXMetadata || !f.TXSoftwareChecksum || !f.RXHash || !f.UnalignedChunks {
 			t.Fatalf("KernelFeatures on %d.%d = %+v, want all true", major, minor, f)
 		}
 	}
 	// A UMEM with TX metadata behaves as the probe says.
-	u, err := xsk.NewUMEM(xsk.UMEMConfig{NumFrames: 4, TxMetadata: true})
+	u, err := xsk.NewUMEM(xsk.UMEMConfig{NumFrames: 4, TXMetadata: true})
 	if err == nil {
 		u.Close()
 	}
-	if (err == nil) != f.TxMetadata {
-		t.Fatalf("probe said TX metadata %v, NewUMEM said %v", f.TxMetadata, err)
+	if (err == nil) != f.TXMetadata {
+		t.Fatalf("probe said TX metadata %v, NewUMEM said %v", f.TXMetadata, err)
 	}
 }
 
@@ -431,7 +431,7 @@ func TestRegisterFD(t *testing.T) {
 		if u, err = xsk.NewUMEM(xsk.UMEMConfig{NumFrames: 1024}); err != nil {
 			return err
 		}
-		if s, err = xsk.NewSocket(u, pair.B.Ifindex, 0, xsk.SocketConfig{NoTX: true, RxRingSize: 512, FillRingSize: 512}); err != nil {
+		if s, err = xsk.NewSocket(u, pair.B.Ifindex, 0, xsk.SocketConfig{NoTX: true, RXRingSize: 512, FillRingSize: 512}); err != nil {
 			return err
 		}
 		p, err = xsk.NewProgram(pair.B.Ifindex, xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(testPort)}})
@@ -471,14 +471,14 @@ func TestRegisterFD(t *testing.T) {
 	checkAccounting(t, s)
 }
 
-// With RxNap, a receiver that keeps calling Wait gets every datagram
+// With RXNap, a receiver that keeps calling Wait gets every datagram
 // (byte-exact) while its waits nap instead of polling; once traffic stops,
 // a nap that finds nothing hands over to poll; and Close wakes a wait in
 // the middle of a nap.
-func TestRxNap(t *testing.T) {
+func TestRXNap(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{Queues: 1})
 	d := openOn(t, pair.B, xsk.Config{
-		Socket:  xsk.SocketConfig{RxNap: 200 * time.Microsecond},
+		Socket:  xsk.SocketConfig{RXNap: 200 * time.Microsecond},
 		Program: xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(testPort)}},
 	})
 	s := d.Sockets()[0]
@@ -509,7 +509,7 @@ func TestRxNap(t *testing.T) {
 	// Close wakes a wait that is napping: packets flow again, then a long
 	// nap starts.
 	d2 := openOn(t, pair.A, xsk.Config{
-		Socket:  xsk.SocketConfig{RxNap: 10 * time.Second},
+		Socket:  xsk.SocketConfig{RXNap: 10 * time.Second},
 		Program: xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(testPort)}},
 	})
 	s2 := d2.Sockets()[0]

@@ -104,8 +104,8 @@ func TestFilterPassesFragments(t *testing.T) {
 		t.Errorf("sockets got %v of fragmented datagrams, want none", c)
 	}
 	st, _ := d.Sockets()[0].Stats()
-	if st.RxFrames != 0 {
-		t.Errorf("sockets received %d frames (fragments), want 0", st.RxFrames)
+	if st.RXFrames != 0 {
+		t.Errorf("sockets received %d frames (fragments), want 0", st.RXFrames)
 	}
 }
 

@@ -311,10 +311,10 @@ func checkAccounting(t *testing.T, s *xsk.Socket) xsk.Stats {
 	if err != nil {
 		t.Fatalf("Stats: %v", err)
 	}
-	sum := st.FramesFree + st.FramesFill + st.FramesTx + st.FramesApp + st.FramesLost
+	sum := st.FramesFree + st.FramesFill + st.FramesTX + st.FramesApp + st.FramesLost
 	if sum != st.FramesOwned {
 		t.Errorf("queue %d: free %d + fill %d + tx %d + app %d + lost %d = %d, want %d frames owned",
-			s.Queue(), st.FramesFree, st.FramesFill, st.FramesTx, st.FramesApp, st.FramesLost, sum, st.FramesOwned)
+			s.Queue(), st.FramesFree, st.FramesFill, st.FramesTX, st.FramesApp, st.FramesLost, sum, st.FramesOwned)
 	}
 	return st
 }

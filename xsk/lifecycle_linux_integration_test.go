@@ -211,9 +211,9 @@ func TestOpenErrors(t *testing.T) {
 	}{
 		{"no such interface", "nope0", xsk.Config{}, xsk.ErrNoDevice, "nope0"},
 		{"queue out of range", pair.B.Link, xsk.Config{Queues: []int{5}}, xsk.ErrInvalidConfig, "RX queues 0-1"},
-		{"ring not power of two", pair.B.Link, xsk.Config{Socket: xsk.SocketConfig{RxRingSize: 1000}}, xsk.ErrInvalidConfig, "power of two"},
+		{"ring not power of two", pair.B.Link, xsk.Config{Socket: xsk.SocketConfig{RXRingSize: 1000}}, xsk.ErrInvalidConfig, "power of two"},
 		{"frame size", pair.B.Link, xsk.Config{UMEM: xsk.UMEMConfig{FrameSize: 3000}}, xsk.ErrInvalidConfig, "frame size 3000"},
-		{"negative RX nap", pair.B.Link, xsk.Config{Socket: xsk.SocketConfig{RxNap: -time.Millisecond}}, xsk.ErrInvalidConfig, "RX nap -1ms"},
+		{"negative RX nap", pair.B.Link, xsk.Config{Socket: xsk.SocketConfig{RXNap: -time.Millisecond}}, xsk.ErrInvalidConfig, "RX nap -1ms"},
 		{"zero-copy on veth", pair.B.Link, xsk.Config{Socket: xsk.SocketConfig{Bind: xsk.BindZeroCopy}}, xsk.ErrNotSupported, "zero-copy"},
 		{"UMEM too small", pair.B.Link, xsk.Config{SharedUMEM: true, UMEM: xsk.UMEMConfig{NumFrames: 1}}, xsk.ErrInvalidConfig, "frames"},
 	} {

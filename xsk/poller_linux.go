@@ -13,7 +13,7 @@ import (
 // the timeout passes, or one of the sockets is closed (ErrClosed). A
 // negative timeout waits without limit. It reports whether a ring is
 // ready. Like Socket.Wait it first lends each fill ring what its pool
-// has, naps while packets flow when the sockets have SocketConfig.RxNap
+// has, naps while packets flow when the sockets have SocketConfig.RXNap
 // (the longest of theirs), and blocks in poll on all of them only when
 // every ring is still empty after the nap. Once a socket's device is gone
 // it returns that socket's error (matching ErrNoDevice), within a quarter

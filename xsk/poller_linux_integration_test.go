@@ -107,12 +107,12 @@ func TestPollerSleepClose(t *testing.T) {
 	}
 }
 
-// With RxNap, a Poller naps on a timer while packets flow, like
+// With RXNap, a Poller naps on a timer while packets flow, like
 // Socket.Wait, and every datagram still arrives.
-func TestPollerRxNap(t *testing.T) {
+func TestPollerRXNap(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{Queues: 2})
 	d := openOn(t, pair.B, xsk.Config{
-		Socket:  xsk.SocketConfig{RxNap: 200 * time.Microsecond},
+		Socket:  xsk.SocketConfig{RXNap: 200 * time.Microsecond},
 		Program: xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(testPort)}},
 	})
 	socks := d.Sockets()
@@ -147,7 +147,7 @@ func TestPollerRxNap(t *testing.T) {
 		naps += st.Naps
 	}
 	if naps == 0 {
-		t.Error("no socket counted a nap: WaitRX ignored RxNap")
+		t.Error("no socket counted a nap: WaitRX ignored RXNap")
 	}
 }
 

@@ -157,7 +157,7 @@ type ProgramConfig struct {
 	// attaches it instead of building one, and registers the sockets in
 	// UserMap, which must then be set. The program must redirect with
 	// bpf_redirect_map(&map, ctx->rx_queue_index, XDP_PASS) into that
-	// map; see UserMap for its contract. Filter, Expr, BPF and RxHash
+	// map; see UserMap for its contract. Filter, Expr, BPF and RXHash
 	// apply to xdpio's program only and must be unset. For multi-buffer
 	// sockets (SocketConfig.MultiBuffer) the program must be loaded
 	// frags-aware (BPF_F_XDP_HAS_FRAGS, section "xdp.frags"), or the
@@ -173,13 +173,13 @@ type ProgramConfig struct {
 	// nothing and only fills the map, for a program the caller (or
 	// another loader) attached already.
 	UserMap *ebpf.Map
-	// RxHash stores the NIC's RSS hash (kfunc bpf_xdp_metadata_rx_hash) in
-	// the metadata in front of each frame; read it with Batch.RxHash. The
+	// RXHash stores the NIC's RSS hash (kfunc bpf_xdp_metadata_rx_hash) in
+	// the metadata in front of each frame; read it with Batch.RXHash. The
 	// program is then bound to the device (BPF_F_XDP_DEV_BOUND_ONLY).
 	// A user's program (UserProgram) writes metadata itself: a u32 hash,
 	// a u32 hash type, a u32 with bit 0 set when the hash is valid and a
 	// reserved u32, ending where the frame starts.
-	RxHash bool
+	RXHash bool
 	// Queues is the size of the socket map: the highest queue index + 1
 	// that can have a socket. Default: the device's queue count.
 	Queues int
@@ -200,7 +200,7 @@ type ProgramConfig struct {
 	// again (and detaches the dispatcher when it was the last program). A
 	// process killed before Close leaves its program pinned in the
 	// dispatcher: with its sockets gone, it passes every frame on; remove
-	// it with `xdp-loader unload DEV -i ID`. RxHash needs a device-bound
+	// it with `xdp-loader unload DEV -i ID`. RXHash needs a device-bound
 	// program and does not work in a dispatcher; UserProgram and UserMap
 	// do not join one.
 	Share Share
@@ -274,7 +274,7 @@ func (l Local) encode() []byte {
 	return v
 }
 
-// Metadata layout written by the program when RxHash is set: hash u32,
+// Metadata layout written by the program when RXHash is set: hash u32,
 // hash type u32, flags u32, reserved u32, ending where the packet starts.
 const (
 	rxMetaLen       = 16

@@ -81,7 +81,7 @@ func newProgram(ifindex int, cfg ProgramConfig, before func(*Program) error) (_ 
 	if a != nil && !join {
 		return nil, busyError(ifname, a, cfg.Share)
 	}
-	if join && cfg.RxHash {
+	if join && cfg.RXHash {
 		return nil, fmt.Errorf("RX hash metadata needs a device-bound program, which cannot be one of a libxdp dispatcher's programs (%v); use ShareExclusive on an interface of its own: %w", cfg.Share, ErrNotSupported)
 	}
 	if cfg.Queues <= 0 {
@@ -95,7 +95,7 @@ func newProgram(ifindex int, cfg ProgramConfig, before func(*Program) error) (_ 
 	if err != nil {
 		return nil, err
 	}
-	p := &Program{xsks: xsks, ifindex: ifindex, mode: cfg.Attach, rxHash: cfg.RxHash}
+	p := &Program{xsks: xsks, ifindex: ifindex, mode: cfg.Attach, rxHash: cfg.RXHash}
 	defer func() {
 		if err != nil {
 			p.Close()
@@ -136,7 +136,7 @@ func (p *Program) join(ifindex int, cfg ProgramConfig, before func(*Program) err
 // before (registering sockets) ran.
 func (p *Program) load(ifindex int, cfg ProgramConfig, before func(*Program) error) (err error) {
 	p.prog, err = loadProgram(ifindex, p.maps(), cfg, nil)
-	if err != nil && cfg.RxHash && errors.Is(err, ErrNotSupported) {
+	if err != nil && cfg.RXHash && errors.Is(err, ErrNotSupported) {
 		return fmt.Errorf("RX hash metadata: %w", err)
 	}
 	if err != nil {
@@ -198,8 +198,8 @@ func checkProgramConfig(cfg ProgramConfig) ([]bpf.Instruction, error) {
 		return nil, invalid("ProgramConfig.UserProgram", cfg.UserProgram, "needs UserMap, the XSKMAP the program redirects through")
 	}
 	if cfg.UserMap != nil {
-		if len(set) > 0 || cfg.RxHash {
-			return nil, invalid("ProgramConfig.UserMap", cfg.UserMap, "Filter, Expr, BPF and RxHash configure xdpio's own program; with your program (UserProgram/UserMap) leave them unset")
+		if len(set) > 0 || cfg.RXHash {
+			return nil, invalid("ProgramConfig.UserMap", cfg.UserMap, "Filter, Expr, BPF and RXHash configure xdpio's own program; with your program (UserProgram/UserMap) leave them unset")
 		}
 		return nil, nil
 	}
@@ -258,7 +258,7 @@ type extension struct {
 // ext, an extension replacing ext.slot of a dispatcher.
 func loadProgram(ifindex int, maps progMaps, cfg ProgramConfig, ext *extension) (*ebpf.Program, error) {
 	var kfunc btf.TypeID
-	if cfg.RxHash {
+	if cfg.RXHash {
 		id, err := kfuncID("bpf_xdp_metadata_rx_hash")
 		if err != nil {
 			return nil, err
@@ -281,7 +281,7 @@ func loadProgram(ifindex int, maps progMaps, cfg ProgramConfig, ext *extension) 
 		if frags {
 			spec.Flags = unix.BPF_F_XDP_HAS_FRAGS
 		}
-		if cfg.RxHash {
+		if cfg.RXHash {
 			spec.Flags |= unix.BPF_F_XDP_DEV_BOUND_ONLY
 			spec.Ifindex = uint32(ifindex)
 		}
@@ -338,14 +338,14 @@ const (
 	ctxData         = 0
 	ctxDataEnd      = 4
 	ctxDataMeta     = 8
-	ctxRxQueueIndex = 16
+	ctxRXQueueIndex = 16
 	xdpPass         = 2
 	xdpTX           = 3
 )
 
 // build says how buildInstructions writes the program.
 type build struct {
-	// kfunc is bpf_xdp_metadata_rx_hash's BTF ID (ProgramConfig.RxHash),
+	// kfunc is bpf_xdp_metadata_rx_hash's BTF ID (ProgramConfig.RXHash),
 	// or 0.
 	kfunc btf.TypeID
 	// noSocket is the action when no socket is registered for the
@@ -398,7 +398,7 @@ func buildInstructions(maps progMaps, cfg ProgramConfig, bld build) (asm.Instruc
 
 	in = append(in, maxFrameInstructions(cfg.MaxFrame, bld.buffLen)...)
 	in = append(in,
-		asm.LoadMem(asm.R2, asm.R6, ctxRxQueueIndex, asm.Word),
+		asm.LoadMem(asm.R2, asm.R6, ctxRXQueueIndex, asm.Word),
 		asm.LoadMapPtr(asm.R1, maps.xsks.FD()),
 		// flags: the action when no socket is registered for the queue.
 		asm.Mov.Imm(asm.R3, noSocket),
@@ -409,7 +409,7 @@ func buildInstructions(maps progMaps, cfg ProgramConfig, bld build) (asm.Instruc
 }
 
 // rxHashInstructions store the NIC's RSS hash (kfunc bpf_xdp_metadata_rx_hash,
-// BTF ID kfunc) in the metadata in front of the frame (ProgramConfig.RxHash).
+// BTF ID kfunc) in the metadata in front of the frame (ProgramConfig.RXHash).
 // R6 is the context; they end at label "meta_done" with R0 cleared.
 func rxHashInstructions(kfunc btf.TypeID) asm.Instructions {
 	return asm.Instructions{
@@ -859,8 +859,8 @@ func Verdicts(cfg ProgramConfig, frames [][]byte) ([]bool, error) {
 // verdicts is Verdicts with the Local set of rules with Rule.Local filled
 // from local (nil: left empty).
 func verdicts(cfg ProgramConfig, local *Local, frames [][]byte) ([]bool, error) {
-	if cfg.UserMap != nil || cfg.UserProgram != nil || cfg.RxHash {
-		return nil, invalid("ProgramConfig", "UserMap/UserProgram/RxHash", "Verdicts runs xdpio's own filter only")
+	if cfg.UserMap != nil || cfg.UserProgram != nil || cfg.RXHash {
+		return nil, invalid("ProgramConfig", "UserMap/UserProgram/RXHash", "Verdicts runs xdpio's own filter only")
 	}
 	prog, err := checkProgramConfig(cfg)
 	if err != nil {

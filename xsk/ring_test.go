@@ -239,7 +239,7 @@ func TestDefaultRXRing(t *testing.T) {
 	}
 	var c SocketConfig
 	c.setDefaults(16384)
-	if c.FillRingSize != 8192 || c.RxRingSize != 8192 || c.TxRingSize != 2048 || c.CompletionRingSize != 2048 {
+	if c.FillRingSize != 8192 || c.RXRingSize != 8192 || c.TXRingSize != 2048 || c.CompletionRingSize != 2048 {
 		t.Errorf("defaults for 16384 frames: %+v", c)
 	}
 	c = SocketConfig{FillRingSize: 1024}

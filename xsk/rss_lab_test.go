@@ -19,7 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-type labRx struct {
+type labRX struct {
 	flow   labctl.Flow
 	queue  int
 	hash   uint32
@@ -28,10 +28,10 @@ type labRx struct {
 
 // labReceive runs one receiver goroutine per socket of d until stop is
 // closed, and returns what each received.
-func labReceive(t *testing.T, d *xsk.Device, stop <-chan struct{}) func() []labRx {
+func labReceive(t *testing.T, d *xsk.Device, stop <-chan struct{}) func() []labRX {
 	var (
 		mu  sync.Mutex
-		got []labRx
+		got []labRX
 		wg  sync.WaitGroup
 	)
 	for _, s := range d.Sockets() {
@@ -56,15 +56,15 @@ func labReceive(t *testing.T, d *xsk.Device, stop <-chan struct{}) func() []labR
 						t.Errorf("queue %d: %v", s.Queue(), err)
 						continue
 					}
-					h, _, ok := b.RxHash(i)
-					got = append(got, labRx{f, s.Queue(), h, ok})
+					h, _, ok := b.RXHash(i)
+					got = append(got, labRX{f, s.Queue(), h, ok})
 				}
 				mu.Unlock()
 				s.Release(b)
 			}
 		}(s)
 	}
-	return func() []labRx {
+	return func() []labRX {
 		wg.Wait()
 		return got
 	}
@@ -88,14 +88,14 @@ func TestLabXSKVirtioRSS(t *testing.T) {
 	rxHash := true
 	d, err := xsk.Open(name, xsk.Config{
 		UMEM: xsk.UMEMConfig{NumFrames: 1024},
-		Program: xsk.ProgramConfig{Attach: xsk.AttachDriver, RxHash: true, Filter: []xsk.Rule{
+		Program: xsk.ProgramConfig{Attach: xsk.AttachDriver, RXHash: true, Filter: []xsk.Rule{
 			{Protocol: labctl.ProtoUDP, DstPortMin: 9000, DstPortMax: 9999},
 			{Protocol: labctl.ProtoTCP, DstPortMin: 9000, DstPortMax: 9999},
 		}},
-		Socket: xsk.SocketConfig{Bind: xsk.BindCopy, RxRingSize: 1024, FillRingSize: 1024, TxRingSize: 64, CompletionRingSize: 64},
+		Socket: xsk.SocketConfig{Bind: xsk.BindCopy, RXRingSize: 1024, FillRingSize: 1024, TXRingSize: 64, CompletionRingSize: 64},
 	})
 	if err != nil {
-		t.Logf("xsk.Open with RxHash: %v; retrying without the RX hash", err)
+		t.Logf("xsk.Open with RXHash: %v; retrying without the RX hash", err)
 		rxHash = false
 		d, err = xsk.Open(name, xsk.Config{
 			UMEM: xsk.UMEMConfig{NumFrames: 1024},
@@ -103,7 +103,7 @@ func TestLabXSKVirtioRSS(t *testing.T) {
 				{Protocol: labctl.ProtoUDP, DstPortMin: 9000, DstPortMax: 9999},
 				{Protocol: labctl.ProtoTCP, DstPortMin: 9000, DstPortMax: 9999},
 			}},
-			Socket: xsk.SocketConfig{Bind: xsk.BindCopy, RxRingSize: 1024, FillRingSize: 1024, TxRingSize: 64, CompletionRingSize: 64},
+			Socket: xsk.SocketConfig{Bind: xsk.BindCopy, RXRingSize: 1024, FillRingSize: 1024, TXRingSize: 64, CompletionRingSize: 64},
 		})
 	}
 	if err != nil {
@@ -155,7 +155,7 @@ func TestLabXSKVirtioRSS(t *testing.T) {
 		var total uint64
 		for _, s := range d.Sockets() {
 			st, _ := s.Stats()
-			total += st.RxFrames
+			total += st.RXFrames
 		}
 		if total >= uint64(per*len(flows)) {
 			break
@@ -188,7 +188,7 @@ func TestLabXSKVirtioRSS(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("frames per queue: %v (%d flows × %d); NIC hashes seen: %d (RxHash program: %v)", perQueue, len(flows), per, hashes, rxHash)
+	t.Logf("frames per queue: %v (%d flows × %d); NIC hashes seen: %d (RXHash program: %v)", perQueue, len(flows), per, hashes, rxHash)
 	bad := 0
 	for _, f := range flows {
 		q, err := p.Queue(labctl.FlowKey(t, name, f, ports))
@@ -231,7 +231,7 @@ func TestLabXSKNetdevsimGeneric(t *testing.T) {
 		UMEM: xsk.UMEMConfig{NumFrames: 1024},
 		Program: xsk.ProgramConfig{Attach: xsk.AttachGeneric, Filter: []xsk.Rule{
 			{Protocol: labctl.ProtoUDP, DstPortMin: 9000, DstPortMax: 9999}}},
-		Socket: xsk.SocketConfig{Bind: xsk.BindCopy, RxRingSize: 512, FillRingSize: 512, TxRingSize: 64, CompletionRingSize: 64},
+		Socket: xsk.SocketConfig{Bind: xsk.BindCopy, RXRingSize: 512, FillRingSize: 512, TXRingSize: 64, CompletionRingSize: 64},
 	})
 	if err != nil {
 		t.Fatalf("xsk.Open %s (generic): %v", name, err)
@@ -272,7 +272,7 @@ func TestLabXSKNetdevsimGeneric(t *testing.T) {
 		var total uint64
 		for _, s := range d.Sockets() {
 			st, _ := s.Stats()
-			total += st.RxFrames
+			total += st.RXFrames
 		}
 		if total >= uint64(len(flows)) {
 			break

@@ -45,7 +45,7 @@ func (d *Device) Receive(ctx context.Context, cfg RunConfig, h Handler) error {
 // the device until each socket's filler returned ErrStop or ctx is done,
 // and returns nil once what was sent has completed (or after a second,
 // for frames the kernel still holds). Sockets opened without
-// SocketConfig.TxBudget get a TX budget of one batch, so that one kick
+// SocketConfig.TXBudget get a TX budget of one batch, so that one kick
 // sends a batch in copy mode. It returns early with the first
 // error a filler or socket returns other than ErrStop. A link that is
 // down is waited out: frames stay on the TX rings and sending resumes
@@ -180,7 +180,7 @@ func handle(s *Socket, b *Batch, h Handler) {
 	if b.Len() > 0 {
 		s.Release(b)
 	}
-	if s.tx != nil && s.inTx > 0 {
+	if s.tx != nil && s.inTX > 0 {
 		s.Complete()
 	}
 }
@@ -215,7 +215,7 @@ func (r *runner) receiveOne(s *Socket, h Handler) error {
 			continue
 		}
 		timeout := time.Duration(-1)
-		if s.tx != nil && s.inTx > 0 {
+		if s.tx != nil && s.inTX > 0 {
 			timeout = time.Millisecond // completions to reclaim
 		}
 		if _, err := s.Wait(timeout, false); err != nil {
@@ -257,7 +257,7 @@ func (r *runner) receivePoller(socks []*Socket, h Handler) error {
 					break
 				}
 			}
-			pending = pending || (s.tx != nil && s.inTx > 0)
+			pending = pending || (s.tx != nil && s.inTX > 0)
 		}
 		if r.stopped.Load() {
 			return nil
@@ -304,7 +304,7 @@ func (r *runner) send(socks []*Socket, f Filler) error {
 		// One kick per batch: in copy mode the kernel sends at most its
 		// TX budget (32 by default) per kick. Best effort: kernels before
 		// 6.17 lack the option.
-		if s.cfg.TxBudget == 0 && s.enter() {
+		if s.cfg.TXBudget == 0 && s.enter() {
 			setsockoptInt(s.fd, unix.SOL_XDP, unix.XDP_MAX_TX_SKB_BUDGET, min(r.rc.Batch, int(s.tx.mask+1)))
 			s.leave()
 		}
@@ -454,7 +454,7 @@ func drain(socks []*Socket, limit time.Duration) {
 				continue
 			}
 			s.Complete()
-			left += s.TxPending()
+			left += s.TXPending()
 		}
 		if left == 0 {
 			return

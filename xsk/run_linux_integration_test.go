@@ -237,8 +237,8 @@ func TestSendRunner(t *testing.T) {
 			}
 			for _, s := range d.Sockets() {
 				st := checkAccounting(t, s)
-				if st.TxFrames != perQueue || st.FramesTx != 0 || st.FramesApp != 0 {
-					t.Errorf("queue %d: sent %d (want %d), %d on the TX ring, %d held after Send returned", s.Queue(), st.TxFrames, perQueue, st.FramesTx, st.FramesApp)
+				if st.TXFrames != perQueue || st.FramesTX != 0 || st.FramesApp != 0 {
+					t.Errorf("queue %d: sent %d (want %d), %d on the TX ring, %d held after Send returned", s.Queue(), st.TXFrames, perQueue, st.FramesTX, st.FramesApp)
 				}
 			}
 		})

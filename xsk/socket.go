@@ -28,7 +28,7 @@ type Socket struct {
 
 	// rxPool feeds the fill ring and takes released frames; txPool gives
 	// Alloc its frames and takes completed and freed ones. They are one
-	// pool unless SocketConfig.TxFrames set TX frames apart (split), so
+	// pool unless SocketConfig.TXFrames set TX frames apart (split), so
 	// that the RX side and the TX side can run on two goroutines.
 	rxPool, txPool *framePool
 	split          bool
@@ -46,7 +46,7 @@ type Socket struct {
 	// the RX side (Receive) and the TX side (Alloc). Frames a Transmit
 	// takes from a received batch make appTX negative and appRX too high
 	// by as much: only the sum means anything.
-	inFill, inTx, appRX, appTX int64
+	inFill, inTX, appRX, appTX int64
 	owned                      int
 	txHeld                     bool // Submit left frames on the TX ring for Flush
 
@@ -166,7 +166,7 @@ func (s *Socket) Release(b *Batch) {
 // Free returns the frames of b to this socket's pool without handing them
 // to the kernel, and empties b. Use it for TX frames that will not be sent.
 // (Received frames freed this way are lent to the kernel again by the
-// next Receive, unless SocketConfig.TxFrames keeps a TX pool apart: then
+// next Receive, unless SocketConfig.TXFrames keeps a TX pool apart: then
 // they join the TX pool.)
 func (s *Socket) Free(b *Batch) {
 	if !s.enter() {
@@ -273,11 +273,11 @@ func (s *Socket) Kick() error {
 
 // Complete reclaims frames the kernel has finished sending from the
 // completion ring into the pool and returns how many; Stats counts them
-// as sent (TxFrames) only now. If frames still wait on the TX ring and
+// as sent (TXFrames) only now. If frames still wait on the TX ring and
 // the kernel asks for a wake-up (copy mode sends only a budget of frames
 // per kick), it kicks again, so a caller that just loops on Complete
 // drains the ring. Frames put there with Submit are left alone until
-// Flush. Without SocketConfig.TxFrames, the reclaimed frames are lent to
+// Flush. Without SocketConfig.TXFrames, the reclaimed frames are lent to
 // the fill ring as far as it has room, so a forwarder's frames go round.
 func (s *Socket) Complete() int {
 	if !s.enter() {
@@ -306,7 +306,7 @@ func (s *Socket) publishTX() {
 	} else {
 		s.pub.freeRX.Store(int64(s.txPool.len()))
 	}
-	s.pub.tx.Store(s.inTx)
+	s.pub.tx.Store(s.inTX)
 	s.pub.appTX.Store(s.appTX)
 }
 
@@ -535,7 +535,7 @@ func (s *Socket) submit(b *Batch) (int, error) {
 	rest := copy(b.descs, b.descs[n:])
 	b.descs = b.descs[:rest]
 	s.appTX -= int64(n)
-	s.inTx += int64(n)
+	s.inTX += int64(n)
 	s.publishTX()
 	s.txHeld = true
 	s.ctr.txSubmitted.Add(uint64(n))
@@ -578,11 +578,11 @@ const fatalProbeEvery = 4096
 func (s *Socket) complete() int {
 	r := s.comp
 	n := r.consAvail(r.size)
-	if s.tx != nil && !s.txHeld && s.inTx > int64(n) && s.tx.unsent() {
+	if s.tx != nil && !s.txHeld && s.inTX > int64(n) && s.tx.unsent() {
 		s.kickIfNeeded()
 	}
 	if n == 0 {
-		if s.inTx > 0 {
+		if s.inTX > 0 {
 			// A sender that spins on Complete without ever waiting must
 			// still learn that the device went away.
 			if s.fatalProbe++; s.fatalProbe%fatalProbeEvery == 0 {
@@ -611,7 +611,7 @@ func (s *Socket) complete() int {
 	}
 	r.cachedCons = idx + n
 	r.consRelease()
-	s.inTx -= int64(n)
+	s.inTX -= int64(n)
 	s.publishTX()
 	s.ctr.txFrames.Add(uint64(n))
 	s.ctr.txBytes.Add(bytes)
@@ -654,6 +654,6 @@ func (s *Socket) Err() error {
 	return s.probeGone()
 }
 
-// TxPending returns how many transmitted frames have not come back through
+// TXPending returns how many transmitted frames have not come back through
 // the completion ring yet.
-func (s *Socket) TxPending() int { return int(s.inTx) }
+func (s *Socket) TXPending() int { return int(s.inTX) }

@@ -37,10 +37,10 @@ func (m BindMode) String() string {
 // socket's frames (2048 for the default 4096, up to 16384), auto bind
 // mode and need_wakeup on.
 type SocketConfig struct {
-	// RxRingSize, TxRingSize: entries of the RX and TX rings, powers of two.
+	// RXRingSize, TXRingSize: entries of the RX and TX rings, powers of two.
 	// Default: RX as the fill ring, TX 2048. Set NoRX or NoTX to leave a
 	// ring out.
-	RxRingSize, TxRingSize int
+	RXRingSize, TXRingSize int
 	// FillRingSize, CompletionRingSize: entries of this socket's fill and
 	// completion rings, powers of two. Default fill: half the socket's
 	// frames, from 2048 to 16384 (a receiver that is not scheduled for a
@@ -58,7 +58,7 @@ type SocketConfig struct {
 	// the fill ring serve the kernel: its default size grows with Frames.)
 	// Sockets sharing a UMEM set their share (Open does).
 	Frames int
-	// TxFrames, when positive, sets this many of the socket's frames apart
+	// TXFrames, when positive, sets this many of the socket's frames apart
 	// in a pool of their own for Alloc. Then the RX side (Receive,
 	// Release, Wait for RX) and the TX side (Alloc, Transmit, Submit,
 	// Flush, Kick, Complete, Free, Wait for TX) share no state, and may
@@ -68,14 +68,14 @@ type SocketConfig struct {
 	// sender of frames. Frames come back to the pool of the side that
 	// returns them (Complete and Free: TX; Release: RX), so a forwarder
 	// that transmits received frames moves them to the TX pool for good:
-	// forward on sockets without TxFrames. Needs both rings. Default 0: one
+	// forward on sockets without TXFrames. Needs both rings. Default 0: one
 	// pool, one goroutine for everything.
-	TxFrames int
-	// TxShare, when TxFrames is 0, sets apart that fraction of the
-	// socket's frames as TxFrames would (0.25: a quarter), for a caller
+	TXFrames int
+	// TXShare, when TXFrames is 0, sets apart that fraction of the
+	// socket's frames as TXFrames would (0.25: a quarter), for a caller
 	// that leaves the number of frames to Open. 0: none; it must be below
 	// 1.
-	TxShare float64
+	TXShare float64
 	// Bind chooses copy, zero-copy or auto.
 	Bind BindMode
 	// DisableNeedWakeup turns XDP_USE_NEED_WAKEUP off: the library then
@@ -91,9 +91,9 @@ type SocketConfig struct {
 	// goroutine, one poll of up to Budget packets per call, instead of
 	// the driver's interrupt and softirq. See BusyPoll for when it pays.
 	BusyPoll BusyPoll
-	// RxNap, when positive, changes how Wait waits for RX while packets
+	// RXNap, when positive, changes how Wait waits for RX while packets
 	// are flowing: instead of blocking in poll on the socket at once, it
-	// first sleeps RxNap (or the timeout, if shorter) on a timer, off the
+	// first sleeps RXNap (or the timeout, if shorter) on a timer, off the
 	// socket's wait queue, and blocks in poll only if the RX ring is still
 	// empty after that nap; the next packets turn napping on again.
 	//
@@ -103,16 +103,16 @@ type SocketConfig struct {
 	// packet rate that wake-up, not the copy, is most of the kernel's cost
 	// per packet: with the queue off the wait queue, a NAPI poll that
 	// delivers frames finds nobody to wake. The price is latency: a packet
-	// may wait up to RxNap (plus the kernel's timer slack, 50 µs by default)
+	// may wait up to RXNap (plus the kernel's timer slack, 50 µs by default)
 	// before the application sees it. Tens of microseconds suit
 	// throughput-bound receivers; leave it 0 (poll at once) when latency
 	// matters more. Measure with cmd/xskbench's xdpio-nap backend.
-	RxNap time.Duration
-	// TxBudget raises how many frames one TX kick sends in copy mode
+	RXNap time.Duration
+	// TXBudget raises how many frames one TX kick sends in copy mode
 	// (XDP_MAX_TX_SKB_BUDGET, Linux 6.17; default 32 in the kernel). 0
 	// leaves the kernel's default. Values above the TX ring size are
 	// clamped.
-	TxBudget int
+	TXBudget int
 }
 
 // BusyPoll configures preferred busy polling (SO_PREFER_BUSY_POLL).
@@ -141,11 +141,11 @@ type BusyPoll struct {
 // frames of its UMEM (0: unknown).
 func (c *SocketConfig) setDefaults(frames int) {
 	rx := defaultRXRing(frames)
-	if c.RxRingSize == 0 {
-		c.RxRingSize = rx
+	if c.RXRingSize == 0 {
+		c.RXRingSize = rx
 	}
-	if c.TxRingSize == 0 {
-		c.TxRingSize = 2048
+	if c.TXRingSize == 0 {
+		c.TXRingSize = 2048
 	}
 	if c.FillRingSize == 0 {
 		c.FillRingSize = rx
@@ -178,7 +178,7 @@ func (c *SocketConfig) validate() error {
 	for _, r := range []struct {
 		name string
 		v    int
-	}{{"RX ring size", c.RxRingSize}, {"TX ring size", c.TxRingSize}, {"fill ring size", c.FillRingSize}, {"completion ring size", c.CompletionRingSize}} {
+	}{{"RX ring size", c.RXRingSize}, {"TX ring size", c.TXRingSize}, {"fill ring size", c.FillRingSize}, {"completion ring size", c.CompletionRingSize}} {
 		if r.v <= 0 || r.v&(r.v-1) != 0 || r.v > 1<<20 {
 			return invalid(r.name, r.v, "must be a power of two between 1 and 1048576")
 		}
@@ -189,14 +189,14 @@ func (c *SocketConfig) validate() error {
 	if c.Frames < 0 {
 		return invalid("frames", c.Frames, "must not be negative")
 	}
-	if c.TxShare < 0 || c.TxShare >= 1 {
-		return invalid("TX share", c.TxShare, "must be at least 0 and below 1")
+	if c.TXShare < 0 || c.TXShare >= 1 {
+		return invalid("TX share", c.TXShare, "must be at least 0 and below 1")
 	}
-	if c.TxFrames < 0 {
-		return invalid("TX frames", c.TxFrames, "must not be negative")
+	if c.TXFrames < 0 {
+		return invalid("TX frames", c.TXFrames, "must not be negative")
 	}
-	if c.RxNap < 0 {
-		return invalid("RX nap", c.RxNap, "must not be negative")
+	if c.RXNap < 0 {
+		return invalid("RX nap", c.RXNap, "must not be negative")
 	}
 	if c.Bind < BindAuto || c.Bind > BindZeroCopy {
 		return invalid("bind mode", int(c.Bind), "must be BindAuto, BindCopy or BindZeroCopy")

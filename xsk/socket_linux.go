@@ -30,8 +30,8 @@ func NewSocket(u *UMEM, ifindex, queue int, cfg SocketConfig) (_ *Socket, err er
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if cfg.TxFrames == 0 && cfg.TxShare > 0 {
-		cfg.TxFrames = max(int(float64(min(share, u.framesLeft()))*cfg.TxShare), 1)
+	if cfg.TXFrames == 0 && cfg.TXShare > 0 {
+		cfg.TXFrames = max(int(float64(min(share, u.framesLeft()))*cfg.TXShare), 1)
 	}
 	if queue < 0 {
 		return nil, invalid("queue", queue, "must not be negative")
@@ -92,12 +92,12 @@ func (s *Socket) mapRings() error {
 		return err
 	}
 	if !cfg.NoRX {
-		if err := set(unix.XDP_RX_RING, cfg.RxRingSize, "RX ring size"); err != nil {
+		if err := set(unix.XDP_RX_RING, cfg.RXRingSize, "RX ring size"); err != nil {
 			return err
 		}
 	}
 	if !cfg.NoTX {
-		if err := set(unix.XDP_TX_RING, cfg.TxRingSize, "TX ring size"); err != nil {
+		if err := set(unix.XDP_TX_RING, cfg.TXRingSize, "TX ring size"); err != nil {
 			return err
 		}
 	}
@@ -116,20 +116,20 @@ func (s *Socket) mapRings() error {
 	}
 	s.comp = newCompletionRing(mem, off.cr, uint32(cfg.CompletionRingSize))
 	if !cfg.NoRX {
-		mem, err = mmapRing(fd, unix.XDP_PGOFF_RX_RING, off.rx, uint32(cfg.RxRingSize), unsafe.Sizeof(Desc{}))
+		mem, err = mmapRing(fd, unix.XDP_PGOFF_RX_RING, off.rx, uint32(cfg.RXRingSize), unsafe.Sizeof(Desc{}))
 		if err != nil {
 			return fmt.Errorf("map RX ring: %w", err)
 		}
-		s.rx = newRXRing(mem, off.rx, uint32(cfg.RxRingSize))
+		s.rx = newRXRing(mem, off.rx, uint32(cfg.RXRingSize))
 	}
 	if !cfg.NoTX {
-		mem, err = mmapRing(fd, unix.XDP_PGOFF_TX_RING, off.tx, uint32(cfg.TxRingSize), unsafe.Sizeof(Desc{}))
+		mem, err = mmapRing(fd, unix.XDP_PGOFF_TX_RING, off.tx, uint32(cfg.TXRingSize), unsafe.Sizeof(Desc{}))
 		if err != nil {
 			return fmt.Errorf("map TX ring: %w", err)
 		}
-		s.tx = newTXRing(mem, off.tx, uint32(cfg.TxRingSize))
-		if cfg.TxBudget > 0 {
-			b := min(cfg.TxBudget, cfg.TxRingSize)
+		s.tx = newTXRing(mem, off.tx, uint32(cfg.TXRingSize))
+		if cfg.TXBudget > 0 {
+			b := min(cfg.TXBudget, cfg.TXRingSize)
 			// Best effort: older kernels lack the option and keep 32.
 			setsockoptInt(fd, unix.SOL_XDP, unix.XDP_MAX_TX_SKB_BUDGET, b)
 		}
@@ -138,11 +138,11 @@ func (s *Socket) mapRings() error {
 }
 
 // takeFrames takes the socket's share of the UMEM's frames into its
-// pools: one, or an RX and a TX pool (SocketConfig.TxFrames).
+// pools: one, or an RX and a TX pool (SocketConfig.TXFrames).
 func (s *Socket) takeFrames(share int) error {
 	u, cfg := s.umem, s.cfg
-	if cfg.TxFrames > 0 && (cfg.NoRX || cfg.NoTX) {
-		return invalid("TX frames", cfg.TxFrames, "a TX pool of its own needs both an RX and a TX ring")
+	if cfg.TXFrames > 0 && (cfg.NoRX || cfg.NoTX) {
+		return invalid("TX frames", cfg.TXFrames, "a TX pool of its own needs both an RX and a TX ring")
 	}
 	all := u.takeFrames(share) // capped at what is left
 	s.txLen = make([]uint32, u.cfg.NumFrames)
@@ -152,11 +152,11 @@ func (s *Socket) takeFrames(share int) error {
 	}
 	s.rxPool = newFramePool(u, all)
 	s.txPool = s.rxPool
-	if cfg.TxFrames > 0 {
-		if cfg.TxFrames >= len(all) {
-			return invalid("TX frames", cfg.TxFrames, fmt.Sprintf("must leave RX some of the socket's %d frames", len(all)))
+	if cfg.TXFrames > 0 {
+		if cfg.TXFrames >= len(all) {
+			return invalid("TX frames", cfg.TXFrames, fmt.Sprintf("must leave RX some of the socket's %d frames", len(all)))
 		}
-		k := len(all) - cfg.TxFrames
+		k := len(all) - cfg.TXFrames
 		s.rxPool = newFramePool(u, all[:k])
 		s.txPool = newFramePool(u, all[k:])
 		s.split = true
@@ -377,8 +377,8 @@ const goneCheckEvery = 250 * time.Millisecond
 // socket is ready; after Close it returns ErrClosed, and once the device
 // is gone (deleted, or its namespace removed) an error matching
 // ErrNoDevice, within goneCheckEvery (a quarter second) of it going. With
-// SocketConfig.RxNap set and packets flowing, an RX wait first naps (see
-// RxNap). An RX wait first lends the fill ring what the pool has.
+// SocketConfig.RXNap set and packets flowing, an RX wait first naps (see
+// RXNap). An RX wait first lends the fill ring what the pool has.
 func (s *Socket) Wait(timeout time.Duration, tx bool) (bool, error) {
 	s.busy.Add(1)
 	defer s.busy.Add(-1)

@@ -33,24 +33,24 @@ func (s *Socket) readStats() (Stats, error) {
 		return st, fmt.Errorf("getsockopt XDP_STATISTICS: %w", err)
 	}
 	st.KernelStatsPresent = n == unsafe.Sizeof(raw)
-	st.RxDropped = raw.Rx_dropped
-	st.RxInvalidDescs = raw.Rx_invalid_descs
-	st.TxInvalidDescs = raw.Tx_invalid_descs
-	st.RxRingFull = raw.Rx_ring_full
-	st.RxFillRingEmpty = raw.Rx_fill_ring_empty_descs
-	st.TxRingEmptyDescs = raw.Tx_ring_empty_descs
+	st.RXDropped = raw.Rx_dropped
+	st.RXInvalidDescs = raw.Rx_invalid_descs
+	st.TXInvalidDescs = raw.Tx_invalid_descs
+	st.RXRingFull = raw.Rx_ring_full
+	st.RXFillRingEmpty = raw.Rx_fill_ring_empty_descs
+	st.TXRingEmptyDescs = raw.Tx_ring_empty_descs
 
 	c := &s.ctr
-	st.RxFrames, st.RxBytes = c.rxFrames.Load(), c.rxBytes.Load()
-	st.TxFrames, st.TxBytes = c.txFrames.Load(), c.txBytes.Load()
-	st.TxSubmitted, st.TxSubmittedBytes = c.txSubmitted.Load(), c.txSubmittedBytes.Load()
+	st.RXFrames, st.RXBytes = c.rxFrames.Load(), c.rxBytes.Load()
+	st.TXFrames, st.TXBytes = c.txFrames.Load(), c.txBytes.Load()
+	st.TXSubmitted, st.TXSubmittedBytes = c.txSubmitted.Load(), c.txSubmittedBytes.Load()
 	st.Kicks, st.KickErrors, st.LinkDown = c.kicks.Load(), c.kickErrors.Load(), c.linkDown.Load()
 	st.Polls, st.Wakeups, st.Naps = c.polls.Load(), c.wakeups.Load(), c.naps.Load()
-	st.BadDescs, st.TxRingFull = c.rxBadDescs.Load(), c.txRingFull.Load()
+	st.BadDescs, st.TXRingFull = c.rxBadDescs.Load(), c.txRingFull.Load()
 
 	st.FramesFree = int(s.pub.freeRX.Load() + s.pub.freeTX.Load())
 	st.FramesFill = int(s.pub.fill.Load())
-	st.FramesTx = int(s.pub.tx.Load())
+	st.FramesTX = int(s.pub.tx.Load())
 	st.FramesApp = int(s.pub.appRX.Load() + s.pub.appTX.Load())
 	st.FramesLost = int(st.BadDescs)
 	st.FramesOwned = s.owned

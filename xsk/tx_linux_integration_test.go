@@ -22,9 +22,9 @@ func transmitFrames(t *testing.T, s *xsk.Socket, frames [][]byte, timeout time.D
 	b := s.NewBatch(64)
 	deadline := time.Now().Add(timeout)
 	next := 0
-	for next < len(frames) || s.TxPending() > 0 {
+	for next < len(frames) || s.TXPending() > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("queue %d: %d of %d frames sent, %d pending after %v", s.Queue(), next, len(frames), s.TxPending(), timeout)
+			t.Fatalf("queue %d: %d of %d frames sent, %d pending after %v", s.Queue(), next, len(frames), s.TXPending(), timeout)
 		}
 		s.Complete()
 		if next < len(frames) && b.Len() == 0 {
@@ -37,7 +37,7 @@ func transmitFrames(t *testing.T, s *xsk.Socket, frames [][]byte, timeout time.D
 		if _, err := s.Transmit(b); err != nil {
 			t.Fatalf("Transmit: %v", err)
 		}
-		if b.Len() > 0 || s.TxPending() > 0 {
+		if b.Len() > 0 || s.TXPending() > 0 {
 			// Let the peer's kernel drain its backlog.
 			time.Sleep(50 * time.Microsecond)
 			s.Kick()
@@ -119,16 +119,16 @@ func TestTransmitModes(t *testing.T) {
 			for _, s := range d.Sockets() {
 				s.Complete()
 				st := checkAccounting(t, s)
-				if st.TxFrames != perQueue {
-					t.Errorf("queue %d: TxFrames %d, want %d", s.Queue(), st.TxFrames, perQueue)
+				if st.TXFrames != perQueue {
+					t.Errorf("queue %d: TXFrames %d, want %d", s.Queue(), st.TXFrames, perQueue)
 				}
-				if st.FramesTx != 0 || st.FramesApp != 0 {
-					t.Errorf("queue %d: %d frames still on TX, %d held by app after all completed", s.Queue(), st.FramesTx, st.FramesApp)
+				if st.FramesTX != 0 || st.FramesApp != 0 {
+					t.Errorf("queue %d: %d frames still on TX, %d held by app after all completed", s.Queue(), st.FramesTX, st.FramesApp)
 				}
 				if tc.noWakeup && st.Kicks < uint64(perQueue/32) {
 					t.Errorf("queue %d: %d kicks without need_wakeup, want one per Transmit", s.Queue(), st.Kicks)
 				}
-				t.Logf("queue %d: zero-copy %v, kicks %d, rx %d tx %d", s.Queue(), st.ZeroCopy, st.Kicks, st.RxFrames, st.TxFrames)
+				t.Logf("queue %d: zero-copy %v, kicks %d, rx %d tx %d", s.Queue(), st.ZeroCopy, st.Kicks, st.RXFrames, st.TXFrames)
 			}
 		})
 	}
@@ -226,7 +226,7 @@ func TestForwardEcho(t *testing.T) {
 			total := 0
 			for _, s := range socks {
 				deadline := time.Now().Add(2 * time.Second)
-				for s.TxPending() > 0 && time.Now().Before(deadline) {
+				for s.TXPending() > 0 && time.Now().Before(deadline) {
 					s.Kick()
 					s.Complete()
 					time.Sleep(time.Millisecond)
@@ -237,16 +237,16 @@ func TestForwardEcho(t *testing.T) {
 				var sum, owned int
 				for _, s := range socks {
 					st, _ := s.Stats()
-					sum += st.FramesFree + st.FramesFill + st.FramesTx + st.FramesApp + st.FramesLost
+					sum += st.FramesFree + st.FramesFill + st.FramesTX + st.FramesApp + st.FramesLost
 					owned += st.FramesOwned
-					total += int(st.TxFrames)
+					total += int(st.TXFrames)
 				}
 				if sum != owned {
 					t.Errorf("shared UMEM: frames in known places %d, owned %d", sum, owned)
 				}
 			} else {
 				for _, s := range socks {
-					total += int(checkAccounting(t, s).TxFrames)
+					total += int(checkAccounting(t, s).TXFrames)
 				}
 			}
 			if total != count {

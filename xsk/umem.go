@@ -38,14 +38,14 @@ type UMEMConfig struct {
 	// vm.nr_hugepages large enough; otherwise New fails with an error that
 	// says so.
 	HugePages bool
-	// TxMetadata reserves room for struct xsk_tx_metadata in front of every
+	// TXMetadata reserves room for struct xsk_tx_metadata in front of every
 	// TX frame (XDP_UMEM_TX_METADATA_LEN), so a frame can ask the kernel for
 	// checksum offload (see Batch.RequestChecksum). Needs Linux 6.8.
-	TxMetadata bool
-	// TxSoftwareChecksum makes copy mode honour checksum requests in TX
+	TXMetadata bool
+	// TXSoftwareChecksum makes copy mode honour checksum requests in TX
 	// metadata by computing them in the kernel (XDP_UMEM_TX_SW_CSUM, Linux
-	// 6.11). Implies TxMetadata.
-	TxSoftwareChecksum bool
+	// 6.11). Implies TXMetadata.
+	TXSoftwareChecksum bool
 }
 
 // txMetadataLen is sizeof(struct xsk_tx_metadata): u64 flags and a 16-byte
@@ -60,8 +60,8 @@ func (c *UMEMConfig) setDefaults() {
 	if c.NumFrames == 0 {
 		c.NumFrames = 4096
 	}
-	if c.TxSoftwareChecksum {
-		c.TxMetadata = true
+	if c.TXSoftwareChecksum {
+		c.TXMetadata = true
 	}
 }
 
@@ -108,10 +108,10 @@ type UMEM struct {
 // FrameSize returns the size of one frame.
 func (u *UMEM) FrameSize() int { return int(u.frameSize) }
 
-// RxFrameLen returns the longest packet one frame holds on receive: the
+// RXFrameLen returns the longest packet one frame holds on receive: the
 // frame less the kernel's headroom (256 bytes) and UMEMConfig.Headroom.
 // Longer packets need a multi-buffer socket (SocketConfig.MultiBuffer).
-func (u *UMEM) RxFrameLen() int { return int(u.frameSize) - packetHeadroom - u.cfg.Headroom }
+func (u *UMEM) RXFrameLen() int { return int(u.frameSize) - packetHeadroom - u.cfg.Headroom }
 
 // NumFrames returns the number of frames in the region.
 func (u *UMEM) NumFrames() int { return u.cfg.NumFrames }

@@ -55,12 +55,12 @@ func NewUMEM(cfg UMEMConfig) (*UMEM, error) {
 		u.frameMask = u.frameSize - 1
 		u.frameShift = uint(bits.TrailingZeros64(u.frameSize))
 	}
-	if cfg.TxMetadata {
+	if cfg.TXMetadata {
 		reg.Flags |= unix.XDP_UMEM_TX_METADATA_LEN
 		reg.Tx_metadata_len = txMetadataLen
 		u.txOffset = txMetadataLen
 	}
-	if cfg.TxSoftwareChecksum {
+	if cfg.TXSoftwareChecksum {
 		reg.Flags |= unix.XDP_UMEM_TX_SW_CSUM
 	}
 	if err := setsockopt(fd, unix.SOL_XDP, unix.XDP_UMEM_REG, unsafe.Pointer(&reg), unsafe.Sizeof(reg)); err != nil {
@@ -77,7 +77,7 @@ func umemRegError(err error, cfg UMEMConfig) error {
 		if feature := missingUMEMFeature(cfg); feature != "" {
 			return fmt.Errorf("register UMEM: this kernel does not know %s: %w: %w", feature, ErrNotSupported, err)
 		}
-		if cfg.TxMetadata {
+		if cfg.TXMetadata {
 			return fmt.Errorf("register UMEM: %w (frame size %d, headroom %d, unaligned %v, TX metadata needs Linux 6.8 and TX software checksum 6.11): %w",
 				ErrInvalidConfig, cfg.FrameSize, cfg.Headroom, cfg.Unaligned, err)
 		}
@@ -101,12 +101,12 @@ func umemRegError(err error, cfg UMEMConfig) error {
 // registered with the features added one at a time, so that a kernel that
 // lacks one is told apart from a configuration it refuses.
 func missingUMEMFeature(cfg UMEMConfig) string {
-	if !cfg.TxMetadata && !cfg.TxSoftwareChecksum {
+	if !cfg.TXMetadata && !cfg.TXSoftwareChecksum {
 		return ""
 	}
 	probe := func(meta, csum bool) bool {
 		c := cfg
-		c.NumFrames, c.TxMetadata, c.TxSoftwareChecksum = 4, meta, csum
+		c.NumFrames, c.TXMetadata, c.TXSoftwareChecksum = 4, meta, csum
 		u, err := NewUMEM(c)
 		if err != nil {
 			return false
@@ -117,9 +117,9 @@ func missingUMEMFeature(cfg UMEMConfig) string {
 	switch {
 	case !probe(false, false):
 		return "" // the shape itself is refused
-	case cfg.TxMetadata && !probe(true, false):
+	case cfg.TXMetadata && !probe(true, false):
 		return "TX metadata (XDP_UMEM_TX_METADATA_LEN, Linux 6.8)"
-	case cfg.TxSoftwareChecksum && !probe(cfg.TxMetadata, true):
+	case cfg.TXSoftwareChecksum && !probe(cfg.TXMetadata, true):
 		return "TX software checksums (XDP_UMEM_TX_SW_CSUM, Linux 6.11)"
 	}
 	return ""

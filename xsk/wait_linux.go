@@ -66,8 +66,8 @@ func sleepOn(socks []*Socket, evfds []unix.PollFd, d time.Duration, raw bool) er
 	}
 }
 
-// napRX is the SocketConfig.RxNap step of an RX wait on socks: while
-// packets flow, it sleeps the longest RxNap of theirs (or the timeout, if
+// napRX is the SocketConfig.RXNap step of an RX wait on socks: while
+// packets flow, it sleeps the longest RXNap of theirs (or the timeout, if
 // shorter) on a timer, off the sockets' wait queues, before the caller
 // blocks in poll. It reports whether a ring got descriptors meanwhile and
 // the timeout left for the poll (negative: none; 0 after a nap: used up).
@@ -77,7 +77,7 @@ func napRX(socks []*Socket, evfds []unix.PollFd, timeout time.Duration, raw bool
 	flowing := false
 	for _, s := range socks {
 		if s.rx != nil {
-			nap = max(nap, s.cfg.RxNap)
+			nap = max(nap, s.cfg.RXNap)
 			flowing = flowing || s.rxFlowing
 		}
 	}

@@ -42,7 +42,7 @@ func zcConfig(bind xsk.BindMode) xsk.Config {
 		Program: xsk.ProgramConfig{Attach: xsk.AttachDriver, Filter: []xsk.Rule{
 			{Protocol: labctl.ProtoUDP, DstPortMin: 9000, DstPortMax: 9999},
 		}},
-		Socket: xsk.SocketConfig{Bind: bind, RxRingSize: 1024, FillRingSize: 1024, TxRingSize: 1024, CompletionRingSize: 1024},
+		Socket: xsk.SocketConfig{Bind: bind, RXRingSize: 1024, FillRingSize: 1024, TXRingSize: 1024, CompletionRingSize: 1024},
 	}
 }
 
@@ -113,15 +113,15 @@ func zcAccounting(t *testing.T, d *xsk.Device) {
 		}
 		tot.FramesFree += st.FramesFree
 		tot.FramesFill += st.FramesFill
-		tot.FramesTx += st.FramesTx
+		tot.FramesTX += st.FramesTX
 		tot.FramesApp += st.FramesApp
 		tot.FramesLost += st.FramesLost
 		tot.FramesOwned += st.FramesOwned
 	}
-	sum := tot.FramesFree + tot.FramesFill + tot.FramesTx + tot.FramesApp + tot.FramesLost
+	sum := tot.FramesFree + tot.FramesFill + tot.FramesTX + tot.FramesApp + tot.FramesLost
 	if sum != tot.FramesOwned || tot.FramesApp != 0 || tot.FramesLost != 0 {
 		t.Errorf("frames free %d + fill %d + tx %d + app %d + lost %d = %d, owned %d",
-			tot.FramesFree, tot.FramesFill, tot.FramesTx, tot.FramesApp, tot.FramesLost, sum, tot.FramesOwned)
+			tot.FramesFree, tot.FramesFill, tot.FramesTX, tot.FramesApp, tot.FramesLost, sum, tot.FramesOwned)
 	}
 }
 
@@ -193,8 +193,8 @@ func TestLabZeroCopyRxdrop(t *testing.T) {
 	var dropped uint64
 	for _, s := range d.Sockets() {
 		st, _ := s.Stats()
-		dropped += st.RxDropped + st.RxRingFull
-		t.Logf("queue %d: rx %d, fill-empty %d, dropped %d", s.Queue(), st.RxFrames, st.RxFillRingEmpty, st.RxDropped)
+		dropped += st.RXDropped + st.RXRingFull
+		t.Logf("queue %d: rx %d, fill-empty %d, dropped %d", s.Queue(), st.RXFrames, st.RXFillRingEmpty, st.RXDropped)
 	}
 	t.Logf("received %d of %d frames in zero-copy mode", got, want)
 	zcAccounting(t, d)
@@ -236,9 +236,9 @@ func TestLabZeroCopyTxonly(t *testing.T) {
 	var completed uint64
 	for _, s := range d.Sockets() {
 		st, _ := s.Stats()
-		completed += st.TxFrames
-		if st.TxInvalidDescs != 0 {
-			t.Errorf("queue %d: %d invalid TX descriptors", s.Queue(), st.TxInvalidDescs)
+		completed += st.TXFrames
+		if st.TXInvalidDescs != 0 {
+			t.Errorf("queue %d: %d invalid TX descriptors", s.Queue(), st.TXInvalidDescs)
 		}
 	}
 	t.Logf("zero-copy txonly: %d frames sent, %d completed, %d seen by the host", want, completed, got)
@@ -408,8 +408,8 @@ func TestLabZeroCopyHazards(t *testing.T) {
 		// driver finds the fill ring empty at every refill and drops
 		// (seen here with 256).
 		cfg.UMEM.NumFrames = 640
-		cfg.Socket.FillRingSize, cfg.Socket.RxRingSize = 512, 512
-		cfg.Socket.TxRingSize, cfg.Socket.CompletionRingSize = 64, 64
+		cfg.Socket.FillRingSize, cfg.Socket.RXRingSize = 512, 512
+		cfg.Socket.TXRingSize, cfg.Socket.CompletionRingSize = 64, 64
 		d := openZC(t, name, cfg)
 		// Baseline: this configuration receives everything while the
 		// application keeps up.
@@ -448,7 +448,7 @@ func TestLabZeroCopyHazards(t *testing.T) {
 		var empty uint64
 		for _, s := range d.Sockets() {
 			st, _ := s.Stats()
-			empty += st.RxFillRingEmpty + st.RxDropped
+			empty += st.RXFillRingEmpty + st.RXDropped
 		}
 		t.Logf("holding every frame: %d of %d received, fill-empty/drop %d", first, len(flows)*per, empty)
 		if first >= int64(len(flows)*per) {
@@ -493,7 +493,7 @@ func TestLabZeroCopyHazards(t *testing.T) {
 		for _, s := range d.Sockets() {
 			st, _ := s.Stats()
 			t.Logf("queue %d: rx %d, fill-empty %d, dropped %d, ring-full %d; frames free %d fill %d tx %d app %d owned %d; wakeups %d",
-				s.Queue(), st.RxFrames, st.RxFillRingEmpty, st.RxDropped, st.RxRingFull, st.FramesFree, st.FramesFill, st.FramesTx, st.FramesApp, st.FramesOwned, st.Wakeups)
+				s.Queue(), st.RXFrames, st.RXFillRingEmpty, st.RXDropped, st.RXRingFull, st.FramesFree, st.FramesFill, st.FramesTX, st.FramesApp, st.FramesOwned, st.Wakeups)
 		}
 		// virtio-net (Linux 7.3) recovers only in part from a dry spell:
 		// the baseline above got every frame, yet here most are lost,
@@ -580,8 +580,8 @@ func TestLabZeroCopyHazards(t *testing.T) {
 		}
 		b.Reset()
 		st, _ := s.Stats()
-		if st.TxSubmitted != 0 {
-			t.Errorf("%d frames submitted", st.TxSubmitted)
+		if st.TXSubmitted != 0 {
+			t.Errorf("%d frames submitted", st.TXSubmitted)
 		}
 	})
 }

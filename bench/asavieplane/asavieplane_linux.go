@@ -214,7 +214,7 @@ func (a *asavieSock) send(n int, frameSize uint64, build func(i int, frame []byt
 		// Transmit kicks once; in copy mode a kick sends at most the
 		// kernel's TX budget (32 frames). Kick on while the kernel takes
 		// frames, so that the batch leaves now: with one kick per batch
-		// (xsk.Socket.Transmit's behaviour without TxBudget) the rest
+		// (xsk.Socket.Transmit's behaviour without TXBudget) the rest
 		// waits for the next send, which a paced sender makes late and
 		// the last batch of a test makes too late for the peer (it
 		// arrives after iperf3 closed its socket), and a sender at full
@@ -444,7 +444,7 @@ func (d *DataPlane) Check() error {
 // as xskplane.DataPlane does (see xskplane.DataPlane.netConfig), accepting the
 // unfinished UDP checksums of senders on this host behind a veth with TX
 // checksum offload on, so that both backends do the same work per frame.
-const asaviePartial = xdpnet.RxChecksumAcceptPartial
+const asaviePartial = xdpnet.RXChecksumAcceptPartial
 
 // parseFrame finds the UDP datagram to port in a received frame.
 func parseFrame(f []byte, port uint16) (xdpnet.Datagram, bool) {

@@ -235,7 +235,7 @@ type TCPReceiverStream struct {
 	// segments that arrived after a later one.
 	Late int64 `json:"late"`
 	// BadChecksum counts frames of the flow whose IPv4 or TCP checksum was
-	// wrong (offload.VerifyRx): counted, never accepted.
+	// wrong (offload.VerifyRX): counted, never accepted.
 	BadChecksum int64 `json:"bad_checksum"`
 }
 

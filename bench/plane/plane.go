@@ -129,7 +129,7 @@ type QueueCount struct {
 	// Coalesce is the queue's software coalescing counters (batches,
 	// frames per batch, wake-ups, the delay frames waited), when the data
 	// plane coalesced.
-	Coalesce *coalesce.RxStats `json:"coalesce,omitempty"`
+	Coalesce *coalesce.RXStats `json:"coalesce,omitempty"`
 }
 
 // BatchSize is the engine's batch: the datagrams it reads or writes in

@@ -13,7 +13,7 @@
 // A Receiver (OpenReceiver) holds the data port in the kernel and takes
 // TCP to it on every RX queue with an XDP filter (the control connection
 // stays with the kernel), checks each frame's checksums with
-// offload.VerifyRx, parses it and accounts it to its flow: in order,
+// offload.VerifyRX, parses it and accounts it to its flow: in order,
 // ahead of a gap, late, or with a bad checksum.
 //
 // Both count each flow into a Counter, the engine's stream, as they go,

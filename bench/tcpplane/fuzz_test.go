@@ -29,7 +29,7 @@ func FuzzParseTCPSegment(f *testing.F) {
 		if s.payload < 0 || s.payloadStart < tcpHdrLen4 || s.payloadStart+s.payload > len(b) {
 			t.Fatalf("segment %+v outside the %d-byte frame", s, len(b))
 		}
-		fl := tcpRxFlow{next: s.seq}
+		fl := tcpRXFlow{next: s.seq}
 		fl.add(s.seq, s.payload)
 		fl.add(s.seq, s.payload) // the same again: a duplicate
 		if fl.Bytes != uint64(s.payload) || fl.InOrderBytes != uint64(s.payload) || (s.payload > 0) != (fl.Late == 1) {

@@ -26,9 +26,9 @@ const (
 	tcpAckNum  = 1 // the fixed acknowledgement number of the one-way stream
 )
 
-// tcpTxFlow is the sending state of one flow: its headers (and their
+// tcpTXFlow is the sending state of one flow: its headers (and their
 // template for TSO) and the next sequence number and IPv4 ID.
-type tcpTxFlow struct {
+type tcpTXFlow struct {
 	h    offload.Headers
 	hdr  []byte // Ethernet, IP and TCP header; lengths and checksums are filled per segment
 	v6   bool
@@ -39,7 +39,7 @@ type tcpTxFlow struct {
 
 // newTCPTxFlow builds the headers of a flow from src to dst with
 // offload's frame builder: DF and TTL 64 over IPv4, no TCP options.
-func newTCPTxFlow(srcMAC, dstMAC net.HardwareAddr, src, dst netip.AddrPort, isn uint32, mss int) (*tcpTxFlow, error) {
+func newTCPTxFlow(srcMAC, dstMAC net.HardwareAddr, src, dst netip.AddrPort, isn uint32, mss int) (*tcpTXFlow, error) {
 	s, d := src.Addr().Unmap(), dst.Addr().Unmap()
 	if s.Is4() != d.Is4() || !s.IsValid() || !d.IsValid() {
 		return nil, fmt.Errorf("tcp flow %v → %v: addresses of different families: %w", src, dst, errs.ErrNotSupported)
@@ -47,7 +47,7 @@ func newTCPTxFlow(srcMAC, dstMAC net.HardwareAddr, src, dst netip.AddrPort, isn 
 	if err := iperf3.CheckMSS("sender", mss); err != nil {
 		return nil, fmt.Errorf("tcp flow %v → %v: %w", src, dst, err)
 	}
-	f := &tcpTxFlow{v6: d.Is6(), seq: isn, mss: mss,
+	f := &tcpTXFlow{v6: d.Is6(), seq: isn, mss: mss,
 		h: offload.Headers{SrcMAC: srcMAC, DstMAC: dstMAC, Src: netip.AddrPortFrom(s, src.Port()), Dst: netip.AddrPortFrom(d, dst.Port())}}
 	if err := f.h.Check(); err != nil {
 		return nil, fmt.Errorf("tcp flow %v → %v: %w", src, dst, err)
@@ -60,14 +60,14 @@ func newTCPTxFlow(srcMAC, dstMAC net.HardwareAddr, src, dst netip.AddrPort, isn 
 }
 
 // fields are the TCP fields of the flow's next segment.
-func (f *tcpTxFlow) fields(flags uint8) offload.TCPFields {
+func (f *tcpTXFlow) fields(flags uint8) offload.TCPFields {
 	return offload.TCPFields{Seq: f.seq, Ack: tcpAckNum, Flags: flags, Window: tcpWindow}
 }
 
-func (f *tcpTxFlow) l4() int { return len(f.hdr) - offload.TCPMinLen }
+func (f *tcpTXFlow) l4() int { return len(f.hdr) - offload.TCPMinLen }
 
 // segments returns how many frames a write of n bytes takes.
-func (f *tcpTxFlow) segments(n int) int { return (n + f.mss - 1) / f.mss }
+func (f *tcpTXFlow) segments(n int) int { return (n + f.mss - 1) / f.mss }
 
 // MaxWrite is the largest write TCP mode makes over IPv6 (v6) or IPv4
 // with segments of mss bytes: whole segments that fit one super-packet (a
@@ -88,7 +88,7 @@ func MaxWrite(v6 bool, mss int) int {
 // into the buffers next hands out: headers copied from the template,
 // sequence numbers and IPv4 IDs advanced, PSH on the last segment only,
 // checksums computed while the payload is copied.
-func (f *tcpTxFlow) writeTSO(payload []byte, next func(size int) []byte) (int, error) {
+func (f *tcpTXFlow) writeTSO(payload []byte, next func(size int) []byte) (int, error) {
 	l4 := f.l4()
 	offload.TCP(f.hdr[l4:]).SetSeq(f.seq)
 	f.hdr[l4+13] = offload.TCPFlagACK | offload.TCPFlagPSH
@@ -108,7 +108,7 @@ func (f *tcpTxFlow) writeTSO(payload []byte, next func(size int) []byte) (int, e
 // each frame built by offload's frame builder from the flow's state, its
 // payload copied and summed in one pass. This is the work a sender without
 // TSO does per segment.
-func (f *tcpTxFlow) writeSegments(payload []byte, next func(size int) []byte) (int, error) {
+func (f *tcpTXFlow) writeSegments(payload []byte, next func(size int) []byte) (int, error) {
 	hl := len(f.hdr)
 	count := 0
 	for off := 0; off < len(payload) || off == 0; {
@@ -148,7 +148,7 @@ type tcpSegment struct {
 // parseTCPSegment reads an Ethernet II / IPv4 (options allowed, no
 // fragment) or IPv6 (no extension headers) / TCP frame with offload's
 // parser. Link padding after the IP packet is ignored. It does not check
-// checksums (VerifyRx does).
+// checksums (VerifyRX does).
 func parseTCPSegment(f []byte) (tcpSegment, error) {
 	bad := func(why string, a ...any) (tcpSegment, error) {
 		return tcpSegment{}, fmt.Errorf("parse tcp segment: %s: %w", fmt.Sprintf(why, a...), errNotTCPSegment)
@@ -181,8 +181,8 @@ func parseTCPSegment(f []byte) (tcpSegment, error) {
 	}, nil
 }
 
-// tcpRxFlow accounts one flow's segments at the receiver.
-type tcpRxFlow struct {
+// tcpRXFlow accounts one flow's segments at the receiver.
+type tcpRXFlow struct {
 	iperf3.TCPReceiverStream
 	next uint32 // the next expected sequence number
 }
@@ -191,7 +191,7 @@ type tcpRxFlow struct {
 // or behind (late or duplicate). After a gap the flow continues from the
 // segment that jumped ahead, so the rest of the stream is still measured.
 // Segments without payload are counted and do not move the sequence.
-func (f *tcpRxFlow) add(seq uint32, n int) {
+func (f *tcpRXFlow) add(seq uint32, n int) {
 	if n == 0 {
 		f.Segments++
 		return

@@ -20,7 +20,7 @@ var (
 	testMAC2 = net.HardwareAddr{0x02, 0, 0, 0, 0, 2}
 )
 
-func testFlow(t testing.TB, v6 bool, isn uint32, mss int) *tcpTxFlow {
+func testFlow(t testing.TB, v6 bool, isn uint32, mss int) *tcpTXFlow {
 	t.Helper()
 	src, dst := netip.MustParseAddrPort("198.18.0.1:20001"), netip.MustParseAddrPort("198.18.0.2:5202")
 	if v6 {
@@ -125,8 +125,8 @@ func TestTCPWriteBuilders(t *testing.T) {
 				if tcp.Seq != seq || len(tcp.Payload) != wantLen || tcp.PSH != last || !tcp.ACK || tcp.Ack != tcpAckNum || tcp.SYN || tcp.FIN {
 					t.Errorf("v6=%v n=%d segment %d: seq %#x len %d PSH %v ACK %v, want seq %#x len %d PSH %v", v6, n, i, tcp.Seq, len(tcp.Payload), tcp.PSH, tcp.ACK, seq, wantLen, last)
 				}
-				if r := offload.VerifyRx(tso[i]); !r.OK() || !r.L4Verified() {
-					t.Errorf("segment %d: VerifyRx %v", i, r)
+				if r := offload.VerifyRX(tso[i]); !r.OK() || !r.L4Verified() {
+					t.Errorf("segment %d: VerifyRX %v", i, r)
 				}
 				seg, err := parseTCPSegment(tso[i])
 				if err != nil || seg.seq != seq || seg.payload != wantLen {
@@ -188,7 +188,7 @@ func TestTCPRxFlow(t *testing.T) {
 		{"first lost", 50, []seg{{60, 10}}, iperf3.TCPReceiverStream{Segments: 1, Bytes: 10, OutOfOrder: 1, GapBytes: 10}},
 		{"pure ACK", 0, []seg{{0, 0}, {0, 5}}, iperf3.TCPReceiverStream{Segments: 2, Bytes: 5, InOrderBytes: 5}},
 	} {
-		f := tcpRxFlow{next: tc.isn}
+		f := tcpRXFlow{next: tc.isn}
 		for _, s := range tc.segs {
 			f.add(s.seq, s.n)
 		}

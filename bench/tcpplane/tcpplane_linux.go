@@ -92,7 +92,7 @@ func localMSS(dp plane.DataPlane, dst netip.Addr) (int, error) {
 type xskTCPSender struct {
 	cfg   SenderConfig
 	dev   *xsk.Device
-	flows []*tcpTxFlow
+	flows []*tcpTXFlow
 	infos []iperf3.TCPStreamInfo
 	queue []int // socket index of each flow
 
@@ -154,8 +154,8 @@ func openSender(dp plane.DataPlane, cfg SenderConfig) (Sender, error) {
 		xc := d.Config
 		xc.NoProgram = true
 		xc.Program = xsk.ProgramConfig{}
-		if xc.Socket.TxBudget == 0 {
-			xc.Socket.TxBudget = tcpTxBudget
+		if xc.Socket.TXBudget == 0 {
+			xc.Socket.TXBudget = tcpTXBudget
 		}
 		xc.Queues = nil
 		for q := 0; q < min(nq, cfg.Streams); q++ {
@@ -201,13 +201,13 @@ func openSender(dp plane.DataPlane, cfg SenderConfig) (Sender, error) {
 	return s, nil
 }
 
-// tcpTxBudget is how many frames one TX kick sends in copy mode unless
+// tcpTXBudget is how many frames one TX kick sends in copy mode unless
 // xskplane.DataPlane.Config sets its own: a write's segments in one syscall.
-const tcpTxBudget = 256
+const tcpTXBudget = 256
 
-// tcpRxRing is the RX and fill ring size of TCP mode's receiving sockets
+// tcpRXRing is the RX and fill ring size of TCP mode's receiving sockets
 // unless xskplane.DataPlane.Config sets its own.
-const tcpRxRing = 8192
+const tcpRXRing = 8192
 
 // Source ports of TCP mode's flows: below Linux's ephemeral range, like
 // the UDP client's.
@@ -355,7 +355,7 @@ func (s *xskTCPSender) alloc(sock *xsk.Socket, b *xsk.Batch, k int) bool {
 			if idle++; idle > 8 {
 				break
 			}
-			if sock.TxPending() > 0 {
+			if sock.TXPending() > 0 {
 				sock.Kick()
 			}
 		} else {
@@ -369,7 +369,7 @@ func (s *xskTCPSender) alloc(sock *xsk.Socket, b *xsk.Batch, k int) bool {
 // drain waits (bounded) until the kernel has sent what is on the TX ring.
 func (s *xskTCPSender) drain(sock *xsk.Socket) {
 	deadline := time.Now().Add(500 * time.Millisecond)
-	for sock.TxPending() > 0 && time.Now().Before(deadline) {
+	for sock.TXPending() > 0 && time.Now().Before(deadline) {
 		if sock.Complete() == 0 {
 			sock.Kick()
 			time.Sleep(100 * time.Microsecond)
@@ -401,7 +401,7 @@ func (s *xskTCPSender) Close() error {
 // xskTCPReceiver receives TCP mode's flows on every queue of the
 // interface: an XDP filter takes TCP to the data port (and nothing else,
 // so the control connection stays with the kernel); one goroutine per
-// socket checks every frame's checksums with offload.VerifyRx and
+// socket checks every frame's checksums with offload.VerifyRX and
 // accounts it to its flow.
 type xskTCPReceiver struct {
 	d     *xskplane.DataPlane
@@ -425,7 +425,7 @@ type xskTCPReceiver struct {
 
 type rxFlowState struct {
 	mu  sync.Mutex
-	f   tcpRxFlow
+	f   tcpRXFlow
 	ctr Counter
 }
 
@@ -443,9 +443,9 @@ func openReceiver(dp plane.DataPlane, local netip.AddrPort, port uint16) (Receiv
 	// Deeper rings than the default, so that a receiving thread the
 	// scheduler keeps off its core for tens of milliseconds loses nothing
 	// (a sender without congestion control does not slow down).
-	if cfg.Socket.RxRingSize == 0 && cfg.Socket.FillRingSize == 0 && cfg.UMEM.NumFrames == 0 {
-		cfg.Socket.RxRingSize, cfg.Socket.FillRingSize = tcpRxRing, tcpRxRing
-		cfg.UMEM.NumFrames = 2 * tcpRxRing
+	if cfg.Socket.RXRingSize == 0 && cfg.Socket.FillRingSize == 0 && cfg.UMEM.NumFrames == 0 {
+		cfg.Socket.RXRingSize, cfg.Socket.FillRingSize = tcpRXRing, tcpRXRing
+		cfg.UMEM.NumFrames = 2 * tcpRXRing
 	}
 	err = link.Run(d.Do, func() error {
 		ifi, err := net.InterfaceByName(d.Iface)
@@ -483,7 +483,7 @@ func (r *xskTCPReceiver) MSS() int     { return r.mss }
 func (r *xskTCPReceiver) Register(infos []iperf3.TCPStreamInfo, counters []Counter) {
 	for i, in := range infos {
 		a, _ := netip.ParseAddr(in.Src)
-		r.flows[netip.AddrPortFrom(a.Unmap(), in.SrcPort)] = &rxFlowState{f: tcpRxFlow{TCPReceiverStream: iperf3.TCPReceiverStream{ID: in.ID}, next: in.ISN}, ctr: counters[i]}
+		r.flows[netip.AddrPortFrom(a.Unmap(), in.SrcPort)] = &rxFlowState{f: tcpRXFlow{TCPReceiverStream: iperf3.TCPReceiverStream{ID: in.ID}, next: in.ISN}, ctr: counters[i]}
 	}
 }
 
@@ -535,7 +535,7 @@ func (r *xskTCPReceiver) loop(sock *xsk.Socket) {
 
 // handle checks and accounts one frame.
 func (r *xskTCPReceiver) handle(f []byte) {
-	v := offload.VerifyRx(f)
+	v := offload.VerifyRX(f)
 	seg, err := parseTCPSegment(f)
 	if err != nil || v.Malformed() {
 		r.malformed.Add(1)
@@ -571,7 +571,7 @@ func (r *xskTCPReceiver) Stop() iperf3.TCPReceiverStats {
 	}
 	for _, s := range r.dev.Sockets() {
 		if x, err := s.Stats(); err == nil {
-			st.Dropped += x.RxDropped + x.RxRingFull
+			st.Dropped += x.RXDropped + x.RXRingFull
 		}
 	}
 	r.mu.Lock()
@@ -608,7 +608,7 @@ func (r *xskTCPReceiver) Close() error {
 				if err != nil {
 					continue
 				}
-				qs = append(qs, plane.QueueCount{Queue: s.Queue(), Packets: st.RxFrames, Bytes: st.RxBytes, Dropped: st.RxDropped + st.RxRingFull})
+				qs = append(qs, plane.QueueCount{Queue: s.Queue(), Packets: st.RXFrames, Bytes: st.RXBytes, Dropped: st.RXDropped + st.RXRingFull})
 			}
 			r.d.OnClose(qs)
 		}

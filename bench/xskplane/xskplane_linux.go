@@ -37,7 +37,7 @@ type DataPlane struct {
 	// namespace). Nil runs it directly.
 	Do func(func() error) error
 	// Config is the base socket configuration. The UDP endpoints (Listen,
-	// Dial) take Queues, UMEM.NumFrames, Socket.Bind, Socket.RxNap and
+	// Dial) take Queues, UMEM.NumFrames, Socket.Bind, Socket.RXNap and
 	// Program.Attach from it (xdpnet sets the rest, the XDP filter
 	// included); TCP mode uses all of it.
 	Config xsk.Config
@@ -93,9 +93,9 @@ func (d *DataPlane) netConfig() xdpnet.Config {
 		FramesPerQueue: d.Config.UMEM.NumFrames,
 		Bind:           d.Config.Socket.Bind,
 		Attach:         d.Config.Program.Attach,
-		RxNap:          d.Config.Socket.RxNap,
+		RXNap:          d.Config.Socket.RXNap,
 		BatchSize:      plane.BatchSize,
-		RxChecksum:     xdpnet.RxChecksumAcceptPartial,
+		RXChecksum:     xdpnet.RXChecksumAcceptPartial,
 	}
 }
 
@@ -454,8 +454,8 @@ func (c *xskConn) counts() []plane.QueueCount {
 // received, what the kernel could not deliver to it, and what xdpnet
 // refused.
 func queueCount(st xdpnet.QueueStats) plane.QueueCount {
-	return plane.QueueCount{Queue: st.Queue, Packets: st.Socket.RxFrames, Bytes: st.Socket.RxBytes,
-		Dropped: st.Socket.RxDropped + st.Socket.RxRingFull, Refused: st.Drops.Total()}
+	return plane.QueueCount{Queue: st.Queue, Packets: st.Socket.RXFrames, Bytes: st.Socket.RXBytes,
+		Dropped: st.Socket.RXDropped + st.Socket.RXRingFull, Refused: st.Drops.Total()}
 }
 
 // drainTX lets the kernel send what is still on the queues' TX rings
@@ -469,7 +469,7 @@ func drainTX(qs []*xdpnet.Queue) {
 		if q.ID() == xdpnet.KernelQueue {
 			continue
 		}
-		for q.Stats().Socket.FramesTx > 0 && time.Now().Before(deadline) {
+		for q.Stats().Socket.FramesTX > 0 && time.Now().Before(deadline) {
 			if _, err := q.WriteBatch(nil); err != nil {
 				break
 			}

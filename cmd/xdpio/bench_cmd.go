@@ -132,7 +132,7 @@ func newBenchServerCmd(g *globals) *cobra.Command {
 					if rxUsecs < 0 || rxUsecs > coalesce.MaxUsecs || rxFrames < 0 {
 						return usagef("--rx-usecs 0-%d and --rx-frames ≥ 0", coalesce.MaxUsecs)
 					}
-					x.Coalesce = &coalesce.Params{RxUsecs: rxUsecs, RxFrames: rxFrames, Adaptive: adaptive}
+					x.Coalesce = &coalesce.Params{RXUsecs: rxUsecs, RXFrames: rxFrames, Adaptive: adaptive}
 					// A coalescing receiver keeps its P while it sleeps a
 					// window; the rest of the program needs one more.
 					n := len(qlist)

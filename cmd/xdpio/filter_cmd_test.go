@@ -35,7 +35,7 @@ func TestFilterCheck(t *testing.T) {
 	// Unsupported: exit status 1 (not a usage error), naming the construct.
 	_, err = runFilterCLI("filter", "check", "udp and ip protochain 6")
 	var ue *usageError
-	if err == nil || errors.As(err, &ue) || !errors.Is(err, filter.ErrUnsupported) || !strings.Contains(err.Error(), `"protochain"`) {
+	if err == nil || errors.As(err, &ue) || !errors.Is(err, filter.ErrUnsupportedConstruct) || !strings.Contains(err.Error(), `"protochain"`) {
 		t.Errorf("unsupported construct: %v, want a non-usage error naming protochain", err)
 	}
 	for _, args := range [][]string{{"filter", "check"}, {"filter", "check", "a", "b"}, {"filter", "check", "udp", "--bogus"}} {

@@ -195,7 +195,7 @@ func verifyFrame(data []byte, length int, lt layers.LinkType) verifyFrameJSON {
 		fj.Status, fj.Text = "truncated", fmt.Sprintf("capture kept %d of %d bytes: not verified", len(data), length)
 		return fj
 	}
-	res := offload.VerifyRx(frame)
+	res := offload.VerifyRX(frame)
 	fj.Text = res.String()
 	if res.EtherType != 0 {
 		fj.EtherType = fmt.Sprintf("0x%04x", res.EtherType)

@@ -195,7 +195,7 @@ func TestHelpText(t *testing.T) {
 
 // Every command's help: a set command's flags, applied only when given,
 // claim no default ("(default 0s)" on napi set's durations), and no help
-// names the Go API (offload.VerifyRx, xsk.ProgramConfig.Expr) instead of
+// names the Go API (offload.VerifyRX, xsk.ProgramConfig.Expr) instead of
 // saying what the command does.
 func TestHelpTextAllCommands(t *testing.T) {
 	goName := regexp.MustCompile(`\b(offload|xsk|nic|rss|filter|bench|xdpnet|coalesce)\.[A-Z]\w*`)

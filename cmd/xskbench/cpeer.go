@@ -83,7 +83,7 @@ const (
 type cPeer struct {
 	bin    string // the program, for a child process
 	inproc bool   // run in this process through cgo instead
-	nap    bool   // rxdrop with xdpio's RxNap policy (Options.Nap)
+	nap    bool   // rxdrop with xdpio's RXNap policy (Options.Nap)
 	group  bool   // rxdrop: one thread for every socket
 	tx     bool
 	rx     *trafficgen.Counter // txonly: the counter at the peer
@@ -135,12 +135,12 @@ func (c *cPeer) start(h *vethpair.Host, o *Options) (err error) {
 			return fmt.Errorf("c peer: %w", err)
 		}
 	}
-	mode := modeRx
+	mode := modeRX
 	if c.tx {
-		mode = modeTx
+		mode = modeTX
 	}
 	args := []string{mode, strconv.Itoa(h.Ifindex), strconv.Itoa(o.Queues), strconv.Itoa(o.RingSize),
-		strconv.Itoa(o.NumFrames), strconv.Itoa(o.FrameSize), strconv.Itoa(o.Batch), strconv.Itoa(o.TxBatch), strconv.Itoa(o.TxBudget),
+		strconv.Itoa(o.NumFrames), strconv.Itoa(o.FrameSize), strconv.Itoa(o.Batch), strconv.Itoa(o.TXBatch), strconv.Itoa(o.TXBudget),
 		strconv.FormatInt(c.napFor(o).Nanoseconds(), 10), strconv.Itoa(btoi(c.group))}
 	// ip netns exec switches namespace and execs the peer in place, so
 	// the child's PID is the peer's.

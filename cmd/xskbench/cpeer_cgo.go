@@ -24,7 +24,7 @@ const cPeerInProcess = true
 
 // cPeerStart runs xskpeer_start on the control page: it opens the
 // sockets (in the calling thread's network namespace) and starts the
-// threads. A positive nap gives the rxdrop loop xdpio's RxNap policy;
+// threads. A positive nap gives the rxdrop loop xdpio's RXNap policy;
 // group runs rxdrop of every socket in one thread.
 func cPeerStart(page []byte, tx bool, ifindex int, o *Options, nap time.Duration, group bool) error {
 	t := 0
@@ -32,7 +32,7 @@ func cPeerStart(page []byte, tx bool, ifindex int, o *Options, nap time.Duration
 		t = 1
 	}
 	r := C.xskpeer_start(unsafe.Pointer(&page[0]), C.int(t), C.int(ifindex), C.int(o.Queues), C.int(o.RingSize),
-		C.int(o.NumFrames), C.int(o.FrameSize), C.int(o.Batch), C.int(o.TxBatch), C.int(o.TxBudget), C.longlong(nap.Nanoseconds()), C.int(btoi(group)))
+		C.int(o.NumFrames), C.int(o.FrameSize), C.int(o.Batch), C.int(o.TXBatch), C.int(o.TXBudget), C.longlong(nap.Nanoseconds()), C.int(btoi(group)))
 	if r != 0 {
 		return errors.New(unix.ByteSliceToString(page[ctlErr : ctlErr+ctlErrLen]))
 	}

@@ -34,7 +34,7 @@ func TestFilterBackendsMatchGenerated(t *testing.T) {
 	}
 	o := &Options{Port: port}
 	for _, be := range []string{beXDPIORule, beXDPIOExpr, beXDPIOExpr10} {
-		r := newRx(be, o).(*xdpioRx)
+		r := newRX(be, o).(*xdpioRX)
 		got, err := xsk.Verdicts(r.program(o), frames)
 		if err != nil {
 			t.Fatalf("%s: %v", be, err)

@@ -18,7 +18,7 @@
 // then the sender's own count).
 //
 // Backends: xdpio (Receive/Release, Wait when the RX ring is empty);
-// xdpio-nap (the same with SocketConfig.RxNap = -nap); xdpio-busypoll
+// xdpio-nap (the same with SocketConfig.RXNap = -nap); xdpio-busypoll
 // (preferred busy polling, with napi_defer_hard_irqs and
 // gro_flush_timeout set on the veth; the report warns when no socket got a
 // NAPI ID, as on veth, where it cannot run); asavie (github.com/asavie/xdp
@@ -32,7 +32,7 @@
 // with the nap policy of xdpio-nap); c-proc (the C peer as a child
 // process, only when named in -backends). The -group backends receive
 // every queue in one thread instead of one per queue: xdpio-group
-// (xsk.Poller), xdpio-group-nap (the same with RxNap), and the same loop
+// (xsk.Poller), xdpio-group-nap (the same with RXNap), and the same loop
 // written by hand on asavie/xdp (asavie-group, asavie-group-nap: poll on
 // all its sockets' descriptors) and in C (c-group, c-group-nap). On a
 // machine with fewer CPUs than queues, they show what the shape of the
@@ -100,13 +100,13 @@ func run(ctx context.Context, args []string) (err error) {
 	fs.DurationVar(&o.Window, "window", 800*time.Millisecond, "measurement window per backend and round")
 	fs.DurationVar(&o.Warmup, "warmup", 200*time.Millisecond, "warm-up before each window")
 	fs.IntVar(&o.Batch, "batch", 64, "receive batch of every backend")
-	fs.IntVar(&o.TxBatch, "tx-batch", 0, "frames per Transmit of xdpio's sender (0: the whole TX ring, as asavie/xdp's example sends)")
+	fs.IntVar(&o.TXBatch, "tx-batch", 0, "frames per Transmit of xdpio's sender (0: the whole TX ring, as asavie/xdp's example sends)")
 	fs.IntVar(&o.RingSize, "ring", 2048, "AF_XDP ring sizes (xdpio and asavie/xdp)")
 	fs.IntVar(&o.NumFrames, "frames", 4096, "UMEM frames per socket (xdpio and asavie/xdp)")
 	fs.IntVar(&o.FrameSize, "frame-size", 2048, "UMEM frame size (xdpio and asavie/xdp)")
-	fs.IntVar(&o.TxBudget, "tx-budget", 2048, "xdpio TX frames per kick in copy mode (XDP_MAX_TX_SKB_BUDGET)")
+	fs.IntVar(&o.TXBudget, "tx-budget", 2048, "xdpio TX frames per kick in copy mode (XDP_MAX_TX_SKB_BUDGET)")
 	fs.IntVar(&o.Spin, "spin", 0, "empty RX-ring checks before an AF_XDP receiver sleeps in poll (xdpio and asavie alike)")
-	fs.DurationVar(&o.Nap, "nap", 30*time.Microsecond, "RX nap of the xdpio-nap backend (SocketConfig.RxNap) and of asavie-nap and c-nap (the same policy by hand)")
+	fs.DurationVar(&o.Nap, "nap", 30*time.Microsecond, "RX nap of the xdpio-nap backend (SocketConfig.RXNap) and of asavie-nap and c-nap (the same policy by hand)")
 	fs.DurationVar(&o.BusyPoll, "busy-poll", 50*time.Microsecond, "SO_BUSY_POLL of the xdpio-busypoll backend (SO_PREFER_BUSY_POLL on)")
 	fs.IntVar(&o.BusyPollBudget, "busy-poll-budget", 64, "SO_BUSY_POLL_BUDGET of the xdpio-busypoll backend")
 	fs.IntVar(&o.BusyPollSpin, "busy-poll-spin", 32, "empty busy polls before an xdpio-busypoll receiver sleeps in poll")

@@ -26,7 +26,7 @@ func TestMeasureSmoke(t *testing.T) {
 	o := Options{
 		Queues: 2, Sizes: []int{64, 1514}, Rounds: 1,
 		Warmup: 50 * time.Millisecond, Window: 200 * time.Millisecond,
-		Batch: 64, RingSize: 2048, NumFrames: 4096, FrameSize: 2048, TxBudget: 2048,
+		Batch: 64, RingSize: 2048, NumFrames: 4096, FrameSize: 2048, TXBudget: 2048,
 		Sockets: 2, Flows: 64, Port: 7777, EagerComplete: true,
 		Nap: 30 * time.Microsecond, BusyPoll: 50 * time.Microsecond, BusyPollBudget: 64, BusyPollSpin: 32,
 		NAPIDefer: 2, GROFlushTimeout: 200 * time.Microsecond,
@@ -80,7 +80,7 @@ func TestMeasureSmoke(t *testing.T) {
 			if _, skip := rep.Skipped[be]; skip {
 				continue
 			}
-			if !seen[key{modeRx, be, size}] {
+			if !seen[key{modeRX, be, size}] {
 				t.Errorf("no rxdrop result for %s at %d B", be, size)
 			}
 		}
@@ -88,7 +88,7 @@ func TestMeasureSmoke(t *testing.T) {
 			if _, skip := rep.Skipped[be]; skip {
 				continue
 			}
-			if !seen[key{modeTx, be, size}] {
+			if !seen[key{modeTX, be, size}] {
 				t.Errorf("no txonly result for %s at %d B", be, size)
 			}
 		}

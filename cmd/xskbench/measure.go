@@ -32,20 +32,20 @@ type Options struct {
 	Warmup, Window time.Duration
 	// Batch is the receive/transmit batch of every backend.
 	Batch int
-	// TxBatch is how many frames xdpio's sender puts on the TX ring per
+	// TXBatch is how many frames xdpio's sender puts on the TX ring per
 	// Transmit: 0 means the whole ring, as asavie/xdp's sendudp example
 	// does with GetDescs(NumFreeTxSlots()).
-	TxBatch int
+	TXBatch int
 	// RingSize is the size of every AF_XDP ring; NumFrames and FrameSize
 	// describe each socket's UMEM (the same for xdpio and asavie/xdp).
 	RingSize, NumFrames, FrameSize int
-	// TxBudget is xdpio's XDP_MAX_TX_SKB_BUDGET (frames per TX kick in
+	// TXBudget is xdpio's XDP_MAX_TX_SKB_BUDGET (frames per TX kick in
 	// copy mode).
-	TxBudget int
+	TXBudget int
 	// Spin is how many times an AF_XDP receiver (xdpio and asavie/xdp
 	// alike) looks at an empty RX ring before it sleeps in poll.
 	Spin int
-	// Nap is the RX nap of the xdpio-nap backend (SocketConfig.RxNap) and
+	// Nap is the RX nap of the xdpio-nap backend (SocketConfig.RXNap) and
 	// of asavie-nap, which applies the same policy by hand: while packets
 	// flow, a receiver that finds its RX ring empty sleeps this long on a
 	// timer instead of blocking in poll on the socket, which spares the
@@ -84,8 +84,8 @@ type Options struct {
 
 // Mode names.
 const (
-	modeRx = "rxdrop"
-	modeTx = "txonly"
+	modeRX = "rxdrop"
+	modeTX = "txonly"
 )
 
 // Backend names.
@@ -99,7 +99,7 @@ const (
 	// beAsavieDoc is asavie/xdp with the receive loop its README and
 	// examples show: a poll syscall before every receive.
 	beAsavieDoc = "asavie-doc"
-	// beXDPIONap is xdpio with SocketConfig.RxNap; beAsavieNap is asavie's
+	// beXDPIONap is xdpio with SocketConfig.RXNap; beAsavieNap is asavie's
 	// tuned loop with the same nap policy written into the loop.
 	beXDPIONap  = "xdpio-nap"
 	beAsavieNap = "asavie-nap"
@@ -123,7 +123,7 @@ const (
 	// checksums verified); beXDPNetQueues its per-queue in-place readers.
 	beXDPNet       = "xdpnet"
 	beXDPNetQueues = "xdpnet-queues"
-	// beXDPNetNap and beXDPNetQueuesNap are the same with RxNap = -nap.
+	// beXDPNetNap and beXDPNetQueuesNap are the same with RXNap = -nap.
 	beXDPNetNap = "xdpnet-nap"
 	// beXDPIOTouch is xdpio's rxdrop reading the first byte of every
 	// frame: the bare receiver to hold a parsing one against.
@@ -152,7 +152,7 @@ const (
 	// separate address space costs on this machine.
 	beC     = "c"
 	beCProc = "c-proc"
-	// beCNap is the C peer with xdpio's RxNap policy in its rxdrop loop.
+	// beCNap is the C peer with xdpio's RXNap policy in its rxdrop loop.
 	beCNap = "c-nap"
 )
 
@@ -180,14 +180,14 @@ func (o *Options) validate() error {
 		return fmt.Errorf("window %v, warm-up %v: window must be positive, warm-up not negative", o.Window, o.Warmup)
 	case o.Batch < 1 || o.Batch > o.RingSize:
 		return fmt.Errorf("batch %d: must be between 1 and the ring size %d", o.Batch, o.RingSize)
-	case o.TxBatch < 0 || o.TxBatch > o.RingSize:
-		return fmt.Errorf("tx batch %d: must be between 0 (the ring) and the ring size %d", o.TxBatch, o.RingSize)
+	case o.TXBatch < 0 || o.TXBatch > o.RingSize:
+		return fmt.Errorf("tx batch %d: must be between 0 (the ring) and the ring size %d", o.TXBatch, o.RingSize)
 	case o.Sockets < 1:
 		return fmt.Errorf("sockets %d: must be at least 1", o.Sockets)
 	}
 	for _, m := range o.Modes {
-		if m != modeRx && m != modeTx {
-			return fmt.Errorf("mode %q: want %s or %s", m, modeRx, modeTx)
+		if m != modeRX && m != modeTX {
+			return fmt.Errorf("mode %q: want %s or %s", m, modeRX, modeTX)
 		}
 	}
 	for _, b := range o.Backends {
@@ -295,7 +295,7 @@ func measure(ctx context.Context, pair *vethpair.Pair, o Options, log io.Writer)
 		return nil, fmt.Errorf("ethtool -K %s gro on: %w: %s", pair.B.Link, err, out)
 	}
 	skipped := map[string]string{}
-	needProc := o.wants(modeRx, beCProc) || o.wants(modeTx, beCProc) || (!cPeerInProcess && (o.wants(modeRx, beC) || o.wants(modeTx, beC) || o.wants(modeRx, beCNap) || o.wants(modeRx, beCGroup) || o.wants(modeRx, beCGroupNap)))
+	needProc := o.wants(modeRX, beCProc) || o.wants(modeTX, beCProc) || (!cPeerInProcess && (o.wants(modeRX, beC) || o.wants(modeTX, beC) || o.wants(modeRX, beCNap) || o.wants(modeRX, beCGroup) || o.wants(modeRX, beCGroupNap)))
 	if needProc {
 		dir, err := os.MkdirTemp("", "xskbench-c")
 		if err != nil {
@@ -342,28 +342,28 @@ func measure(ctx context.Context, pair *vethpair.Pair, o Options, log io.Writer)
 		for _, size := range o.Sizes {
 			o.frame = gens[size].Frame()
 			for _, be := range rotate(rxBackends, round) {
-				if !o.wants(modeRx, be) || skipped[be] != "" {
+				if !o.wants(modeRX, be) || skipped[be] != "" {
 					continue
 				}
 				t0 := time.Now()
-				s, err := measureRx(ctx, pair, &o, gens[size], be)
+				s, err := measureRX(ctx, pair, &o, gens[size], be)
 				if err != nil {
 					return nil, fmt.Errorf("round %d, rxdrop %d B, %s: %w", round+1, size, be, err)
 				}
 				fmt.Fprintf(log, "round %d  rxdrop %4d B  %-9s %7.3f Mpps (offered %.3f) %.2f CPUs %.3f Mpps/CPU [%.1fs]\n", round+1, size, be, s.PPS/1e6, s.OfferedPPS/1e6, s.CPUs, s.PerCPU/1e6, time.Since(t0).Seconds())
-				samples[key(modeRx, size, be)] = append(samples[key(modeRx, size, be)], s)
+				samples[key(modeRX, size, be)] = append(samples[key(modeRX, size, be)], s)
 			}
 			for _, be := range rotate(txBackends, round) {
-				if !o.wants(modeTx, be) || skipped[be] != "" {
+				if !o.wants(modeTX, be) || skipped[be] != "" {
 					continue
 				}
 				t0 := time.Now()
-				s, err := measureTx(ctx, pair, &o, be)
+				s, err := measureTX(ctx, pair, &o, be)
 				if err != nil {
 					return nil, fmt.Errorf("round %d, txonly %d B, %s: %w", round+1, size, be, err)
 				}
 				fmt.Fprintf(log, "round %d  txonly %4d B  %-9s %7.3f Mpps (sent %.3f) %.2f CPUs %.3f Mpps/CPU [%.1fs]\n", round+1, size, be, s.PPS/1e6, s.OfferedPPS/1e6, s.CPUs, s.PerCPU/1e6, time.Since(t0).Seconds())
-				samples[key(modeTx, size, be)] = append(samples[key(modeTx, size, be)], s)
+				samples[key(modeTX, size, be)] = append(samples[key(modeTX, size, be)], s)
 			}
 		}
 	}
@@ -375,9 +375,9 @@ func measure(ctx context.Context, pair *vethpair.Pair, o Options, log io.Writer)
 	med := map[string]float64{}
 	medCPU := map[string]float64{}
 	medApp := map[string]float64{}
-	for _, mode := range []string{modeRx, modeTx} {
+	for _, mode := range []string{modeRX, modeTX} {
 		bes := rxBackends
-		if mode == modeTx {
+		if mode == modeTX {
 			bes = txBackends
 		}
 		for _, size := range o.Sizes {
@@ -429,7 +429,7 @@ func measure(ctx context.Context, pair *vethpair.Pair, o Options, log io.Writer)
 			ratio("xdpio-run/c", beXDPIORun, beC, 1.0)
 			ratio("xdpio-run/asavie", beXDPIORun, beAsavie, 0)
 			ratio("xdpio-run/xdpio", beXDPIORun, beXDPIO, 0)
-			if mode == modeTx {
+			if mode == modeTX {
 				ratio("xdpio-run/socket-gso", beXDPIORun, beSocketGSO, 0)
 				ratio("c/socket-gso", beC, beSocketGSO, 0)
 			}
@@ -437,7 +437,7 @@ func measure(ctx context.Context, pair *vethpair.Pair, o Options, log io.Writer)
 			ratio("xdpio/c", beXDPIO, beC, 0)
 			ratio("c/asavie", beC, beAsavie, 0)
 			ratio("c/c-proc", beC, beCProc, 0)
-			if mode == modeRx {
+			if mode == modeRX {
 				ratio("xdpio-run/asavie-doc", beXDPIORun, beAsavieDoc, 1.3)
 				ratio("xdpio-expr/xdpio-rule", beXDPIOExpr, beXDPIORule, 0.95)
 				ratio("xdpio-expr10/xdpio-expr", beXDPIOExpr10, beXDPIOExpr, 0.9)
@@ -471,7 +471,7 @@ func measure(ctx context.Context, pair *vethpair.Pair, o Options, log io.Writer)
 				// that took (nearly) everything offered was limited by
 				// the generator, not by itself.
 				for _, r := range rep.Results {
-					if r.Mode == modeRx && r.Size == size && r.Backend != beGen && r.PPS > 0.95*r.OfferedPPS {
+					if r.Mode == modeRX && r.Size == size && r.Backend != beGen && r.PPS > 0.95*r.OfferedPPS {
 						rep.Warnings = append(rep.Warnings, fmt.Sprintf("rxdrop %d B: %s received %.2f of %.2f Mpps offered: the generator, not the receiver, may be the limit", size, r.Backend, r.PPS/1e6, r.OfferedPPS/1e6))
 					}
 				}
@@ -501,7 +501,7 @@ func median(ss []Sample, f func(Sample) float64) float64 {
 	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }
 
-func newRx(be string, o *Options) receiver {
+func newRX(be string, o *Options) receiver {
 	switch be {
 	case beC:
 		return &cPeer{bin: o.cBin, inproc: cPeerInProcess}
@@ -512,57 +512,57 @@ func newRx(be string, o *Options) receiver {
 	case beCGroupNap:
 		return &cPeer{bin: o.cBin, inproc: cPeerInProcess, group: true, nap: true}
 	case beAsavieGroup:
-		return &asavieRx{group: true}
+		return &asavieRX{group: true}
 	case beAsavieGroupNap:
-		return &asavieRx{group: true, nap: true}
+		return &asavieRX{group: true, nap: true}
 	case beCProc:
 		return &cPeer{bin: o.cBin}
 	case beGen:
-		return &dropRx{}
+		return &dropRX{}
 	case beXDPIO:
-		return &xdpioRx{}
+		return &xdpioRX{}
 	case beXDPIORun:
-		return &xdpioRx{run: true}
+		return &xdpioRX{run: true}
 	case beXDPIOBusy:
-		return &xdpioRx{busyPoll: true}
+		return &xdpioRX{busyPoll: true}
 	case beXDPIONap:
-		return &xdpioRx{nap: true}
+		return &xdpioRX{nap: true}
 	case beXDPIOGroup:
-		return &xdpioRx{group: true}
+		return &xdpioRX{group: true}
 	case beXDPIOGroupNap:
-		return &xdpioRx{group: true, nap: true}
+		return &xdpioRX{group: true, nap: true}
 	case beXDPIOCoalesce:
-		return &xdpioRx{coalesce: true}
+		return &xdpioRX{coalesce: true}
 	case beAsavieNap:
-		return &asavieRx{nap: true}
+		return &asavieRX{nap: true}
 	case beAsavie:
-		return &asavieRx{}
+		return &asavieRX{}
 	case beAsavieDoc:
-		return &asavieRx{doc: true}
+		return &asavieRX{doc: true}
 	case beXDPIOTouch:
-		return &xdpioRx{touch: true}
+		return &xdpioRX{touch: true}
 	case beXDPIORule:
-		return &xdpioRx{program: func(o *Options) xsk.ProgramConfig {
+		return &xdpioRX{program: func(o *Options) xsk.ProgramConfig {
 			return xsk.ProgramConfig{Filter: []xsk.Rule{xsk.UDPPort(o.Port)}}
 		}}
 	case beXDPIOExpr:
-		return &xdpioRx{program: func(o *Options) xsk.ProgramConfig {
+		return &xdpioRX{program: func(o *Options) xsk.ProgramConfig {
 			return xsk.ProgramConfig{Expr: fmt.Sprintf("udp dst port %d", o.Port)}
 		}}
 	case beXDPIOExpr10:
-		return &xdpioRx{program: func(o *Options) xsk.ProgramConfig { return xsk.ProgramConfig{Expr: expr10(o.Port)} }}
+		return &xdpioRX{program: func(o *Options) xsk.ProgramConfig { return xsk.ProgramConfig{Expr: expr10(o.Port)} }}
 	case beXDPNet:
-		return &xdpnetRx{}
+		return &xdpnetRX{}
 	case beXDPNetQueues:
-		return &xdpnetRx{queues: true}
+		return &xdpnetRX{queues: true}
 	case beXDPNetNap:
-		return &xdpnetRx{nap: true}
+		return &xdpnetRX{nap: true}
 	case beXDPNetQueuesNap:
-		return &xdpnetRx{queues: true, nap: true}
+		return &xdpnetRX{queues: true, nap: true}
 	case beSocketGRO:
 		return &socketGRORx{}
 	}
-	return &socketRx{}
+	return &socketRX{}
 }
 
 // sleep waits d or until ctx is done.
@@ -577,9 +577,9 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// measureRx runs the generator from A into backend be on B.
-func measureRx(ctx context.Context, pair *vethpair.Pair, o *Options, gen *trafficgen.Generator, be string) (s Sample, err error) {
-	rx := newRx(be, o)
+// measureRX runs the generator from A into backend be on B.
+func measureRX(ctx context.Context, pair *vethpair.Pair, o *Options, gen *trafficgen.Generator, be string) (s Sample, err error) {
+	rx := newRX(be, o)
 	defer func() { err = errors.Join(err, rx.stop()) }()
 	if err := rx.start(pair.B, o); err != nil {
 		return s, err
@@ -595,7 +595,7 @@ func measureRx(ctx context.Context, pair *vethpair.Pair, o *Options, gen *traffi
 		cancel()
 		err = errors.Join(err, <-done)
 	}()
-	if x, ok := rx.(*xdpioRx); ok && x.busyPoll {
+	if x, ok := rx.(*xdpioRX); ok && x.busyPoll {
 		defer func() { s.NAPIIDs = x.napiIDs() }()
 	}
 	if !o.Verbose {
@@ -622,8 +622,8 @@ func extra(r receiver) map[string]uint64 {
 	return nil
 }
 
-// measureTx sends from B with backend be and counts at A.
-func measureTx(ctx context.Context, pair *vethpair.Pair, o *Options, be string) (s Sample, err error) {
+// measureTX sends from B with backend be and counts at A.
+func measureTX(ctx context.Context, pair *vethpair.Pair, o *Options, be string) (s Sample, err error) {
 	var c *trafficgen.Counter
 	if err := pair.A.Do(func() (err error) {
 		c, err = trafficgen.AttachCounter(pair.A.Ifindex, trafficgen.Drop)
@@ -635,9 +635,9 @@ func measureTx(ctx context.Context, pair *vethpair.Pair, o *Options, be string) 
 	var tx sender
 	switch be {
 	case beXDPIO:
-		tx = &xdpioTx{rx: c}
+		tx = &xdpioTX{rx: c}
 	case beXDPIORun:
-		tx = &xdpioTx{rx: c, run: true}
+		tx = &xdpioTX{rx: c, run: true}
 	case beSocketGSO:
 		tx = &socketGSOTx{rx: c}
 	case beC:
@@ -645,7 +645,7 @@ func measureTx(ctx context.Context, pair *vethpair.Pair, o *Options, be string) 
 	case beCProc:
 		tx = &cPeer{bin: o.cBin, tx: true, rx: c}
 	default:
-		tx = &asavieTx{rx: c}
+		tx = &asavieTX{rx: c}
 	}
 	defer func() { err = errors.Join(err, tx.stop()) }()
 	if err := tx.start(pair.B, o); err != nil {

@@ -154,16 +154,16 @@ const idle = 10 * time.Millisecond
 
 // ---- XDP_DROP: the generator's own rate ----
 
-type dropRx struct{ c *trafficgen.Counter }
+type dropRX struct{ c *trafficgen.Counter }
 
-func (r *dropRx) start(h *vethpair.Host, o *Options) error {
+func (r *dropRX) start(h *vethpair.Host, o *Options) error {
 	return h.Do(func() (err error) {
 		r.c, err = trafficgen.AttachCounter(h.Ifindex, trafficgen.Drop)
 		return err
 	})
 }
-func (r *dropRx) count() (uint64, error) { return r.c.Count() }
-func (r *dropRx) stop() error {
+func (r *dropRX) count() (uint64, error) { return r.c.Count() }
+func (r *dropRX) stop() error {
 	if r.c == nil {
 		return nil
 	}
@@ -172,7 +172,7 @@ func (r *dropRx) stop() error {
 
 // ---- xdpio rxdrop ----
 
-type xdpioRx struct {
+type xdpioRX struct {
 	dev *xsk.Device
 	l   loops
 	// busyPoll selects preferred busy polling: the receiving goroutine
@@ -180,11 +180,11 @@ type xdpioRx struct {
 	// sender's softirq, with the device's napi_defer_hard_irqs and
 	// gro_flush_timeout set so the kernel leaves the NAPI to it.
 	busyPoll bool
-	// nap sets SocketConfig.RxNap to Options.Nap: while packets flow, Wait
+	// nap sets SocketConfig.RXNap to Options.Nap: while packets flow, Wait
 	// sleeps on a timer instead of on the socket.
 	nap bool
 	// group receives every queue in one goroutine (xsk.Poller), with
-	// RxNap when nap is set.
+	// RXNap when nap is set.
 	group bool
 	// coalesce receives every queue in one goroutine through one
 	// coalesce.GroupReceiver, rx-usecs Options.Nap (group is then moot).
@@ -204,9 +204,9 @@ type xdpioRx struct {
 	napiSet bool
 }
 
-func (r *xdpioRx) start(h *vethpair.Host, o *Options) error {
+func (r *xdpioRX) start(h *vethpair.Host, o *Options) error {
 	r.h = h
-	sc := xsk.SocketConfig{NoTX: true, RxRingSize: o.RingSize, FillRingSize: o.RingSize}
+	sc := xsk.SocketConfig{NoTX: true, RXRingSize: o.RingSize, FillRingSize: o.RingSize}
 	spin := o.Spin
 	if r.busyPoll {
 		sc.BusyPoll = xsk.BusyPoll{Timeout: o.BusyPoll, Budget: o.BusyPollBudget}
@@ -217,7 +217,7 @@ func (r *xdpioRx) start(h *vethpair.Host, o *Options) error {
 		r.napiSet = true
 	}
 	if r.nap {
-		sc.RxNap = o.Nap
+		sc.RXNap = o.Nap
 	}
 	err := h.Do(func() (err error) {
 		cfg := xsk.Config{
@@ -300,7 +300,7 @@ func coalesceDrop(l *loops, socks []*xsk.Socket, o *Options, ctr *atomic.Uint64)
 		return err
 	}
 	defer unlock()
-	g, err := coalesce.NewGroupReceiver(socks, coalesce.Params{RxUsecs: int(o.Nap / time.Microsecond), BatchSize: o.Batch}, coalesce.Options{IdleWait: idle})
+	g, err := coalesce.NewGroupReceiver(socks, coalesce.Params{RXUsecs: int(o.Nap / time.Microsecond), BatchSize: o.Batch}, coalesce.Options{IdleWait: idle})
 	if err != nil {
 		return err
 	}
@@ -323,7 +323,7 @@ func coalesceDrop(l *loops, socks []*xsk.Socket, o *Options, ctr *atomic.Uint64)
 
 // groupDrop is rxdrop of every socket in one goroutine: it drains each
 // ring in turn and, when all were empty, waits on all the sockets at once
-// (xsk.Poller, which naps first with SocketConfig.RxNap while packets
+// (xsk.Poller, which naps first with SocketConfig.RXNap while packets
 // flow).
 func groupDrop(l *loops, socks []*xsk.Socket, batch int, ctr *atomic.Uint64) error {
 	p := xsk.NewPoller(socks...)
@@ -350,25 +350,25 @@ func groupDrop(l *loops, socks []*xsk.Socket, batch int, ctr *atomic.Uint64) err
 	return nil
 }
 
-func (r *xdpioRx) count() (uint64, error) { return sum(r.l.ctr), nil }
+func (r *xdpioRX) count() (uint64, error) { return sum(r.l.ctr), nil }
 
-func (r *xdpioRx) stats() map[string]uint64 {
+func (r *xdpioRX) stats() map[string]uint64 {
 	m := map[string]uint64{}
 	for _, s := range r.dev.Sockets() {
 		st, err := s.Stats()
 		if err != nil {
 			continue
 		}
-		m["rx_dropped"] += st.RxDropped
-		m["rx_ring_full"] += st.RxRingFull
-		m["fill_ring_empty"] += st.RxFillRingEmpty
+		m["rx_dropped"] += st.RXDropped
+		m["rx_ring_full"] += st.RXRingFull
+		m["fill_ring_empty"] += st.RXFillRingEmpty
 		m["polls"] += st.Polls
 		m["wakeups"] += st.Wakeups
 	}
 	return m
 }
 
-func (r *xdpioRx) stop() error {
+func (r *xdpioRX) stop() error {
 	err := r.l.halt()
 	if r.dev != nil {
 		err = errors.Join(err, r.dev.Close())
@@ -397,7 +397,7 @@ func setNAPIDefer(h *vethpair.Host, defer_ int, flush time.Duration) error {
 
 // napiIDs returns SO_INCOMING_NAPI_ID of every socket: the NAPI a busy
 // poll of that socket drives (0: none recorded yet, so no busy polling).
-func (r *xdpioRx) napiIDs() []int {
+func (r *xdpioRX) napiIDs() []int {
 	var ids []int
 	for _, s := range r.dev.Sockets() {
 		id, _ := s.NAPIID()
@@ -408,13 +408,13 @@ func (r *xdpioRx) napiIDs() []int {
 
 // ---- asavie/xdp rxdrop ----
 
-type asavieRx struct {
+type asavieRX struct {
 	h     *vethpair.Host
 	prog  *asavie.Program
 	socks []*asavie.Socket
 	l     loops
 	doc   bool // the loop of asavie's documentation (poll before every receive)
-	// nap gives the tuned loop xdpio's RxNap policy, written by hand:
+	// nap gives the tuned loop xdpio's RXNap policy, written by hand:
 	// while packets flow, an empty RX ring means a timer sleep of
 	// Options.Nap, and poll only when the ring is still empty after it.
 	nap bool
@@ -434,7 +434,7 @@ func asavieOptions(o *Options) *asavie.SocketOptions {
 	}
 }
 
-func (r *asavieRx) start(h *vethpair.Host, o *Options) error {
+func (r *asavieRX) start(h *vethpair.Host, o *Options) error {
 	r.h = h
 	err := h.Do(func() (err error) {
 		r.prog, err = asavie.NewProgram(o.Queues)
@@ -551,9 +551,9 @@ func (r *asavieRx) start(h *vethpair.Host, o *Options) error {
 	return nil
 }
 
-func (r *asavieRx) count() (uint64, error) { return sum(r.l.ctr), nil }
+func (r *asavieRX) count() (uint64, error) { return sum(r.l.ctr), nil }
 
-func (r *asavieRx) stats() map[string]uint64 {
+func (r *asavieRX) stats() map[string]uint64 {
 	m := map[string]uint64{}
 	for _, s := range r.socks {
 		st, err := s.Stats()
@@ -567,7 +567,7 @@ func (r *asavieRx) stats() map[string]uint64 {
 	return m
 }
 
-func (r *asavieRx) stop() error {
+func (r *asavieRX) stop() error {
 	err := r.l.halt()
 	if r.prog != nil {
 		err = errors.Join(err, r.h.Do(func() error { return r.prog.Detach(r.h.Ifindex) }))
@@ -581,7 +581,7 @@ func (r *asavieRx) stop() error {
 
 // ---- kernel UDP sockets with recvmmsg ----
 
-type socketRx struct {
+type socketRX struct {
 	fds []int
 	l   loops
 }
@@ -637,7 +637,7 @@ func udpSinks(h *vethpair.Host, o *Options, gro bool) ([]int, error) {
 	return fds, nil
 }
 
-func (r *socketRx) start(h *vethpair.Host, o *Options) error {
+func (r *socketRX) start(h *vethpair.Host, o *Options) error {
 	n := o.Sockets
 	var err error
 	if r.fds, err = udpSinks(h, o, false); err != nil {
@@ -671,9 +671,9 @@ func (r *socketRx) start(h *vethpair.Host, o *Options) error {
 	return nil
 }
 
-func (r *socketRx) count() (uint64, error) { return sum(r.l.ctr), nil }
+func (r *socketRX) count() (uint64, error) { return sum(r.l.ctr), nil }
 
-func (r *socketRx) stop() error {
+func (r *socketRX) stop() error {
 	err := r.l.halt()
 	for _, fd := range r.fds {
 		unix.Close(fd)
@@ -697,12 +697,12 @@ func newAsavieSocket(ifindex, queue int, opts *asavie.SocketOptions) (*asavie.So
 	}
 }
 
-func (r *xdpioRx) appCPU() time.Duration  { return r.l.appCPU() }
-func (r *xdpioRx) appSys() time.Duration  { return r.l.appSys() }
-func (r *asavieRx) appCPU() time.Duration { return r.l.appCPU() }
-func (r *asavieRx) appSys() time.Duration { return r.l.appSys() }
-func (r *socketRx) appCPU() time.Duration { return r.l.appCPU() }
-func (r *socketRx) appSys() time.Duration { return r.l.appSys() }
+func (r *xdpioRX) appCPU() time.Duration  { return r.l.appCPU() }
+func (r *xdpioRX) appSys() time.Duration  { return r.l.appSys() }
+func (r *asavieRX) appCPU() time.Duration { return r.l.appCPU() }
+func (r *asavieRX) appSys() time.Duration { return r.l.appSys() }
+func (r *socketRX) appCPU() time.Duration { return r.l.appCPU() }
+func (r *socketRX) appSys() time.Duration { return r.l.appSys() }
 
 // nap sleeps d in one nanosleep system call on the calling (locked)
 // thread, without Go's timers (time.Sleep wakes a locked thread late and

@@ -28,7 +28,7 @@ type sender interface {
 
 // ---- xdpio txonly ----
 
-type xdpioTx struct {
+type xdpioTX struct {
 	socks []*xsk.Socket
 	umems []*xsk.UMEM
 	l     loops
@@ -39,7 +39,7 @@ type xdpioTx struct {
 	dev *xsk.Device
 }
 
-func (t *xdpioTx) start(h *vethpair.Host, o *Options) error {
+func (t *xdpioTX) start(h *vethpair.Host, o *Options) error {
 	if t.run {
 		return t.startRun(h, o)
 	}
@@ -52,10 +52,10 @@ func (t *xdpioTx) start(h *vethpair.Host, o *Options) error {
 			t.umems = append(t.umems, u)
 			s, err := xsk.NewSocket(u, h.Ifindex, q, xsk.SocketConfig{
 				NoRX:               true,
-				TxRingSize:         o.RingSize,
+				TXRingSize:         o.RingSize,
 				CompletionRingSize: o.RingSize,
 				Frames:             o.NumFrames,
-				TxBudget:           o.TxBudget,
+				TXBudget:           o.TXBudget,
 			})
 			if err != nil {
 				return err
@@ -79,7 +79,7 @@ func (t *xdpioTx) start(h *vethpair.Host, o *Options) error {
 	}
 	t.l.run(len(t.socks), func(i int, ctr *atomic.Uint64) error {
 		s := t.socks[i]
-		batch := o.TxBatch
+		batch := o.TXBatch
 		if batch == 0 {
 			batch = o.RingSize
 		}
@@ -119,7 +119,7 @@ func (t *xdpioTx) start(h *vethpair.Host, o *Options) error {
 
 // startRun opens every queue with Open's defaults for a sender and sends
 // through Device.Send.
-func (t *xdpioTx) startRun(h *vethpair.Host, o *Options) error {
+func (t *xdpioTX) startRun(h *vethpair.Host, o *Options) error {
 	err := h.Do(func() (err error) {
 		// The same UMEM and rings as every other sender: what is
 		// measured is the runner's loop.
@@ -127,7 +127,7 @@ func (t *xdpioTx) startRun(h *vethpair.Host, o *Options) error {
 			Queues:    seq(o.Queues),
 			NoProgram: true,
 			UMEM:      xsk.UMEMConfig{FrameSize: o.FrameSize, NumFrames: o.NumFrames},
-			Socket:    xsk.SocketConfig{NoRX: true, TxRingSize: o.RingSize, CompletionRingSize: o.RingSize, Frames: o.NumFrames},
+			Socket:    xsk.SocketConfig{NoRX: true, TXRingSize: o.RingSize, CompletionRingSize: o.RingSize, Frames: o.NumFrames},
 		})
 		return err
 	})
@@ -166,11 +166,11 @@ func seq(n int) []int {
 	return s
 }
 
-func (t *xdpioTx) sent() uint64 { return sum(t.l.ctr) }
+func (t *xdpioTX) sent() uint64 { return sum(t.l.ctr) }
 
-func (t *xdpioTx) count() (uint64, error) { return t.rx.Count() }
+func (t *xdpioTX) count() (uint64, error) { return t.rx.Count() }
 
-func (t *xdpioTx) stop() error {
+func (t *xdpioTX) stop() error {
 	err := t.l.halt()
 	if t.dev != nil {
 		err = errors.Join(err, t.dev.Close())
@@ -186,13 +186,13 @@ func (t *xdpioTx) stop() error {
 
 // ---- asavie/xdp txonly ----
 
-type asavieTx struct {
+type asavieTX struct {
 	socks []*asavie.Socket
 	l     loops
 	rx    *trafficgen.Counter
 }
 
-func (t *asavieTx) start(h *vethpair.Host, o *Options) error {
+func (t *asavieTX) start(h *vethpair.Host, o *Options) error {
 	err := h.Do(func() error {
 		// asavie/xdp's Poll reads the RX ring unconditionally: keep one.
 		opts := asavieOptions(o)
@@ -233,11 +233,11 @@ func (t *asavieTx) start(h *vethpair.Host, o *Options) error {
 	return nil
 }
 
-func (t *asavieTx) sent() uint64 { return sum(t.l.ctr) }
+func (t *asavieTX) sent() uint64 { return sum(t.l.ctr) }
 
-func (t *asavieTx) count() (uint64, error) { return t.rx.Count() }
+func (t *asavieTX) count() (uint64, error) { return t.rx.Count() }
 
-func (t *asavieTx) stop() error {
+func (t *asavieTX) stop() error {
 	err := t.l.halt()
 	for _, s := range t.socks {
 		err = errors.Join(err, closeAsavie(s))
@@ -245,10 +245,10 @@ func (t *asavieTx) stop() error {
 	return err
 }
 
-func (t *xdpioTx) appCPU() time.Duration  { return t.l.appCPU() }
-func (t *xdpioTx) appSys() time.Duration  { return t.l.appSys() }
-func (t *asavieTx) appCPU() time.Duration { return t.l.appCPU() }
-func (t *asavieTx) appSys() time.Duration { return t.l.appSys() }
+func (t *xdpioTX) appCPU() time.Duration  { return t.l.appCPU() }
+func (t *xdpioTX) appSys() time.Duration  { return t.l.appSys() }
+func (t *asavieTX) appCPU() time.Duration { return t.l.appCPU() }
+func (t *asavieTX) appSys() time.Duration { return t.l.appSys() }
 
 // ---- kernel UDP sockets with UDP_SEGMENT (GSO) ----
 

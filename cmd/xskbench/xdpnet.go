@@ -19,21 +19,21 @@ import (
 
 // ---- xdpnet: the UDP socket over AF_XDP ----
 
-// xdpnetRx is a UDP sink on package xdpnet: with queues, one goroutine
+// xdpnetRX is a UDP sink on package xdpnet: with queues, one goroutine
 // per RX queue reads datagrams in place (Queue.ReadView); without, one
 // goroutine reads the conn's ReadBatch, which copies every datagram into
 // the caller's buffers. Both parse and verify every frame (checksums).
-type xdpnetRx struct {
+type xdpnetRX struct {
 	queues bool
-	nap    bool // Config.RxNap = Options.Nap
+	nap    bool // Config.RXNap = Options.Nap
 	c      *xdpnet.UDPConn
 	l      loops
 }
 
-func (r *xdpnetRx) start(h *vethpair.Host, o *Options) error {
+func (r *xdpnetRX) start(h *vethpair.Host, o *Options) error {
 	cfg := xdpnet.Config{BatchSize: o.Batch}
 	if r.nap {
-		cfg.RxNap = o.Nap
+		cfg.RXNap = o.Nap
 	}
 	if err := h.Do(func() (err error) {
 		r.c, err = xdpnet.ListenUDP(h.Link, netip.AddrPortFrom(h.IPv4, o.Port), cfg)
@@ -88,9 +88,9 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-func (r *xdpnetRx) count() (uint64, error) { return sum(r.l.ctr), nil }
+func (r *xdpnetRX) count() (uint64, error) { return sum(r.l.ctr), nil }
 
-func (r *xdpnetRx) stop() error {
+func (r *xdpnetRX) stop() error {
 	r.l.quit.Store(true)
 	err := r.l.halt()
 	if r.c != nil {
@@ -99,15 +99,15 @@ func (r *xdpnetRx) stop() error {
 	return err
 }
 
-func (r *xdpnetRx) appCPU() time.Duration { return r.l.appCPU() }
-func (r *xdpnetRx) appSys() time.Duration { return r.l.appSys() }
+func (r *xdpnetRX) appCPU() time.Duration { return r.l.appCPU() }
+func (r *xdpnetRX) appSys() time.Duration { return r.l.appSys() }
 
-func (r *xdpnetRx) stats() map[string]uint64 {
+func (r *xdpnetRX) stats() map[string]uint64 {
 	if r.c == nil {
 		return nil
 	}
 	t := r.c.Stats().Total()
-	return map[string]uint64{"delivered": t.Datagrams, "dropped": t.Drops.Total(), "socket_rx_dropped": t.Socket.RxDropped, "socket_ring_full": t.Socket.RxRingFull}
+	return map[string]uint64{"delivered": t.Datagrams, "dropped": t.Drops.Total(), "socket_rx_dropped": t.Socket.RXDropped, "socket_ring_full": t.Socket.RXRingFull}
 }
 
 // ---- kernel UDP sockets with UDP_GRO ----

@@ -186,7 +186,7 @@ func TestQUICEcho(t *testing.T) {
 			for _, pc := range []net.PacketConn{srv.Conn, cli.Conn} {
 				if x, ok := pc.(*xdpquic.Conn); ok {
 					st := x.Stats().Total()
-					t.Logf("xdpnet: %d datagrams in, %d out, drops %+v, kernel dropped %d", st.Datagrams, st.Sent, st.Drops, st.Socket.RxDropped+st.Socket.RxRingFull)
+					t.Logf("xdpnet: %d datagrams in, %d out, drops %+v, kernel dropped %d", st.Datagrams, st.Sent, st.Drops, st.Socket.RXDropped+st.Socket.RXRingFull)
 					if st.Datagrams == 0 || st.Sent == 0 {
 						t.Errorf("the AF_XDP conn carried nothing")
 					}

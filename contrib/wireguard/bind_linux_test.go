@@ -253,7 +253,7 @@ func TestTunnel(t *testing.T) {
 			took := transfer(t, a, b, size)
 			t.Logf("%d MiB each way in %v: %.0f Mbit/s each way", size>>20, took, float64(size)*8/took.Seconds()/1e6)
 			st := xa.Stats().Total()
-			t.Logf("A's bind: %d datagrams in, %d out; drops %+v; the kernel dropped %d", st.Datagrams, st.Sent, st.Drops, st.Socket.RxDropped+st.Socket.RxRingFull)
+			t.Logf("A's bind: %d datagrams in, %d out; drops %+v; the kernel dropped %d", st.Datagrams, st.Sent, st.Drops, st.Socket.RXDropped+st.Socket.RXRingFull)
 			if st.Datagrams == 0 || st.Sent == 0 {
 				t.Errorf("the AF_XDP bind carried nothing (%d in, %d out)", st.Datagrams, st.Sent)
 			}

@@ -25,9 +25,9 @@ type Bind struct{}
 // NewBind returns a Bind whose Open fails: AF_XDP exists only on Linux.
 func NewBind(ifname string, opts Options) *Bind { return &Bind{} }
 
-var errOS = fmt.Errorf("wireguard over AF_XDP on %s: %w", runtime.GOOS, xdpnet.ErrUnsupported)
+var errOS = fmt.Errorf("wireguard over AF_XDP on %s: %w", runtime.GOOS, xdpnet.ErrNotSupported)
 
-// Open returns an error wrapping xdpnet.ErrUnsupported.
+// Open returns an error wrapping xdpnet.ErrNotSupported.
 func (b *Bind) Open(port uint16) ([]conn.ReceiveFunc, uint16, error) { return nil, 0, errOS }
 
 // Close does nothing.
@@ -36,7 +36,7 @@ func (b *Bind) Close() error { return nil }
 // SetMark does nothing.
 func (b *Bind) SetMark(mark uint32) error { return nil }
 
-// Send returns an error wrapping xdpnet.ErrUnsupported.
+// Send returns an error wrapping xdpnet.ErrNotSupported.
 func (b *Bind) Send(bufs [][]byte, ep conn.Endpoint) error { return errOS }
 
 // ParseEndpoint parses "ip:port".

@@ -43,7 +43,7 @@ func Example() {
 	//   -i string
 	//     	interface to bind to (required)
 	//   -nap duration
-	//     	while packets flow, nap this long on a timer before polling the socket (xsk.SocketConfig.RxNap, e.g. 30us), not negative: fewer wake-ups, more packets/s, up to this much more latency
+	//     	while packets flow, nap this long on a timer before polling the socket (xsk.SocketConfig.RXNap, e.g. 30us), not negative: fewer wake-ups, more packets/s, up to this much more latency
 	//   -port int
 	//     	UDP port, 1-65535 (default 9000)
 	//   -q string

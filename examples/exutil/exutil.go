@@ -78,7 +78,7 @@ func (f *Flags) Register(fs *flag.FlagSet, omit ...string) {
 		fs.IntVar(&f.Batch, n, DefaultBatch, fmt.Sprintf("descriptors per batch, 1-%d: at most the %d frames of a default UMEM; the rings hold 2048 by default, so a larger batch never fills", MaxBatch, MaxBatch))
 	})
 	add("nap", func(n string) {
-		fs.DurationVar(&f.Nap, n, 0, "while packets flow, nap this long on a timer before polling the socket (xsk.SocketConfig.RxNap, e.g. 30us), not negative: fewer wake-ups, more packets/s, up to this much more latency")
+		fs.DurationVar(&f.Nap, n, 0, "while packets flow, nap this long on a timer before polling the socket (xsk.SocketConfig.RXNap, e.g. 30us), not negative: fewer wake-ups, more packets/s, up to this much more latency")
 	})
 	add("frames", func(n string) {
 		fs.IntVar(&f.Frames, n, 0, fmt.Sprintf("UMEM frames per queue (xsk.UMEMConfig.NumFrames), %d-%d, of 4096 bytes each; 0 is the library's default, 4096 (16 MiB). "+
@@ -213,7 +213,7 @@ func (f *Flags) Config() (xsk.Config, error) {
 	if f.Generic {
 		cfg.Program.Attach = xsk.AttachGeneric
 	}
-	cfg.Socket.RxNap = f.Nap
+	cfg.Socket.RXNap = f.Nap
 	cfg.UMEM.NumFrames = f.Frames
 	return cfg, nil
 }

@@ -132,7 +132,7 @@ func TestConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg, err := f.Config()
-	if err != nil || cfg.UMEM.NumFrames != 1024 || cfg.Socket.RxNap != 30*time.Microsecond || !equal(cfg.Queues, []int{1, 3}) ||
+	if err != nil || cfg.UMEM.NumFrames != 1024 || cfg.Socket.RXNap != 30*time.Microsecond || !equal(cfg.Queues, []int{1, 3}) ||
 		cfg.Socket.Bind != xsk.BindCopy || cfg.Program.Attach != xsk.AttachGeneric {
 		t.Fatalf("Config = %+v, %v", cfg, err)
 	}
@@ -191,7 +191,7 @@ func TestExit(t *testing.T) {
 // then the totals; a context that ends first ends it as early, with the
 // lines of the seconds that were full.
 func TestReportEverySecond(t *testing.T) {
-	pick := func(st xsk.Stats) uint64 { return st.RxFrames }
+	pick := func(st xsk.Stats) uint64 { return st.RXFrames }
 	for _, tc := range []struct {
 		name   string
 		d      time.Duration
@@ -254,7 +254,7 @@ func (w *stallWriter) Write(p []byte) (int, error) {
 // and the last second still gets its line.
 func TestReportHeldUp(t *testing.T) {
 	t.Parallel()
-	pick := func(st xsk.Stats) uint64 { return st.RxFrames }
+	pick := func(st xsk.Stats) uint64 { return st.RXFrames }
 	w := &stallWriter{stall: 2500 * time.Millisecond}
 	Report(context.Background(), w, nil, "received", pick, 4*time.Second)
 	out := strings.Split(strings.TrimSuffix(w.String(), "\n"), "\n")

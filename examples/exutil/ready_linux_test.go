@@ -144,7 +144,7 @@ func TestDrain(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rx += st.RxFrames + st.RxDropped + st.RxRingFull
+			rx += st.RXFrames + st.RXDropped + st.RXRingFull
 		}
 		return rx
 	}

@@ -116,7 +116,7 @@ func testAccount(t *testing.T, stopMidway bool, perQueue int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sent += st.TxFrames
+		sent += st.TXFrames
 	}
 	if !stopMidway {
 		// l2fwd stops at once, leaving what is on its RX rings: let it
@@ -124,7 +124,7 @@ func testAccount(t *testing.T, stopMidway bool, perQueue int) {
 		// A or was dropped on B's link).
 		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 			a, b := linkStats(t, pair.A), linkStats(t, pair.B)
-			if a.RxPackets-a0.RxPackets+b.RxDropped-b0.RxDropped >= sent {
+			if a.RXPackets-a0.RXPackets+b.RXDropped-b0.RXDropped >= sent {
 				break
 			}
 		}
@@ -138,15 +138,15 @@ func testAccount(t *testing.T, stopMidway bool, perQueue int) {
 	// kernel has taken it from its backlog: wait (bounded) for B's
 	// kernel to count the last ones. A frame the account missed would
 	// never come.
-	lostAB := linkStats(t, pair.A).TxDropped - a0.TxDropped
+	lostAB := linkStats(t, pair.A).TXDropped - a0.TXDropped
 	noPorts := uint64(netnstest.Counter(t, pair.B, "UdpNoPorts") - noPorts0)
 	for deadline := time.Now().Add(2 * time.Second); r.sum.Reached()+lostAB+noPorts < sent && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		noPorts = uint64(netnstest.Counter(t, pair.B, "UdpNoPorts") - noPorts0)
 	}
 	a1, b1 := linkStats(t, pair.A), linkStats(t, pair.B)
-	lostBA := b1.TxDropped - b0.TxDropped
+	lostBA := b1.TXDropped - b0.TXDropped
 	t.Logf("A sent %d; veth lost %d A→B, %d B→A; B's kernel got %d to no port; B's link dropped %d; A's link got back %d\nl2fwd printed:\n%s",
-		sent, lostAB, lostBA, noPorts, b1.RxDropped-b0.RxDropped, a1.RxPackets-a0.RxPackets, out.String())
+		sent, lostAB, lostBA, noPorts, b1.RXDropped-b0.RXDropped, a1.RXPackets-a0.RXPackets, out.String())
 
 	m := accountRE.FindStringSubmatch(out.String())
 	if m == nil {
@@ -170,12 +170,12 @@ func testAccount(t *testing.T, stopMidway bool, perQueue int) {
 		t.Errorf("A sent %d frames, but %d reached l2fwd's sockets + %d lost by A's veth + %d went to B's kernel = %d",
 			sent, reached, lostAB, noPorts, got)
 	}
-	if got := b1.RxDropped - b0.RxDropped; got != dropped+ringFull {
+	if got := b1.RXDropped - b0.RXDropped; got != dropped+ringFull {
 		t.Errorf("B's interface counted %d RX drops, l2fwd's account %d rx_dropped + %d rx_ring_full", got, dropped, ringFull)
 	}
 	// A's kernel also gets what B's kernel sends of its own (IPv6
 	// neighbour discovery, ICMP port unreachable once l2fwd stopped).
-	back := a1.RxPackets - a0.RxPackets
+	back := a1.RXPackets - a0.RXPackets
 	if back+lostBA < forwarded || back+lostBA > forwarded+noPorts+20 {
 		t.Errorf("l2fwd forwarded %d frames, A's interface got %d back (and B's veth lost %d)", forwarded, back, lostBA)
 	}
@@ -216,7 +216,7 @@ func blast(ctx context.Context, s *xsk.Socket, frame []byte, n int, progress fun
 		}
 	}
 	deadline := time.Now().Add(2 * time.Second)
-	for s.TxPending() > 0 {
+	for s.TXPending() > 0 {
 		if time.Now().After(deadline) {
 			return errors.New("TX frames did not complete")
 		}

@@ -115,12 +115,12 @@ func testForwardMillion(t *testing.T, cfg xsk.Config) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.FramesTx != 0 {
-			t.Errorf("A queue %d: %d frames never completed", s.Queue(), st.FramesTx)
+		if st.FramesTX != 0 {
+			t.Errorf("A queue %d: %d frames never completed", s.Queue(), st.FramesTX)
 		}
-		sent += st.TxFrames
-		back += st.RxFrames
-		backDropped += st.RxDropped + st.RxRingFull
+		sent += st.TXFrames
+		back += st.RXFrames
+		backDropped += st.RXDropped + st.RXRingFull
 	}
 	fwdStop()
 	r := <-fwdDone
@@ -128,8 +128,8 @@ func testForwardMillion(t *testing.T, cfg xsk.Config) {
 		t.Fatalf("l2fwd: %v", r.err)
 	}
 	linkA, linkB := linkStats(t, pair.A), linkStats(t, pair.B)
-	lostAB := linkA.TxDropped - linkA0.TxDropped // veth-a could not hand to B
-	lostBA := linkB.TxDropped - linkB0.TxDropped
+	lostAB := linkA.TXDropped - linkA0.TXDropped // veth-a could not hand to B
+	lostBA := linkB.TXDropped - linkB0.TXDropped
 	f := r.sum
 	t.Logf("A sent %d; B received %d, dropped %d+%d, forwarded %d, pending %d; A got back %d, dropped %d; veth lost %d A→B, %d B→A",
 		sent, f.Received, f.KernelDropped, f.RingFull, f.Forwarded, f.Pending, back, backDropped, lostAB, lostBA)
@@ -188,7 +188,7 @@ func echoSender(ctx context.Context, s *xsk.Socket, frame []byte, n int) error {
 		}
 	}
 	deadline := time.Now().Add(time.Second)
-	for s.TxPending() > 0 {
+	for s.TXPending() > 0 {
 		if time.Now().After(deadline) {
 			return errors.New("TX frames did not complete")
 		}
@@ -201,7 +201,7 @@ func echoSender(ctx context.Context, s *xsk.Socket, frame []byte, n int) error {
 }
 
 // linkCounts are the counters of a veth interface.
-type linkCounts struct{ TxDropped, RxDropped, RxPackets uint64 }
+type linkCounts struct{ TXDropped, RXDropped, RXPackets uint64 }
 
 func linkStats(t *testing.T, h *netnstest.Host) linkCounts {
 	t.Helper()
@@ -209,5 +209,5 @@ func linkStats(t *testing.T, h *netnstest.Host) linkCounts {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return linkCounts{TxDropped: a.Statistics.TxDropped, RxDropped: a.Statistics.RxDropped, RxPackets: a.Statistics.RxPackets}
+	return linkCounts{TXDropped: a.Statistics.TxDropped, RXDropped: a.Statistics.RxDropped, RXPackets: a.Statistics.RxPackets}
 }

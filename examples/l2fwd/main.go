@@ -114,19 +114,19 @@ type summary struct {
 	KernelDropped uint64 // rx_dropped: fill ring empty, frame too large, ...
 	FillEmpty     uint64 // rx_fill_ring_empty_descs: times the kernel found no frame to fill
 	RingFull      uint64 // rx_ring_full: the forwarder was too slow
-	TxInvalid     uint64 // tx_invalid_descs: TX descriptors the kernel refused (among Pending)
+	TXInvalid     uint64 // tx_invalid_descs: TX descriptors the kernel refused (among Pending)
 }
 
 // add counts a socket's final counters into the summary.
 func (sum *summary) add(st xsk.Stats) {
-	sum.Received += st.RxFrames
-	sum.Forwarded += st.TxFrames
-	sum.Pending += st.TxSubmitted - st.TxFrames
-	sum.NotSent += st.RxFrames - st.TxSubmitted
-	sum.KernelDropped += st.RxDropped
-	sum.FillEmpty += st.RxFillRingEmpty
-	sum.RingFull += st.RxRingFull
-	sum.TxInvalid += st.TxInvalidDescs
+	sum.Received += st.RXFrames
+	sum.Forwarded += st.TXFrames
+	sum.Pending += st.TXSubmitted - st.TXFrames
+	sum.NotSent += st.RXFrames - st.TXSubmitted
+	sum.KernelDropped += st.RXDropped
+	sum.FillEmpty += st.RXFillRingEmpty
+	sum.RingFull += st.RXRingFull
+	sum.TXInvalid += st.TXInvalidDescs
 }
 
 // Reached is how many frames the XDP program redirected to the sockets.
@@ -138,7 +138,7 @@ func (sum summary) print(w io.Writer) {
 	fmt.Fprintf(w, "account: %d frames reached the sockets = %d forwarded + %d not completed + %d not sent + %d rx_dropped + %d rx_ring_full\n",
 		sum.Reached(), sum.Forwarded, sum.Pending, sum.NotSent, sum.KernelDropped, sum.RingFull)
 	if sum.Pending > 0 {
-		fmt.Fprintf(w, "  not completed: %d sent back but not completed by the kernel when l2fwd stopped (tx_invalid %d: refused as invalid)\n", sum.Pending, sum.TxInvalid)
+		fmt.Fprintf(w, "  not completed: %d sent back but not completed by the kernel when l2fwd stopped (tx_invalid %d: refused as invalid)\n", sum.Pending, sum.TXInvalid)
 	}
 	if sum.NotSent > 0 {
 		fmt.Fprintf(w, "  not sent: %d received but still in l2fwd's hands or on an RX ring when it stopped\n", sum.NotSent)
@@ -186,7 +186,7 @@ func l2fwdStarted(ctx context.Context, out io.Writer, iface string, cfg xsk.Conf
 			}
 		}(s)
 	}
-	exutil.Report(ctx, out, socks, "forwarded", func(st xsk.Stats) uint64 { return st.TxFrames }, d)
+	exutil.Report(ctx, out, socks, "forwarded", func(st xsk.Stats) uint64 { return st.TXFrames }, d)
 	stop()
 	wg.Wait()
 	// The account must be whole: frames stop coming to the sockets (the
@@ -198,7 +198,7 @@ func l2fwdStarted(ctx context.Context, out io.Writer, iface string, cfg xsk.Conf
 	}
 	deadline := time.Now().Add(200 * time.Millisecond)
 	for _, s := range socks {
-		for s.TxPending() > 0 && time.Now().Before(deadline) && s.Err() == nil {
+		for s.TXPending() > 0 && time.Now().Before(deadline) && s.Err() == nil {
 			if s.Complete() == 0 {
 				s.Kick()
 				time.Sleep(time.Millisecond)
@@ -211,9 +211,9 @@ func l2fwdStarted(ctx context.Context, out io.Writer, iface string, cfg xsk.Conf
 			return sum, err
 		}
 		sum.add(st)
-		if st.RxDropped+st.RxRingFull+st.TxInvalidDescs > 0 {
+		if st.RXDropped+st.RXRingFull+st.TXInvalidDescs > 0 {
 			fmt.Fprintf(out, "queue %d kernel counters: rx_dropped %d (fill ring empty %d), rx_ring_full %d, tx_invalid %d\n",
-				s.Queue(), st.RxDropped, st.RxFillRingEmpty, st.RxRingFull, st.TxInvalidDescs)
+				s.Queue(), st.RXDropped, st.RXFillRingEmpty, st.RXRingFull, st.TXInvalidDescs)
 		}
 	}
 	sum.print(out)
@@ -238,7 +238,7 @@ func forward(ctx context.Context, s *xsk.Socket, batch int) error {
 		if b.Len() == 0 {
 			if s.Receive(b) == 0 {
 				wait := 100 * time.Millisecond
-				if s.TxPending() > 0 {
+				if s.TXPending() > 0 {
 					wait = time.Millisecond // completions are due
 				}
 				if _, err := s.Wait(wait, false); err != nil {

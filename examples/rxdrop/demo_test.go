@@ -20,7 +20,7 @@ func TestRxdropAccountsForEveryFrame(t *testing.T) {
 	t.Run("runner one", func(t *testing.T) { testRxdropAccounts(t, loop{shape: xsk.ShapeOne}, xsk.SocketConfig{}) })
 	t.Run("raw per queue", func(t *testing.T) { testRxdropAccounts(t, loop{raw: true}, xsk.SocketConfig{}) })
 	t.Run("raw one thread, nap", func(t *testing.T) {
-		testRxdropAccounts(t, loop{raw: true, shape: xsk.ShapeOne}, xsk.SocketConfig{RxNap: 30 * time.Microsecond})
+		testRxdropAccounts(t, loop{raw: true, shape: xsk.ShapeOne}, xsk.SocketConfig{RXNap: 30 * time.Microsecond})
 	})
 }
 

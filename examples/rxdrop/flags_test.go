@@ -144,8 +144,8 @@ func FuzzParseFlags(f *testing.F) {
 		}
 		l := o.loop()
 		if (l.shape == xsk.ShapeOne) != (o.oneThread || o.shape == "one") || (l.shape == xsk.ShapePerQueue) != (o.shape == "per-queue") ||
-			l.raw != o.raw || (!o.raw && cfg.Socket.RxNap != 0) || (o.raw && cfg.Socket.RxNap != o.Nap) {
-			t.Fatalf("parseFlags(%q): -shape %q -one-thread %v -raw %v gave loop %+v, RxNap %v", args, o.shape, o.oneThread, o.raw, l, cfg.Socket.RxNap)
+			l.raw != o.raw || (!o.raw && cfg.Socket.RXNap != 0) || (o.raw && cfg.Socket.RXNap != o.Nap) {
+			t.Fatalf("parseFlags(%q): -shape %q -one-thread %v -raw %v gave loop %+v, RXNap %v", args, o.shape, o.oneThread, o.raw, l, cfg.Socket.RXNap)
 		}
 		if o.Iface == "" {
 			t.Fatalf("parseFlags(%q): no -i", args)

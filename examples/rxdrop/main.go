@@ -124,7 +124,7 @@ func (o *options) config() (xsk.Config, error) {
 	if !o.raw {
 		// -nap is the runner's longest nap, which it takes only while
 		// packets arrive fast; the sockets themselves do not nap.
-		cfg.Socket.RxNap = 0
+		cfg.Socket.RXNap = 0
 	}
 	return cfg, nil
 }
@@ -160,7 +160,7 @@ func rxdrop(ctx context.Context, iface string, cfg xsk.Config, batch int, l loop
 
 // dropAll drops what every socket receives, in one goroutine: it drains
 // each RX ring in turn and, when all were empty, waits on all the sockets
-// at once (naps first with SocketConfig.RxNap while packets flow).
+// at once (naps first with SocketConfig.RXNap while packets flow).
 func dropAll(ctx context.Context, socks []*xsk.Socket, batch int) error {
 	p := xsk.NewPoller(socks...)
 	bs := make([]*xsk.Batch, len(socks))
@@ -251,7 +251,7 @@ func rxdropStarted(ctx context.Context, iface string, cfg xsk.Config, batch int,
 			}(s)
 		}
 	}
-	exutil.Report(ctx, os.Stdout, socks, "received", func(st xsk.Stats) uint64 { return st.RxFrames }, d)
+	exutil.Report(ctx, os.Stdout, socks, "received", func(st xsk.Stats) uint64 { return st.RXFrames }, d)
 	stop()
 	wg.Wait()
 	var runErr error
@@ -269,11 +269,11 @@ func rxdropStarted(ctx context.Context, iface string, cfg xsk.Config, batch int,
 		if err != nil {
 			return sum, err
 		}
-		sum.Received += st.RxFrames
-		sum.KernelDropped += st.RxDropped
-		sum.RingFull += st.RxRingFull
-		if st.RxDropped+st.RxRingFull > 0 {
-			fmt.Printf("queue %d kernel counters: rx_dropped %d (fill ring empty %d), rx_ring_full %d\n", s.Queue(), st.RxDropped, st.RxFillRingEmpty, st.RxRingFull)
+		sum.Received += st.RXFrames
+		sum.KernelDropped += st.RXDropped
+		sum.RingFull += st.RXRingFull
+		if st.RXDropped+st.RXRingFull > 0 {
+			fmt.Printf("queue %d kernel counters: rx_dropped %d (fill ring empty %d), rx_ring_full %d\n", s.Queue(), st.RXDropped, st.RXFillRingEmpty, st.RXRingFull)
 		}
 	}
 	fmt.Printf("account: %d frames reached the sockets = %d received + %d rx_dropped + %d rx_ring_full\n",

@@ -216,7 +216,7 @@ func run(args []string) error {
 		return err
 	}
 	cfg.Socket.NoRX = true
-	cfg.Socket.TxBudget = 256
+	cfg.Socket.TXBudget = 256
 	// Sending needs no XDP program: RX stays with the kernel.
 	cfg.NoProgram = true
 	ctx, cancel := exutil.Context()
@@ -376,7 +376,7 @@ func txonly(ctx context.Context, iface string, cfg xsk.Config, frame []byte, flo
 			}
 		}(s)
 	}
-	exutil.Report(ctx, os.Stdout, socks, "sent", func(st xsk.Stats) uint64 { return st.TxFrames }, d)
+	exutil.Report(ctx, os.Stdout, socks, "sent", func(st xsk.Stats) uint64 { return st.TXFrames }, d)
 	stop()
 	wg.Wait()
 	// Frames still on the TX rings get a moment to leave; then what was
@@ -385,16 +385,16 @@ func txonly(ctx context.Context, iface string, cfg xsk.Config, frame []byte, flo
 	deadline := time.Now().Add(200 * time.Millisecond)
 	var submitted, sent, pending uint64
 	for _, s := range socks {
-		for s.TxPending() > 0 && time.Now().Before(deadline) && s.Err() == nil {
+		for s.TXPending() > 0 && time.Now().Before(deadline) && s.Err() == nil {
 			if s.Complete() == 0 {
 				s.Kick()
 				time.Sleep(time.Millisecond)
 			}
 		}
 		if st, err := s.Stats(); err == nil {
-			submitted += st.TxSubmitted
-			sent += st.TxFrames
-			pending += uint64(st.FramesTx)
+			submitted += st.TXSubmitted
+			sent += st.TXFrames
+			pending += uint64(st.FramesTX)
 		}
 	}
 	fmt.Printf("submitted %d frames: %d sent (completed by the kernel), %d not completed\n", submitted, sent, pending)

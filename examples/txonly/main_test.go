@@ -53,17 +53,17 @@ func TestBuildUDPDecodes(t *testing.T) {
 
 // txonly's datagrams reach a kernel UDP socket on the peer, through the
 // runner in each shape and through the plain loop.
-func TestTxOnly(t *testing.T) {
+func TestTXOnly(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		shape xsk.Shape
 		raw   bool
 	}{{"runner per-queue", xsk.ShapePerQueue, false}, {"runner one", xsk.ShapeOne, false}, {"raw", xsk.ShapeAuto, true}} {
-		t.Run(tc.name, func(t *testing.T) { testTxOnly(t, tc.shape, tc.raw) })
+		t.Run(tc.name, func(t *testing.T) { testTXOnly(t, tc.shape, tc.raw) })
 	}
 }
 
-func testTxOnly(t *testing.T, shape xsk.Shape, raw bool) {
+func testTXOnly(t *testing.T, shape xsk.Shape, raw bool) {
 	pair := netnstest.New(t, netnstest.Config{Queues: 2})
 	var ln *net.UDPConn
 	if err := pair.A.Do(func() (err error) {

@@ -14,7 +14,7 @@
 // TX checksum offload on (veth's default), leaves its UDP checksums
 // unfinished: the kernel only fills them in for packets that leave the
 // host. udpecho drops such datagrams and counts them as PartialChecksum,
-// unless -accept-partial (xdpnet.RxChecksumAcceptPartial) accepts them;
+// unless -accept-partial (xdpnet.RXChecksumAcceptPartial) accepts them;
 // or turn the offload off on the sender's device: ethtool -K DEV tx off.
 //
 // Every flag is checked before anything is opened: a value out of range,
@@ -64,7 +64,7 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.queues, "queues", false, "one goroutine per RX queue, reading in place (the fast path)")
 	fs.IntVar(&o.frames, "frames", 0, "UMEM frames per queue, 0 (the library's default: 4096, or what fits RLIMIT_MEMLOCK without CAP_IPC_LOCK) or 256-1048576")
 	fs.BoolVar(&o.acceptPartial, "accept-partial", false, "accept UDP checksums a sender on this host left unfinished for an offload "+
-		"(veth with TX checksumming on, its default), which are otherwise dropped as PartialChecksum (xdpnet.RxChecksumAcceptPartial)")
+		"(veth with TX checksumming on, its default), which are otherwise dropped as PartialChecksum (xdpnet.RXChecksumAcceptPartial)")
 	err := o.Parse(fs, args, func() error {
 		switch {
 		case o.Iface == "":
@@ -88,7 +88,7 @@ func parseFlags(args []string) (options, error) {
 func (o *options) config() xdpnet.Config {
 	cfg := xdpnet.Config{FramesPerQueue: o.frames}
 	if o.acceptPartial {
-		cfg.RxChecksum = xdpnet.RxChecksumAcceptPartial
+		cfg.RXChecksum = xdpnet.RXChecksumAcceptPartial
 	}
 	return cfg
 }
@@ -116,7 +116,7 @@ func run(args []string, out io.Writer) error {
 	st := c.Stats().Total()
 	c.Close()
 	fmt.Fprintf(out, "received %d datagrams, echoed %d (%d bytes); dropped %d: %+v; the kernel dropped %d before the sockets\n",
-		st.Datagrams, st.Sent, st.SentBytes, st.Drops.Total(), st.Drops, st.Socket.RxDropped+st.Socket.RxRingFull)
+		st.Datagrams, st.Sent, st.SentBytes, st.Drops.Total(), st.Drops, st.Socket.RXDropped+st.Socket.RXRingFull)
 	if n := st.Drops.PartialChecksum; n > 0 {
 		fmt.Fprintf(out, "hint: %d datagrams dropped as PartialChecksum: a sender on this host (veth with TX checksum offload on) left their checksums unfinished; run with -accept-partial, or on the sender: ethtool -K DEV tx off\n", n)
 	}

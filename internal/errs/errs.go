@@ -1,9 +1,11 @@
 // Package errs defines, once, the errors that several xdpio packages
 // return, so that errors.Is works across them: xsk.ErrNotSupported,
-// nic.ErrNotSupported, xdpnet.ErrUnsupported and bench.ErrUnsupported are
+// nic.ErrNotSupported, xdpnet.ErrNotSupported and bench.ErrNotSupported are
 // the same value, ErrNotSupported here, as are
-// offload.ErrMalformed and rss.ErrMalformed, and nic.ErrNoDevice and
-// ErrNoDevice. Packages re-export them as part
+// offload.ErrMalformed and rss.ErrMalformed, nic.ErrNoDevice and
+// xsk.ErrNoDevice, and xsk.ErrInvalidConfig and xdpnet.ErrInvalidConfig.
+// (filter's ErrUnsupportedConstruct is its own: an expression the
+// compiler does not implement, not a kernel's limit.) Packages re-export them as part
 // of their API; users never import this package.
 //
 // ErrNotSupported also matches the standard library's errors.ErrUnsupported,

@@ -80,7 +80,7 @@ const (
 	XDPActNDOXmit     = 1 << 2
 	XDPActXSKZeroCopy = 1 << 3
 	XDPActHWOffload   = 1 << 4
-	XDPActRxSG        = 1 << 5
+	XDPActRXSG        = 1 << 5
 	XDPActNDOXmitSG   = 1 << 6
 )
 
@@ -93,9 +93,9 @@ const (
 
 // AF_XDP features (NETDEV_XSK_FLAGS_*).
 const (
-	XSKFlagTxTimestamp      = 1 << 0
-	XSKFlagTxChecksum       = 1 << 1
-	XSKFlagTxLaunchTimeFIFO = 1 << 2
+	XSKFlagTXTimestamp      = 1 << 0
+	XSKFlagTXChecksum       = 1 << 1
+	XSKFlagTXLaunchTimeFIFO = 1 << 2
 )
 
 // XDPActNames, XDPRxMetadataNames and XSKFlagNames spell the bits as the

@@ -133,7 +133,7 @@ type env struct {
 	tb   *table
 	// Baselines of the accounting, taken by reset.
 	xmitErr0, dropped0, counted0 uint64
-	bRxDrop0                     uint64 // B's veth rx_dropped (XDP redirects refused)
+	bRXDrop0                     uint64 // B's veth rx_dropped (XDP redirects refused)
 	procs                        []*proc
 }
 
@@ -199,7 +199,7 @@ func (e *env) reset() {
 			t.Fatal(err)
 		}
 	}
-	e.bRxDrop0 = e.xdpDropsB()
+	e.bRXDrop0 = e.xdpDropsB()
 	if e.ctr != nil {
 		if e.counted0, err = e.ctr.Count(); err != nil {
 			t.Fatal(err)
@@ -396,7 +396,7 @@ func (e *env) accounting(p *proc) string {
 		// Frames the sockets could not take (fill ring empty, RX ring
 		// full) are refused XDP redirects: veth counts every one of them
 		// in B's rx_queue_N_drops, the sockets' own counters some.
-		refused := e.xdpDropsB() - e.bRxDrop0
+		refused := e.xdpDropsB() - e.bRXDrop0
 		s := fmt.Sprintf("sent %d = recv %d + dropped %d + refused by the sockets %d (of which they counted %d) + lost in veth %d; echoed %d, peer counted %d, veth dropped %d",
 			sent, recv, dropped, refused, kd, lost, echoed, arrived, drop)
 		ok := sent > 0 && recv > 0 && sent == recv+dropped+refused+lost && kd <= refused && echoed <= recv && arrived <= echoed+background && arrived+drop-refused+background >= echoed

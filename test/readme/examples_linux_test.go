@@ -202,7 +202,7 @@ func checkRxdrop(t *testing.T, out string, before, after linkCounts) string {
 	if received+dropped+full != reached {
 		t.Errorf("rxdrop's account: %d received + %d rx_dropped + %d rx_ring_full is not %d", received, dropped, full, reached)
 	}
-	lost := after.TxDropped - before.TxDropped
+	lost := after.TXDropped - before.TXDropped
 	if reached+lost != sent {
 		t.Errorf("txonly sent %d frames, but %d reached rxdrop's sockets and veth dropped %d: %d", sent, reached, lost, reached+lost)
 	}
@@ -223,17 +223,17 @@ func checkL2fwd(t *testing.T, out string, before, after linkCounts) string {
 	if n[1]+n[2]+n[3]+n[4]+n[5] != reached {
 		t.Errorf("l2fwd's account: %d + %d + %d + %d + %d is not %d", n[1], n[2], n[3], n[4], n[5], reached)
 	}
-	lost := after.TxDropped - before.TxDropped
+	lost := after.TXDropped - before.TXDropped
 	if reached+lost != sent {
 		t.Errorf("txonly sent %d frames, but %d reached l2fwd's sockets and veth dropped %d: %d", sent, reached, lost, reached+lost)
 	}
 	// xa's kernel may also get a few frames of xb's own (IPv6 neighbour
 	// discovery).
-	if back := after.RxPackets - before.RxPackets; forwarded == 0 || back < forwarded || back > forwarded+20 {
+	if back := after.RXPackets - before.RXPackets; forwarded == 0 || back < forwarded || back > forwarded+20 {
 		t.Errorf("l2fwd forwarded %d frames, %s received %d", forwarded, senderLink, back)
 	}
 	return "txonly sent " + itoa(sent) + "; l2fwd: " + l2fwdAccountRE.FindString(out) + "; veth dropped " + itoa(lost) +
-		"; " + senderLink + " received " + itoa(after.RxPackets-before.RxPackets)
+		"; " + senderLink + " received " + itoa(after.RXPackets-before.RXPackets)
 }
 
 // udpecho echoes the one datagram, and says so.

@@ -175,7 +175,7 @@ func runRecipe(t *testing.T, dir, script string, limit time.Duration) (stdout, s
 
 // linkCounts are an interface's counters, as ip -s reports them.
 type linkCounts struct {
-	RxPackets, TxDropped uint64
+	RXPackets, TXDropped uint64
 }
 
 // linkStats asks ip for the counters of link in namespace ns.
@@ -202,5 +202,5 @@ func linkStats(t *testing.T, ns, link string) linkCounts {
 	if err := json.Unmarshal(out, &links); err != nil || len(links) != 1 {
 		t.Fatalf("ip -j -s link show: %v in %s", err, out)
 	}
-	return linkCounts{RxPackets: links[0].Stats64.RX.Packets, TxDropped: links[0].Stats64.TX.Dropped}
+	return linkCounts{RXPackets: links[0].Stats64.RX.Packets, TXDropped: links[0].Stats64.TX.Dropped}
 }

@@ -89,7 +89,7 @@ void xskpeer_stop(void);
 static struct ctl *ctl;
 static int mode_tx;
 static int ifindex, nqueues, ring_size, nframes, frame_size, batch, tx_batch, tx_budget;
-static long long nap_ns; // rxdrop: xdpio's RxNap policy when positive
+static long long nap_ns; // rxdrop: xdpio's RXNap policy when positive
 static int group;	 // rxdrop: one thread for every socket
 
 // fail records what failed in the control page and returns -1.
@@ -290,7 +290,7 @@ static void rxdrop(struct xsk *x, uint64_t *ctr, uint64_t *polls)
 	while (!__atomic_load_n(&ctl->quit, __ATOMIC_RELAXED)) {
 		uint32_t n = rx_once(x);
 		if (n == 0) {
-			// xdpio's RxNap: while packets flow, sleep on a timer
+			// xdpio's RXNap: while packets flow, sleep on a timer
 			// instead of on the socket; poll once a nap found nothing.
 			if (nap_ns > 0 && flowing) {
 				struct timespec ts = {.tv_sec = nap_ns / 1000000000, .tv_nsec = nap_ns % 1000000000};

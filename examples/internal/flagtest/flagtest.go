@@ -109,7 +109,7 @@ func CheckGiven(f *exutil.Flags, given map[string]string) error {
 		return fmt.Errorf("accepted flags, but Config fails: %w", err)
 	}
 	qs, _ := exutil.ParseQueues(f.Queues)
-	if len(cfg.Queues) != len(qs) || cfg.Socket.RxNap != f.Nap || cfg.UMEM.NumFrames != f.Frames ||
+	if len(cfg.Queues) != len(qs) || cfg.Socket.RXNap != f.Nap || cfg.UMEM.NumFrames != f.Frames ||
 		(cfg.Socket.Bind == xsk.BindCopy) != f.Copy || (cfg.Program.Attach == xsk.AttachGeneric) != f.Generic {
 		return fmt.Errorf("the xsk.Config %+v of Flags.Config does not say what the flags %+v do", cfg, f)
 	}
