@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/xdpio/xdpio/bench/kernelplane"
+	"github.com/xdpio/xdpio/bench/place"
 	"github.com/xdpio/xdpio/bench/plane"
 	"github.com/xdpio/xdpio/bench/xskplane"
 	"github.com/xdpio/xdpio/internal/netnstest"
@@ -39,7 +40,7 @@ func TestPlacerSpreadsStreams(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer rx.Close()
-			pl := &plane.Placer{Predictor: pred}
+			pl := &place.Placer{Predictor: pred}
 			var dp plane.DataPlane = &kernelplane.DataPlane{Do: pair.A.Do, Placer: pl}
 			if backend == "xsk" {
 				dp = &xskplane.DataPlane{Iface: pair.A.Link, Do: pair.A.Do, Placer: pl}
@@ -108,7 +109,7 @@ func TestPlacerAddressesOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pl := &plane.Placer{Predictor: pred, AddressesOnly: true}
+	pl := &place.Placer{Predictor: pred, AddressesOnly: true}
 	src, dst := netip.MustParseAddr("198.18.0.1"), netip.AddrPortFrom(netip.MustParseAddr("198.18.0.2"), 5201)
 	var failed bool
 	for i := 0; i < 4; i++ {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/xdpio/xdpio/bench/iperf3"
+	"github.com/xdpio/xdpio/bench/place"
 	"github.com/xdpio/xdpio/bench/plane"
 )
 
@@ -47,7 +48,7 @@ type ReportStart struct {
 	TestStart TestParams `json:"test_start"`
 	// Placement is each stream's source port and the server RX queue it
 	// was placed on (client with a plane.Placer only; not in iperf3's report).
-	Placement []plane.Placement `json:"placement,omitempty"`
+	Placement []place.Placement `json:"placement,omitempty"`
 }
 
 // SocketBuffers is a kernel socket's buffer sizes, as iperf3 reports

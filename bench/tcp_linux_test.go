@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/xdpio/xdpio/bench/iperf3"
-	"github.com/xdpio/xdpio/bench/plane"
+	"github.com/xdpio/xdpio/bench/place"
 	"github.com/xdpio/xdpio/bench/xskplane"
 
 	"github.com/xdpio/xdpio/internal/netnstest"
@@ -346,7 +346,7 @@ func TestTCPModePlacer(t *testing.T) {
 	ctrl := netip.AddrPortFrom(pair.B.IPv4, 5201)
 	reps, _ := startTCPServer(t, pair, ctrl)
 	c := tcpClient(pair, ctrl, true)
-	pl := &plane.Placer{Predictor: pred}
+	pl := &place.Placer{Predictor: pred}
 	c.DataPlane.(*xskplane.DataPlane).Placer = pl
 	c.Streams, c.Bitrate = 8, 10e6
 	var r *TCPReport

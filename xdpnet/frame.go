@@ -391,3 +391,11 @@ func itoa(v int) string {
 	}
 	return string(b[i:])
 }
+
+// unmapAP unmaps an IPv4-mapped address, keeping the port.
+func unmapAP(a netip.AddrPort) netip.AddrPort {
+	if !a.IsValid() {
+		return a
+	}
+	return netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
+}

@@ -3,7 +3,6 @@ package xdpnet
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"net"
 	"net/netip"
 	"sync/atomic"
@@ -365,37 +364,6 @@ func frameDstPort(f []byte) []byte {
 		return []byte{0, 0}
 	}
 	return f[off : off+2]
-}
-
-// The exported codec is the conn's own: what WriteFrame writes,
-// ParseFrame reads back, and gopacket agrees.
-func TestCodecRoundTrip(t *testing.T) {
-	for _, tc := range []struct{ src, dst netip.AddrPort }{{ap4, bp4}, {ap6, bp6}} {
-		h := Header{SrcMAC: macA, DstMAC: macB, Src: tc.src, Dst: tc.dst, TTL: 33, TOS: 0xb8}
-		frame := make([]byte, 200)
-		n, err := WriteFrame(frame, &h, []byte("codec"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := gopacketFrame(t, tc.src, tc.dst, []byte("codec"), 33, 0xb8)
-		if !bytes.Equal(frame[:n], want[:n]) {
-			t.Errorf("WriteFrame %x, gopacket %x", frame[:n], want)
-		}
-		d, err := ParseFrame(frame[:n], RXChecksumVerify)
-		if err != nil || d.Src != tc.src || d.Dst != tc.dst || string(d.Payload) != "codec" {
-			t.Errorf("ParseFrame: %+v, %v", d, err)
-		}
-		frame[n-1] ^= 1
-		if _, err := ParseFrame(frame[:n], RXChecksumVerify); !errors.Is(err, ErrNotDatagram) {
-			t.Errorf("a damaged frame: %v", err)
-		}
-	}
-	if _, err := WriteFrame(make([]byte, 10), &Header{SrcMAC: macA, DstMAC: macB, Src: ap4, Dst: bp4}, nil); !errors.Is(err, ErrInvalidConfig) {
-		t.Errorf("a short frame: %v", err)
-	}
-	if _, err := WriteFrame(make([]byte, 100), &Header{SrcMAC: macA, DstMAC: macB, Src: ap4, Dst: bp6}, nil); !errors.Is(err, ErrInvalidConfig) {
-		t.Errorf("mixed families: %v", err)
-	}
 }
 
 func TestInfoString(t *testing.T) {

@@ -25,7 +25,6 @@ import (
 	"github.com/xdpio/xdpio/internal/errs"
 	"github.com/xdpio/xdpio/internal/nexthop"
 	"github.com/xdpio/xdpio/nic"
-	"github.com/xdpio/xdpio/xdpnet"
 	"github.com/xdpio/xdpio/xsk"
 )
 
@@ -34,8 +33,8 @@ import (
 // with. It has the shape of xskplane.DataPlane, so the two run the same tests
 // side by side: one asavie socket (with its own UMEM) per RX queue of
 // Iface, received frames checked and parsed, and replies built, by the
-// same frame codec as xskplane.DataPlane's (package xdpnet's ParseFrame and
-// WriteFrame, with the same checksum rule, asaviePartial), and the next
+// same checks as xskplane.DataPlane's (package offload's parser, checksum
+// verdicts and builder, accepting the same unfinished checksums), and the next
 // hop from the kernel's route and neighbour tables (package
 // internal/nexthop, as xdpnet's).
 //
@@ -87,7 +86,7 @@ type DataPlane struct {
 	// Placer, if set, chooses each dialled stream's source port (within
 	// the client's block of 256) so it lands on a chosen RX queue of the
 	// server's NIC, as xskplane.DataPlane.Placer does.
-	Placer *plane.Placer
+	Placer plane.Placer
 
 	cmu    sync.Mutex
 	client *asavieShared
@@ -440,18 +439,6 @@ func (d *DataPlane) Check() error {
 	return nil
 }
 
-// asaviePartial is how the asavie data plane checks received checksums:
-// as xskplane.DataPlane does (see xskplane.DataPlane.netConfig), accepting the
-// unfinished UDP checksums of senders on this host behind a veth with TX
-// checksum offload on, so that both backends do the same work per frame.
-const asaviePartial = xdpnet.RXChecksumAcceptPartial
-
-// parseFrame finds the UDP datagram to port in a received frame.
-func parseFrame(f []byte, port uint16) (xdpnet.Datagram, bool) {
-	d, err := xdpnet.ParseFrame(f, asaviePartial)
-	return d, err == nil && d.Dst.Port() == port
-}
-
 // newResolver opens a next-hop resolver for ifi in the calling thread's
 // namespace.
 func newResolver(ifi *net.Interface) (*nexthop.Resolver, error) {
@@ -547,13 +534,14 @@ func (c *asavieConn) ReadBatch(msgs []plane.Message) (int, error) {
 				a.receive(min(a.batch, len(msgs)-n))
 			}
 			for ; a.next < len(a.rx) && n < len(msgs); a.next++ {
-				d, ok := parseFrame(a.s.GetFrame(a.rx[a.next]), c.local.Port())
+				d, ok := parseFrame(a.s.GetFrame(a.rx[a.next]))
+				ok = ok && d.dst.Port() == c.local.Port()
 				if !ok {
 					c.notUDP.Add(1)
 					continue
 				}
-				msgs[n].N = copy(msgs[n].Buf, d.Payload)
-				msgs[n].Addr = d.Src
+				msgs[n].N = copy(msgs[n].Buf, d.payload)
+				msgs[n].Addr = d.src
 				n++
 			}
 			a.mu.Unlock()
@@ -625,12 +613,13 @@ func (q *asavieQueueReader) ReadView(msgs []plane.Message, timeout time.Duration
 		}
 		n := 0
 		for ; a.next < len(a.rx) && n < len(msgs); a.next++ {
-			d, ok := parseFrame(a.s.GetFrame(a.rx[a.next]), c.local.Port())
+			d, ok := parseFrame(a.s.GetFrame(a.rx[a.next]))
+			ok = ok && d.dst.Port() == c.local.Port()
 			if !ok {
 				c.notUDP.Add(1)
 				continue
 			}
-			msgs[n] = plane.Message{Buf: d.Payload, N: len(d.Payload), Addr: d.Src}
+			msgs[n] = plane.Message{Buf: d.payload, N: len(d.payload), Addr: d.src}
 			n++
 		}
 		a.mu.Unlock()
@@ -680,8 +669,7 @@ func (c *asavieConn) WriteBatch(msgs []plane.Message) (int, error) {
 	defer a.mu.Unlock()
 	return a.send(len(msgs), c.set.frameSize, func(i int, frame []byte) (int, error) {
 		m := msgs[i]
-		h := xdpnet.Header{SrcMAC: c.mac, DstMAC: c.macs[i], Src: c.local, Dst: m.Addr}
-		return xdpnet.WriteFrame(frame, &h, m.Buf[:m.N])
+		return buildFrame(frame, c.mac, c.macs[i], c.local, m.Addr, m.Buf[:m.N])
 	})
 }
 
@@ -735,7 +723,7 @@ func (b *asaviePortBlock) filter() []xsk.Rule {
 // the plane.Placer's, whose queue it then sends from too (where a device has no
 // RSS, as veth, the peer receives on the queue a frame was sent from).
 // inUse reports ports streams hold.
-func (b *asaviePortBlock) port(src netip.Addr, remote netip.AddrPort, queues int, placer *plane.Placer, inUse func(uint16) bool) (port uint16, txq int, err error) {
+func (b *asaviePortBlock) port(src netip.Addr, remote netip.AddrPort, queues int, placer plane.Placer, inUse func(uint16) bool) (port uint16, txq int, err error) {
 	if b.next >= asaviePorts {
 		return 0, 0, fmt.Errorf("all %d client ports in use: %w", asaviePorts, errs.ErrNotSupported)
 	}
@@ -883,17 +871,17 @@ func (sh *asavieShared) pump() {
 			a.receive(a.batch)
 		}
 		for ; a.next < len(a.rx); a.next++ {
-			d, err := xdpnet.ParseFrame(a.s.GetFrame(a.rx[a.next]), asaviePartial)
-			if err != nil {
+			d, ok := parseFrame(a.s.GetFrame(a.rx[a.next]))
+			if !ok {
 				sh.stray++
 				continue
 			}
-			c := sh.conns[d.Dst.Port()]
+			c := sh.conns[d.dst.Port()]
 			if c == nil {
 				sh.stray++
 				continue
 			}
-			c.in.Push(d.Src, d.Payload)
+			c.in.Push(d.src, d.payload)
 		}
 		a.mu.Unlock()
 	}
@@ -942,10 +930,9 @@ func (c *asavieClientConn) WriteBatch(msgs []plane.Message) (int, error) {
 	a := sh.set.socks[c.txq]
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	h := xdpnet.Header{SrcMAC: sh.mac, DstMAC: hop.MAC, Src: c.local, Dst: c.remote}
 	return a.send(len(msgs), sh.set.frameSize, func(i int, frame []byte) (int, error) {
 		m := msgs[i]
-		return xdpnet.WriteFrame(frame, &h, m.Buf[:m.N])
+		return buildFrame(frame, sh.mac, hop.MAC, c.local, c.remote, m.Buf[:m.N])
 	})
 }
 

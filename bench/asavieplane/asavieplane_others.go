@@ -19,7 +19,7 @@ type DataPlane struct {
 	Batch   int
 	Attach  xsk.AttachMode
 	OnClose func([]plane.QueueCount)
-	Placer  *plane.Placer
+	Placer  plane.Placer
 }
 
 // Listen returns errs.ErrNotSupported.

@@ -26,7 +26,7 @@ type DataPlane struct {
 	BufferSize int
 	// Placer, if set, chooses each dialled stream's source port so it
 	// lands on a chosen RX queue of the server's NIC.
-	Placer *plane.Placer
+	Placer plane.Placer
 }
 
 // Listen opens an unconnected UDP socket bound to local.

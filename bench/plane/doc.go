@@ -3,7 +3,7 @@
 // that read and write batches of Messages; an endpoint with a socket per
 // RX queue (MultiQueueConn) lets the engine read each queue in place in
 // its own goroutine (QueueReader) and reports what each queue took
-// (QueueCount). A Placer gives each stream a client dials a source port
+// (QueueCount). A Placer (package place) gives each stream a client dials a source port
 // that the server NIC's RSS puts on a chosen RX queue.
 //
 // The data planes themselves are packages of their own: kernelplane

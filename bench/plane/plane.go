@@ -57,6 +57,16 @@ type BufferedConn interface {
 
 // DataPlane opens the endpoints a test's UDP streams run on. The kernel
 // socket implementation is kernelplane.DataPlane; an AF_XDP one plugs in here.
+// Placer chooses the source port of each stream a client dials, so that
+// the server NIC's RSS sends it to a chosen RX queue; package place
+// implements it with a software model of the NIC's hash.
+type Placer interface {
+	// Port chooses the source port of the next stream from src to
+	// remote among lo..hi (both zero: Linux's ephemeral range), and
+	// returns it with the server queue it places the stream on.
+	Port(src netip.Addr, remote netip.AddrPort, lo, hi uint16) (port uint16, queue uint32, err error)
+}
+
 type DataPlane interface {
 	// Listen opens the server's endpoint on local (the port of the
 	// control connection). All streams of a test arrive on it and are

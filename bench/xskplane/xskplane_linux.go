@@ -61,7 +61,7 @@ type DataPlane struct {
 	// Placer, if set, chooses each dialled stream's source port (within
 	// the client's block of 256) so it lands on a chosen RX queue of the
 	// server's NIC.
-	Placer *plane.Placer
+	Placer plane.Placer
 
 	cmu    sync.Mutex
 	client *xskShared

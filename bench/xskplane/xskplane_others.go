@@ -22,7 +22,7 @@ type DataPlane struct {
 	OnClose   func([]plane.QueueCount)
 	Coalesce  *coalesce.Params
 	OneReader bool
-	Placer    *plane.Placer
+	Placer    plane.Placer
 }
 
 // Listen returns errs.ErrNotSupported.

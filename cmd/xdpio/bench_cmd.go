@@ -17,6 +17,7 @@ import (
 	"github.com/xdpio/xdpio/bench/asavieplane"
 	"github.com/xdpio/xdpio/bench/iperf3"
 	"github.com/xdpio/xdpio/bench/kernelplane"
+	"github.com/xdpio/xdpio/bench/place"
 	"github.com/xdpio/xdpio/bench/plane"
 	"github.com/xdpio/xdpio/bench/xskplane"
 	"github.com/xdpio/xdpio/coalesce"
@@ -348,15 +349,15 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			switch d := dp.(type) {
-			case *kernelplane.DataPlane:
-				d.Placer = placer
-			case *xskplane.DataPlane:
-				d.Placer = placer
-			case *asavieplane.DataPlane:
-				d.Placer = placer
-			default:
-				if placer != nil {
+			if placer != nil { // not a nil *place.Placer in a non-nil interface
+				switch d := dp.(type) {
+				case *kernelplane.DataPlane:
+					d.Placer = placer
+				case *xskplane.DataPlane:
+					d.Placer = placer
+				case *asavieplane.DataPlane:
+					d.Placer = placer
+				default:
 					return usagef("--rss-queues/--rss-table: the %s backend cannot place streams", backend)
 				}
 			}
@@ -449,7 +450,7 @@ func newBenchClientCmd(g *globals) *cobra.Command {
 
 // benchPlacer builds the client's stream placer from the --rss-* flags
 // (nil when neither --rss-queues nor --rss-table is given).
-func benchPlacer(key string, queues int, table string, addrsOnly bool) (*plane.Placer, error) {
+func benchPlacer(key string, queues int, table string, addrsOnly bool) (*place.Placer, error) {
 	if queues == 0 && table == "" {
 		if key != "" || addrsOnly {
 			return nil, usagef("--rss-key and --rss-addresses-only need --rss-queues or --rss-table")
@@ -486,7 +487,7 @@ func benchPlacer(key string, queues int, table string, addrsOnly bool) (*plane.P
 	if err != nil {
 		return nil, usagef("--rss-*: %v", err)
 	}
-	return &plane.Placer{Predictor: p, AddressesOnly: addrsOnly}, nil
+	return &place.Placer{Predictor: p, AddressesOnly: addrsOnly}, nil
 }
 
 // queueLog keeps the per-queue counts a data plane reports when a test's

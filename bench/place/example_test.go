@@ -1,10 +1,10 @@
-package plane_test
+package place_test
 
 import (
 	"fmt"
 	"net/netip"
 
-	"github.com/xdpio/xdpio/bench/plane"
+	"github.com/xdpio/xdpio/bench/place"
 	"github.com/xdpio/xdpio/rss"
 )
 
@@ -22,7 +22,7 @@ func ExamplePlacer() {
 		fmt.Println(err)
 		return
 	}
-	p := &plane.Placer{Predictor: pred}
+	p := &place.Placer{Predictor: pred}
 	src := netip.MustParseAddr("198.18.0.1")
 	server := netip.MustParseAddrPort("198.18.0.2:5201")
 	for i := 0; i < 4; i++ {

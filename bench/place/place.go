@@ -1,4 +1,4 @@
-package plane
+package place
 
 import (
 	"fmt"
