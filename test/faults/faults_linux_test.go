@@ -300,7 +300,7 @@ func (e *env) startEx(d time.Duration, wrap []string, extra ...string) *proc {
 	e.t.Helper()
 	p := startProc(e.t, e.ctx, e.pair.B, append(append([]string(nil), wrap...), e.args(d, extra...)...)...)
 	e.procs = append(e.procs, p)
-	if !p.waitOutput(fmt.Sprintf("%s on %s:", e.prog, e.pair.B.Link), 5*time.Second) {
+	if !p.waitOutput("ready: "+e.pair.B.Link+",", 5*time.Second) { // the examples' ready line
 		e.t.Fatalf("%s did not start within 5 s\n%s", e.prog, p.output())
 	}
 	return p
