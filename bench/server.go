@@ -360,8 +360,14 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie iperf3.Cookie
 	endErr := awaitTestEnd(ctx, c, ctl, run.failure(), limit, p.Time)
 	if endErr == nil && !run.sender {
 		// iperf3's receiver counts until TEST_END, which its client
-		// sends as it stops; xdpio's client sends it p.TailMS later.
-		run.markEnd(time.Now().Add(-time.Duration(p.TailMS) * time.Millisecond))
+		// sends as it stops; xdpio's client sends it p.TailMS later, or
+		// later still on a loaded machine: a timed test's window ends
+		// no later than its time after the start, as the sender's does.
+		end := time.Now().Add(-time.Duration(p.TailMS) * time.Millisecond)
+		if p.Time > 0 && p.TailMS > 0 {
+			end = minTime(end, run.start.Add(time.Duration(p.Time)*time.Second))
+		}
+		run.markEnd(end)
 	}
 	derr := ph.stop(run)
 	rep.Intervals = ir.finish()
@@ -549,4 +555,11 @@ func endFromOne(local iperf3.Results, sender bool, ooo map[int]int64) ReportEnd 
 type stateOrErr struct {
 	st  iperf3.State
 	err error
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }

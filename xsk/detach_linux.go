@@ -3,6 +3,7 @@
 package xsk
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -84,6 +85,13 @@ func (p *Program) detached() string {
 			return ""
 		}
 		if x := info.XDP(); x != nil && x.Ifindex == 0 {
+			if p.ns != nil {
+				// A deleted device detaches its links too: that is the
+				// sockets' ErrNoDevice to report, not a detach.
+				if _, _, err := attachedProgram(*p.ns, p.ifindex); errors.Is(err, ErrNoDevice) {
+					return ""
+				}
+			}
 			return fmt.Sprintf("its bpf_link %d was detached from the interface (bpftool link detach)", info.ID)
 		}
 	case p.member != nil:

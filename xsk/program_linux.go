@@ -38,9 +38,11 @@ type Program struct {
 	// local is the Local set of rules with Rule.Local (nil without).
 	local *ebpf.Map
 	// watch notices that someone else detached the program (Err); socks
-	// are the sockets registered by Register, under watch.mu.
+	// are the sockets registered by Register, under watch.mu. ns is the
+	// interface's network namespace (nil: unknown).
 	watch detachWatch
 	socks map[int]*Socket
+	ns    *netns.NsHandle
 }
 
 // NewProgram builds the program for the interface with index ifindex (in
@@ -96,6 +98,9 @@ func newProgram(ifindex int, cfg ProgramConfig, before func(*Program) error) (_ 
 		return nil, err
 	}
 	p := &Program{xsks: xsks, ifindex: ifindex, mode: cfg.Attach, rxHash: cfg.RXHash}
+	if ns, err := netns.Get(); err == nil {
+		p.ns = &ns // the interface's namespace, for Err's look at it from any thread
+	}
 	defer func() {
 		if err != nil {
 			p.Close()
@@ -781,6 +786,10 @@ func (p *Program) Close() error {
 	if p.local != nil {
 		p.local.Close()
 		p.local = nil
+	}
+	if p.ns != nil {
+		p.ns.Close()
+		p.ns = nil
 	}
 	return first
 }

@@ -277,7 +277,9 @@ func checkReceivedUnderLoss(t *testing.T, r pairRun, res pairResult) {
 		if !r.JSON && !sumRow.nearRate(want.Received, want.Seconds) {
 			t.Errorf("our [SUM] receiver line: %.0f packets/s; iperf3 received %d in %.3f s: %.0f/s", sumRow.PPS, want.Received, want.Seconds, float64(want.Received)/want.Seconds)
 		}
-		if r.JSON && math.Abs(ours.Seconds-want.Seconds) > 1e-3 {
+		// The end_time iperf3 sends in the results exchange is taken a
+		// moment after the window its own report shows.
+		if r.JSON && math.Abs(ours.Seconds-want.Seconds) > 10e-3 {
 			t.Errorf("our receiver's window %.3f s, iperf3's %.3f s", ours.Seconds, want.Seconds)
 		}
 		// The lossy link is on iperf3's ingress: what it let through
