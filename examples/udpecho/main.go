@@ -113,8 +113,10 @@ func run(args []string, out io.Writer) error {
 	// line before they send.
 	exutil.ReadyConn(out, c, fmt.Sprintf("echoing UDP to %v", c.LocalAddr()))
 	err = serve(ctx, c, o.queues)
-	st := c.Stats().Total()
+	// Close first: the counters it keeps include what the kernel dropped
+	// until the XDP program was gone.
 	c.Close()
+	st := c.Stats().Total()
 	fmt.Fprintf(out, "received %d datagrams, echoed %d (%d bytes); dropped %d: %+v; the kernel dropped %d before the sockets\n",
 		st.Datagrams, st.Sent, st.SentBytes, st.Drops.Total(), st.Drops, st.Socket.RXDropped+st.Socket.RXRingFull)
 	if n := st.Drops.PartialChecksum; n > 0 {

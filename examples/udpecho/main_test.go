@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -101,13 +102,79 @@ func TestUDPEchoPartialChecksum(t *testing.T) {
 
 // startEcho runs udpecho with args in pair.B, and gives it time to attach.
 // It returns its output and, once it ends, its error.
-func startEcho(t *testing.T, pair *netnstest.Pair, args []string) (*bytes.Buffer, <-chan error) {
+func startEcho(t *testing.T, pair *netnstest.Pair, args []string) (*syncBuffer, <-chan error) {
 	t.Helper()
-	var out bytes.Buffer
+	out := &syncBuffer{}
 	done := make(chan error, 1)
-	go func() { done <- pair.B.Do(func() error { return run(args, &out) }) }()
-	time.Sleep(300 * time.Millisecond) // let it attach
-	return &out, done
+	go func() { done <- pair.B.Do(func() error { return run(args, out) }) }()
+	// Datagrams sent before the ready line reach no socket.
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), "ready: ") {
+		select {
+		case err := <-done:
+			t.Fatalf("udpecho ended before it was ready: %v\n%s", err, out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("udpecho printed no ready line in 10 s:\n%s", out.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return out, done
+}
+
+// syncBuffer is a bytes.Buffer that udpecho writes while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// What udpecho's summary says the kernel dropped before its sockets (read
+// after Close, so until the program was gone) is what veth counted as
+// frames it could not redirect (ethtool -S rx_queue_N_drops).
+func TestUDPEchoKernelDropsMatchVeth(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 1})
+	if out, err := pair.A.Command(context.Background(), "ethtool", "-K", pair.A.Link, "tx", "off").CombinedOutput(); err != nil {
+		t.Fatalf("ethtool: %v %s", err, out)
+	}
+	out, done := startEcho(t, pair, []string{"-i", pair.B.Link, "-port", "7007", "-frames", "256", "-t", "2s"})
+	k := client(t, pair)
+	msg := make([]byte, 64)
+	for i := 0; i < 50000; i++ { // far faster than one echo each: the rings overflow
+		if _, err := k.WriteToUDPAddrPort(msg, netip.AddrPortFrom(pair.B.IPv4, 7007)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("udpecho: %v\n%s", err, out.String())
+	}
+	var dropped uint64
+	i := strings.Index(out.String(), "the kernel dropped ")
+	if i < 0 {
+		t.Fatalf("no kernel drops in the summary:\n%s", out.String())
+	}
+	fmt.Sscanf(out.String()[i:], "the kernel dropped %d", &dropped)
+	m, err := pair.B.EthtoolStats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	veth, _ := netnstest.SumStats(m, "rx_queue_", "_drops")
+	if dropped == 0 || dropped != veth {
+		t.Errorf("udpecho says the kernel dropped %d; veth counted %d (rx_queue_N_drops)\n%s", dropped, veth, out.String())
+	}
+	t.Logf("the kernel dropped %d, veth counted %d", dropped, veth)
 }
 
 // client returns a kernel UDP socket in pair.A, closed when the test ends.
