@@ -25,8 +25,6 @@ import (
 	"github.com/xdpio/xdpio/rss"
 )
 
-func init() { subcommands = append(subcommands, newBenchCmd) }
-
 // Backends the bench commands accept: AF_XDP through xdpio (xsk), kernel
 // sockets, and AF_XDP through github.com/asavie/xdp v0.3.3 (the Go peer).
 // "auto" is xsk when an interface is given with -i, kernel sockets

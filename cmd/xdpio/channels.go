@@ -12,10 +12,6 @@ import (
 	"github.com/xdpio/xdpio/nic"
 )
 
-func init() {
-	subcommands = append(subcommands, newChannelsCmd)
-}
-
 // channelsJSON is the --json form of a device's channel counts. Keys are
 // stable; a kind the device lacks (maximum 0) reads null, as the text
 // says n/a.

@@ -11,10 +11,6 @@ import (
 	"github.com/xdpio/xdpio/nic"
 )
 
-func init() {
-	subcommands = append(subcommands, newCoalesceCmd)
-}
-
 // coalesceParams lists the hardware coalescing parameters in ethtool -c's
 // order: the flag name (ethtool -C's), the --json key and the field.
 var coalesceU32Params = []struct {

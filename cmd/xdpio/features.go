@@ -11,10 +11,6 @@ import (
 	"github.com/xdpio/xdpio/nic"
 )
 
-func init() {
-	subcommands = append(subcommands, newFeaturesCmd)
-}
-
 // featureJSON is one feature in --json output.
 type featureJSON struct {
 	Active bool `json:"active"`

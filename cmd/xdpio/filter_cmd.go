@@ -14,10 +14,6 @@ import (
 	"github.com/xdpio/xdpio/xsk"
 )
 
-func init() {
-	subcommands = append(subcommands, newFilterCmd)
-}
-
 // newFilterCmd builds `xdpio filter`, the parent of the filter commands.
 func newFilterCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{

@@ -14,10 +14,6 @@ import (
 	"github.com/xdpio/xdpio/nic"
 )
 
-func init() {
-	subcommands = append(subcommands, newQueuesCmd, newNAPICmd, newStatsCmd)
-}
-
 // withDevice opens DEV inside --netns and runs fn there.
 func withDevice(g *globals, name string, fn func(d *nic.Device) error) error {
 	return g.inNetns(func() error {

@@ -19,14 +19,7 @@ import (
 )
 
 // pcapSubcommands lists the constructors of the `xdpio pcap` subcommands.
-// Files that add one (pcap_verify.go, pcap_checksum.go, pcap_segment.go, …)
-// append to it from an init function, so the subcommands can be developed
-// side by side without editing this file.
-var pcapSubcommands []func(g *globals) *cobra.Command
-
-func init() {
-	subcommands = append(subcommands, newPcapCmd)
-}
+var pcapSubcommands = []func(g *globals) *cobra.Command{newPcapSegmentCmd, newPcapVerifyCmd, newPcapChecksumCmd}
 
 // newPcapCmd builds `xdpio pcap`, the parent of the capture-processing
 // subcommands (segment, verify, checksum).

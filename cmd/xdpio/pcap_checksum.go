@@ -9,10 +9,6 @@ import (
 	"github.com/xdpio/xdpio/offload"
 )
 
-func init() {
-	pcapSubcommands = append(pcapSubcommands, newPcapChecksumCmd)
-}
-
 // checksumSummary counts what `pcap checksum` did; every frame is in
 // exactly one count.
 type checksumSummary struct {

@@ -12,10 +12,6 @@ import (
 	"github.com/xdpio/xdpio/offload"
 )
 
-func init() {
-	pcapSubcommands = append(pcapSubcommands, newPcapSegmentCmd)
-}
-
 // segmentSummary counts what `pcap segment` did; every input packet is in
 // exactly one of the counts after Packets.
 type segmentSummary struct {

@@ -12,10 +12,6 @@ import (
 	"github.com/xdpio/xdpio/offload"
 )
 
-func init() {
-	pcapSubcommands = append(pcapSubcommands, newPcapVerifyCmd)
-}
-
 // verifyFrameJSON is one frame of `pcap verify --json`.
 type verifyFrameJSON struct {
 	Index     int       `json:"index"`

@@ -9,10 +9,6 @@ import (
 	"github.com/xdpio/xdpio/nic"
 )
 
-func init() {
-	subcommands = append(subcommands, newRingsCmd)
-}
-
 // ringsJSON is the --json form of a device's ring parameters.
 type ringsJSON struct {
 	RX              uint32 `json:"rx"`

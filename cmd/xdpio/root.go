@@ -31,10 +31,13 @@ type globals struct {
 	running bool // the command line was accepted and the command started
 }
 
-// subcommands lists the constructors of the top-level commands. Each file
-// that adds a command appends to it from an init function, so commands can
-// be developed side by side without touching this file.
-var subcommands []func(g *globals) *cobra.Command
+// subcommands lists the constructors of the top-level commands, all in
+// one place (help lists them sorted by name).
+var subcommands = []func(g *globals) *cobra.Command{
+	newChannelsCmd, newRingsCmd, newCoalesceCmd, newRSSCmd, newFeaturesCmd,
+	newQueuesCmd, newNAPICmd, newStatsCmd,
+	newBenchCmd, newPcapCmd, newFilterCmd,
+}
 
 // usageError marks a bad invocation: exit status 2. Commands return it
 // without the line that points to --help: runWith adds that line (hint),

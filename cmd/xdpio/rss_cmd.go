@@ -15,14 +15,7 @@ import (
 )
 
 // rssSubcommands lists the constructors of the `xdpio rss` subcommands.
-// Files that add one (rss_hash.go, …) append to it from an init function, so
-// the subcommands can be developed side by side without editing this file.
-var rssSubcommands []func(g *globals) *cobra.Command
-
-func init() {
-	subcommands = append(subcommands, newRSSCmd)
-	rssSubcommands = append(rssSubcommands, newRSSShowCmd, newRSSSetCmd)
-}
+var rssSubcommands = []func(g *globals) *cobra.Command{newRSSShowCmd, newRSSSetCmd, newRSSHashCmd}
 
 // newRSSCmd builds `xdpio rss`, the parent of the RSS subcommands
 // (show, set, hash, …).

@@ -10,10 +10,6 @@ import (
 	"github.com/xdpio/xdpio/rss"
 )
 
-func init() {
-	rssSubcommands = append(rssSubcommands, newRSSHashCmd)
-}
-
 // rssHashJSON is the --json form of `xdpio rss hash`. The queue fields are
 // present only with --queues.
 type rssHashJSON struct {
