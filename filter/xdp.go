@@ -263,6 +263,7 @@ const fastMax = 128
 
 func translateBody(in asm.Instructions, prog []bpf.Instruction, live, redundant []bool, fast uint32, match, noMatch string, lbl func(int) string,
 	load func(string, asm.Register, int) asm.Instructions, slot func(int) int16, reg func(bpf.Register) asm.Register) asm.Instructions {
+	t := translator{fast: fast, match: match, noMatch: noMatch, lbl: lbl, load: load, slot: slot, reg: reg}
 	for i, ins := range prog {
 		if !live[i] {
 			// The verifier refuses unreachable code.
@@ -273,124 +274,149 @@ func translateBody(in asm.Instructions, prog []bpf.Instruction, live, redundant 
 			// The register holds this load's value on every path here;
 			// one instruction carries the jump label.
 			in = append(in, asm.Mov.Reg32(regA, regA))
-			in[start] = in[start].WithSymbol(lbl(i))
-			continue
-		}
-		switch ins := ins.(type) {
-		case bpf.LoadAbsolute:
-			if uint64(ins.Off)+uint64(ins.Size) > maxPacketOff {
-				in = append(in, asm.Ja.Label(noMatch))
-				break
-			}
-			if uint64(ins.Off)+uint64(ins.Size) <= uint64(fast) {
-				// Inside the bytes the fast path checked already.
-				sz := map[int]asm.Size{1: asm.Byte, 2: asm.Half, 4: asm.Word}[ins.Size]
-				in = append(in, asm.LoadMem(regA, regData, int16(ins.Off), sz))
-				if ins.Size > 1 {
-					in = append(in, asm.HostTo(asm.BE, regA, sz))
-				}
-				break
-			}
-			in = append(in, asm.Mov.Imm(asm.R1, int32(ins.Off)))
-			in = append(in, load(lbl(i), regA, ins.Size)...)
-		case bpf.LoadIndirect:
-			if uint64(ins.Off)+uint64(ins.Size) > maxPacketOff {
-				in = append(in, asm.Ja.Label(noMatch))
-				break
-			}
-			// X + k without wrapping, as the packet offset it is.
-			in = append(in,
-				asm.Mov.Reg32(asm.R1, regX),
-				asm.Add.Imm(asm.R1, int32(ins.Off)),
-				asm.JGT.Imm(asm.R1, int32(maxPacketOff-ins.Size), noMatch),
-			)
-			in = append(in, load(lbl(i), regA, ins.Size)...)
-		case bpf.LoadMemShift:
-			if uint64(ins.Off)+1 > maxPacketOff {
-				in = append(in, asm.Ja.Label(noMatch))
-				break
-			}
-			if uint64(ins.Off)+1 <= uint64(fast) {
-				in = append(in,
-					asm.LoadMem(regX, regData, int16(ins.Off), asm.Byte),
-					asm.And.Imm32(regX, 0xf),
-					asm.LSh.Imm32(regX, 2),
-				)
-				break
-			}
-			in = append(in, asm.Mov.Imm(asm.R1, int32(ins.Off)))
-			in = append(in, load(lbl(i), regX, 1)...)
-			in = append(in,
-				asm.And.Imm32(regX, 0xf),
-				asm.LSh.Imm32(regX, 2),
-			)
-		case bpf.LoadExtension: // ExtLen, checked above
-			// The whole frame's length, all buffers of a multi-buffer
-			// one included, as tcpdump's len is the length on the wire.
-			in = append(in,
-				asm.Mov.Reg(asm.R1, regCtx),
-				asm.FnXdpGetBuffLen.Call(),
-				asm.Mov.Reg32(regA, asm.R0),
-				asm.LoadMem(regDataEnd, regCtx, 4, asm.Word),
-			)
-		case bpf.LoadConstant:
-			in = append(in, asm.Mov.Imm32(reg(ins.Dst), int32(ins.Val)))
-		case bpf.LoadScratch:
-			in = append(in, asm.LoadMem(reg(ins.Dst), asm.RFP, slot(ins.N), asm.Word))
-		case bpf.StoreScratch:
-			in = append(in, asm.StoreMem(asm.RFP, slot(ins.N), reg(ins.Src), asm.Word))
-		case bpf.TAX:
-			in = append(in, asm.Mov.Reg32(regX, regA))
-		case bpf.TXA:
-			in = append(in, asm.Mov.Reg32(regA, regX))
-		case bpf.NegateA:
-			in = append(in, asm.Neg.Imm32(regA, 0))
-		case bpf.ALUOpConstant:
-			op, k := aluOp(ins.Op), int32(ins.Val)
-			if (ins.Op == bpf.ALUOpShiftLeft || ins.Op == bpf.ALUOpShiftRight) && ins.Val >= 32 {
-				// Shifting a 32-bit A by 32 or more leaves 0.
-				in = append(in, asm.Mov.Imm32(regA, 0))
-				break
-			}
-			in = append(in, op.Imm32(regA, k))
-		case bpf.ALUOpX:
-			op := aluOp(ins.Op)
-			switch ins.Op {
-			case bpf.ALUOpDiv, bpf.ALUOpMod:
-				in = append(in, asm.JEq.Imm32(regX, 0, noMatch), op.Reg32(regA, regX))
-			case bpf.ALUOpShiftLeft, bpf.ALUOpShiftRight:
-				// A shift by 32 or more leaves 0, as in classic BPF's
-				// interpreters; eBPF would shift by X modulo 32.
-				done := lbl(i) + "_shifted"
-				in = append(in,
-					asm.Mov.Reg32(asm.R0, regA),
-					asm.Mov.Imm32(regA, 0),
-					asm.JGE.Imm32(regX, 32, done),
-					asm.Mov.Reg32(regA, asm.R0),
-					op.Reg32(regA, regX),
-					asm.Mov.Reg32(regA, regA).WithSymbol(done),
-				)
-			default:
-				in = append(in, op.Reg32(regA, regX))
-			}
-		case bpf.Jump:
-			in = append(in, asm.Ja.Label(lbl(i+1+int(ins.Skip))))
-		case bpf.JumpIf:
-			in = append(in, condJump(ins.Cond, false, ins.Val, lbl(i+1+int(ins.SkipTrue)), lbl(i+1+int(ins.SkipFalse)))...)
-		case bpf.JumpIfX:
-			in = append(in, condJump(ins.Cond, true, 0, lbl(i+1+int(ins.SkipTrue)), lbl(i+1+int(ins.SkipFalse)))...)
-		case bpf.RetA:
-			in = append(in, asm.JNE.Imm32(regA, 0, match), asm.Ja.Label(noMatch))
-		case bpf.RetConstant:
-			if ins.Val != 0 {
-				in = append(in, asm.Ja.Label(match))
-			} else {
-				in = append(in, asm.Ja.Label(noMatch))
-			}
+		} else {
+			in = t.instruction(in, i, ins)
 		}
 		in[start] = in[start].WithSymbol(lbl(i))
 	}
 	return in
+}
+
+// translator holds what translating one classic instruction needs: the
+// bytes the fast path checked, the match and no-match labels, and the
+// label, load, scratch-slot and register mappings.
+type translator struct {
+	fast           uint32
+	match, noMatch string
+	lbl            func(int) string
+	load           func(string, asm.Register, int) asm.Instructions
+	slot           func(int) int16
+	reg            func(bpf.Register) asm.Register
+}
+
+// instruction appends the eBPF of the classic instruction ins at index i.
+func (t *translator) instruction(in asm.Instructions, i int, ins bpf.Instruction) asm.Instructions {
+	switch ins := ins.(type) {
+	case bpf.LoadAbsolute, bpf.LoadIndirect, bpf.LoadMemShift, bpf.LoadExtension:
+		return t.packetLoad(in, i, ins)
+	case bpf.LoadConstant:
+		return append(in, asm.Mov.Imm32(t.reg(ins.Dst), int32(ins.Val)))
+	case bpf.LoadScratch:
+		return append(in, asm.LoadMem(t.reg(ins.Dst), asm.RFP, t.slot(ins.N), asm.Word))
+	case bpf.StoreScratch:
+		return append(in, asm.StoreMem(asm.RFP, t.slot(ins.N), t.reg(ins.Src), asm.Word))
+	case bpf.TAX:
+		return append(in, asm.Mov.Reg32(regX, regA))
+	case bpf.TXA:
+		return append(in, asm.Mov.Reg32(regA, regX))
+	case bpf.NegateA:
+		return append(in, asm.Neg.Imm32(regA, 0))
+	case bpf.ALUOpConstant, bpf.ALUOpX:
+		return t.alu(in, i, ins)
+	case bpf.Jump:
+		return append(in, asm.Ja.Label(t.lbl(i+1+int(ins.Skip))))
+	case bpf.JumpIf:
+		return append(in, condJump(ins.Cond, false, ins.Val, t.lbl(i+1+int(ins.SkipTrue)), t.lbl(i+1+int(ins.SkipFalse)))...)
+	case bpf.JumpIfX:
+		return append(in, condJump(ins.Cond, true, 0, t.lbl(i+1+int(ins.SkipTrue)), t.lbl(i+1+int(ins.SkipFalse)))...)
+	case bpf.RetA:
+		return append(in, asm.JNE.Imm32(regA, 0, t.match), asm.Ja.Label(t.noMatch))
+	case bpf.RetConstant:
+		if ins.Val != 0 {
+			return append(in, asm.Ja.Label(t.match))
+		}
+		return append(in, asm.Ja.Label(t.noMatch))
+	}
+	return in
+}
+
+// packetLoad appends a load from the packet (absolute, indirect, the
+// IPv4 header length, or the frame's length).
+func (t *translator) packetLoad(in asm.Instructions, i int, ins bpf.Instruction) asm.Instructions {
+	switch ins := ins.(type) {
+	case bpf.LoadAbsolute:
+		if uint64(ins.Off)+uint64(ins.Size) > maxPacketOff {
+			return append(in, asm.Ja.Label(t.noMatch))
+		}
+		if uint64(ins.Off)+uint64(ins.Size) <= uint64(t.fast) {
+			// Inside the bytes the fast path checked already.
+			sz := map[int]asm.Size{1: asm.Byte, 2: asm.Half, 4: asm.Word}[ins.Size]
+			in = append(in, asm.LoadMem(regA, regData, int16(ins.Off), sz))
+			if ins.Size > 1 {
+				in = append(in, asm.HostTo(asm.BE, regA, sz))
+			}
+			return in
+		}
+		in = append(in, asm.Mov.Imm(asm.R1, int32(ins.Off)))
+		return append(in, t.load(t.lbl(i), regA, ins.Size)...)
+	case bpf.LoadIndirect:
+		if uint64(ins.Off)+uint64(ins.Size) > maxPacketOff {
+			return append(in, asm.Ja.Label(t.noMatch))
+		}
+		// X + k without wrapping, as the packet offset it is.
+		in = append(in,
+			asm.Mov.Reg32(asm.R1, regX),
+			asm.Add.Imm(asm.R1, int32(ins.Off)),
+			asm.JGT.Imm(asm.R1, int32(maxPacketOff-ins.Size), t.noMatch),
+		)
+		return append(in, t.load(t.lbl(i), regA, ins.Size)...)
+	case bpf.LoadMemShift:
+		if uint64(ins.Off)+1 > maxPacketOff {
+			return append(in, asm.Ja.Label(t.noMatch))
+		}
+		if uint64(ins.Off)+1 <= uint64(t.fast) {
+			return append(in,
+				asm.LoadMem(regX, regData, int16(ins.Off), asm.Byte),
+				asm.And.Imm32(regX, 0xf),
+				asm.LSh.Imm32(regX, 2),
+			)
+		}
+		in = append(in, asm.Mov.Imm(asm.R1, int32(ins.Off)))
+		in = append(in, t.load(t.lbl(i), regX, 1)...)
+		return append(in,
+			asm.And.Imm32(regX, 0xf),
+			asm.LSh.Imm32(regX, 2),
+		)
+	}
+	// LoadExtension, ExtLen (checked above): the whole frame's length,
+	// all buffers of a multi-buffer one included, as tcpdump's len is the
+	// length on the wire.
+	return append(in,
+		asm.Mov.Reg(asm.R1, regCtx),
+		asm.FnXdpGetBuffLen.Call(),
+		asm.Mov.Reg32(regA, asm.R0),
+		asm.LoadMem(regDataEnd, regCtx, 4, asm.Word),
+	)
+}
+
+// alu appends an ALU instruction: with a constant, or with X (a division
+// or modulus by zero X ends in no match; a shift by 32 or more leaves 0,
+// as in classic BPF's interpreters, where eBPF would shift by X modulo 32).
+func (t *translator) alu(in asm.Instructions, i int, ins bpf.Instruction) asm.Instructions {
+	if c, ok := ins.(bpf.ALUOpConstant); ok {
+		if (c.Op == bpf.ALUOpShiftLeft || c.Op == bpf.ALUOpShiftRight) && c.Val >= 32 {
+			// Shifting a 32-bit A by 32 or more leaves 0.
+			return append(in, asm.Mov.Imm32(regA, 0))
+		}
+		return append(in, aluOp(c.Op).Imm32(regA, int32(c.Val)))
+	}
+	x := ins.(bpf.ALUOpX)
+	op := aluOp(x.Op)
+	switch x.Op {
+	case bpf.ALUOpDiv, bpf.ALUOpMod:
+		return append(in, asm.JEq.Imm32(regX, 0, t.noMatch), op.Reg32(regA, regX))
+	case bpf.ALUOpShiftLeft, bpf.ALUOpShiftRight:
+		done := t.lbl(i) + "_shifted"
+		return append(in,
+			asm.Mov.Reg32(asm.R0, regA),
+			asm.Mov.Imm32(regA, 0),
+			asm.JGE.Imm32(regX, 32, done),
+			asm.Mov.Reg32(regA, asm.R0),
+			op.Reg32(regA, regX),
+			asm.Mov.Reg32(regA, regA).WithSymbol(done),
+		)
+	}
+	return append(in, op.Reg32(regA, regX))
 }
 
 // aluOp returns the eBPF operation of a validated program's ALU op.
