@@ -150,99 +150,136 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 	defer conn.Close()
 	defer stopClose()
 	ph.connected(conn, &p)
-	setup := orDefault(c.SetupTimeout, 10*time.Second)
-
 	cookie := iperf3.NewCookie()
-	now := time.Now()
-	proto := "UDP"
-	if p.TCP {
-		proto = "TCP"
-	}
-	rep.Start = ReportStart{Version: Version, SystemInfo: systemInfo(), Cookie: cookie.String(), TargetBitrate: p.Bandwidth,
-		Timestamp:    newTimestamp(now),
-		ConnectingTo: &HostPort{Host: c.Server.Addr().String(), Port: int(c.Server.Port())},
-		TestStart: TestParams{Protocol: proto, NumStreams: p.Parallel, Blksize: p.Len, Duration: p.Time,
-			Reverse: map[bool]int{false: 0, true: 1}[p.Reverse], TargetBitrate: p.Bandwidth}}
+	rep.Start = c.reportStart(p, cookie)
+	setup := orDefault(c.SetupTimeout, 10*time.Second)
 	conn.SetDeadline(time.Now().Add(setup))
 	if _, err := conn.Write(cookie[:]); err != nil {
 		return rep, fmt.Errorf("send cookie: %w", err)
 	}
-	terminate := func() {
-		iperf3.WriteState(conn, iperf3.ClientTerminate)
-	}
-
 	defer ph.close()
-	var run *dataRun
+	cs := &clientSession{c: c, ctx: ctx, conn: conn, ph: ph, p: p, setup: setup, rep: rep}
+	return rep, cs.loop()
+}
+
+// reportStart is the report's start block for a test with parameters p.
+func (c *Client) reportStart(p iperf3.Params, cookie iperf3.Cookie) ReportStart {
+	proto := "UDP"
+	if p.TCP {
+		proto = "TCP"
+	}
+	return ReportStart{Version: Version, SystemInfo: systemInfo(), Cookie: cookie.String(), TargetBitrate: p.Bandwidth,
+		Timestamp:    newTimestamp(time.Now()),
+		ConnectingTo: &HostPort{Host: c.Server.Addr().String(), Port: int(c.Server.Port())},
+		TestStart: TestParams{Protocol: proto, NumStreams: p.Parallel, Blksize: p.Len, Duration: p.Time,
+			Reverse: map[bool]int{false: 0, true: 1}[p.Reverse], TargetBitrate: p.Bandwidth}}
+}
+
+// clientSession is one test's control connection, from the cookie on:
+// the loop over the server's states.
+type clientSession struct {
+	c     *Client
+	ctx   context.Context
+	conn  net.Conn
+	ph    clientPhase
+	p     iperf3.Params
+	setup time.Duration
+	rep   *Report
+	run   *dataRun
+}
+
+func (cs *clientSession) terminate() { iperf3.WriteState(cs.conn, iperf3.ClientTerminate) }
+
+// loop answers the server's states until DISPLAY_RESULTS, an error, or
+// the server ending the test.
+func (cs *clientSession) loop() error {
 	var pending *stateOrErr
 	for {
 		var st iperf3.State
+		var err error
 		if pending != nil {
 			st, err = pending.st, pending.err
 			pending = nil
 		} else {
-			st, err = iperf3.ReadState(conn)
+			st, err = iperf3.ReadState(cs.conn)
 		}
 		if err != nil {
-			if ctx.Err() != nil {
-				return rep, ctx.Err()
+			if cs.ctx.Err() != nil {
+				return cs.ctx.Err()
 			}
-			return rep, fmt.Errorf("control connection: %w", err)
+			return fmt.Errorf("control connection: %w", err)
 		}
-		switch st {
-		case iperf3.ParamExchange:
-			if err := iperf3.WriteMessage(conn, ph.paramsMsg(p)); err != nil {
-				return rep, fmt.Errorf("parameters: %w", err)
-			}
-		case iperf3.CreateStreams:
-			if run, err = ph.createStreams(conn, rep, p, setup, terminate); err != nil {
-				return rep, err
-			}
-		case iperf3.TestStart:
-		case iperf3.TestRunning:
-			if run == nil {
-				return rep, fmt.Errorf("TEST_RUNNING before CREATE_STREAMS: %w", iperf3.ErrProtocol)
-			}
-			m, err := c.runTest(ctx, conn, ph, run, time.Duration(p.Time)*time.Second, setup, rep, terminate)
-			if err != nil {
-				return rep, err
-			}
-			pending = &m
-		case iperf3.ExchangeResults:
-			if run == nil {
-				return rep, fmt.Errorf("EXCHANGE_RESULTS before the test: %w", iperf3.ErrProtocol)
-			}
-			localRes := run.results()
-			if err := iperf3.WriteMessage(conn, &localRes); err != nil {
-				return rep, fmt.Errorf("results: %w", err)
-			}
-			if err := ph.writeExtra(conn); err != nil {
-				return rep, err
-			}
-			var remoteRes iperf3.Results
-			if err := iperf3.ReadMessage(conn, &remoteRes); err != nil {
-				return rep, fmt.Errorf("server results: %w", err)
-			}
-			if err := ph.readExtra(conn); err != nil {
-				return rep, err
-			}
-			ooo := ph.outOfOrder(run)
-			rep.End = runEnd(run, localRes, &remoteRes, ooo)
-			ph.report(rep, true)
-		case iperf3.DisplayResults:
-			if err := iperf3.WriteState(conn, iperf3.IperfDone); err != nil {
-				return rep, err
-			}
-			return rep, nil
-		case iperf3.AccessDenied:
-			return rep, iperf3.ErrAccessDenied
-		case iperf3.ServerErrorCode:
-			return rep, iperf3.ReadServerError(conn)
-		case iperf3.ServerTerminate:
-			return rep, iperf3.ErrServerTerminated
-		default:
-			return rep, fmt.Errorf("unexpected %v: %w", st, iperf3.ErrProtocol)
+		done, next, err := cs.state(st)
+		if done || err != nil {
+			return err
 		}
+		pending = next
 	}
+}
+
+// state handles one state the server sent: done ends the session; next
+// is the state the data phase already read (TEST_RUNNING's end).
+func (cs *clientSession) state(st iperf3.State) (done bool, next *stateOrErr, err error) {
+	conn, ph := cs.conn, cs.ph
+	switch st {
+	case iperf3.ParamExchange:
+		if err := iperf3.WriteMessage(conn, ph.paramsMsg(cs.p)); err != nil {
+			return false, nil, fmt.Errorf("parameters: %w", err)
+		}
+	case iperf3.CreateStreams:
+		if cs.run, err = ph.createStreams(conn, cs.rep, cs.p, cs.setup, cs.terminate); err != nil {
+			return false, nil, err
+		}
+	case iperf3.TestStart:
+	case iperf3.TestRunning:
+		if cs.run == nil {
+			return false, nil, fmt.Errorf("TEST_RUNNING before CREATE_STREAMS: %w", iperf3.ErrProtocol)
+		}
+		m, err := cs.c.runTest(cs.ctx, conn, ph, cs.run, time.Duration(cs.p.Time)*time.Second, cs.setup, cs.rep, cs.terminate)
+		if err != nil {
+			return false, nil, err
+		}
+		return false, &m, nil
+	case iperf3.ExchangeResults:
+		return false, nil, cs.exchangeResults()
+	case iperf3.DisplayResults:
+		return true, nil, iperf3.WriteState(conn, iperf3.IperfDone)
+	case iperf3.AccessDenied:
+		return true, nil, iperf3.ErrAccessDenied
+	case iperf3.ServerErrorCode:
+		return true, nil, iperf3.ReadServerError(conn)
+	case iperf3.ServerTerminate:
+		return true, nil, iperf3.ErrServerTerminated
+	default:
+		return true, nil, fmt.Errorf("unexpected %v: %w", st, iperf3.ErrProtocol)
+	}
+	return false, nil, nil
+}
+
+// exchangeResults sends this end's results and reads the server's, and
+// fills the report's end block.
+func (cs *clientSession) exchangeResults() error {
+	conn, ph, run := cs.conn, cs.ph, cs.run
+	if run == nil {
+		return fmt.Errorf("EXCHANGE_RESULTS before the test: %w", iperf3.ErrProtocol)
+	}
+	localRes := run.results()
+	if err := iperf3.WriteMessage(conn, &localRes); err != nil {
+		return fmt.Errorf("results: %w", err)
+	}
+	if err := ph.writeExtra(conn); err != nil {
+		return err
+	}
+	var remoteRes iperf3.Results
+	if err := iperf3.ReadMessage(conn, &remoteRes); err != nil {
+		return fmt.Errorf("server results: %w", err)
+	}
+	if err := ph.readExtra(conn); err != nil {
+		return err
+	}
+	cs.rep.End = runEnd(run, localRes, &remoteRes, ph.outOfOrder(run))
+	ph.report(cs.rep, true)
+	return nil
 }
 
 // runTest runs the test from TEST_RUNNING for secs: it moves the data,
