@@ -413,3 +413,65 @@ func TestECN(t *testing.T) {
 		t.Errorf("ReadBatch: %d, ECN %d, %v; want one datagram with ECN 1", n, msgs[0].ECN, err)
 	}
 }
+
+// A connected conn exchanges datagrams with its peer only.
+func TestDialUDP(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 1})
+	txOff(t, pair.A)
+	peer := kernelUDP(t, pair.A, netip.AddrPortFrom(pair.A.IPv4, port))
+	other := kernelUDP(t, pair.A, netip.AddrPortFrom(pair.A.IPv4, port+1))
+	var c *xdpnet.UDPConn
+	if err := pair.B.Do(func() (err error) {
+		c, err = xdpnet.DialUDP(pair.B.Link, netip.AddrPort{}, netip.AddrPortFrom(pair.A.IPv4, port), xdpnet.Config{})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	local := c.LocalAddrPort()
+	if local.Addr() != pair.B.IPv4 || local.Port() == 0 {
+		t.Fatalf("LocalAddr %v: want %v and a chosen port", local, pair.B.IPv4)
+	}
+	if _, err := c.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 100)
+	peer.SetReadDeadline(time.Now().Add(2 * time.Second))
+	n, from, err := peer.ReadFromUDPAddrPort(buf)
+	if err != nil || string(buf[:n]) != "hello" || from.Addr().Unmap() != local.Addr() || from.Port() != local.Port() {
+		t.Fatalf("peer got %q from %v (%v), want hello from %v", buf[:n], from, err, local)
+	}
+	other.WriteToUDPAddrPort([]byte("not from the peer"), local)
+	peer.WriteToUDPAddrPort([]byte("from the peer"), local)
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	n, err = c.Read(buf)
+	if err != nil || string(buf[:n]) != "from the peer" {
+		t.Fatalf("Read: %q, %v", buf[:n], err)
+	}
+	if d := c.Stats().Total().Drops; d.OtherPeer != 1 {
+		t.Errorf("drops %+v, want one from another peer", d)
+	}
+	if _, err := c.WriteToUDPAddrPort([]byte("x"), netip.AddrPortFrom(pair.A.IPv4, port)); !errors.Is(err, syscall.EISCONN) {
+		t.Errorf("WriteTo on a connected conn: %v, want EISCONN", err)
+	}
+}
+
+// The next hop through a gateway comes from the kernel's route.
+func TestSendThroughGateway(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 1})
+	txOff(t, pair.A)
+	// 198.19.5.7 lives on A's loopback; B reaches it through A.
+	run(t, pair.A, "ip", "addr", "add", "198.19.5.7/32", "dev", "lo")
+	run(t, pair.B, "ip", "route", "add", "198.19.5.0/24", "via", pair.A.IPv4.String())
+	far := kernelUDP(t, pair.A, netip.MustParseAddrPort("198.19.5.7:9500"))
+	c := listen(t, pair.B, netip.AddrPortFrom(pair.B.IPv4, port), xdpnet.Config{})
+	if _, err := c.WriteToUDPAddrPort([]byte("through the gateway"), netip.MustParseAddrPort("198.19.5.7:9500")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 100)
+	far.SetReadDeadline(time.Now().Add(2 * time.Second))
+	n, from, err := far.ReadFromUDPAddrPort(buf)
+	if err != nil || string(buf[:n]) != "through the gateway" || from.Addr().Unmap() != pair.B.IPv4 {
+		t.Fatalf("far end got %q from %v: %v", buf[:n], from, err)
+	}
+}
