@@ -14,7 +14,7 @@ CROSS := linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64 freeb
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 # Packages with goroutines that share state: run them under the race detector.
-RACE_PKGS := ./xsk/... ./xdpnet/... ./internal/... ./rss/... ./coalesce/... ./nic/... ./examples/... ./cmd/xdpio/...
+RACE_PKGS := ./xsk/... ./xdpnet/... ./netstack/... ./internal/... ./rss/... ./coalesce/... ./nic/... ./examples/... ./cmd/xdpio/...
 # bench is left out: its iperf3 interop tests send at fixed rates into iperf3,
 # which reads one datagram at a time from a 208 KiB buffer; the race
 # detector slows the paced sender into bursts that overflow it. Its engine

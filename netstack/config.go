@@ -1,0 +1,126 @@
+package netstack
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/xdpio/xdpio/coalesce"
+	"github.com/xdpio/xdpio/internal/errs"
+	"github.com/xdpio/xdpio/xsk"
+)
+
+var (
+	// ErrInvalidConfig is wrapped by errors about a Config field.
+	ErrInvalidConfig = errs.ErrInvalidConfig
+	// ErrNotSupported: the platform or the kernel lacks what the stack
+	// needs.
+	ErrNotSupported = errs.ErrNotSupported
+	// ErrNoDevice: the interface is gone.
+	ErrNoDevice = errs.ErrNoDevice
+	// ErrClosed: the stack was closed.
+	ErrClosed = errs.ErrClosed
+)
+
+// Config describes a stack on an interface. Addrs is required; the zero
+// value of every other field is a good default: every RX queue, TSO and
+// checksum offload on, no coalescing.
+type Config struct {
+	// Addrs are the stack's own addresses with their prefix lengths
+	// (198.18.0.3/24, 2001:db8::3/64): the stack answers for them, and
+	// reaches the prefixes' networks on the interface directly. The kernel
+	// must not have them.
+	Addrs []netip.Prefix
+	// Gateway4 and Gateway6, when valid, are the default routes' next
+	// hops, on one of Addrs' networks.
+	Gateway4, Gateway6 netip.Addr
+	// Queues lists the RX queues to take frames from; nil means every
+	// queue.
+	Queues []int
+	// FramesPerQueue is each queue's socket's UMEM frames (0: package
+	// xsk's default). A third of them are set apart for sending.
+	FramesPerQueue int
+	// Bind and Attach choose zero-copy or copy mode, and driver or generic
+	// XDP (package xsk's defaults: auto).
+	Bind   xsk.BindMode
+	Attach xsk.AttachMode
+	// MTU is the largest IP packet (0: the interface's).
+	MTU int
+	// NoTSO makes the stack cut its TCP segments to the MSS itself, as it
+	// does for a NIC without segmentation offload, instead of handing the
+	// endpoint segments of up to 64 KiB to cut (host GSO).
+	NoTSO bool
+	// NoRXChecksumOffload makes the stack verify every received checksum
+	// itself; by default the endpoint verifies them once and tells it so.
+	NoRXChecksumOffload bool
+	// Coalesce, when set, batches each queue's receive (rx-frames,
+	// rx-usecs, adaptive; package coalesce): frames go to the stack when a
+	// batch is full or its first frame waited rx-usecs.
+	Coalesce *coalesce.Params
+	// TXCoalesce, when set, batches each queue's transmit (tx-frames,
+	// tx-usecs): the kernel is kicked once per batch.
+	TXCoalesce *coalesce.TXParams
+}
+
+func (c *Config) validate() error {
+	bad := func(field string, v any, rule string) error {
+		return fmt.Errorf("%w: %s %v: %s", ErrInvalidConfig, field, v, rule)
+	}
+	if len(c.Addrs) == 0 {
+		return bad("Addrs", c.Addrs, "the stack needs an address of its own")
+	}
+	for _, p := range c.Addrs {
+		a := p.Addr()
+		if !p.IsValid() || a.IsUnspecified() || a.IsMulticast() || a.IsLoopback() || a.Is4In6() {
+			return bad("Addrs", p, "must be a unicast address with a prefix length")
+		}
+	}
+	for _, g := range []netip.Addr{c.Gateway4, c.Gateway6} {
+		if g.IsValid() && !c.onLink(g) {
+			return bad("gateway", g, "is on none of Addrs' networks")
+		}
+	}
+	if c.Gateway4.IsValid() && !c.Gateway4.Is4() || c.Gateway6.IsValid() && !c.Gateway6.Is6() {
+		return bad("gateway", fmt.Sprint(c.Gateway4, " ", c.Gateway6), "Gateway4 must be IPv4 and Gateway6 IPv6")
+	}
+	if c.MTU < 0 || c.MTU > 65535 || (c.MTU > 0 && c.MTU < 1280) {
+		return bad("MTU", c.MTU, "must be 0 or between 1280 and 65535")
+	}
+	if c.FramesPerQueue < 0 {
+		return bad("FramesPerQueue", c.FramesPerQueue, "must not be negative")
+	}
+	return nil
+}
+
+// onLink reports whether a lies in one of the stack's networks.
+func (c *Config) onLink(a netip.Addr) bool {
+	for _, p := range c.Addrs {
+		if p.Masked().Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// Stats are an endpoint's counters. Every frame a socket took is a frame
+// handed to the stack or a drop.
+type Stats struct {
+	// RXFrames were handed to the stack; RXBytes their bytes.
+	RXFrames, RXBytes uint64
+	// RXBadChecksum were dropped for a wrong IPv4 header or transport
+	// checksum (offload.VerifyRX; with NoRXChecksumOffload the stack
+	// checks and counts them itself, in its own statistics).
+	RXBadChecksum uint64
+	// RXMalformed were dropped as not parseable; RXNotForUs as not to
+	// the stack's MAC (a broadcast or multicast frame is for it).
+	RXMalformed, RXNotForUs uint64
+	// TXPackets the stack wrote, TXFrames the frames they became (more,
+	// with TSO: TXSegmented counts the packets that were cut), TXBytes
+	// the frames' bytes.
+	TXPackets, TXFrames, TXSegmented, TXBytes uint64
+	// TXDropped could not be sent: no frame free, or a packet the
+	// endpoint could not build (TXErrors).
+	TXDropped, TXErrors uint64
+	// Sockets are the AF_XDP sockets' own counters, by queue: what the
+	// kernel dropped before them (RXDropped, RXRingFull) among them.
+	Sockets []xsk.Stats
+}

@@ -1,0 +1,40 @@
+// Package netstack runs gVisor's TCP/IP stack (gvisor.dev/gvisor's
+// pkg/tcpip) over AF_XDP sockets: a stack.LinkEndpoint with one socket
+// per RX queue of an interface, and around it what a good NIC does in
+// hardware, done in software by xdpio's other packages:
+//
+//   - TSO: the stack hands over TCP segments of up to 64 KiB (host GSO) and
+//     the endpoint cuts them into MSS-sized frames with offload's
+//     segmenter, checksums and all, as enetc's software TSO does;
+//   - RX checksum offload: each frame's checksums are verified once
+//     (offload.VerifyRX) and the stack is told not to check them again
+//     (CapabilityRXChecksumOffload), as ravb's CHECKSUM_COMPLETE does; a
+//     frame with a wrong checksum is dropped and counted;
+//   - TX checksum offload: the stack leaves the transport checksums to the
+//     endpoint (CapabilityTXChecksumOffload), which fills them while it
+//     builds the frame;
+//   - coalescing: the receive loops hand frames over in batches by
+//     rx-frames and rx-usecs (package coalesce), as icssg's hrtimer
+//     coalescing does;
+//   - multi-queue: one socket and one receiving goroutine per RX queue,
+//     RSS spreading the flows, as r8169's RSS does.
+//
+// # Addresses
+//
+// The stack answers for addresses of its own (Config.Addrs), which the
+// kernel does not have: the XDP program takes the frames to them (IPv4
+// and IPv6, and the ARP requests and IPv6 neighbour solicitations that
+// ask for them) and leaves everything else to the kernel. The stack
+// resolves its neighbours itself (ARP, neighbour discovery), with the
+// interface's MAC address as its own. The kernel and the stack so share
+// the interface without sharing an address, a port or a neighbour table.
+//
+// # Lifecycle
+//
+// Open binds the sockets, attaches the program and builds the stack;
+// Close detaches the program (the addresses' frames go back to the kernel,
+// which drops them) and frees everything. If the process dies, the kernel
+// detaches the program itself. A device that goes away ends the receive
+// loops; Err then returns an error matching ErrNoDevice. Every frame a
+// socket took is accounted for in Stats.
+package netstack

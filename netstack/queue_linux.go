@@ -1,0 +1,328 @@
+//go:build linux
+
+package netstack
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"gvisor.dev/gvisor/pkg/buffer"
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+
+	"github.com/xdpio/xdpio/coalesce"
+	"github.com/xdpio/xdpio/offload"
+	"github.com/xdpio/xdpio/xsk"
+)
+
+// queue is one RX queue's socket: its receive loop (one goroutine) and
+// its TX side (under mu, for the stack's many writers).
+type queue struct {
+	e *Endpoint
+	s *xsk.Socket
+
+	// RX, owned by the receive loop.
+	rb  *xsk.Batch
+	nap xsk.Napper
+	rcv *coalesce.Receiver
+
+	// TX.
+	mu      sync.Mutex
+	tb      *xsk.Batch
+	tx      *coalesce.Transmitter // with Config.TXCoalesce
+	scratch []byte                // a GSO packet, made contiguous
+	done    bool
+}
+
+func newQueue(e *Endpoint, s *xsk.Socket) (*queue, error) {
+	q := &queue{e: e, s: s, rb: s.NewBatch(64), nap: xsk.NewNapper(0, s), tb: s.NewBatch(64)}
+	if !e.cfg.NoTSO {
+		q.scratch = make([]byte, header.EthernetMinimumSize+gsoMaxSize)
+	}
+	var err error
+	if p := e.cfg.Coalesce; p != nil {
+		if q.rcv, err = coalesce.NewReceiver(s, *p, coalesce.Options{}); err != nil {
+			return nil, err
+		}
+	}
+	if p := e.cfg.TXCoalesce; p != nil {
+		if q.tx, err = coalesce.NewTransmitter(s, *p, coalesce.Options{}); err != nil {
+			return nil, err
+		}
+	}
+	return q, nil
+}
+
+// receive hands the queue's frames to the stack until ctx ends or the
+// socket fails.
+func (q *queue) receive(ctx context.Context) error {
+	if q.rcv != nil {
+		return q.receiveCoalesced(ctx)
+	}
+	for ctx.Err() == nil {
+		if n := q.s.Receive(q.rb); n > 0 {
+			q.nap.Received(n)
+			q.deliver(q.rb)
+			q.s.Release(q.rb)
+			continue
+		}
+		if d := q.nap.Idle(); d > 0 {
+			if err := q.s.Sleep(d); err != nil {
+				return err
+			}
+			continue
+		}
+		if _, err := q.s.Wait(-1, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// receiveCoalesced is receive through the queue's coalescing Receiver.
+func (q *queue) receiveCoalesced(ctx context.Context) error {
+	for {
+		b, err := q.rcv.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		q.deliver(b)
+		q.rcv.Release()
+	}
+}
+
+// deliver hands the frames of b to the stack: each checked (the MAC, and
+// unless the stack checks them itself, the checksums) and copied into a
+// packet buffer of its own, as the stack keeps packets beyond the batch.
+func (q *queue) deliver(b *xsk.Batch) {
+	e := q.e
+	d := e.deliverer()
+	if d == nil {
+		return
+	}
+	mac := e.LinkAddress()
+	for i := 0; i < b.Len(); i++ {
+		f := b.Frame(i)
+		if len(f) < header.EthernetMinimumSize {
+			e.ctr.rxMalformed.Add(1)
+			continue
+		}
+		eth := header.Ethernet(f)
+		if dst := eth.DestinationAddress(); dst != mac && dst[0]&1 == 0 {
+			e.ctr.rxNotForUs.Add(1) // another host's unicast frame
+			continue
+		}
+		proto := eth.Type()
+		validated := false
+		if proto == header.IPv4ProtocolNumber || proto == header.IPv6ProtocolNumber {
+			if !e.cfg.NoRXChecksumOffload {
+				v := offload.VerifyRX(f)
+				switch {
+				case v.Bad():
+					e.ctr.rxBadChecksum.Add(1)
+					continue
+				case v.L3 == offload.VerdictMalformed:
+					e.ctr.rxMalformed.Add(1)
+					continue
+				}
+				// A fragment's checksum covers the reassembled packet:
+				// the stack checks that one itself.
+				validated = v.L4 == offload.VerdictOK
+			}
+		} else if proto != header.ARPProtocolNumber {
+			e.ctr.rxNotForUs.Add(1) // VLAN tags, other protocols: not the stack's
+			continue
+		}
+		pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(f)})
+		pkt.RXChecksumValidated = validated
+		if !e.ParseHeader(pkt) {
+			pkt.DecRef()
+			e.ctr.rxMalformed.Add(1)
+			continue
+		}
+		d.DeliverNetworkPacket(proto, pkt)
+		pkt.DecRef()
+		e.ctr.rxFrames.Add(1)
+		e.ctr.rxBytes.Add(uint64(len(f)))
+	}
+}
+
+// WritePackets implements stack.LinkWriter: each packet goes out through
+// the TX ring of the queue its flow hashes to, cut into MSS-sized frames
+// when it is a GSO segment. It returns how many packets it took; a packet
+// that finds no free frame (after a millisecond of waiting for the kernel
+// to complete earlier ones) is dropped and counted, and the stack's
+// retransmission recovers it.
+func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) {
+	n := 0
+	for _, pkt := range pkts.AsSlice() {
+		q := e.queues[int(pkt.Hash)%len(e.queues)]
+		if err := q.write(pkt); err != nil {
+			if n == 0 {
+				return 0, err
+			}
+			break
+		}
+		n++
+	}
+	return n, nil
+}
+
+// write puts one packet's frames on the TX ring.
+func (q *queue) write(pkt *stack.PacketBuffer) tcpip.Error {
+	e := q.e
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.done {
+		return &tcpip.ErrClosedForSend{}
+	}
+	e.ctr.txPackets.Add(1)
+	size := pkt.Size()
+	var err error
+	if pkt.GSOOptions.Type != stack.GSONone && size > int(e.mtu)+header.EthernetMinimumSize && q.scratch != nil {
+		err = q.segment(pkt, size)
+	} else {
+		err = q.single(pkt, size)
+	}
+	if err != nil {
+		if errors.Is(err, errNoFrame) {
+			e.ctr.txDropped.Add(1)
+			return &tcpip.ErrWouldBlock{}
+		}
+		e.ctr.txErrors.Add(1)
+		return &tcpip.ErrInvalidEndpointState{}
+	}
+	return q.flush()
+}
+
+var errNoFrame = errors.New("no free TX frame")
+
+// single copies a packet into one frame and fills its checksums (the
+// stack leaves them to the endpoint: CapabilityTXChecksumOffload).
+func (q *queue) single(pkt *stack.PacketBuffer, size int) error {
+	if err := q.alloc(1); err != nil {
+		return err
+	}
+	i := q.tb.Len() - 1
+	buf := q.tb.Buffer(i)
+	if size > len(buf) {
+		q.s.FreeTail(q.tb, i)
+		return errors.New("packet larger than a frame")
+	}
+	copyPacket(buf, pkt)
+	if _, err := offload.FillChecksum(buf[:size]); err != nil && !errors.Is(err, offload.ErrMalformed) {
+		q.s.FreeTail(q.tb, i)
+		return err
+	}
+	q.tb.SetLen(i, size)
+	q.e.ctr.txFrames.Add(1)
+	q.e.ctr.txBytes.Add(uint64(size))
+	return nil
+}
+
+// segment cuts a GSO packet (a TCP segment of up to 64 KiB) into MSS-sized
+// frames, each with its own headers and checksums: software TSO.
+func (q *queue) segment(pkt *stack.PacketBuffer, size int) error {
+	f := q.scratch[:size]
+	copyPacket(f, pkt)
+	start := q.tb.Len()
+	var allocErr error
+	n, err := offload.SegmentFunc(f, offload.SegmentOptions{MSS: int(pkt.GSOOptions.MSS)}, func(n int) []byte {
+		if allocErr = q.alloc(1); allocErr != nil {
+			return nil
+		}
+		i := q.tb.Len() - 1
+		q.tb.SetLen(i, n)
+		q.e.ctr.txBytes.Add(uint64(n))
+		return q.tb.Buffer(i)
+	})
+	if err != nil {
+		q.s.FreeTail(q.tb, start)
+		if allocErr != nil {
+			return allocErr
+		}
+		return err
+	}
+	q.e.ctr.txFrames.Add(uint64(n))
+	q.e.ctr.txSegmented.Add(1)
+	return nil
+}
+
+// alloc takes n frames onto tb, flushing what is pending and waiting up
+// to a millisecond for completions when the pool is empty.
+func (q *queue) alloc(n int) error {
+	if q.tb.Cap()-q.tb.Len() < n {
+		if err := q.flush(); err != nil {
+			return errNoFrame
+		}
+	}
+	deadline := time.Now().Add(time.Millisecond)
+	for {
+		start := q.tb.Len()
+		if q.s.Alloc(q.tb, n) == n {
+			return nil
+		}
+		q.s.FreeTail(q.tb, start)
+		if q.s.Complete() == 0 {
+			if time.Now().After(deadline) {
+				return errNoFrame
+			}
+			q.s.Kick()
+			time.Sleep(20 * time.Microsecond)
+		}
+	}
+}
+
+// flush puts tb's frames on the TX ring: submitted to the coalescing
+// Transmitter, or transmitted (and the kernel kicked) at once.
+func (q *queue) flush() tcpip.Error {
+	if q.tb.Len() == 0 {
+		return nil
+	}
+	var err error
+	if q.tx != nil {
+		_, err = q.tx.Submit(q.tb)
+	} else {
+		_, err = q.s.Transmit(q.tb)
+		q.s.Complete()
+	}
+	if q.tb.Len() > 0 { // the ring was full
+		q.e.ctr.txDropped.Add(uint64(q.tb.Len()))
+		q.s.Free(q.tb)
+	}
+	if err != nil && !errors.Is(err, xsk.ErrLinkDown) {
+		return &tcpip.ErrClosedForSend{}
+	}
+	return nil
+}
+
+// closeTX stops writes: Close is under way.
+func (q *queue) closeTX() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.done = true
+	if q.tx != nil {
+		q.tx.Flush()
+	}
+}
+
+// copyPacket copies pkt's bytes, headers first, into b.
+func copyPacket(b []byte, pkt *stack.PacketBuffer) {
+	views, off := pkt.AsViewList()
+	n := 0
+	for v := views.Front(); v != nil; v = v.Next() {
+		s := v.AsSlice()
+		if off >= len(s) {
+			off -= len(s)
+			continue
+		}
+		n += copy(b[n:], s[off:])
+		off = 0
+	}
+}

@@ -1,0 +1,157 @@
+//go:build linux
+
+package netstack
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync/atomic"
+
+	"gvisor.dev/gvisor/pkg/tcpip"
+	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/network/arp"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
+	"gvisor.dev/gvisor/pkg/tcpip/stack"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/icmp"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
+)
+
+// nicID is the stack's one NIC.
+const nicID tcpip.NICID = 1
+
+// Stack is a gVisor TCP/IP stack whose one NIC is an Endpoint: TCP and UDP
+// for Go programs through net.Listener and net.Conn (gVisor's gonet).
+type Stack struct {
+	s      *stack.Stack
+	ep     *Endpoint
+	closed atomic.Bool
+}
+
+// Open builds a stack on ifname (in the calling thread's network
+// namespace) that answers for cfg.Addrs: an Endpoint on every RX queue,
+// IPv4, IPv6, ARP, ICMP, TCP (SACK, CUBIC, receive buffer auto-tuning) and
+// UDP, routes to Addrs' networks on the interface and through the
+// gateways.
+func Open(ifname string, cfg Config) (_ *Stack, err error) {
+	ep, err := NewEndpoint(ifname, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := stack.New(stack.Options{
+		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, ipv6.NewProtocol, arp.NewProtocol},
+		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol, icmp.NewProtocol4, icmp.NewProtocol6},
+	})
+	st := &Stack{s: s, ep: ep}
+	defer func() {
+		if err != nil {
+			st.Close()
+		}
+	}()
+	sack := tcpip.TCPSACKEnabled(true)
+	s.SetTransportProtocolOption(tcp.ProtocolNumber, &sack)
+	cc := tcpip.CongestionControlOption("cubic")
+	s.SetTransportProtocolOption(tcp.ProtocolNumber, &cc)
+	moderate := tcpip.TCPModerateReceiveBufferOption(true)
+	s.SetTransportProtocolOption(tcp.ProtocolNumber, &moderate)
+	if e := s.CreateNIC(nicID, ep); e != nil {
+		return nil, fmt.Errorf("create the stack's NIC: %s", e)
+	}
+	var routes []tcpip.Route
+	for _, p := range cfg.Addrs {
+		proto := ipv4.ProtocolNumber
+		if p.Addr().Is6() {
+			proto = ipv6.ProtocolNumber
+		}
+		pa := tcpip.ProtocolAddress{Protocol: proto, AddressWithPrefix: tcpip.AddressWithPrefix{
+			Address: tcpip.AddrFromSlice(p.Addr().AsSlice()), PrefixLen: p.Bits()}}
+		if e := s.AddProtocolAddress(nicID, pa, stack.AddressProperties{}); e != nil {
+			return nil, fmt.Errorf("add %v to the stack: %s", p, e)
+		}
+		routes = append(routes, tcpip.Route{Destination: pa.AddressWithPrefix.Subnet(), NIC: nicID})
+	}
+	for _, g := range []netip.Addr{cfg.Gateway4, cfg.Gateway6} {
+		if !g.IsValid() {
+			continue
+		}
+		any := tcpip.AddressWithPrefix{Address: tcpip.AddrFromSlice(make([]byte, g.BitLen()/8)), PrefixLen: 0}
+		routes = append(routes, tcpip.Route{Destination: any.Subnet(), Gateway: tcpip.AddrFromSlice(g.AsSlice()), NIC: nicID})
+	}
+	s.SetRouteTable(routes)
+	return st, nil
+}
+
+// Stack returns the gVisor stack, for what the methods here do not cover.
+func (st *Stack) Stack() *stack.Stack { return st.s }
+
+// Endpoint returns the stack's link endpoint (its counters: Stats).
+func (st *Stack) Endpoint() *Endpoint { return st.ep }
+
+// network returns the protocol for listening: IPv6 (which takes IPv4
+// too, dual stack) when the stack has an IPv6 address, else IPv4.
+func (st *Stack) network() tcpip.NetworkProtocolNumber {
+	for _, p := range st.ep.cfg.Addrs {
+		if p.Addr().Is6() {
+			return ipv6.ProtocolNumber
+		}
+	}
+	return ipv4.ProtocolNumber
+}
+
+// ListenTCP listens on port (0: a free one) of every address of the
+// stack.
+func (st *Stack) ListenTCP(port uint16) (net.Listener, error) {
+	if st.closed.Load() {
+		return nil, fmt.Errorf("listen tcp port %d: %w", port, ErrClosed)
+	}
+	l, err := gonet.ListenTCP(st.s, tcpip.FullAddress{NIC: nicID, Port: port}, st.network())
+	if err != nil {
+		return nil, fmt.Errorf("listen tcp port %d: %w", port, err)
+	}
+	return l, nil
+}
+
+// DialTCP connects to addr.
+func (st *Stack) DialTCP(ctx context.Context, addr netip.AddrPort) (net.Conn, error) {
+	if st.closed.Load() {
+		return nil, fmt.Errorf("dial tcp %v: %w", addr, ErrClosed)
+	}
+	a := addr.Addr().Unmap()
+	proto := ipv4.ProtocolNumber
+	if a.Is6() {
+		proto = ipv6.ProtocolNumber
+	}
+	c, err := gonet.DialContextTCP(ctx, st.s, tcpip.FullAddress{NIC: nicID, Addr: tcpip.AddrFromSlice(a.AsSlice()), Port: addr.Port()}, proto)
+	if err != nil {
+		return nil, fmt.Errorf("dial tcp %v: %w", addr, err)
+	}
+	return c, nil
+}
+
+// ListenUDP opens a UDP endpoint on port (0: a free one) of the stack's
+// addresses: the stack's own UDP, for protocols that speak both.
+func (st *Stack) ListenUDP(port uint16) (net.PacketConn, error) {
+	if st.closed.Load() {
+		return nil, fmt.Errorf("listen udp port %d: %w", port, ErrClosed)
+	}
+	c, err := gonet.DialUDP(st.s, &tcpip.FullAddress{NIC: nicID, Port: port}, nil, st.network())
+	if err != nil {
+		return nil, fmt.Errorf("listen udp port %d: %w", port, err)
+	}
+	return c, nil
+}
+
+// Close closes the stack and its endpoint: connections are reset, the XDP
+// program detached.
+func (st *Stack) Close() error {
+	if st.closed.Swap(true) {
+		return nil
+	}
+	st.s.Close()
+	st.ep.Close()
+	st.s.Wait()
+	return nil
+}
