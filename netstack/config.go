@@ -123,4 +123,9 @@ type Stats struct {
 	// Sockets are the AF_XDP sockets' own counters, by queue: what the
 	// kernel dropped before them (RXDropped, RXRingFull) among them.
 	Sockets []xsk.Stats
+	// RXCoalesce and TXCoalesce are the queues' coalescing counters, by
+	// queue, with Config.Coalesce and Config.TXCoalesce: how many batches
+	// and kicks the frames took, and why each was handed over.
+	RXCoalesce []coalesce.RXStats
+	TXCoalesce []coalesce.TXStats
 }

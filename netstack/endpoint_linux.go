@@ -194,14 +194,23 @@ func (e *Endpoint) Attach(d stack.NetworkDispatcher) {
 		return
 	}
 	for _, q := range e.queues {
-		e.wg.Add(1)
-		go func() {
-			defer e.wg.Done()
-			if err := q.receive(e.ctx); err != nil && !errors.Is(err, xsk.ErrClosed) && e.ctx.Err() == nil {
-				e.err.CompareAndSwap(nil, &err)
-			}
-		}()
+		e.run(q.receive)
+		if q.tx != nil {
+			e.run(q.pollTX)
+		}
 	}
+}
+
+// run runs loop in a goroutine of its own until Close, keeping the first
+// error that ended one without Close.
+func (e *Endpoint) run(loop func(context.Context) error) {
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		if err := loop(e.ctx); err != nil && !errors.Is(err, xsk.ErrClosed) && e.ctx.Err() == nil {
+			e.err.CompareAndSwap(nil, &err)
+		}
+	}()
 }
 
 // IsAttached implements stack.LinkEndpoint.
@@ -292,6 +301,12 @@ func (e *Endpoint) Stats() Stats {
 	for _, q := range e.queues {
 		s, _ := q.s.Stats()
 		st.Sockets = append(st.Sockets, s)
+		if q.rcv != nil {
+			st.RXCoalesce = append(st.RXCoalesce, q.rcv.Stats())
+		}
+		if q.tx != nil {
+			st.TXCoalesce = append(st.TXCoalesce, q.tx.Stats())
+		}
 	}
 	return st
 }

@@ -33,6 +33,7 @@ type queue struct {
 	mu      sync.Mutex
 	tb      *xsk.Batch
 	tx      *coalesce.Transmitter // with Config.TXCoalesce
+	txDue   chan struct{}         // frames wait in tx: the poller's cue
 	scratch []byte                // a GSO packet, made contiguous
 	done    bool
 }
@@ -52,6 +53,7 @@ func newQueue(e *Endpoint, s *xsk.Socket) (*queue, error) {
 		if q.tx, err = coalesce.NewTransmitter(s, *p, coalesce.Options{}); err != nil {
 			return nil, err
 		}
+		q.txDue = make(chan struct{}, 1)
 	}
 	return q, nil
 }
@@ -288,6 +290,12 @@ func (q *queue) flush() tcpip.Error {
 	var err error
 	if q.tx != nil {
 		_, err = q.tx.Submit(q.tb)
+		if q.tx.Pending() > 0 {
+			select {
+			case q.txDue <- struct{}{}:
+			default:
+			}
+		}
 	} else {
 		_, err = q.s.Transmit(q.tb)
 		q.s.Complete()
@@ -300,6 +308,43 @@ func (q *queue) flush() tcpip.Error {
 		return &tcpip.ErrClosedForSend{}
 	}
 	return nil
+}
+
+// pollTX flushes the coalesced frames whose tx-usecs have passed when no
+// write comes to do it (the last segment of a burst, a lone ACK): it
+// sleeps until the oldest pending frame is due, and between bursts until
+// a write leaves frames pending. It ends with ctx.
+func (q *queue) pollTX(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-q.txDue:
+		}
+		for {
+			q.mu.Lock()
+			if q.done {
+				q.mu.Unlock()
+				return nil
+			}
+			d, err := q.tx.Poll()
+			q.mu.Unlock()
+			if err != nil && !errors.Is(err, xsk.ErrLinkDown) {
+				return err
+			}
+			if d < 0 {
+				break // nothing pending: wait for the next write
+			}
+			// In the kernel, to the microsecond: a Go timer under a
+			// millisecond sleeps a whole one when the process is idle.
+			if err := q.s.Sleep(max(d, time.Microsecond)); err != nil {
+				if errors.Is(err, xsk.ErrClosed) {
+					return nil
+				}
+				return err
+			}
+		}
+	}
 }
 
 // closeTX stops writes: Close is under way.
