@@ -375,5 +375,38 @@ func verifyRX(frame []byte, sum uint16, haveSum bool) RXResult {
 	return res
 }
 
+// PartialChecksum reports whether the transport checksum field of a
+// received Ethernet frame (TCP, UDP or UDP-Lite) holds just the
+// pseudo-header sum, which is what a Linux sender leaves there for a
+// transmit checksum offload (CHECKSUM_PARTIAL; see FillPartial). Such
+// frames arrive unfinished only from a sender on the same host, through a
+// veth whose TX checksum offload is on (its default): the kernel trusts
+// them there because it knows where they came from, which a frame read
+// through XDP no longer says. Any sender can write the same bytes: a
+// frame this accepts is one whose data nothing has checked.
+//
+// It returns false for a frame that does not parse, carries no such
+// checksum, or has a correct one (VerifyRX says VerdictOK): a correct
+// checksum can equal the pseudo-header sum only when the data sums to 0.
+// It does not allocate or write to frame.
+func PartialChecksum(frame []byte) bool {
+	var layout Layout
+	lo := &layout
+	if lo.Parse(frame) != ReasonNone || lo.Skip != ReasonNone {
+		return false
+	}
+	if lo.Proto != ProtoTCP && lo.Proto != ProtoUDP && lo.Proto != ProtoUDPLite {
+		return false
+	}
+	_, field, known, r := layoutL4Span(frame, lo)
+	if !known || r != ReasonNone {
+		return false
+	}
+	if binary.BigEndian.Uint16(frame[field:]) != layoutPseudoSum(frame, lo) {
+		return false
+	}
+	return VerifyRX(frame).L4 == VerdictBad
+}
+
 // onesSub subtracts b from a in one's complement arithmetic.
 func onesSub(a, b uint16) uint16 { return Combine(a, ^b) }

@@ -131,12 +131,20 @@ func FuzzFill(f *testing.F) {
 			}
 			return
 		}
+		// What PreparePartial leaves is what PartialChecksum recognizes
+		// (unless the data happen to sum to 0: then it is correct).
+		if r := VerifyRX(fr); r.L4 == VerdictBad && (r.Proto == ProtoTCP || r.Proto == ProtoUDP || r.Proto == ProtoUDPLite) && !PartialChecksum(fr) {
+			t.Fatalf("PartialChecksum false after PreparePartial (%v)", r)
+		}
 		if err := FillPartial(fr, start, off); err != nil {
 			t.Fatalf("FillPartial(%d, %d) after PreparePartial: %v", start, off, err)
 		}
 		checkGuard("FillPartial")
 		if r := VerifyRX(fr); !r.OK() || r.L4 != VerdictOK {
 			t.Fatalf("after PreparePartial+FillPartial(%d, %d): %v", start, off, r)
+		}
+		if PartialChecksum(fr) {
+			t.Fatal("PartialChecksum true for a finished checksum")
 		}
 	})
 }

@@ -22,7 +22,9 @@ import (
 // (so the kernel computes every checksum in software), and captured in
 // namespace B with an AF_PACKET socket (GRO off, so no merged packets).
 // VerifyRX and VerifyRXComplete must find every one correct — fragments
-// skipped, nothing bad or malformed.
+// skipped, nothing bad or malformed — and PartialChecksum none partial.
+// B's own TCP segments, captured on their way out with B's TX checksum
+// offload on, are what PartialChecksum must recognize.
 func TestVerifyRXKernelFrames(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{Queues: 1})
 	netnstest.RequireTool(t, "ethtool")
@@ -141,10 +143,21 @@ func TestVerifyRXKernelFrames(t *testing.T) {
 		if err != nil {
 			t.Fatalf("recvfrom: %v", err)
 		}
-		if sll, ok := from.(*unix.SockaddrLinklayer); !ok || sll.Pkttype != unix.PACKET_HOST {
-			continue // B's own transmissions: offloaded, checksums not final yet
-		}
 		f := buf[:n]
+		if sll, ok := from.(*unix.SockaddrLinklayer); !ok || sll.Pkttype != unix.PACKET_HOST {
+			// B's own transmissions, its veth's TX checksum offload on:
+			// TCP's checksums not final yet, as a veth peer receives them.
+			if r := VerifyRX(f); r.Proto == ProtoTCP && r.L4 != VerdictSkipped {
+				if !PartialChecksum(f) || r.L4 != VerdictBad {
+					t.Errorf("B's own TCP segment (%v): PartialChecksum %v, want true:\n% x", r, PartialChecksum(f), f)
+				}
+				counts["partial tcp"]++
+			}
+			continue
+		}
+		if PartialChecksum(f) {
+			t.Errorf("PartialChecksum true for a checksum the kernel finished:\n% x", f)
+		}
 		r := VerifyRX(f)
 		if rc := VerifyRXComplete(f, Checksum(f[EthernetLen:], 0)); rc != r {
 			t.Errorf("VerifyRXComplete %v, VerifyRX %v", rc, r)
@@ -156,7 +169,7 @@ func TestVerifyRXKernelFrames(t *testing.T) {
 	}
 	t.Logf("verdicts: %v", counts)
 	for _, want := range []string{"ipv4 ok, tcp ok", "ipv6, tcp ok", "ipv4 ok, udp ok", "ipv6, udp ok", "ipv4 ok, icmp ok", "ipv6, icmpv6 ok",
-		"ipv4 ok, udp skipped (fragment)", "ipv6, udp skipped (fragment)"} {
+		"ipv4 ok, udp skipped (fragment)", "ipv6, udp skipped (fragment)", "partial tcp"} {
 		if counts[want] == 0 {
 			t.Errorf("no frame judged %q among those the kernel sent", want)
 		}
