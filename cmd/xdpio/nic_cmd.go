@@ -14,18 +14,6 @@ import (
 	"github.com/xdpio/xdpio/nic"
 )
 
-// withDevice opens DEV inside --netns and runs fn there.
-func withDevice(g *globals, name string, fn func(d *nic.Device) error) error {
-	return g.inNetns(func() error {
-		d, err := nic.Open(name)
-		if err != nil {
-			return err
-		}
-		defer d.Close()
-		return fn(d)
-	})
-}
-
 // optInt is null in JSON when negative.
 func optInt(v int) any {
 	if v < 0 {
