@@ -82,11 +82,7 @@ func newFeaturesSetCmd(g *globals) *cobra.Command {
 		Short: "Turn features on or off: ethtool -K names (tso, gro, rx-checksumming, rx-hashing, ntuple, …) or kernel names",
 		Args:  cobra.MinimumNArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			want, err := parseFeaturePairs(args[1:])
-			if err != nil {
-				return err
-			}
-			return setFeatures(g, args[0], args[1:], want, dry)
+			return setFeatures(g, args[0], args[1:], dry)
 		},
 	}
 	set.Flags().BoolVar(&dry, "dry-run", false, "show what would change (fixed features stay) without changing it")
@@ -150,6 +146,7 @@ func (r *featuresRequest) prepare(before []nic.Feature) (err error) {
 	return nil
 }
 
+// apply sends the features that can change, if any.
 func (r *featuresRequest) apply(d *nic.Device) (err error) {
 	if len(r.req) > 0 {
 		r.res, err = d.SetFeatures(r.req)
@@ -157,6 +154,7 @@ func (r *featuresRequest) apply(d *nic.Device) (err error) {
 	return err
 }
 
+// preview is what apply would leave: before with the features sent.
 func (r *featuresRequest) preview(before []nic.Feature) []nic.Feature {
 	after := append([]nic.Feature(nil), before...)
 	for i := range after {
@@ -169,7 +167,11 @@ func (r *featuresRequest) preview(before []nic.Feature) []nic.Feature {
 
 // setFeatures is features set's run: the change, its report, and an
 // error for what the device refused.
-func setFeatures(g *globals, dev string, pairs []string, want map[string]bool, dry bool) error {
+func setFeatures(g *globals, dev string, pairs []string, dry bool) error {
+	want, err := parseFeaturePairs(pairs)
+	if err != nil {
+		return err
+	}
 	r := &featuresRequest{dev: dev, pairs: pairs, want: want}
 	before, after, err := featuresSetting.change(g, dev, dry, setOp[[]nic.Feature]{prepare: r.prepare, apply: r.apply, preview: r.preview})
 	if err != nil {

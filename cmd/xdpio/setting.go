@@ -9,17 +9,21 @@ import (
 	"github.com/xdpio/xdpio/nic"
 )
 
-// The device commands (channels, rings, coalesce, rss, features) share
-// one shape: `show DEV` opens the device inside --netns, reads a setting
-// and prints it as text or --json; `set DEV …` reads it, applies the
-// request (or, with --dry-run, previews it) on the same client, reads it
-// again and prints before → after. A setting says how to read and print
-// one; setOp says what one set command asks for. A command whose
-// failure says something of its own adds it; the kernel's errors are put
-// in the user's words once, for every command, by runWith (errtext.go).
+// The device commands (channels, rings, coalesce, rss, features, and
+// napi show) share one shape: `show DEV` opens the device inside --netns,
+// reads a setting and prints it as text or --json; `set DEV …` reads it,
+// applies the request (or, with --dry-run, previews it) on the same
+// client, reads it again and prints before → after. A setting says how to
+// read and print one; setOp says what one set command asks for. The
+// kernel's errors are put in the user's words once, for every command, by
+// runWith (errtext.go); a command adds only what is its own.
 
 // setting is one of a device's settings as its show and set commands read
-// and print it.
+// and print it. show needs read, showJSON and text; change needs read;
+// set needs them all but showJSON and text. features set and napi set
+// print reports of their own (features set: the fixed features it left,
+// what the device refused; napi set: nic.Device.SetNAPI's before and
+// after of each instance).
 type setting[T any] struct {
 	name     string                             // in set's report: "DEV channels: rx 4 → 2"
 	read     func(*nic.Device) (T, error)       // the device's current state
@@ -28,9 +32,9 @@ type setting[T any] struct {
 	json     func(v T) any                      // one state in set's --json (before, after)
 	changes  func(before, after T) []change     // set's text: before → after, parameter by parameter
 	// sortedJSON prints set's --json object with its keys sorted (after,
-	// before, device, dry_run), as coalesce, rss and features have
-	// always printed it (from a map); channels and rings print device,
-	// dry_run, before, after.
+	// before, device, dry_run), as coalesce and rss have always printed
+	// it (from a map); channels and rings print device, dry_run, before,
+	// after.
 	sortedJSON bool
 }
 
