@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/xdpio/xdpio/bench"
 	"github.com/xdpio/xdpio/bench/asavieplane"
 	"github.com/xdpio/xdpio/bench/iperf3"
@@ -71,379 +72,476 @@ func newBenchCmd(g *globals) *cobra.Command {
 	return c
 }
 
+// benchServerOptions are the flags of bench server.
+type benchServerOptions struct {
+	port     int
+	bind     string
+	oneOff   bool
+	backend  string
+	iface    string
+	rxUsecs  int
+	rxFrames int
+	adaptive bool
+	queues   string
+	tcpPort  int
+	oneRead  bool
+	cookieTO time.Duration
+	ipf      iperfFlags
+}
+
+func (o *benchServerOptions) addFlags(c *cobra.Command) {
+	c.Flags().IntVarP(&o.port, "port", "p", 5201, "TCP control port (iperf3's default 5201)")
+	c.Flags().StringVarP(&o.bind, "bind", "B", "", "address to listen on (default: all)")
+	c.Flags().BoolVarP(&o.oneOff, "one-off", "1", false, "exit after one test")
+	o.ipf.add(c)
+	c.Flags().StringVar(&o.backend, "backend", "auto", backendHelp)
+	c.Flags().StringVarP(&o.iface, "interface", "i", "", "interface whose queues the xsk backend binds (the control connection stays with the kernel)")
+	c.Flags().IntVar(&o.tcpPort, "tcp-port", 0, "data port of TCP-mode tests (--mode tcp clients; 0: the control port + 1)")
+	c.Flags().StringVar(&o.queues, "queues", "all", "RX queues the xsk backend binds: all, or a list such as 0,2-3 (traffic RSS steers to other queues stays with the kernel)")
+	c.Flags().IntVar(&o.rxUsecs, "rx-usecs", 0, "software RX coalescing per queue: hand a batch over at most this many µs after its first frame (like ethtool -C rx-usecs)")
+	c.Flags().IntVar(&o.rxFrames, "rx-frames", 0, "software RX coalescing: hand a batch over once it holds this many frames (0: the batch size)")
+	c.Flags().BoolVar(&o.adaptive, "adaptive", false, "adaptive RX coalescing: pick rx-usecs/rx-frames from the measured rate (bounded by --rx-usecs, default 64)")
+	c.Flags().DurationVar(&o.cookieTO, "cookie-timeout", bench.DefaultCookieTimeout, "how long a new control connection may take to send its cookie (iperf3 sends it at once) before it is closed; silent connections never hold off other clients")
+	c.Flags().BoolVar(&o.oneRead, "one-reader", false, "read every RX queue in one goroutine (with --rx-usecs: one coalescing policy for all), not one per queue: fewer wake-ups on a machine with fewer CPUs than queues")
+}
+
 func newBenchServerCmd(g *globals) *cobra.Command {
-	var (
-		port     int
-		bind     string
-		oneOff   bool
-		backend  string
-		iface    string
-		rxUsecs  int
-		rxFrames int
-		adaptive bool
-		qflag    string
-		tcpPort  int
-		oneRead  bool
-		cookieTO time.Duration
-		ipf      iperfFlags
-	)
+	var o benchServerOptions
 	c := &cobra.Command{
 		Use:   "server [-i IFACE] [--port 5201] [--bind ADDR] [-1] [--backend auto|xsk|socket|asavie] [--queues LIST|all] [--rx-usecs N --rx-frames N | --adaptive] [--one-reader] [--tcp-port N] [--cookie-timeout 2s]",
 		Short: "Serve iperf3 clients (UDP tests) until Ctrl-C, or for one test with -1",
 		// Short forms people type for it, for "Did you mean".
 		SuggestFor: []string{"srv", "serve", "s"},
 		Args:       cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := ipf.check(g, iface); err != nil {
-				return err
-			}
-			// The queues are printed with the test's report: only a
-			// receiving server's RX queues carry the test.
-			printQ := g.printQueues(iface)
-			queues := &queueLog{print: func([]plane.QueueCount) {}}
-			dp, backend, err := g.dataPlane(backend, iface, queues.record)
-			if err != nil {
-				return err
-			}
-			if port < 1 || port > 65535 {
-				return usagef("--port %d: must be 1-65535", port)
-			}
-			if tcpPort < 0 || tcpPort > 65535 || tcpPort == port {
-				return usagef("--tcp-port %d: must be 1-65535 and not the control port (0: control port + 1)", tcpPort)
-			}
-			if cookieTO <= 0 {
-				return usagef("--cookie-timeout %v: must be positive (a client sends its cookie as soon as it is connected)", cookieTO)
-			}
-			coalescing := cmd.Flags().Changed("rx-usecs") || cmd.Flags().Changed("rx-frames") || adaptive
-			var qlist []int
-			if qflag != "all" {
-				if qlist, err = parseQueueList(qflag); err != nil || len(qlist) == 0 {
-					return usagef("--queues %q: want all or a list such as 0,2-3 (%v)", qflag, err)
-				}
-			}
-			if _, ok := dp.(*xskplane.DataPlane); !ok && (coalescing || qlist != nil || oneRead) {
-				return usagef("--queues, --rx-usecs, --rx-frames, --adaptive and --one-reader are about xdpio's AF_XDP queues: they need the xsk backend")
-			}
-			if x, ok := dp.(*xskplane.DataPlane); ok {
-				x.Config.Queues = qlist
-				x.OneReader = oneRead
-				if coalescing {
-					if rxUsecs < 0 || rxUsecs > coalesce.MaxUsecs || rxFrames < 0 {
-						return usagef("--rx-usecs 0-%d and --rx-frames ≥ 0", coalesce.MaxUsecs)
-					}
-					x.Coalesce = &coalesce.Params{RXUsecs: rxUsecs, RXFrames: rxFrames, Adaptive: adaptive}
-					// A coalescing receiver keeps its P while it sleeps a
-					// window; the rest of the program needs one more.
-					n := len(qlist)
-					if oneRead {
-						n = 1
-					} else if n == 0 {
-						if err := g.inNetns(func() (err error) { n, err = nic.RXQueues(iface); return err }); err != nil {
-							return fmt.Errorf("bench server: %w", err)
-						}
-					}
-					runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), n+1))
-				}
-			}
-			if x, ok := dp.(checker); ok {
-				if err := x.Check(); err != nil {
-					return fmt.Errorf("bench server: %w", err)
-				}
-			}
-			ctx, cancel := context.WithCancel(cmd.Context())
-			defer cancel()
-			var ln net.Listener
-			if err := g.inNetns(func() (err error) {
-				ln, err = net.Listen("tcp", net.JoinHostPort(bind, strconv.Itoa(port)))
-				return err
-			}); err != nil {
-				return fmt.Errorf("bench server: %w", err)
-			}
-			var lastErr error
-			ivs := &intervalPrinter{g: g, unit: ipf.unit()}
-			s := &bench.Server{
-				DataPlane:     dp,
-				TCPDataPort:   uint16(tcpPort),
-				CookieTimeout: cookieTO,
-				Interval:      ipf.period(),
-				OnReport: func(r *bench.Report, err error) {
-					lastErr = err
-					if r != nil {
-						r.End.RXQueues = queues.take()
-						if r.Start.TestStart.Reverse == 0 && r.End.RXQueues != nil {
-							printQ(r.End.RXQueues)
-						}
-					}
-					ivs.reset()
-					printBenchReport(g, r, err, ipf.unit())
-					if err != nil && !oneOff {
-						// The server goes on: say what went wrong with
-						// this test, once. With -1 it is the command's
-						// error.
-						fmt.Fprintf(g.stderr, "xdpio: bench server: %v\n", err)
-					}
-					if oneOff {
-						cancel()
-					}
-				},
-			}
-			if !g.json {
-				fmt.Fprintf(g.stdout, "Server listening on %s (UDP tests, %s backend)\n", ln.Addr(), backend)
-				s.OnInterval = ivs.print
-				s.OnTCPReport = func(r *bench.TCPReport) { r.WriteText(g.stdout) }
-			}
-			err = s.Serve(ctx, ln)
-			if err != nil && ctx.Err() == nil {
-				return fmt.Errorf("bench server: %w", err)
-			}
-			if oneOff && lastErr != nil && cmd.Context().Err() == nil {
-				return fmt.Errorf("bench server: %w", lastErr)
-			}
-			if cmd.Context().Err() != nil && !g.json {
-				// Ctrl-C or SIGTERM: the way to stop a server, not an
-				// error (exit 0).
-				fmt.Fprintln(g.stderr, "xdpio: bench server: stopped")
-			}
-			return nil
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runBenchServer(cmd, g, &o)
 		},
 	}
-	c.Flags().IntVarP(&port, "port", "p", 5201, "TCP control port (iperf3's default 5201)")
-	c.Flags().StringVarP(&bind, "bind", "B", "", "address to listen on (default: all)")
-	c.Flags().BoolVarP(&oneOff, "one-off", "1", false, "exit after one test")
-	ipf.add(c)
-	c.Flags().StringVar(&backend, "backend", "auto", backendHelp)
-	c.Flags().StringVarP(&iface, "interface", "i", "", "interface whose queues the xsk backend binds (the control connection stays with the kernel)")
-	c.Flags().IntVar(&tcpPort, "tcp-port", 0, "data port of TCP-mode tests (--mode tcp clients; 0: the control port + 1)")
-	c.Flags().StringVar(&qflag, "queues", "all", "RX queues the xsk backend binds: all, or a list such as 0,2-3 (traffic RSS steers to other queues stays with the kernel)")
-	c.Flags().IntVar(&rxUsecs, "rx-usecs", 0, "software RX coalescing per queue: hand a batch over at most this many µs after its first frame (like ethtool -C rx-usecs)")
-	c.Flags().IntVar(&rxFrames, "rx-frames", 0, "software RX coalescing: hand a batch over once it holds this many frames (0: the batch size)")
-	c.Flags().BoolVar(&adaptive, "adaptive", false, "adaptive RX coalescing: pick rx-usecs/rx-frames from the measured rate (bounded by --rx-usecs, default 64)")
-	c.Flags().DurationVar(&cookieTO, "cookie-timeout", bench.DefaultCookieTimeout, "how long a new control connection may take to send its cookie (iperf3 sends it at once) before it is closed; silent connections never hold off other clients")
-	c.Flags().BoolVar(&oneRead, "one-reader", false, "read every RX queue in one goroutine (with --rx-usecs: one coalescing policy for all), not one per queue: fewer wake-ups on a machine with fewer CPUs than queues")
+	o.addFlags(c)
 	return c
 }
 
+func runBenchServer(cmd *cobra.Command, g *globals, o *benchServerOptions) error {
+	if err := o.ipf.check(g, o.iface); err != nil {
+		return err
+	}
+	// The queues are printed with the test's report: only a receiving
+	// server's RX queues carry the test.
+	printQ := g.printQueues(o.iface)
+	queues := &queueLog{print: func([]plane.QueueCount) {}}
+	dp, backend, err := o.dataPlane(cmd, g, queues)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(cmd.Context())
+	defer cancel()
+	var ln net.Listener
+	if err := g.inNetns(func() (err error) {
+		ln, err = net.Listen("tcp", net.JoinHostPort(o.bind, strconv.Itoa(o.port)))
+		return err
+	}); err != nil {
+		return fmt.Errorf("bench server: %w", err)
+	}
+	var lastErr error
+	s := o.server(g, dp, queues, printQ, cancel, &lastErr)
+	if !g.json {
+		fmt.Fprintf(g.stdout, "Server listening on %s (UDP tests, %s backend)\n", ln.Addr(), backend)
+	}
+	err = s.Serve(ctx, ln)
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("bench server: %w", err)
+	}
+	if o.oneOff && lastErr != nil && cmd.Context().Err() == nil {
+		return fmt.Errorf("bench server: %w", lastErr)
+	}
+	if cmd.Context().Err() != nil && !g.json {
+		// Ctrl-C or SIGTERM: the way to stop a server, not an error
+		// (exit 0).
+		fmt.Fprintln(g.stderr, "xdpio: bench server: stopped")
+	}
+	return nil
+}
+
+// dataPlane checks the flags and returns the data plane they ask for,
+// set up and checked, and its backend's name; queues records its
+// per-queue counts.
+func (o *benchServerOptions) dataPlane(cmd *cobra.Command, g *globals, queues *queueLog) (plane.DataPlane, string, error) {
+	dp, backend, err := g.dataPlane(o.backend, o.iface, queues.record)
+	if err != nil {
+		return nil, "", err
+	}
+	if o.port < 1 || o.port > 65535 {
+		return nil, "", usagef("--port %d: must be 1-65535", o.port)
+	}
+	if o.tcpPort < 0 || o.tcpPort > 65535 || o.tcpPort == o.port {
+		return nil, "", usagef("--tcp-port %d: must be 1-65535 and not the control port (0: control port + 1)", o.tcpPort)
+	}
+	if o.cookieTO <= 0 {
+		return nil, "", usagef("--cookie-timeout %v: must be positive (a client sends its cookie as soon as it is connected)", o.cookieTO)
+	}
+	coalescing := cmd.Flags().Changed("rx-usecs") || cmd.Flags().Changed("rx-frames") || o.adaptive
+	var qlist []int
+	if o.queues != "all" {
+		if qlist, err = parseQueueList(o.queues); err != nil || len(qlist) == 0 {
+			return nil, "", usagef("--queues %q: want all or a list such as 0,2-3 (%v)", o.queues, err)
+		}
+	}
+	x, isXSK := dp.(*xskplane.DataPlane)
+	if !isXSK && (coalescing || qlist != nil || o.oneRead) {
+		return nil, "", usagef("--queues, --rx-usecs, --rx-frames, --adaptive and --one-reader are about xdpio's AF_XDP queues: they need the xsk backend")
+	}
+	if isXSK {
+		if err := o.configureXSK(g, x, qlist, coalescing); err != nil {
+			return nil, "", err
+		}
+	}
+	if x, ok := dp.(checker); ok {
+		if err := x.Check(); err != nil {
+			return nil, "", fmt.Errorf("bench server: %w", err)
+		}
+	}
+	return dp, backend, nil
+}
+
+// configureXSK sets up the xsk backend's queues, reader and software
+// coalescing from the flags.
+func (o *benchServerOptions) configureXSK(g *globals, x *xskplane.DataPlane, qlist []int, coalescing bool) error {
+	x.Config.Queues = qlist
+	x.OneReader = o.oneRead
+	if !coalescing {
+		return nil
+	}
+	if o.rxUsecs < 0 || o.rxUsecs > coalesce.MaxUsecs || o.rxFrames < 0 {
+		return usagef("--rx-usecs 0-%d and --rx-frames ≥ 0", coalesce.MaxUsecs)
+	}
+	x.Coalesce = &coalesce.Params{RXUsecs: o.rxUsecs, RXFrames: o.rxFrames, Adaptive: o.adaptive}
+	// A coalescing receiver keeps its P while it sleeps a window; the
+	// rest of the program needs one more.
+	n := len(qlist)
+	if o.oneRead {
+		n = 1
+	} else if n == 0 {
+		if err := g.inNetns(func() (err error) { n, err = nic.RXQueues(o.iface); return err }); err != nil {
+			return fmt.Errorf("bench server: %w", err)
+		}
+	}
+	runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), n+1))
+	return nil
+}
+
+// server is the command's bench.Server: it prints each test's report
+// (and, in text, its intervals), keeps a test's error in lastErr, and
+// with -1 cancels the serving after the first test.
+func (o *benchServerOptions) server(g *globals, dp plane.DataPlane, queues *queueLog, printQ func([]plane.QueueCount), cancel func(), lastErr *error) *bench.Server {
+	ivs := &intervalPrinter{g: g, unit: o.ipf.unit()}
+	s := &bench.Server{
+		DataPlane:     dp,
+		TCPDataPort:   uint16(o.tcpPort),
+		CookieTimeout: o.cookieTO,
+		Interval:      o.ipf.period(),
+		OnReport: func(r *bench.Report, err error) {
+			*lastErr = err
+			if r != nil {
+				r.End.RXQueues = queues.take()
+				if r.Start.TestStart.Reverse == 0 && r.End.RXQueues != nil {
+					printQ(r.End.RXQueues)
+				}
+			}
+			ivs.reset()
+			printBenchReport(g, r, err, o.ipf.unit())
+			if err != nil && !o.oneOff {
+				// The server goes on: say what went wrong with this
+				// test, once. With -1 it is the command's error.
+				fmt.Fprintf(g.stderr, "xdpio: bench server: %v\n", err)
+			}
+			if o.oneOff {
+				cancel()
+			}
+		},
+	}
+	if !g.json {
+		s.OnInterval = ivs.print
+		s.OnTCPReport = func(r *bench.TCPReport) { r.WriteText(g.stdout) }
+	}
+	return s
+}
+
+// benchClientOptions are the flags of bench client.
+type benchClientOptions struct {
+	server   string
+	port     int
+	streams  int
+	seconds  int
+	length   int
+	rate     string
+	reverse  bool
+	backend  string
+	iface    string
+	counters bool
+	rssKey   string
+	rssQs    int
+	rssTable string
+	rssAddrs bool
+	only4    bool
+	only6    bool
+	mode     string
+	tso      string
+	ipf      iperfFlags
+}
+
+func (o *benchClientOptions) addFlags(c *cobra.Command) {
+	c.Flags().StringVarP(&o.server, "client", "c", "", "server address (required)")
+	c.MarkFlagRequired("client")
+	c.Flags().IntVarP(&o.port, "port", "p", 5201, "server's TCP control port")
+	c.Flags().IntVarP(&o.streams, "parallel", "P", 1, "parallel streams")
+	c.Flags().IntVarP(&o.seconds, "time", "t", 10, "seconds to send")
+	c.Flags().IntVarP(&o.length, "length", "l", 0, "UDP payload bytes (default: the control connection's TCP MSS, as iperf3 picks it: 1448 on a 1500-byte MTU)")
+	c.Flags().StringVarP(&o.rate, "bitrate", "b", "1M", "target per stream, bits/s with k/M/G suffix (0: unlimited)")
+	c.Flags().BoolVarP(&o.reverse, "reverse", "R", false, "the server sends, the client receives")
+	o.ipf.add(c)
+	c.Flags().BoolVar(&o.counters, "udp-counters-32bit", false, "iperf3's 32-bit sequence numbers instead of 64-bit")
+	c.Flags().StringVar(&o.backend, "backend", "auto", backendHelp)
+	c.Flags().StringVarP(&o.iface, "interface", "i", "", "interface the xsk backend sends and receives on")
+	c.Flags().StringVar(&o.mode, "mode", "udp", "udp: iperf3's UDP test; tcp: xdpio's one-way TCP-framed stream over AF_XDP at both ends (xdpio server, --backend xsk)")
+	c.Flags().StringVar(&o.tso, "tso", "on", "with --mode tcp: on cuts 64 KB writes into segments in software (TSO), off builds each segment on its own")
+	c.Flags().BoolVarP(&o.only4, "version4", "4", false, "IPv4 only (resolve -c NAME to an IPv4 address)")
+	c.Flags().BoolVarP(&o.only6, "version6", "6", false, "IPv6 only (resolve -c NAME to an IPv6 address)")
+	c.Flags().IntVar(&o.rssQs, "rss-queues", 0, "place the streams on the server NIC's RSS queues: its table spreads equally over this many (as the kernel's default table)")
+	c.Flags().StringVar(&o.rssTable, "rss-table", "", "place the streams by the server NIC's indirection table, entries as 'xdpio rss show' lists them (q0,q1,…)")
+	c.Flags().StringVar(&o.rssKey, "rss-key", "", "the server NIC's RSS hash key in hex (default: Microsoft's published key; Linux NICs usually have a random one, see 'xdpio rss show DEV' on the server)")
+	c.Flags().BoolVar(&o.rssAddrs, "rss-addresses-only", false, "the server NIC hashes UDP by addresses only (then ports cannot place streams)")
+}
+
 func newBenchClientCmd(g *globals) *cobra.Command {
-	var (
-		server   string
-		port     int
-		streams  int
-		seconds  int
-		length   int
-		rate     string
-		reverse  bool
-		backend  string
-		iface    string
-		counters bool
-		rssKey   string
-		rssQs    int
-		rssTable string
-		rssAddrs bool
-		only4    bool
-		only6    bool
-		mode     string
-		tso      string
-		ipf      iperfFlags
-	)
+	var o benchClientOptions
 	c := &cobra.Command{
 		Use:        "client -c SERVER [--port 5201] [-P FLOWS] [-t SECONDS] [-l LENGTH] [-b RATE] [-R] [-4|-6] [-i IFACE] [--backend auto|xsk|socket|asavie] [--mode udp|tcp] [--tso on|off] [--rss-queues N | --rss-table LIST] [--rss-key HEX]",
 		Short:      "Run a UDP test against an iperf3 server (or xdpio bench server), or a TCP-mode test over AF_XDP against xdpio bench server",
 		SuggestFor: []string{"cli", "c"},
 		Args:       cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := ipf.check(g, iface); err != nil {
-				return err
-			}
-			// A sending client's RX queues carry nothing of the test:
-			// print them only when it receives (-R).
-			printQ := func([]plane.QueueCount) {}
-			if reverse {
-				printQ = g.printQueues(iface)
-			}
-			queues := &queueLog{print: printQ}
-			dp, backend, err := g.dataPlane(backend, iface, queues.record)
-			if err != nil {
-				return err
-			}
-			if only4 && only6 {
-				return usagef("-4 and -6: give one")
-			}
-			addr, err := netip.ParseAddr(server)
-			if err != nil {
-				// A name: resolve it, in the family -4/-6 ask for.
-				network := "ip"
-				if only4 {
-					network = "ip4"
-				} else if only6 {
-					network = "ip6"
-				}
-				var addrs []netip.Addr
-				if err := g.inNetns(func() (err error) {
-					addrs, err = net.DefaultResolver.LookupNetIP(cmd.Context(), network, server)
-					return err
-				}); err != nil || len(addrs) == 0 {
-					return fmt.Errorf("bench client: -c %s: %v", server, err)
-				}
-				addr = addrs[0]
-			}
-			addr = addr.Unmap()
-			if (only4 && !addr.Is4()) || (only6 && !addr.Is6()) {
-				return usagef("-c %v is not of the family -4/-6 asks for", addr)
-			}
-			if port < 1 || port > 65535 {
-				return usagef("--port %d: must be 1-65535", port)
-			}
-			if streams < 1 || streams > 128 {
-				return usagef("-P %d: must be 1-128", streams)
-			}
-			if seconds < 1 || seconds > 86400 {
-				return usagef("-t %d: must be 1-86400 seconds", seconds)
-			}
-			m, err := iperf3.ParseMode(mode)
-			if err != nil {
-				return usagef("--mode: %v", err)
-			}
-			if tso != "on" && tso != "off" {
-				return usagef("--tso %q: want on or off", tso)
-			}
-			if m == iperf3.ModeTCP {
-				if _, ok := dp.(*xskplane.DataPlane); !ok {
-					return usagef("--mode tcp sends TCP-framed segments through AF_XDP: it needs --backend xsk and -i IFACE")
-				}
-				if reverse {
-					return usagef("--mode tcp is one-way, client to server: no -R")
-				}
-				// A write is a 64 KB super-packet unless -l says otherwise,
-				// and the rate unlimited unless -b does.
-				if !cmd.Flags().Changed("length") {
-					length = 0
-				}
-				if !cmd.Flags().Changed("bitrate") {
-					rate = "0"
-				}
-			} else if cmd.Flags().Changed("tso") {
-				return usagef("--tso is about --mode tcp")
-			}
-			bps, err := parseRate(rate)
-			if err != nil {
-				return usagef("-b %q: %v", rate, err)
-			}
-			if !cmd.Flags().Changed("length") {
-				length = 0 // iperf3's choice: the control connection's MSS
-			}
-			if m == iperf3.ModeUDP && cmd.Flags().Changed("length") {
-				if lo := iperf3.HeaderLen(!counters); length < lo || length > 65507 {
-					return usagef("-l %d: a UDP payload is %d-65507 bytes", length, lo)
-				}
-			} else if m == iperf3.ModeTCP && length < 0 {
-				return usagef("-l %d: bytes per write must be positive", length)
-			}
-			if x, ok := dp.(checker); ok {
-				if err := x.Check(); err != nil {
-					return fmt.Errorf("bench client: %w", err)
-				}
-			}
-			placer, err := benchPlacer(rssKey, rssQs, rssTable, rssAddrs)
-			if err != nil {
-				return err
-			}
-			if placer != nil { // not a nil *place.Placer in a non-nil interface
-				switch d := dp.(type) {
-				case *kernelplane.DataPlane:
-					d.Placer = placer
-				case *xskplane.DataPlane:
-					d.Placer = placer
-				case *asavieplane.DataPlane:
-					d.Placer = placer
-				default:
-					return usagef("--rss-queues/--rss-table: the %s backend cannot place streams", backend)
-				}
-			}
-			cl := &bench.Client{
-				Server:     netip.AddrPortFrom(addr, uint16(port)),
-				DataPlane:  dp,
-				Streams:    streams,
-				Duration:   time.Duration(seconds) * time.Second,
-				Length:     length,
-				Bitrate:    bps,
-				Reverse:    reverse,
-				Counters32: counters,
-				Mode:       m,
-				TSO:        tso == "on",
-				Interval:   ipf.period(),
-				Dial: func(ctx context.Context, network, address string) (c net.Conn, err error) {
-					err = g.inNetns(func() (err error) {
-						c, err = (&net.Dialer{}).DialContext(ctx, network, address)
-						return err
-					})
-					return c, err
-				},
-			}
-			ivs := &intervalPrinter{g: g, unit: ipf.unit()}
-			if !g.json {
-				rateText := "unlimited rate"
-				if bps != bench.BitrateUnlimited {
-					rateText, _ = bench.FormatRate(float64(bps), ipf.unit())
-				}
-				kind := "UDP"
-				if m == iperf3.ModeTCP {
-					kind = "TCP-mode"
-				}
-				fmt.Fprintf(g.stdout, "Connecting to %v, %d %s stream(s), %s each, for %d s (%s backend)\n", cl.Server, streams, kind, rateText, seconds, backend)
-				cl.OnInterval = ivs.print
-				cl.OnTCPReport = func(r *bench.TCPReport) { r.WriteText(g.stdout) }
-			}
-			r, err := cl.Run(cmd.Context())
-			if err != nil && errors.Is(err, context.Canceled) && cmd.Context().Err() != nil {
-				// Ctrl-C: the test was cut short, which is what to say
-				// (iperf3 exits 1 too).
-				err = errInterrupted
-				if r != nil {
-					r.Error = err.Error()
-				}
-			}
-			if r != nil {
-				r.End.RXQueues = queues.take()
-			}
-			if r != nil && placer != nil {
-				r.Start.Placement = placer.Placements()
-				if !g.json {
-					fmt.Fprint(g.stdout, "Streams placed on the server's RSS queues:")
-					for _, p := range r.Start.Placement {
-						// Numbered as the report's rows: [  5], [  7] …
-						fmt.Fprintf(g.stdout, "  [%d] port %d → q%d", bench.SocketNumber(iperf3.StreamID(p.Stream)), p.Port, p.Queue)
-					}
-					fmt.Fprintln(g.stdout)
-				}
-			}
-			printBenchReport(g, r, err, ipf.unit())
-			if err != nil {
-				return fmt.Errorf("bench client: %w", err)
-			}
-			return nil
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runBenchClient(cmd, g, &o)
 		},
 	}
-	c.Flags().StringVarP(&server, "client", "c", "", "server address (required)")
-	c.MarkFlagRequired("client")
-	c.Flags().IntVarP(&port, "port", "p", 5201, "server's TCP control port")
-	c.Flags().IntVarP(&streams, "parallel", "P", 1, "parallel streams")
-	c.Flags().IntVarP(&seconds, "time", "t", 10, "seconds to send")
-	c.Flags().IntVarP(&length, "length", "l", 0, "UDP payload bytes (default: the control connection's TCP MSS, as iperf3 picks it: 1448 on a 1500-byte MTU)")
-	c.Flags().StringVarP(&rate, "bitrate", "b", "1M", "target per stream, bits/s with k/M/G suffix (0: unlimited)")
-	c.Flags().BoolVarP(&reverse, "reverse", "R", false, "the server sends, the client receives")
-	ipf.add(c)
-	c.Flags().BoolVar(&counters, "udp-counters-32bit", false, "iperf3's 32-bit sequence numbers instead of 64-bit")
-	c.Flags().StringVar(&backend, "backend", "auto", backendHelp)
-	c.Flags().StringVarP(&iface, "interface", "i", "", "interface the xsk backend sends and receives on")
-	c.Flags().StringVar(&mode, "mode", "udp", "udp: iperf3's UDP test; tcp: xdpio's one-way TCP-framed stream over AF_XDP at both ends (xdpio server, --backend xsk)")
-	c.Flags().StringVar(&tso, "tso", "on", "with --mode tcp: on cuts 64 KB writes into segments in software (TSO), off builds each segment on its own")
-	c.Flags().BoolVarP(&only4, "version4", "4", false, "IPv4 only (resolve -c NAME to an IPv4 address)")
-	c.Flags().BoolVarP(&only6, "version6", "6", false, "IPv6 only (resolve -c NAME to an IPv6 address)")
-	c.Flags().IntVar(&rssQs, "rss-queues", 0, "place the streams on the server NIC's RSS queues: its table spreads equally over this many (as the kernel's default table)")
-	c.Flags().StringVar(&rssTable, "rss-table", "", "place the streams by the server NIC's indirection table, entries as 'xdpio rss show' lists them (q0,q1,…)")
-	c.Flags().StringVar(&rssKey, "rss-key", "", "the server NIC's RSS hash key in hex (default: Microsoft's published key; Linux NICs usually have a random one, see 'xdpio rss show DEV' on the server)")
-	c.Flags().BoolVar(&rssAddrs, "rss-addresses-only", false, "the server NIC hashes UDP by addresses only (then ports cannot place streams)")
+	o.addFlags(c)
 	return c
+}
+
+func runBenchClient(cmd *cobra.Command, g *globals, o *benchClientOptions) error {
+	if err := o.ipf.check(g, o.iface); err != nil {
+		return err
+	}
+	// A sending client's RX queues carry nothing of the test: print them
+	// only when it receives (-R).
+	printQ := func([]plane.QueueCount) {}
+	if o.reverse {
+		printQ = g.printQueues(o.iface)
+	}
+	queues := &queueLog{print: printQ}
+	dp, backend, err := g.dataPlane(o.backend, o.iface, queues.record)
+	if err != nil {
+		return err
+	}
+	addr, err := o.serverAddr(cmd.Context(), g)
+	if err != nil {
+		return err
+	}
+	m, bps, err := o.test(cmd.Flags(), dp)
+	if err != nil {
+		return err
+	}
+	if x, ok := dp.(checker); ok {
+		if err := x.Check(); err != nil {
+			return fmt.Errorf("bench client: %w", err)
+		}
+	}
+	placer, err := o.placer(dp, backend)
+	if err != nil {
+		return err
+	}
+	cl := o.client(g, netip.AddrPortFrom(addr, uint16(o.port)), dp, m, bps)
+	if !g.json {
+		o.announce(g, cl, backend)
+	}
+	r, err := cl.Run(cmd.Context())
+	if err != nil && errors.Is(err, context.Canceled) && cmd.Context().Err() != nil {
+		// Ctrl-C: the test was cut short, which is what to say (iperf3
+		// exits 1 too).
+		err = errInterrupted
+		if r != nil {
+			r.Error = err.Error()
+		}
+	}
+	if r != nil {
+		r.End.RXQueues = queues.take()
+	}
+	if r != nil && placer != nil {
+		r.Start.Placement = placer.Placements()
+		if !g.json {
+			printPlacement(g, r.Start.Placement)
+		}
+	}
+	printBenchReport(g, r, err, o.ipf.unit())
+	if err != nil {
+		return fmt.Errorf("bench client: %w", err)
+	}
+	return nil
+}
+
+// serverAddr is -c's address: an IP address, or a name resolved (inside
+// --netns) in the family -4 or -6 asks for.
+func (o *benchClientOptions) serverAddr(ctx context.Context, g *globals) (netip.Addr, error) {
+	if o.only4 && o.only6 {
+		return netip.Addr{}, usagef("-4 and -6: give one")
+	}
+	addr, err := netip.ParseAddr(o.server)
+	if err != nil {
+		// A name: resolve it, in the family -4/-6 ask for.
+		network := "ip"
+		if o.only4 {
+			network = "ip4"
+		} else if o.only6 {
+			network = "ip6"
+		}
+		var addrs []netip.Addr
+		if err := g.inNetns(func() (err error) {
+			addrs, err = net.DefaultResolver.LookupNetIP(ctx, network, o.server)
+			return err
+		}); err != nil || len(addrs) == 0 {
+			return netip.Addr{}, fmt.Errorf("bench client: -c %s: %v", o.server, err)
+		}
+		addr = addrs[0]
+	}
+	addr = addr.Unmap()
+	if (o.only4 && !addr.Is4()) || (o.only6 && !addr.Is6()) {
+		return netip.Addr{}, usagef("-c %v is not of the family -4/-6 asks for", addr)
+	}
+	return addr, nil
+}
+
+// test checks the test's flags and returns its mode and bit rate. In TCP
+// mode a write is a 64 KB super-packet and the rate unlimited unless -l
+// and -b say otherwise; a UDP test's length defaults, as iperf3's, to the
+// control connection's MSS (0 here).
+func (o *benchClientOptions) test(fs *pflag.FlagSet, dp plane.DataPlane) (iperf3.Mode, uint64, error) {
+	if o.port < 1 || o.port > 65535 {
+		return "", 0, usagef("--port %d: must be 1-65535", o.port)
+	}
+	if o.streams < 1 || o.streams > 128 {
+		return "", 0, usagef("-P %d: must be 1-128", o.streams)
+	}
+	if o.seconds < 1 || o.seconds > 86400 {
+		return "", 0, usagef("-t %d: must be 1-86400 seconds", o.seconds)
+	}
+	m, err := iperf3.ParseMode(o.mode)
+	if err != nil {
+		return "", 0, usagef("--mode: %v", err)
+	}
+	if o.tso != "on" && o.tso != "off" {
+		return "", 0, usagef("--tso %q: want on or off", o.tso)
+	}
+	if m == iperf3.ModeTCP {
+		if _, ok := dp.(*xskplane.DataPlane); !ok {
+			return "", 0, usagef("--mode tcp sends TCP-framed segments through AF_XDP: it needs --backend xsk and -i IFACE")
+		}
+		if o.reverse {
+			return "", 0, usagef("--mode tcp is one-way, client to server: no -R")
+		}
+		if !fs.Changed("length") {
+			o.length = 0
+		}
+		if !fs.Changed("bitrate") {
+			o.rate = "0"
+		}
+	} else if fs.Changed("tso") {
+		return "", 0, usagef("--tso is about --mode tcp")
+	}
+	bps, err := parseRate(o.rate)
+	if err != nil {
+		return "", 0, usagef("-b %q: %v", o.rate, err)
+	}
+	if !fs.Changed("length") {
+		o.length = 0 // iperf3's choice: the control connection's MSS
+	}
+	if m == iperf3.ModeUDP && fs.Changed("length") {
+		if lo := iperf3.HeaderLen(!o.counters); o.length < lo || o.length > 65507 {
+			return "", 0, usagef("-l %d: a UDP payload is %d-65507 bytes", o.length, lo)
+		}
+	} else if m == iperf3.ModeTCP && o.length < 0 {
+		return "", 0, usagef("-l %d: bytes per write must be positive", o.length)
+	}
+	return m, bps, nil
+}
+
+// placer is the stream placer of the --rss-* flags, handed to the data
+// plane (nil when they ask for none).
+func (o *benchClientOptions) placer(dp plane.DataPlane, backend string) (*place.Placer, error) {
+	placer, err := benchPlacer(o.rssKey, o.rssQs, o.rssTable, o.rssAddrs)
+	if err != nil || placer == nil { // not a nil *place.Placer in a non-nil interface
+		return nil, err
+	}
+	switch d := dp.(type) {
+	case *kernelplane.DataPlane:
+		d.Placer = placer
+	case *xskplane.DataPlane:
+		d.Placer = placer
+	case *asavieplane.DataPlane:
+		d.Placer = placer
+	default:
+		return nil, usagef("--rss-queues/--rss-table: the %s backend cannot place streams", backend)
+	}
+	return placer, nil
+}
+
+// client is the command's bench.Client, dialling from inside --netns.
+func (o *benchClientOptions) client(g *globals, server netip.AddrPort, dp plane.DataPlane, m iperf3.Mode, bps uint64) *bench.Client {
+	return &bench.Client{
+		Server:     server,
+		DataPlane:  dp,
+		Streams:    o.streams,
+		Duration:   time.Duration(o.seconds) * time.Second,
+		Length:     o.length,
+		Bitrate:    bps,
+		Reverse:    o.reverse,
+		Counters32: o.counters,
+		Mode:       m,
+		TSO:        o.tso == "on",
+		Interval:   o.ipf.period(),
+		Dial: func(ctx context.Context, network, address string) (c net.Conn, err error) {
+			err = g.inNetns(func() (err error) {
+				c, err = (&net.Dialer{}).DialContext(ctx, network, address)
+				return err
+			})
+			return c, err
+		},
+	}
+}
+
+// announce prints the text client's first line and has cl print its
+// intervals and TCP-mode report as they come.
+func (o *benchClientOptions) announce(g *globals, cl *bench.Client, backend string) {
+	rateText := "unlimited rate"
+	if cl.Bitrate != bench.BitrateUnlimited {
+		rateText, _ = bench.FormatRate(float64(cl.Bitrate), o.ipf.unit())
+	}
+	kind := "UDP"
+	if cl.Mode == iperf3.ModeTCP {
+		kind = "TCP-mode"
+	}
+	fmt.Fprintf(g.stdout, "Connecting to %v, %d %s stream(s), %s each, for %d s (%s backend)\n", cl.Server, o.streams, kind, rateText, o.seconds, backend)
+	ivs := &intervalPrinter{g: g, unit: o.ipf.unit()}
+	cl.OnInterval = ivs.print
+	cl.OnTCPReport = func(r *bench.TCPReport) { r.WriteText(g.stdout) }
+}
+
+// printPlacement prints where the client placed its streams, numbered as
+// the report's rows: [  5], [  7] …
+func printPlacement(g *globals, ps []place.Placement) {
+	fmt.Fprint(g.stdout, "Streams placed on the server's RSS queues:")
+	for _, p := range ps {
+		fmt.Fprintf(g.stdout, "  [%d] port %d → q%d", bench.SocketNumber(iperf3.StreamID(p.Stream)), p.Port, p.Queue)
+	}
+	fmt.Fprintln(g.stdout)
 }
 
 // benchPlacer builds the client's stream placer from the --rss-* flags

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/xdpio/xdpio/nic"
 )
 
@@ -38,77 +38,96 @@ func toChannelsJSON(c nic.ChannelCounts) channelsJSON {
 		naNull(c.RXMax, c.RXMax), naNull(c.TXMax, c.TXMax), naNull(c.OtherMax, c.OtherMax), naNull(c.CombinedMax, c.CombinedMax)}
 }
 
+// channelsSetting is what channels show and set read and print.
+var channelsSetting = &setting[nic.ChannelCounts]{
+	name: "channels",
+	read: (*nic.Device).Channels,
+	showJSON: func(dev string, ch nic.ChannelCounts) any {
+		return struct {
+			Device string `json:"device"`
+			channelsJSON
+		}{dev, toChannelsJSON(ch)}
+	},
+	text:    printChannels,
+	json:    func(ch nic.ChannelCounts) any { return toChannelsJSON(ch) },
+	changes: channelChanges,
+}
+
 func newChannelsCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "channels",
 		Short: "Show or set a device's RX/TX/other/combined channel (queue) counts, like ethtool -l/-L",
 		Args:  cobra.NoArgs,
 	}
-	c.AddCommand(showCommand(g, "Show current and maximum channel counts", (*nic.Device).Channels,
-		func(dev string, ch nic.ChannelCounts) any {
-			return struct {
-				Device string `json:"device"`
-				channelsJSON
-			}{dev, toChannelsJSON(ch)}
-		}, printChannels))
+	c.AddCommand(channelsSetting.showCmd(g, "Show current and maximum channel counts"), newChannelsSetCmd(g))
+	return c
+}
 
-	var (
-		rx, tx, other, combined uint32
-		dryRun                  bool
-	)
+// channelsSetOptions are the flags of channels set.
+type channelsSetOptions struct {
+	rx, tx, other, combined uint32
+	dry                     bool
+}
+
+func (o *channelsSetOptions) addFlags(fs *pflag.FlagSet) {
+	fs.Uint32Var(&o.rx, "rx", 0, "number of RX-only channels")
+	fs.Uint32Var(&o.tx, "tx", 0, "number of TX-only channels")
+	fs.Uint32Var(&o.other, "other", 0, "number of other channels (link interrupts, …)")
+	fs.Uint32Var(&o.combined, "combined", 0, "number of combined RX/TX channels")
+	fs.BoolVar(&o.dry, "dry-run", false, "show what would change without changing it")
+}
+
+// config is the request: the counts given on the command line.
+func (o *channelsSetOptions) config(fs *pflag.FlagSet) (nic.ChannelsConfig, error) {
+	var cfg nic.ChannelsConfig
+	for _, x := range []struct {
+		name string
+		v    *uint32
+		dst  **uint32
+	}{{"rx", &o.rx, &cfg.RX}, {"tx", &o.tx, &cfg.TX}, {"other", &o.other, &cfg.Other}, {"combined", &o.combined, &cfg.Combined}} {
+		if fs.Changed(x.name) {
+			*x.dst = x.v
+		}
+	}
+	if cfg == (nic.ChannelsConfig{}) {
+		return cfg, usagef("channels set: give at least one of --rx, --tx, --other, --combined")
+	}
+	return cfg, nil
+}
+
+func newChannelsSetCmd(g *globals) *cobra.Command {
+	var o channelsSetOptions
 	set := &cobra.Command{
 		Use:   "set DEV [--rx N] [--tx N] [--other N] [--combined N]",
 		Short: "Set channel counts; the others stay as they are",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var cfg nic.ChannelsConfig
-			f := cmd.Flags()
-			for _, x := range []struct {
-				name string
-				v    *uint32
-				dst  **uint32
-			}{{"rx", &rx, &cfg.RX}, {"tx", &tx, &cfg.TX}, {"other", &other, &cfg.Other}, {"combined", &combined, &cfg.Combined}} {
-				if f.Changed(x.name) {
-					*x.dst = x.v
-				}
-			}
-			if cfg == (nic.ChannelsConfig{}) {
-				return usagef("channels set: give at least one of --rx, --tx, --other, --combined")
-			}
-			before, after, err := setAndReread(g, args[0], dryRun, (*nic.Device).Channels,
-				func(d *nic.Device) error { return d.SetChannels(cfg) },
-				func(after nic.ChannelCounts) nic.ChannelCounts {
-					for _, x := range []struct{ dst, v *uint32 }{{&after.RX, cfg.RX}, {&after.TX, cfg.TX}, {&after.Other, cfg.Other}, {&after.Combined, cfg.Combined}} {
-						if x.v != nil {
-							*x.dst = *x.v
-						}
-					}
-					return after
-				})
+			cfg, err := o.config(cmd.Flags())
 			if err != nil {
 				return err
 			}
-			if g.json {
-				return writeJSON(g.stdout, struct {
-					Device string       `json:"device"`
-					DryRun bool         `json:"dry_run"`
-					Before channelsJSON `json:"before"`
-					After  channelsJSON `json:"after"`
-				}{args[0], dryRun, toChannelsJSON(before), toChannelsJSON(after)})
-			}
-			printChange(g.stdout, args[0]+" channels"+dryRunNote(dryRun), channelChanges(before, after))
-			return nil
+			return channelsSetting.set(g, args[0], o.dry, setOp[nic.ChannelCounts]{
+				apply:   func(d *nic.Device) error { return d.SetChannels(cfg) },
+				preview: func(before nic.ChannelCounts) nic.ChannelCounts { return previewChannels(before, cfg) },
+			})
 		},
 	}
-	set.Flags().Uint32Var(&rx, "rx", 0, "number of RX-only channels")
-	set.Flags().Uint32Var(&tx, "tx", 0, "number of TX-only channels")
-	set.Flags().Uint32Var(&other, "other", 0, "number of other channels (link interrupts, …)")
-	set.Flags().Uint32Var(&combined, "combined", 0, "number of combined RX/TX channels")
-	set.Flags().BoolVar(&dryRun, "dry-run", false, "show what would change without changing it")
+	o.addFlags(set.Flags())
 	noDefaults(set)
 	ethtoolStyle(set, "dry-run")
-	c.AddCommand(set)
-	return c
+	return set
+}
+
+// previewChannels is what a set of cfg would leave: before with the
+// counts cfg gives.
+func previewChannels(before nic.ChannelCounts, cfg nic.ChannelsConfig) nic.ChannelCounts {
+	after := before
+	for _, x := range []struct{ dst, v *uint32 }{{&after.RX, cfg.RX}, {&after.TX, cfg.TX}, {&after.Other, cfg.Other}, {&after.Combined, cfg.Combined}} {
+		if x.v != nil {
+			*x.dst = *x.v
+		}
+	}
+	return after
 }
 
 func printChannels(w io.Writer, dev string, ch nic.ChannelCounts) {
@@ -143,91 +162,6 @@ func channelChanges(before, after nic.ChannelCounts) []change {
 		cs = append(cs, change{k.name, naIf(b, bmax == 0), naIf(a, amax == 0 && a == 0)})
 	}
 	return cs
-}
-
-// change is one parameter of a set command's before → after report.
-type change struct {
-	name          string
-	before, after any
-}
-
-// printChange prints "what: a b → c, d e → f" with changed values first
-// marked; unchanged parameters are listed as "(unchanged)".
-func printChange(w io.Writer, what string, cs []change) {
-	var changed, same []string
-	for _, c := range cs {
-		b, a := fmt.Sprint(c.before), fmt.Sprint(c.after)
-		if b != a {
-			changed = append(changed, fmt.Sprintf("%s %s → %s", c.name, b, a))
-		} else {
-			same = append(same, fmt.Sprintf("%s %s", c.name, a))
-		}
-	}
-	if len(changed) == 0 {
-		fmt.Fprintf(w, "%s: nothing changed (%s)\n", what, strings.Join(same, ", "))
-		return
-	}
-	fmt.Fprintf(w, "%s: %s", what, strings.Join(changed, ", "))
-	if len(same) > 0 {
-		fmt.Fprintf(w, " (unchanged: %s)", strings.Join(same, ", "))
-	}
-	fmt.Fprintln(w)
-}
-
-// dryRunNote marks a set command's report when nothing was sent.
-func dryRunNote(dry bool) string {
-	if dry {
-		return " (dry run, nothing sent)"
-	}
-	return ""
-}
-
-// setAndReread opens device dev inside --netns, reads a setting, then
-// either previews a change (dry: preview of the state read) or applies it
-// with set and reads the setting back, all on one client. Set commands
-// print before → after.
-func setAndReread[T any](g *globals, dev string, dry bool, get func(*nic.Device) (T, error), set func(*nic.Device) error, preview func(T) T) (before, after T, err error) {
-	err = withDevice(g, dev, func(dev *nic.Device) (err error) {
-		if before, err = get(dev); err != nil {
-			return err
-		}
-		if dry {
-			after = preview(before)
-			return nil
-		}
-		if err = set(dev); err != nil {
-			return err
-		}
-		after, err = get(dev)
-		return err
-	})
-	return before, after, err
-}
-
-// showCommand builds a `show DEV` subcommand: get reads the device (opened
-// inside --netns), then the result is printed as JSON (toJSON's value) or
-// as text.
-func showCommand[T any](g *globals, short string, get func(*nic.Device) (T, error), toJSON func(dev string, v T) any, print func(w io.Writer, dev string, v T)) *cobra.Command {
-	return &cobra.Command{
-		Use:   "show DEV",
-		Short: short,
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var v T
-			err := withDevice(g, args[0], func(d *nic.Device) (err error) {
-				v, err = get(d)
-				return err
-			})
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return writeJSON(g.stdout, toJSON(args[0], v))
-			}
-			print(g.stdout, args[0], v)
-			return nil
-		},
-	}
 }
 
 // naIf returns "n/a" when na is true, else v in decimal.

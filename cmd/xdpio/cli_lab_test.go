@@ -284,3 +284,86 @@ func TestLabCLIRSSHashVirtio(t *testing.T) {
 	}
 	t.Logf("%d flows by predicted queue: %v", len(flows), perQueue)
 }
+
+// TestLabCLISetReport drives the set commands built on the shared
+// show/set scaffolding against devices that have the settings: rings and
+// coalesce on netdevsim, rss on virtio-net. With --dry-run the kernel
+// holds what it held (read through nic before and after), the --json
+// report's before is what `show --json` prints (without "device") and
+// its after is that with the one change, and the text names the change
+// as before → after. The same set without --dry-run reports as after
+// what `show --json` and the kernel then hold.
+func TestLabCLISetReport(t *testing.T) {
+	nsim, vio := labctl.Netdevsim(t), labctl.Virtio(t)
+	nd, vd := labctl.OpenNIC(t, nsim), labctl.OpenNIC(t, vio)
+	rings, err := nd.Rings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	coal, err := nd.Coalesce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := vd.RSS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		nd.SetRings(nic.RingsConfig{RX: &rings.RX, TX: &rings.TX})
+		nd.SetCoalesce(coal)
+		labctl.Ethtool("-X", vio, "hkey", colonHex(st.Key), "default")
+	})
+	equal2, _ := rss.Equal(2, len(st.Indir))
+	var equal2JSON []any
+	for _, q := range equal2 {
+		equal2JSON = append(equal2JSON, float64(q))
+	}
+	for _, c := range []struct {
+		cmd, dev string
+		args     []string
+		key      string // the --json key that changes
+		want     any    // to this
+		text     string // the text report's name of the parameter
+		kernel   func() (any, error)
+	}{
+		{"rings", nsim, []string{"--rx", "901"}, "rx", float64(901), "rx", func() (any, error) { return nd.Rings() }},
+		{"coalesce", nsim, []string{"--rx-usecs", "77"}, "rx_usecs", float64(77), "rx-usecs", func() (any, error) { return nd.Coalesce() }},
+		{"rss", vio, []string{"--equal", "2"}, "indirection_table", equal2JSON, "indirection-table", func() (any, error) { return vd.RSS() }},
+	} {
+		set := append([]string{c.cmd, "set", c.dev}, c.args...)
+		kBefore, err := c.kernel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		show := labJSON(t, c.cmd, "show", c.dev)
+		delete(show, "device")
+		if show[c.key] == nil || cmp.Equal(show[c.key], c.want) {
+			t.Fatalf("%s show %s: %s is %v before the test: pick another value", c.cmd, c.dev, c.key, show[c.key])
+		}
+		dry := labJSON(t, append(set, "--dry-run")...)
+		want := map[string]any{}
+		for k, v := range show {
+			want[k] = v
+		}
+		want[c.key] = c.want
+		if diff := cmp.Diff(map[string]any{"device": c.dev, "dry_run": true, "before": show, "after": want}, dry); diff != "" {
+			t.Errorf("xdpio --json %s --dry-run (-want +got):\n%s", strings.Join(set, " "), diff)
+		}
+		text, stderr, err := labCLI(t, append(set, "--dry-run")...)
+		if err != nil || !strings.HasPrefix(text, c.dev+" "+c.cmd+" (dry run, nothing sent): "+c.text+" ") || !strings.Contains(text, " → ") {
+			t.Errorf("xdpio %s --dry-run: %v\n%s%s", strings.Join(set, " "), err, text, stderr)
+		}
+		if kAfter, err := c.kernel(); err != nil || !cmp.Equal(kBefore, kAfter) {
+			t.Errorf("%s --dry-run changed the device (%v): %s", strings.Join(set, " "), err, cmp.Diff(kBefore, kAfter))
+		}
+		got := labJSON(t, set...)
+		now := labJSON(t, c.cmd, "show", c.dev)
+		delete(now, "device")
+		if diff := cmp.Diff(map[string]any{"device": c.dev, "dry_run": false, "before": show, "after": now}, got); diff != "" {
+			t.Errorf("xdpio --json %s (-want +got):\n%s", strings.Join(set, " "), diff)
+		}
+		if !cmp.Equal(now[c.key], c.want) {
+			t.Errorf("after %s, show says %s %v", strings.Join(set, " "), c.key, now[c.key])
+		}
+	}
+}

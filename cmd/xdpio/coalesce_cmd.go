@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/xdpio/xdpio/nic"
 )
 
@@ -131,133 +132,164 @@ func printCoalesce(w io.Writer, dev string, h nic.Coalesce) {
 	}
 }
 
+// coalesceChanges is coalesce set's before → after: the parameters the
+// device has before or after.
+func coalesceChanges(before, after nic.Coalesce) []change {
+	b, a := coalesceText(before), coalesceText(after)
+	var cs []change
+	for i := range b {
+		if b[i].before != "n/a" || a[i].before != "n/a" {
+			cs = append(cs, change{b[i].name, b[i].before, a[i].before})
+		}
+	}
+	return cs
+}
+
+// coalesceSetting is what coalesce show and set read and print, for the
+// device as a whole.
+var coalesceSetting = &setting[nic.Coalesce]{
+	name: "coalesce",
+	read: (*nic.Device).Coalesce,
+	showJSON: func(dev string, h nic.Coalesce) any {
+		m := coalesceJSON(h)
+		m["device"] = dev
+		return m
+	},
+	text:       printCoalesce,
+	json:       func(h nic.Coalesce) any { return coalesceJSON(h) },
+	changes:    coalesceChanges,
+	sortedJSON: true,
+}
+
 func newCoalesceCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "coalesce",
 		Short: "Show or set a device's hardware interrupt coalescing, like ethtool -c/-C",
 		Args:  cobra.NoArgs,
 	}
-	var showQueues string
+	c.AddCommand(newCoalesceShowCmd(g), newCoalesceSetCmd(g))
+	return c
+}
+
+func newCoalesceShowCmd(g *globals) *cobra.Command {
+	var queues string
 	show := &cobra.Command{
 		Use:   "show DEV [--queues LIST]",
 		Short: "Show hardware coalescing parameters (n/a: not supported by the driver), per queue with --queues",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			qs, err := parseQueueList(showQueues)
+			qs, err := parseQueueList(queues)
 			if err != nil {
 				return usagef("coalesce show: --queues: %v", err)
 			}
-			var (
-				h   nic.Coalesce
-				per []nic.Coalesce
-			)
-			err = withDevice(g, args[0], func(d *nic.Device) (err error) {
-				if qs != nil {
-					per, err = d.QueueCoalesce(qs)
-					return err
-				}
-				h, err = d.Coalesce()
-				return err
-			})
-			if err != nil {
-				return err
+			if qs == nil {
+				return coalesceSetting.show(g, args[0])
 			}
-			if qs != nil {
-				if g.json {
-					list := make([]map[string]any, len(per))
-					for i := range per {
-						list[i] = coalesceJSON(per[i])
-						list[i]["queue"] = qs[i]
-					}
-					return writeJSON(g.stdout, map[string]any{"device": args[0], "queues": list})
-				}
-				for i := range per {
-					printCoalesce(g.stdout, fmt.Sprintf("%s queue %d", args[0], qs[i]), per[i])
-				}
-				return nil
-			}
-			if g.json {
-				m := coalesceJSON(h)
-				m["device"] = args[0]
-				return writeJSON(g.stdout, m)
-			}
-			printCoalesce(g.stdout, args[0], h)
-			return nil
+			return showQueueCoalesce(g, args[0], qs)
 		},
 	}
-	show.Flags().StringVar(&showQueues, "queues", "", "per-queue parameters of these queues (e.g. 0,2-3), via the ETHTOOL_PERQUEUE ioctl")
-	c.AddCommand(show)
+	show.Flags().StringVar(&queues, "queues", "", "per-queue parameters of these queues (e.g. 0,2-3), via the ETHTOOL_PERQUEUE ioctl")
+	return show
+}
 
-	var (
-		setQueues string
-		dry       bool
-	)
-	u32 := make([]uint32, len(coalesceU32Params))
-	bools := make([]bool, len(coalesceBoolParams))
+// showQueueCoalesce is `coalesce show --queues`.
+func showQueueCoalesce(g *globals, dev string, qs []int) error {
+	var per []nic.Coalesce
+	err := withDevice(g, dev, func(d *nic.Device) (err error) {
+		per, err = d.QueueCoalesce(qs)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if g.json {
+		list := make([]map[string]any, len(per))
+		for i := range per {
+			list[i] = coalesceJSON(per[i])
+			list[i]["queue"] = qs[i]
+		}
+		return writeJSON(g.stdout, map[string]any{"device": dev, "queues": list})
+	}
+	for i := range per {
+		printCoalesce(g.stdout, fmt.Sprintf("%s queue %d", dev, qs[i]), per[i])
+	}
+	return nil
+}
+
+// coalesceSetOptions are the flags of coalesce set.
+type coalesceSetOptions struct {
+	queues string
+	dry    bool
+	u32    []uint32 // as coalesceU32Params
+	bools  []bool   // as coalesceBoolParams
+}
+
+func (o *coalesceSetOptions) addFlags(fs *pflag.FlagSet) {
+	o.u32 = make([]uint32, len(coalesceU32Params))
+	o.bools = make([]bool, len(coalesceBoolParams))
+	fs.BoolVar(&o.dry, "dry-run", false, "show what would change without changing it (not with --queues)")
+	fs.StringVar(&o.queues, "queues", "", "set these queues only (e.g. 0,2-3), via the ETHTOOL_PERQUEUE ioctl")
+	for i, x := range coalesceBoolParams {
+		fs.Var(onOffValue{&o.bools[i]}, x.flag, coalesceHelp[x.flag])
+	}
+	for i, x := range coalesceU32Params {
+		fs.Uint32Var(&o.u32[i], x.flag, 0, coalesceHelp[x.flag])
+	}
+}
+
+// params is the request: the parameters given on the command line.
+func (o *coalesceSetOptions) params(fs *pflag.FlagSet) (nic.Coalesce, error) {
+	var p nic.Coalesce
+	n := 0
+	for i, x := range coalesceU32Params {
+		if fs.Changed(x.flag) {
+			*x.field(&p) = &o.u32[i]
+			n++
+		}
+	}
+	for i, x := range coalesceBoolParams {
+		if fs.Changed(x.flag) {
+			*x.field(&p) = &o.bools[i]
+			n++
+		}
+	}
+	if n == 0 {
+		return p, usagef("coalesce set: give at least one parameter")
+	}
+	return p, nil
+}
+
+func newCoalesceSetCmd(g *globals) *cobra.Command {
+	var o coalesceSetOptions
 	set := &cobra.Command{
 		Use:   "set DEV [--rx-usecs N] [--rx-frames N] [--tx-usecs N] [--tx-frames N] [--adaptive-rx on|off] [--adaptive-tx on|off] …",
 		Short: "Set hardware coalescing parameters; the others stay as they are",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var p nic.Coalesce
-			n := 0
-			for i, x := range coalesceU32Params {
-				if cmd.Flags().Changed(x.flag) {
-					*x.field(&p) = &u32[i]
-					n++
-				}
+			p, err := o.params(cmd.Flags())
+			if err != nil {
+				return err
 			}
-			for i, x := range coalesceBoolParams {
-				if cmd.Flags().Changed(x.flag) {
-					*x.field(&p) = &bools[i]
-					n++
-				}
-			}
-			if n == 0 {
-				return usagef("coalesce set: give at least one parameter")
-			}
-			qs, err := parseQueueList(setQueues)
+			qs, err := parseQueueList(o.queues)
 			if err != nil {
 				return usagef("coalesce set: --queues: %v", err)
 			}
 			if qs != nil {
-				if dry {
+				if o.dry {
 					return usagef("coalesce set: --dry-run does not combine with --queues")
 				}
 				return setQueueCoalesce(g, args[0], qs, p)
 			}
-			before, after, err := setAndReread(g, args[0], dry, (*nic.Device).Coalesce,
-				func(d *nic.Device) error { return d.SetCoalesce(p) },
-				func(before nic.Coalesce) nic.Coalesce { return overlayHW(before, p) })
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return writeJSON(g.stdout, map[string]any{"device": args[0], "dry_run": dry, "before": coalesceJSON(before), "after": coalesceJSON(after)})
-			}
-			b, a := coalesceText(before), coalesceText(after)
-			var cs []change
-			for i := range b {
-				if b[i].before != "n/a" || a[i].before != "n/a" {
-					cs = append(cs, change{b[i].name, b[i].before, a[i].before})
-				}
-			}
-			printChange(g.stdout, args[0]+" coalesce"+dryRunNote(dry), cs)
-			return nil
+			return coalesceSetting.set(g, args[0], o.dry, setOp[nic.Coalesce]{
+				apply:   func(d *nic.Device) error { return d.SetCoalesce(p) },
+				preview: func(before nic.Coalesce) nic.Coalesce { return overlayHW(before, p) },
+			})
 		},
 	}
-	set.Flags().BoolVar(&dry, "dry-run", false, "show what would change without changing it (not with --queues)")
-	set.Flags().StringVar(&setQueues, "queues", "", "set these queues only (e.g. 0,2-3), via the ETHTOOL_PERQUEUE ioctl")
-	for i, x := range coalesceBoolParams {
-		set.Flags().Var(onOffValue{&bools[i]}, x.flag, coalesceHelp[x.flag])
-	}
-	for i, x := range coalesceU32Params {
-		set.Flags().Uint32Var(&u32[i], x.flag, 0, coalesceHelp[x.flag])
-	}
+	o.addFlags(set.Flags())
 	noDefaults(set)
 	ethtoolStyle(set, "dry-run", "queues")
-	c.AddCommand(set)
-	return c
+	return set
 }
 
 // setQueueCoalesce is `coalesce set --queues`: per-queue before → after.
@@ -284,14 +316,7 @@ func setQueueCoalesce(g *globals, name string, qs []int, p nic.Coalesce) error {
 		return writeJSON(g.stdout, map[string]any{"device": name, "queues": list})
 	}
 	for i := range qs {
-		b, a := coalesceText(before[i]), coalesceText(after[i])
-		var cs []change
-		for j := range b {
-			if b[j].before != "n/a" || a[j].before != "n/a" {
-				cs = append(cs, change{b[j].name, b[j].before, a[j].before})
-			}
-		}
-		printChange(g.stdout, fmt.Sprintf("%s queue %d coalesce", name, qs[i]), cs)
+		printChange(g.stdout, fmt.Sprintf("%s queue %d coalesce", name, qs[i]), coalesceChanges(before[i], after[i]))
 	}
 	return nil
 }

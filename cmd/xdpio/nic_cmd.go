@@ -11,20 +11,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/xdpio/xdpio/nic"
 )
-
-// withDevice opens DEV inside --netns and runs fn there.
-func withDevice(g *globals, name string, fn func(d *nic.Device) error) error {
-	return g.inNetns(func() error {
-		d, err := nic.Open(name)
-		if err != nil {
-			return err
-		}
-		defer d.Close()
-		return fn(d)
-	})
-}
 
 // optInt is null in JSON when negative.
 func optInt(v int) any {
@@ -247,72 +236,109 @@ func newNAPICmd(g *globals) *cobra.Command {
 		Short: "Show, set or reset NAPI deferral (defer-hard-irqs, gro-flush-timeout, irq-suspend-timeout) per NAPI, per queue or device-wide",
 		Args:  cobra.NoArgs,
 	}
-	var (
-		queue int
-		napi  uint32
-	)
-	addSel := func(cmd *cobra.Command) {
-		cmd.Flags().IntVar(&queue, "queue", 0, "the NAPI instance of this RX queue")
-		cmd.Flags().Uint32Var(&napi, "napi", 0, "the NAPI instance with this id")
+	c.AddCommand(newNAPIShowCmd(g), newNAPISetCmd(g), newNAPIResetCmd(g))
+	return c
+}
+
+// napiSelection is the flags that pick NAPI instances: --queue or --napi,
+// else all of the device's.
+type napiSelection struct {
+	queue int
+	napi  uint32
+}
+
+func (s *napiSelection) addFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&s.queue, "queue", 0, "the NAPI instance of this RX queue")
+	fs.Uint32Var(&s.napi, "napi", 0, "the NAPI instance with this id")
+}
+
+// napiSetting is what napi show reads and prints: the NAPI instances sel
+// picks.
+func napiSetting(sel nic.Selector) *setting[[]nic.NAPI] {
+	return &setting[[]nic.NAPI]{
+		read: func(d *nic.Device) ([]nic.NAPI, error) { return d.NAPIs(sel) },
+		showJSON: func(dev string, ns []nic.NAPI) any {
+			list := make([]map[string]any, len(ns))
+			for i, n := range ns {
+				list[i] = napiJSON(n)
+			}
+			return map[string]any{"device": dev, "napis": list}
+		},
+		text: func(w io.Writer, dev string, ns []nic.NAPI) {
+			fmt.Fprintf(w, "NAPI instances of %s:\n", dev)
+			for _, n := range ns {
+				printNAPI(w, n)
+			}
+		},
+		// napi set reports what nic.Device.SetNAPI read before and
+		// after, instance by instance (printNAPIChange).
 	}
+}
+
+func newNAPIShowCmd(g *globals) *cobra.Command {
+	var s napiSelection
 	show := &cobra.Command{
 		Use:   "show DEV [--queue N | --napi ID]",
 		Short: "Show the NAPI instances of a device (all, or one by queue or id)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			sel, err := napiSelect(cmd, queue, napi)
+			sel, err := napiSelect(cmd, s.queue, s.napi)
 			if err != nil {
 				return err
 			}
-			var ns []nic.NAPI
-			if err := withDevice(g, args[0], func(d *nic.Device) (err error) {
-				ns, err = d.NAPIs(sel)
-				return err
-			}); err != nil {
-				return err
-			}
-			if g.json {
-				list := make([]map[string]any, len(ns))
-				for i, n := range ns {
-					list[i] = napiJSON(n)
-				}
-				return writeJSON(g.stdout, map[string]any{"device": args[0], "napis": list})
-			}
-			fmt.Fprintf(g.stdout, "NAPI instances of %s:\n", args[0])
-			for _, n := range ns {
-				printNAPI(g.stdout, n)
-			}
-			return nil
+			return napiSetting(sel).show(g, args[0])
 		},
 	}
-	addSel(show)
-	c.AddCommand(show)
+	s.addFlags(show.Flags())
+	return show
+}
 
-	var (
-		deferIRQs      uint32
-		groFlush, irqS time.Duration
-	)
+// napiSetOptions are the flags of napi set.
+type napiSetOptions struct {
+	napiSelection
+	deferIRQs      uint32
+	groFlush, irqS time.Duration
+}
+
+func (o *napiSetOptions) addFlags(fs *pflag.FlagSet) {
+	o.napiSelection.addFlags(fs)
+	fs.Uint32Var(&o.deferIRQs, "defer-hard-irqs", 0, "consecutive empty polls that keep hardware IRQs masked")
+	fs.Var(durationValue{&o.groFlush}, "gro-flush-timeout", "timer that polls while IRQs are deferred (e.g. 200us; a bare number is ns)")
+	fs.Var(durationValue{&o.irqS}, "irq-suspend-timeout", "how long IRQs stay suspended while a busy-polling application keeps up")
+}
+
+// settings is the request: the settings given on the command line.
+func (o *napiSetOptions) settings(fs *pflag.FlagSet) (nic.NAPISettings, error) {
+	var s nic.NAPISettings
+	if fs.Changed("defer-hard-irqs") {
+		s.DeferHardIRQs = &o.deferIRQs
+	}
+	if fs.Changed("gro-flush-timeout") {
+		s.GROFlushTimeout = &o.groFlush
+	}
+	if fs.Changed("irq-suspend-timeout") {
+		s.IRQSuspendTimeout = &o.irqS
+	}
+	if s.IsZero() {
+		return s, usagef("napi set: give at least one of --defer-hard-irqs, --gro-flush-timeout, --irq-suspend-timeout")
+	}
+	return s, nil
+}
+
+func newNAPISetCmd(g *globals) *cobra.Command {
+	var o napiSetOptions
 	set := &cobra.Command{
 		Use:   "set DEV [--queue N | --napi ID] [--defer-hard-irqs N] [--gro-flush-timeout D] [--irq-suspend-timeout D]",
 		Short: "Set NAPI deferral (all NAPIs of DEV unless --queue or --napi); prints before → after",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			sel, err := napiSelect(cmd, queue, napi)
+			sel, err := napiSelect(cmd, o.queue, o.napi)
 			if err != nil {
 				return err
 			}
-			var s nic.NAPISettings
-			if cmd.Flags().Changed("defer-hard-irqs") {
-				s.DeferHardIRQs = &deferIRQs
-			}
-			if cmd.Flags().Changed("gro-flush-timeout") {
-				s.GROFlushTimeout = &groFlush
-			}
-			if cmd.Flags().Changed("irq-suspend-timeout") {
-				s.IRQSuspendTimeout = &irqS
-			}
-			if s.IsZero() {
-				return usagef("napi set: give at least one of --defer-hard-irqs, --gro-flush-timeout, --irq-suspend-timeout")
+			s, err := o.settings(cmd.Flags())
+			if err != nil {
+				return err
 			}
 			var ch nic.NAPIChange
 			if err := withDevice(g, args[0], func(d *nic.Device) (err error) {
@@ -321,82 +347,86 @@ func newNAPICmd(g *globals) *cobra.Command {
 			}); err != nil {
 				return err
 			}
-			if g.json {
-				list := make([]map[string]any, len(ch.After))
-				for i := range ch.After {
-					list[i] = map[string]any{"id": ch.After[i].ID, "before": napiJSON(ch.Before[i]), "after": napiJSON(ch.After[i])}
-				}
-				var fb any
-				if ch.Fallback != "" {
-					fb = ch.Fallback
-				}
-				return writeJSON(g.stdout, map[string]any{"device": args[0], "napis": list, "fallback": fb})
-			}
-			if ch.Fallback != "" {
-				fmt.Fprintf(g.stdout, "fallback: %s\n", ch.Fallback)
-			}
-			for i := range ch.After {
-				b, a := napiSettingsText(ch.Before[i].NAPISettings), napiSettingsText(ch.After[i].NAPISettings)
-				for j := range b {
-					b[j].after = a[j].before
-				}
-				printChange(g.stdout, fmt.Sprintf("%s napi %d", args[0], ch.After[i].ID), b)
-			}
-			return nil
+			return printNAPIChange(g, args[0], ch)
 		},
 	}
-	addSel(set)
-	set.Flags().Uint32Var(&deferIRQs, "defer-hard-irqs", 0, "consecutive empty polls that keep hardware IRQs masked")
-	set.Flags().Var(durationValue{&groFlush}, "gro-flush-timeout", "timer that polls while IRQs are deferred (e.g. 200us; a bare number is ns)")
-	set.Flags().Var(durationValue{&irqS}, "irq-suspend-timeout", "how long IRQs stay suspended while a busy-polling application keeps up")
+	o.addFlags(set.Flags())
 	noDefaults(set)
-	c.AddCommand(set)
+	return set
+}
 
-	c.AddCommand(&cobra.Command{
+// printNAPIChange prints napi set's before → after of each instance.
+func printNAPIChange(g *globals, dev string, ch nic.NAPIChange) error {
+	if g.json {
+		list := make([]map[string]any, len(ch.After))
+		for i := range ch.After {
+			list[i] = map[string]any{"id": ch.After[i].ID, "before": napiJSON(ch.Before[i]), "after": napiJSON(ch.After[i])}
+		}
+		var fb any
+		if ch.Fallback != "" {
+			fb = ch.Fallback
+		}
+		return writeJSON(g.stdout, map[string]any{"device": dev, "napis": list, "fallback": fb})
+	}
+	if ch.Fallback != "" {
+		fmt.Fprintf(g.stdout, "fallback: %s\n", ch.Fallback)
+	}
+	for i := range ch.After {
+		b, a := napiSettingsText(ch.Before[i].NAPISettings), napiSettingsText(ch.After[i].NAPISettings)
+		for j := range b {
+			b[j].after = a[j].before
+		}
+		printChange(g.stdout, fmt.Sprintf("%s napi %d", dev, ch.After[i].ID), b)
+	}
+	return nil
+}
+
+func newNAPIResetCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
 		Use:   "reset DEV",
 		Short: "Put back the NAPI settings a crashed AF_XDP program left deferred (recorded in " + nic.DeferralDir + ")",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var rep nic.DeferralReport
-			err := g.inNetns(func() error {
-				d, err := nic.Open(args[0])
-				if err != nil {
-					return err
-				}
-				defer d.Close()
+			err := withDevice(g, args[0], func(d *nic.Device) (err error) {
 				rep, err = d.RestoreDeferral()
 				return err
 			})
 			if err != nil {
 				return err
 			}
-			entry := func(e nic.DeferralEntry) map[string]any {
-				return map[string]any{"napi": e.NAPI, "pid": e.PID, "defer_hard_irqs": e.DeferHardIRQs, "gro_flush_timeout_ns": e.GROFlushTimeoutNS}
-			}
-			if g.json {
-				r, h := []map[string]any{}, []map[string]any{}
-				for _, e := range rep.Restored {
-					r = append(r, entry(e))
-				}
-				for _, e := range rep.Held {
-					h = append(h, entry(e))
-				}
-				return writeJSON(g.stdout, map[string]any{"device": args[0], "restored": r, "held": h})
-			}
-			if len(rep.Restored) == 0 && len(rep.Held) == 0 {
-				fmt.Fprintf(g.stdout, "%s: nothing to restore\n", args[0])
-			}
-			for _, e := range rep.Restored {
-				fmt.Fprintf(g.stdout, "%s napi %d: restored defer-hard-irqs %d → %d, gro-flush-timeout %v → %v (holder pid %d is gone)\n",
-					args[0], e.NAPI, e.AppliedDeferHardIRQs, e.DeferHardIRQs, time.Duration(e.AppliedGROFlushTimeoutNS), time.Duration(e.GROFlushTimeoutNS), e.PID)
-			}
-			for _, e := range rep.Held {
-				fmt.Fprintf(g.stdout, "%s napi %d: held by running pid %d, left alone\n", args[0], e.NAPI, e.PID)
-			}
-			return nil
+			return printDeferralReport(g, args[0], rep)
 		},
-	})
-	return c
+	}
+}
+
+// printDeferralReport prints what napi reset restored and what it left to
+// the programs still running.
+func printDeferralReport(g *globals, dev string, rep nic.DeferralReport) error {
+	if g.json {
+		entry := func(e nic.DeferralEntry) map[string]any {
+			return map[string]any{"napi": e.NAPI, "pid": e.PID, "defer_hard_irqs": e.DeferHardIRQs, "gro_flush_timeout_ns": e.GROFlushTimeoutNS}
+		}
+		r, h := []map[string]any{}, []map[string]any{}
+		for _, e := range rep.Restored {
+			r = append(r, entry(e))
+		}
+		for _, e := range rep.Held {
+			h = append(h, entry(e))
+		}
+		return writeJSON(g.stdout, map[string]any{"device": dev, "restored": r, "held": h})
+	}
+	if len(rep.Restored) == 0 && len(rep.Held) == 0 {
+		fmt.Fprintf(g.stdout, "%s: nothing to restore\n", dev)
+	}
+	for _, e := range rep.Restored {
+		fmt.Fprintf(g.stdout, "%s napi %d: restored defer-hard-irqs %d → %d, gro-flush-timeout %v → %v (holder pid %d is gone)\n",
+			dev, e.NAPI, e.AppliedDeferHardIRQs, e.DeferHardIRQs, time.Duration(e.AppliedGROFlushTimeoutNS), time.Duration(e.GROFlushTimeoutNS), e.PID)
+	}
+	for _, e := range rep.Held {
+		fmt.Fprintf(g.stdout, "%s napi %d: held by running pid %d, left alone\n", dev, e.NAPI, e.PID)
+	}
+	return nil
 }
 
 func newStatsCmd(g *globals) *cobra.Command {

@@ -6,6 +6,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/xdpio/xdpio/nic"
 )
 
@@ -36,128 +37,153 @@ func toRingsJSON(r nic.RingSizes) ringsJSON {
 		r.HDSThresh, r.HDSThreshMax}
 }
 
+// ringsSetting is what rings show and set read and print.
+var ringsSetting = &setting[nic.RingSizes]{
+	name: "rings",
+	read: (*nic.Device).Rings,
+	showJSON: func(dev string, r nic.RingSizes) any {
+		return struct {
+			Device string `json:"device"`
+			ringsJSON
+		}{dev, toRingsJSON(r)}
+	},
+	text:    printRings,
+	json:    func(r nic.RingSizes) any { return toRingsJSON(r) },
+	changes: ringChanges,
+}
+
 func newRingsCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "rings",
 		Short: "Show or set a device's ring sizes and ring options, like ethtool -g/-G",
 		Args:  cobra.NoArgs,
 	}
-	c.AddCommand(showCommand(g, "Show current and maximum ring sizes", (*nic.Device).Rings,
-		func(dev string, r nic.RingSizes) any {
-			return struct {
-				Device string `json:"device"`
-				ringsJSON
-			}{dev, toRingsJSON(r)}
-		}, printRings))
+	c.AddCommand(ringsSetting.showCmd(g, "Show current and maximum ring sizes"), newRingsSetCmd(g))
+	return c
+}
 
-	var (
-		u32  = map[string]*uint32{}
-		push = map[string]*bool{}
-		tds  string
-		dry  bool
-	)
-	set := &cobra.Command{
-		Use:   "set DEV [--rx N] [--rx-mini N] [--rx-jumbo N] [--tx N] [--rx-buf-len N] [--cqe-size N] [--tx-push on|off] [--rx-push on|off] [--tx-push-buf-len N] [--tcp-data-split on|off|auto] [--hds-thresh N]",
-		Short: "Set ring parameters; the others stay as they are",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var cfg nic.RingsConfig
-			f := cmd.Flags()
-			dst := map[string]**uint32{"rx": &cfg.RX, "rx-mini": &cfg.RXMini, "rx-jumbo": &cfg.RXJumbo, "tx": &cfg.TX,
-				"rx-buf-len": &cfg.RXBufLen, "cqe-size": &cfg.CQESize, "tx-push-buf-len": &cfg.TXPushBufLen, "hds-thresh": &cfg.HDSThresh}
-			n := 0
-			for name, p := range dst {
-				if f.Changed(name) {
-					*p = u32[name]
-					n++
-				}
-			}
-			for name, p := range map[string]**bool{"tx-push": &cfg.TXPush, "rx-push": &cfg.RXPush} {
-				if f.Changed(name) {
-					*p = push[name]
-					n++
-				}
-			}
-			if f.Changed("tcp-data-split") {
-				var v nic.TCPDataSplit
-				switch tds {
-				case "on":
-					v = nic.TCPDataSplitEnabled
-				case "off":
-					v = nic.TCPDataSplitDisabled
-				case "auto":
-					v = nic.TCPDataSplitUnknown
-				default:
-					return usagef("rings set: --tcp-data-split: want on, off or auto, not %q", tds)
-				}
-				cfg.TCPDataSplit = &v
-				n++
-			}
-			if n == 0 {
-				return usagef("rings set: give at least one parameter")
-			}
-			before, after, err := setAndReread(g, args[0], dry, (*nic.Device).Rings,
-				func(d *nic.Device) error { return d.SetRings(cfg) },
-				func(after nic.RingSizes) nic.RingSizes {
-					for _, x := range []struct{ dst, v *uint32 }{{&after.RX, cfg.RX}, {&after.RXMini, cfg.RXMini}, {&after.RXJumbo, cfg.RXJumbo},
-						{&after.TX, cfg.TX}, {&after.RXBufLen, cfg.RXBufLen}, {&after.CQESize, cfg.CQESize}, {&after.TXPushBufLen, cfg.TXPushBufLen},
-						{&after.HDSThresh, cfg.HDSThresh}} {
-						if x.v != nil {
-							*x.dst = *x.v
-						}
-					}
-					if cfg.TXPush != nil {
-						after.TXPush = *cfg.TXPush
-					}
-					if cfg.RXPush != nil {
-						after.RXPush = *cfg.RXPush
-					}
-					if cfg.TCPDataSplit != nil {
-						after.TCPDataSplit = *cfg.TCPDataSplit
-					}
-					return after
-				})
-			if err != nil {
-				return err
-			}
-			if g.json {
-				return writeJSON(g.stdout, struct {
-					Device string    `json:"device"`
-					DryRun bool      `json:"dry_run"`
-					Before ringsJSON `json:"before"`
-					After  ringsJSON `json:"after"`
-				}{args[0], dry, toRingsJSON(before), toRingsJSON(after)})
-			}
-			printChange(g.stdout, args[0]+" rings"+dryRunNote(dry), []change{
-				{"rx", before.RX, after.RX}, {"rx-mini", before.RXMini, after.RXMini},
-				{"rx-jumbo", before.RXJumbo, after.RXJumbo}, {"tx", before.TX, after.TX},
-				{"rx-buf-len", before.RXBufLen, after.RXBufLen}, {"cqe-size", before.CQESize, after.CQESize},
-				{"tx-push", onOff(before.TXPush), onOff(after.TXPush)}, {"rx-push", onOff(before.RXPush), onOff(after.RXPush)},
-				{"tx-push-buf-len", before.TXPushBufLen, after.TXPushBufLen},
-				{"tcp-data-split", before.TCPDataSplit, after.TCPDataSplit},
-				{"hds-thresh", before.HDSThresh, after.HDSThresh},
-			})
-			return nil
-		},
-	}
+// ringsSetOptions are the flags of rings set.
+type ringsSetOptions struct {
+	u32  map[string]*uint32 // by flag name
+	push map[string]*bool   // tx-push, rx-push
+	tds  string             // --tcp-data-split
+	dry  bool
+}
+
+func (o *ringsSetOptions) addFlags(fs *pflag.FlagSet) {
+	o.u32, o.push = map[string]*uint32{}, map[string]*bool{}
 	for _, x := range []struct{ name, usage string }{
 		{"rx", "RX ring size"}, {"rx-mini", "RX mini ring size"}, {"rx-jumbo", "RX jumbo ring size"}, {"tx", "TX ring size"},
 		{"rx-buf-len", "RX buffer length in bytes"}, {"cqe-size", "completion queue entry size"},
 		{"tx-push-buf-len", "TX push buffer length"}, {"hds-thresh", "header/data split threshold in bytes"},
 	} {
-		u32[x.name] = new(uint32)
-		set.Flags().Uint32Var(u32[x.name], x.name, 0, x.usage)
+		o.u32[x.name] = new(uint32)
+		fs.Uint32Var(o.u32[x.name], x.name, 0, x.usage)
 	}
 	for _, name := range []string{"tx-push", "rx-push"} {
-		push[name] = new(bool)
-		set.Flags().Var(onOffValue{push[name]}, name, map[string]string{"tx-push": "push TX descriptors to the device with the doorbell (on|off)", "rx-push": "push RX descriptors to the device with the doorbell (on|off)"}[name])
+		o.push[name] = new(bool)
+		fs.Var(onOffValue{o.push[name]}, name, map[string]string{"tx-push": "push TX descriptors to the device with the doorbell (on|off)", "rx-push": "push RX descriptors to the device with the doorbell (on|off)"}[name])
 	}
-	set.Flags().StringVar(&tds, "tcp-data-split", "", "TCP header/data split: on, off or auto")
-	set.Flags().BoolVar(&dry, "dry-run", false, "show what would change without changing it")
+	fs.StringVar(&o.tds, "tcp-data-split", "", "TCP header/data split: on, off or auto")
+	fs.BoolVar(&o.dry, "dry-run", false, "show what would change without changing it")
+}
+
+// config is the request: the parameters given on the command line.
+func (o *ringsSetOptions) config(fs *pflag.FlagSet) (nic.RingsConfig, error) {
+	var cfg nic.RingsConfig
+	dst := map[string]**uint32{"rx": &cfg.RX, "rx-mini": &cfg.RXMini, "rx-jumbo": &cfg.RXJumbo, "tx": &cfg.TX,
+		"rx-buf-len": &cfg.RXBufLen, "cqe-size": &cfg.CQESize, "tx-push-buf-len": &cfg.TXPushBufLen, "hds-thresh": &cfg.HDSThresh}
+	n := 0
+	for name, p := range dst {
+		if fs.Changed(name) {
+			*p = o.u32[name]
+			n++
+		}
+	}
+	for name, p := range map[string]**bool{"tx-push": &cfg.TXPush, "rx-push": &cfg.RXPush} {
+		if fs.Changed(name) {
+			*p = o.push[name]
+			n++
+		}
+	}
+	if fs.Changed("tcp-data-split") {
+		var v nic.TCPDataSplit
+		switch o.tds {
+		case "on":
+			v = nic.TCPDataSplitEnabled
+		case "off":
+			v = nic.TCPDataSplitDisabled
+		case "auto":
+			v = nic.TCPDataSplitUnknown
+		default:
+			return cfg, usagef("rings set: --tcp-data-split: want on, off or auto, not %q", o.tds)
+		}
+		cfg.TCPDataSplit = &v
+		n++
+	}
+	if n == 0 {
+		return cfg, usagef("rings set: give at least one parameter")
+	}
+	return cfg, nil
+}
+
+func newRingsSetCmd(g *globals) *cobra.Command {
+	var o ringsSetOptions
+	set := &cobra.Command{
+		Use:   "set DEV [--rx N] [--rx-mini N] [--rx-jumbo N] [--tx N] [--rx-buf-len N] [--cqe-size N] [--tx-push on|off] [--rx-push on|off] [--tx-push-buf-len N] [--tcp-data-split on|off|auto] [--hds-thresh N]",
+		Short: "Set ring parameters; the others stay as they are",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := o.config(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			return ringsSetting.set(g, args[0], o.dry, setOp[nic.RingSizes]{
+				apply:   func(d *nic.Device) error { return d.SetRings(cfg) },
+				preview: func(before nic.RingSizes) nic.RingSizes { return previewRings(before, cfg) },
+			})
+		},
+	}
+	o.addFlags(set.Flags())
 	ethtoolStyle(set, "dry-run")
 	noDefaults(set)
-	c.AddCommand(set)
-	return c
+	return set
+}
+
+// previewRings is what a set of cfg would leave: before with the
+// parameters cfg gives.
+func previewRings(before nic.RingSizes, cfg nic.RingsConfig) nic.RingSizes {
+	after := before
+	for _, x := range []struct{ dst, v *uint32 }{{&after.RX, cfg.RX}, {&after.RXMini, cfg.RXMini}, {&after.RXJumbo, cfg.RXJumbo},
+		{&after.TX, cfg.TX}, {&after.RXBufLen, cfg.RXBufLen}, {&after.CQESize, cfg.CQESize}, {&after.TXPushBufLen, cfg.TXPushBufLen},
+		{&after.HDSThresh, cfg.HDSThresh}} {
+		if x.v != nil {
+			*x.dst = *x.v
+		}
+	}
+	if cfg.TXPush != nil {
+		after.TXPush = *cfg.TXPush
+	}
+	if cfg.RXPush != nil {
+		after.RXPush = *cfg.RXPush
+	}
+	if cfg.TCPDataSplit != nil {
+		after.TCPDataSplit = *cfg.TCPDataSplit
+	}
+	return after
+}
+
+// ringChanges is rings set's before → after.
+func ringChanges(before, after nic.RingSizes) []change {
+	return []change{
+		{"rx", before.RX, after.RX}, {"rx-mini", before.RXMini, after.RXMini},
+		{"rx-jumbo", before.RXJumbo, after.RXJumbo}, {"tx", before.TX, after.TX},
+		{"rx-buf-len", before.RXBufLen, after.RXBufLen}, {"cqe-size", before.CQESize, after.CQESize},
+		{"tx-push", onOff(before.TXPush), onOff(after.TXPush)}, {"rx-push", onOff(before.RXPush), onOff(after.RXPush)},
+		{"tx-push-buf-len", before.TXPushBufLen, after.TXPushBufLen},
+		{"tcp-data-split", before.TCPDataSplit, after.TCPDataSplit},
+		{"hds-thresh", before.HDSThresh, after.HDSThresh},
+	}
 }
 
 func printRings(w io.Writer, dev string, r nic.RingSizes) {

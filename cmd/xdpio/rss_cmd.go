@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/xdpio/xdpio/nic"
 	"github.com/xdpio/xdpio/rss"
 )
@@ -123,6 +124,36 @@ func printRSS(w io.Writer, dev string, t nic.RSS) {
 	}
 }
 
+// rssSetting is what rss show and set read and print of RSS context ctx
+// (0: the default one).
+func rssSetting(ctx uint32) *setting[nic.RSS] {
+	return &setting[nic.RSS]{
+		name: "rss",
+		read: func(d *nic.Device) (nic.RSS, error) { return d.RSSContext(ctx) },
+		showJSON: func(dev string, t nic.RSS) any {
+			return struct {
+				Device string `json:"device"`
+				rssJSON
+			}{dev, toRSSJSON(t)}
+		},
+		text:       printRSS,
+		json:       func(t nic.RSS) any { return toRSSJSON(t) },
+		changes:    rssChanges,
+		sortedJSON: true,
+	}
+}
+
+// rssChanges is rss set's before → after.
+func rssChanges(before, after nic.RSS) []change {
+	return []change{
+		{"indirection-table", fmt.Sprint(before.Indir), fmt.Sprint(after.Indir)},
+		{"hkey", colonHex(before.Key), colonHex(after.Key)},
+		{"hfunc", before.HFunc, after.HFunc},
+		{"xfrm", before.InputXfrm, after.InputXfrm},
+		{"flow-hash", flowHashText(before.FlowHash), flowHashText(after.FlowHash)},
+	}
+}
+
 func newRSSShowCmd(g *globals) *cobra.Command {
 	var (
 		ctx uint32
@@ -136,46 +167,16 @@ func newRSSShowCmd(g *globals) *cobra.Command {
 			if all && cmd.Flags().Changed("context") {
 				return usagef("rss show: --context and --all exclude each other")
 			}
-			var ts []nic.RSS
-			err := withDevice(g, args[0], func(d *nic.Device) error {
-				if all {
-					var err error
-					ts, err = d.RSSContexts()
-					return err
-				}
-				t, err := d.RSSContext(ctx)
-				ts = []nic.RSS{t}
-				return err
-			})
+			var err error
+			if all {
+				err = showRSSContexts(g, args[0])
+			} else {
+				err = rssSetting(ctx).show(g, args[0])
+			}
 			if errors.Is(err, nic.ErrNotSupported) {
 				return fmt.Errorf("%w; `xdpio rss hash` computes the Toeplitz hash and queue of a flow in software", err)
 			}
-			if err != nil {
-				return err
-			}
-			if g.json {
-				if all {
-					list := make([]rssJSON, len(ts))
-					for i, t := range ts {
-						list[i] = toRSSJSON(t)
-					}
-					return writeJSON(g.stdout, map[string]any{"device": args[0], "contexts": list})
-				}
-				return writeJSON(g.stdout, struct {
-					Device string `json:"device"`
-					rssJSON
-				}{args[0], toRSSJSON(ts[0])})
-			}
-			for i, t := range ts {
-				if all {
-					if i > 0 {
-						fmt.Fprintln(g.stdout)
-					}
-					fmt.Fprintf(g.stdout, "RSS context %d:\n", t.Context)
-				}
-				printRSS(g.stdout, args[0], t)
-			}
-			return nil
+			return err
 		},
 	}
 	c.Flags().Uint32Var(&ctx, "context", 0, "RSS context (0: the default one)")
@@ -183,153 +184,203 @@ func newRSSShowCmd(g *globals) *cobra.Command {
 	return c
 }
 
+// showRSSContexts is `rss show --all`.
+func showRSSContexts(g *globals, dev string) error {
+	var ts []nic.RSS
+	err := withDevice(g, dev, func(d *nic.Device) (err error) {
+		ts, err = d.RSSContexts()
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if g.json {
+		list := make([]rssJSON, len(ts))
+		for i, t := range ts {
+			list[i] = toRSSJSON(t)
+		}
+		return writeJSON(g.stdout, map[string]any{"device": dev, "contexts": list})
+	}
+	for i, t := range ts {
+		if i > 0 {
+			fmt.Fprintln(g.stdout)
+		}
+		fmt.Fprintf(g.stdout, "RSS context %d:\n", t.Context)
+		printRSS(g.stdout, dev, t)
+	}
+	return nil
+}
+
+// rssSetOptions are the flags of rss set.
+type rssSetOptions struct {
+	equal      int
+	weights    string
+	key, hfunc string
+	xfrm       string
+	ctx        uint32
+	reset      bool
+	dry        bool
+	flowHash   []string
+}
+
+func (o *rssSetOptions) addFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&o.equal, "equal", 0, "spread the table equally over queues 0..N-1")
+	fs.StringVar(&o.weights, "weights", "", "spread the table by weights W0,W1,… over queues 0,1,…")
+	fs.BoolVar(&o.reset, "default", false, "reset the table to the driver's default")
+	fs.StringVar(&o.key, "key", "", "hash key in hex (6d:5a:… or 6d5a…)")
+	fs.StringVar(&o.hfunc, "hfunc", "", "hash function: toeplitz, xor, crc32")
+	fs.StringVar(&o.xfrm, "xfrm", "", "input transformation: none, symmetric-xor, symmetric-or-xor")
+	fs.Uint32Var(&o.ctx, "context", 0, "RSS context (0: the default one)")
+	fs.BoolVar(&o.dry, "dry-run", false, "show what would change without changing it")
+	fs.StringArrayVar(&o.flowHash, "flow-hash", nil, "hashed fields of a flow type, TYPE=FIELD,… (ip-src, ip-dst, l4-src, l4-dst, l3-proto, vlan, l2-da; none); repeatable")
+}
+
+// rssRequest is one rss set: the configuration to send, and a table to
+// spread over the queues (--equal or --weights), which prepare sizes as
+// the device's.
+type rssRequest struct {
+	dev     string
+	cfg     nic.RSSConfig
+	spread  string   // "equal", "weights" or ""
+	equal   int      // --equal's queues
+	weights []uint32 // --weights
+}
+
+// request reads the flags into a request, in the words of a usage error
+// when they make none.
+func (o *rssSetOptions) request(fs *pflag.FlagSet, dev string) (*rssRequest, error) {
+	r := &rssRequest{dev: dev, equal: o.equal}
+	n := 0
+	for _, name := range []string{"equal", "weights", "default"} {
+		if fs.Changed(name) {
+			n++
+			if name != "default" {
+				r.spread = name
+			}
+		}
+	}
+	if n > 1 {
+		return nil, usagef("rss set: --equal, --weights and --default exclude each other")
+	}
+	r.cfg = nic.RSSConfig{Context: o.ctx, HFunc: o.hfunc}
+	if fs.Changed("equal") && o.equal <= 0 {
+		return nil, usagef("rss set: --equal %d: need at least 1 queue", o.equal)
+	}
+	if fs.Changed("weights") {
+		for _, s := range strings.Split(o.weights, ",") {
+			v, err := strconv.ParseUint(strings.TrimSpace(s), 10, 32)
+			if err != nil {
+				return nil, usagef("rss set: --weights %q: %v", o.weights, err)
+			}
+			r.weights = append(r.weights, uint32(v))
+		}
+	}
+	if err := o.hashRequest(fs, &r.cfg); err != nil {
+		return nil, err
+	}
+	if o.reset {
+		r.cfg.Indir = []uint32{}
+	}
+	if n == 0 && r.cfg.Key == nil && r.cfg.HFunc == "" && r.cfg.InputXfrm == nil && r.cfg.FlowHash == nil {
+		return nil, usagef("rss set: nothing to set")
+	}
+	return r, nil
+}
+
+// hashRequest puts --key, --xfrm and --flow-hash in cfg.
+func (o *rssSetOptions) hashRequest(fs *pflag.FlagSet, cfg *nic.RSSConfig) error {
+	if fs.Changed("key") {
+		k, err := rss.ParseKey(o.key)
+		if err != nil {
+			return usagef("rss set: --key: %v", err)
+		}
+		cfg.Key = k
+	}
+	if fs.Changed("xfrm") {
+		x, err := rss.ParseSymmetric(o.xfrm)
+		if err != nil {
+			return usagef("rss set: --xfrm: %v", err)
+		}
+		cfg.InputXfrm = &x
+	}
+	for _, fh := range o.flowHash {
+		name, fields, ok := strings.Cut(fh, "=")
+		ft, okT := nic.ParseFlowType(name)
+		h, okF := nic.ParseHashFields(fields)
+		if !ok || !okT || !okF {
+			return usagef("rss set: --flow-hash %q: want TYPE=FIELD,… (e.g. udp4=ip-src,ip-dst,l4-src,l4-dst)", fh)
+		}
+		if cfg.FlowHash == nil {
+			cfg.FlowHash = map[nic.FlowType]nic.HashFields{}
+		}
+		cfg.FlowHash[ft] = h
+	}
+	return nil
+}
+
+// prepare sizes a table spread over the queues as the device's.
+func (r *rssRequest) prepare(before nic.RSS) (err error) {
+	if r.spread == "" {
+		return nil
+	}
+	size := len(before.Indir)
+	if size == 0 {
+		return fmt.Errorf("rss set %s: the device reports no indirection table to size a new one", r.dev)
+	}
+	if r.spread == "equal" {
+		r.cfg.Indir, err = rss.Equal(r.equal, size)
+	} else {
+		r.cfg.Indir, err = rss.Weights(size, r.weights...)
+	}
+	return err
+}
+
+// preview is what the request would leave: before with what cfg sets.
+func (r *rssRequest) preview(before nic.RSS) nic.RSS {
+	after, cfg := before, r.cfg
+	if cfg.Indir != nil {
+		after.Indir = cfg.Indir
+	}
+	if cfg.Key != nil {
+		after.Key = cfg.Key
+	}
+	if cfg.HFunc != "" {
+		after.HFunc = cfg.HFunc
+	}
+	if cfg.InputXfrm != nil {
+		after.InputXfrm = *cfg.InputXfrm
+	}
+	if cfg.FlowHash != nil {
+		after.FlowHash = map[nic.FlowType]nic.HashFields{}
+		for f, h := range before.FlowHash {
+			after.FlowHash[f] = h
+		}
+		for f, h := range cfg.FlowHash {
+			after.FlowHash[f] = h
+		}
+	}
+	return after
+}
+
 func newRSSSetCmd(g *globals) *cobra.Command {
-	var (
-		equal      int
-		weights    string
-		key, hfunc string
-		xfrm       string
-		ctx        uint32
-		reset      bool
-		dry        bool
-		flowHash   []string
-	)
+	var o rssSetOptions
 	c := &cobra.Command{
 		Use:   "set DEV [--equal N | --weights W0,W1,… | --default] [--key HEX] [--hfunc NAME] [--xfrm none|symmetric-xor|symmetric-or-xor]",
 		Short: "Set the RSS indirection table, hash key, hash function or input transformation, like ethtool -X",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			f := cmd.Flags()
-			n := 0
-			for _, name := range []string{"equal", "weights", "default"} {
-				if f.Changed(name) {
-					n++
-				}
-			}
-			if n > 1 {
-				return usagef("rss set: --equal, --weights and --default exclude each other")
-			}
-			cfg := nic.RSSConfig{Context: ctx, HFunc: hfunc}
-			var w []uint32
-			if f.Changed("equal") && equal <= 0 {
-				return usagef("rss set: --equal %d: need at least 1 queue", equal)
-			}
-			if f.Changed("weights") {
-				for _, s := range strings.Split(weights, ",") {
-					v, err := strconv.ParseUint(strings.TrimSpace(s), 10, 32)
-					if err != nil {
-						return usagef("rss set: --weights %q: %v", weights, err)
-					}
-					w = append(w, uint32(v))
-				}
-			}
-			if f.Changed("key") {
-				k, err := rss.ParseKey(key)
-				if err != nil {
-					return usagef("rss set: --key: %v", err)
-				}
-				cfg.Key = k
-			}
-			if f.Changed("xfrm") {
-				x, err := rss.ParseSymmetric(xfrm)
-				if err != nil {
-					return usagef("rss set: --xfrm: %v", err)
-				}
-				cfg.InputXfrm = &x
-			}
-			for _, fh := range flowHash {
-				name, fields, ok := strings.Cut(fh, "=")
-				ft, okT := nic.ParseFlowType(name)
-				h, okF := nic.ParseHashFields(fields)
-				if !ok || !okT || !okF {
-					return usagef("rss set: --flow-hash %q: want TYPE=FIELD,… (e.g. udp4=ip-src,ip-dst,l4-src,l4-dst)", fh)
-				}
-				if cfg.FlowHash == nil {
-					cfg.FlowHash = map[nic.FlowType]nic.HashFields{}
-				}
-				cfg.FlowHash[ft] = h
-			}
-			if reset {
-				cfg.Indir = []uint32{}
-			}
-			if n == 0 && cfg.Key == nil && cfg.HFunc == "" && cfg.InputXfrm == nil && cfg.FlowHash == nil {
-				return usagef("rss set: nothing to set")
-			}
-			var before, after nic.RSS
-			err := withDevice(g, args[0], func(dev *nic.Device) (err error) {
-				if before, err = dev.RSSContext(ctx); err != nil {
-					return err
-				}
-				if f.Changed("equal") || f.Changed("weights") {
-					size := len(before.Indir)
-					if size == 0 {
-						return fmt.Errorf("rss set %s: the device reports no indirection table to size a new one", args[0])
-					}
-					if f.Changed("equal") {
-						cfg.Indir, err = rss.Equal(equal, size)
-					} else {
-						cfg.Indir, err = rss.Weights(size, w...)
-					}
-					if err != nil {
-						return err
-					}
-				}
-				if dry {
-					after = before
-					if cfg.Indir != nil {
-						after.Indir = cfg.Indir
-					}
-					if cfg.Key != nil {
-						after.Key = cfg.Key
-					}
-					if cfg.HFunc != "" {
-						after.HFunc = cfg.HFunc
-					}
-					if cfg.InputXfrm != nil {
-						after.InputXfrm = *cfg.InputXfrm
-					}
-					if cfg.FlowHash != nil {
-						after.FlowHash = map[nic.FlowType]nic.HashFields{}
-						for f, h := range before.FlowHash {
-							after.FlowHash[f] = h
-						}
-						for f, h := range cfg.FlowHash {
-							after.FlowHash[f] = h
-						}
-					}
-					return nil
-				}
-				if err = dev.SetRSS(cfg); err != nil {
-					return err
-				}
-				after, err = dev.RSSContext(ctx)
-				return err
-			})
+			r, err := o.request(cmd.Flags(), args[0])
 			if err != nil {
 				return err
 			}
-			if g.json {
-				return writeJSON(g.stdout, map[string]any{"device": args[0], "dry_run": dry, "before": toRSSJSON(before), "after": toRSSJSON(after)})
-			}
-			printChange(g.stdout, args[0]+" rss"+dryRunNote(dry), []change{
-				{"indirection-table", fmt.Sprint(before.Indir), fmt.Sprint(after.Indir)},
-				{"hkey", colonHex(before.Key), colonHex(after.Key)},
-				{"hfunc", before.HFunc, after.HFunc},
-				{"xfrm", before.InputXfrm, after.InputXfrm},
-				{"flow-hash", flowHashText(before.FlowHash), flowHashText(after.FlowHash)},
+			return rssSetting(o.ctx).set(g, args[0], o.dry, setOp[nic.RSS]{
+				prepare: r.prepare,
+				apply:   func(d *nic.Device) error { return d.SetRSS(r.cfg) },
+				preview: r.preview,
 			})
-			return nil
 		},
 	}
-	c.Flags().IntVar(&equal, "equal", 0, "spread the table equally over queues 0..N-1")
-	c.Flags().StringVar(&weights, "weights", "", "spread the table by weights W0,W1,… over queues 0,1,…")
-	c.Flags().BoolVar(&reset, "default", false, "reset the table to the driver's default")
-	c.Flags().StringVar(&key, "key", "", "hash key in hex (6d:5a:… or 6d5a…)")
-	c.Flags().StringVar(&hfunc, "hfunc", "", "hash function: toeplitz, xor, crc32")
-	c.Flags().StringVar(&xfrm, "xfrm", "", "input transformation: none, symmetric-xor, symmetric-or-xor")
-	c.Flags().Uint32Var(&ctx, "context", 0, "RSS context (0: the default one)")
-	c.Flags().BoolVar(&dry, "dry-run", false, "show what would change without changing it")
-	c.Flags().StringArrayVar(&flowHash, "flow-hash", nil, "hashed fields of a flow type, TYPE=FIELD,… (ip-src, ip-dst, l4-src, l4-dst, l3-proto, vlan, l2-da; none); repeatable")
+	o.addFlags(c.Flags())
 	noDefaults(c)
 	return c
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net/netip"
 
 	"github.com/spf13/cobra"
@@ -98,28 +99,9 @@ ethtool's colon form) to predict its queues.
 }
 
 func runRSSHash(g *globals, f rssHashFlags) error {
-	if f.src == "" || f.dst == "" {
-		return usagef("rss hash: --src and --dst are required")
-	}
-	src, err := netip.ParseAddr(f.src)
+	k, err := f.flow()
 	if err != nil {
-		return usagef("rss hash: --src: %w", err)
-	}
-	dst, err := netip.ParseAddr(f.dst)
-	if err != nil {
-		return usagef("rss hash: --dst: %w", err)
-	}
-	src, dst = src.WithZone(""), dst.WithZone("")
-	if src.Is4In6() && dst.Is4() {
-		src = src.Unmap()
-	} else if dst.Is4In6() && src.Is4() {
-		dst = dst.Unmap()
-	}
-	if src.Is4() != dst.Is4() {
-		return usagef("rss hash: --src %v and --dst %v are of different address families", src, dst)
-	}
-	if f.sportSet != f.dSet {
-		return usagef("rss hash: --sport and --dport go together (a 4-tuple hash needs both ports)")
+		return err
 	}
 	if f.dev == "" && f.context != 0 {
 		return usagef("rss hash: --context needs --dev")
@@ -137,31 +119,10 @@ func runRSSHash(g *globals, f rssHashFlags) error {
 	}
 	var st *nic.RSS
 	if f.dev != "" {
-		var t nic.RSS
-		if err := withDevice(g, f.dev, func(d *nic.Device) (err error) {
-			t, err = d.RSSContext(f.context)
+		if st, key, sym, err = f.readDev(g, key, sym); err != nil {
 			return err
-		}); err != nil {
-			return fmt.Errorf("rss hash: read RSS configuration of %s: %w", f.dev, err)
 		}
-		if t.HFunc != "" && t.HFunc != "toeplitz" {
-			return fmt.Errorf("rss hash: %s hashes with %s, only toeplitz is modelled: %w", f.dev, t.HFunc, nic.ErrNotSupported)
-		}
-		if len(t.Indir) == 0 {
-			return fmt.Errorf("rss hash: %s did not report its indirection table", f.dev)
-		}
-		if !f.keySet {
-			if len(t.Key) == 0 {
-				return fmt.Errorf("rss hash: %s did not report its hash key; pass --key", f.dev)
-			}
-			key = t.Key
-		}
-		if !f.symSet {
-			sym = t.InputXfrm
-		}
-		st = &t
 	}
-	k := rss.FlowKey{Src: src, Dst: dst, SrcPort: f.sport, DstPort: f.dport, Ports: f.sportSet}
 	input := k.Input(nil, sym)
 	if len(key) < len(input)+4 {
 		return usagef("rss hash: --key of %d bytes covers inputs of up to %d bytes, the flow's hash input has %d (a key needs 4 bytes more than the input)", len(key), len(key)-4, len(input))
@@ -172,7 +133,7 @@ func runRSSHash(g *globals, f rssHashFlags) error {
 	}
 	h := t.HashFlow(k, sym)
 	out := rssHashJSON{
-		Src: src.String(), Dst: dst.String(), Symmetric: sym.String(),
+		Src: k.Src.String(), Dst: k.Dst.String(), Symmetric: sym.String(),
 		Key: hex.EncodeToString(key), Input: hex.EncodeToString(input),
 		Hash: fmt.Sprintf("0x%08x", h), HashValue: h,
 	}
@@ -180,12 +141,89 @@ func runRSSHash(g *globals, f rssHashFlags) error {
 		sp, dp := int(f.sport), int(f.dport)
 		out.SrcPort, out.DstPort = &sp, &dp
 	}
+	if err := f.predict(&out, st, key, sym, h); err != nil {
+		return err
+	}
+	if g.json {
+		return writeJSON(g.stdout, out)
+	}
+	printRSSHash(g.stdout, k, sym, out)
+	return nil
+}
+
+// flow is the flow --src, --dst, --sport and --dport give.
+func (f *rssHashFlags) flow() (rss.FlowKey, error) {
+	if f.src == "" || f.dst == "" {
+		return rss.FlowKey{}, usagef("rss hash: --src and --dst are required")
+	}
+	src, err := netip.ParseAddr(f.src)
+	if err != nil {
+		return rss.FlowKey{}, usagef("rss hash: --src: %w", err)
+	}
+	dst, err := netip.ParseAddr(f.dst)
+	if err != nil {
+		return rss.FlowKey{}, usagef("rss hash: --dst: %w", err)
+	}
+	src, dst = src.WithZone(""), dst.WithZone("")
+	if src.Is4In6() && dst.Is4() {
+		src = src.Unmap()
+	} else if dst.Is4In6() && src.Is4() {
+		dst = dst.Unmap()
+	}
+	if src.Is4() != dst.Is4() {
+		return rss.FlowKey{}, usagef("rss hash: --src %v and --dst %v are of different address families", src, dst)
+	}
+	if f.sportSet != f.dSet {
+		return rss.FlowKey{}, usagef("rss hash: --sport and --dport go together (a 4-tuple hash needs both ports)")
+	}
+	return rss.FlowKey{Src: src, Dst: dst, SrcPort: f.sport, DstPort: f.dport, Ports: f.sportSet}, nil
+}
+
+// readDev reads --dev's RSS configuration (context --context), and takes
+// its key and input transformation where --key and --symmetric do not
+// override them.
+func (f *rssHashFlags) readDev(g *globals, key []byte, sym rss.Symmetric) (*nic.RSS, []byte, rss.Symmetric, error) {
+	var t nic.RSS
+	if err := withDevice(g, f.dev, func(d *nic.Device) (err error) {
+		t, err = d.RSSContext(f.context)
+		return err
+	}); err != nil {
+		return nil, nil, 0, fmt.Errorf("rss hash: read RSS configuration of %s: %w", f.dev, err)
+	}
+	if t.HFunc != "" && t.HFunc != "toeplitz" {
+		return nil, nil, 0, fmt.Errorf("rss hash: %s hashes with %s, only toeplitz is modelled: %w", f.dev, t.HFunc, nic.ErrNotSupported)
+	}
+	if len(t.Indir) == 0 {
+		return nil, nil, 0, fmt.Errorf("rss hash: %s did not report its indirection table", f.dev)
+	}
+	if !f.keySet {
+		if len(t.Key) == 0 {
+			return nil, nil, 0, fmt.Errorf("rss hash: %s did not report its hash key; pass --key", f.dev)
+		}
+		key = t.Key
+	}
+	if !f.symSet {
+		sym = t.InputXfrm
+	}
+	return &t, key, sym, nil
+}
+
+// predict fills in out the queue of hash h: by the indirection table of
+// --dev (st), or with --queues by an equal table of --table-size entries;
+// neither leaves out without one.
+func (f *rssHashFlags) predict(out *rssHashJSON, st *nic.RSS, key []byte, sym rss.Symmetric, h uint32) error {
+	if st == nil && !f.queuesSet {
+		return nil
+	}
+	if st == nil && f.queues < 1 {
+		return usagef("rss hash: --queues %d: need at least 1", f.queues)
+	}
+	rule, err := rss.ParseIndexRule(f.index)
+	if err != nil {
+		return usagef("rss hash: --index: %w", err)
+	}
 	var p *rss.Predictor
 	if st != nil {
-		rule, err := rss.ParseIndexRule(f.index)
-		if err != nil {
-			return usagef("rss hash: --index: %w", err)
-		}
 		if n := len(st.Indir); rule == rss.IndexLowBits && n&(n-1) != 0 {
 			return usagef("rss hash: %s's indirection table has %d entries, not a power of two, so its hash cannot index it by its low bits: give --index modulo (hash %% size) or --index scale, as the device does", f.dev, n)
 		}
@@ -193,34 +231,38 @@ func runRSSHash(g *globals, f rssHashFlags) error {
 		if err != nil {
 			return fmt.Errorf("rss hash: %s: %w", f.dev, err)
 		}
-		idx, q := p.Index(h), int(p.QueueOfHash(h))
-		out.Device, out.Queues, out.TableSize, out.IndexRule, out.Index, out.Queue = f.dev, len(p.Queues()), len(st.Indir), rule.String(), &idx, &q
-	} else if f.queuesSet {
-		if f.queues < 1 {
-			return usagef("rss hash: --queues %d: need at least 1", f.queues)
+		out.Device, out.Queues, out.TableSize = f.dev, len(p.Queues()), len(st.Indir)
+	} else {
+		if p, err = f.equalTable(key, sym, rule); err != nil {
+			return err
 		}
-		rule, err := rss.ParseIndexRule(f.index)
-		if err != nil {
-			return usagef("rss hash: --index: %w", err)
-		}
-		if n := f.size; rule == rss.IndexLowBits && n > 0 && n&(n-1) != 0 {
-			return usagef("rss hash: --table-size %d is not a power of two: RSS hardware indexes its table by the hash's low bits; for a device that takes hash %% size, add --index modulo", n)
-		}
-		table, err := rss.Equal(f.queues, f.size)
-		if err != nil {
-			return usagef("rss hash: --queues %d --table-size %d: %w", f.queues, f.size, err)
-		}
-		p, err = rss.NewPredictor(rss.PredictorOptions{Key: key, Indirection: table, Rule: rule, Symmetric: sym})
-		if err != nil {
-			return usagef("rss hash: --table-size %d --index %s: %w", f.size, rule, err)
-		}
-		idx, q := p.Index(h), int(p.QueueOfHash(h))
-		out.Queues, out.TableSize, out.IndexRule, out.Index, out.Queue = f.queues, f.size, rule.String(), &idx, &q
+		out.Queues, out.TableSize = f.queues, f.size
 	}
-	if g.json {
-		return writeJSON(g.stdout, out)
+	idx, q := p.Index(h), int(p.QueueOfHash(h))
+	out.IndexRule, out.Index, out.Queue = rule.String(), &idx, &q
+	return nil
+}
+
+// equalTable is the predictor of --queues: the kernel's default table of
+// --table-size entries over that many queues, indexed by rule.
+func (f *rssHashFlags) equalTable(key []byte, sym rss.Symmetric, rule rss.IndexRule) (*rss.Predictor, error) {
+	if n := f.size; rule == rss.IndexLowBits && n > 0 && n&(n-1) != 0 {
+		return nil, usagef("rss hash: --table-size %d is not a power of two: RSS hardware indexes its table by the hash's low bits; for a device that takes hash %% size, add --index modulo", n)
 	}
-	w := g.stdout
+	table, err := rss.Equal(f.queues, f.size)
+	if err != nil {
+		return nil, usagef("rss hash: --queues %d --table-size %d: %w", f.queues, f.size, err)
+	}
+	p, err := rss.NewPredictor(rss.PredictorOptions{Key: key, Indirection: table, Rule: rule, Symmetric: sym})
+	if err != nil {
+		return nil, usagef("rss hash: --table-size %d --index %s: %w", f.size, rule, err)
+	}
+	return p, nil
+}
+
+// printRSSHash prints rss hash's text: the flow, the hash input and the
+// hash, and the queue when predict found one.
+func printRSSHash(w io.Writer, k rss.FlowKey, sym rss.Symmetric, out rssHashJSON) {
 	fmt.Fprintf(w, "flow:  %v", k)
 	if sym != rss.SymmetricNone {
 		fmt.Fprintf(w, " (%v)", sym)
@@ -228,19 +270,19 @@ func runRSSHash(g *globals, f rssHashFlags) error {
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "input: %s\n", out.Input)
 	fmt.Fprintf(w, "hash:  %s\n", out.Hash)
-	if p != nil {
-		rule := fmt.Sprintf("hash & %d", out.TableSize-1)
-		switch out.IndexRule {
-		case "modulo":
-			rule = fmt.Sprintf("hash %% %d", out.TableSize)
-		case "scale":
-			rule = fmt.Sprintf("(hash * %d) >> 32", out.TableSize)
-		}
-		if st != nil {
-			fmt.Fprintf(w, "queue: %d (entry %d = %s of the %d-entry table of %s)\n", *out.Queue, *out.Index, rule, out.TableSize, f.dev)
-		} else {
-			fmt.Fprintf(w, "queue: %d (entry %d = %s of an equal %d-entry table over %d queues)\n", *out.Queue, *out.Index, rule, f.size, f.queues)
-		}
+	if out.Queue == nil {
+		return
 	}
-	return nil
+	rule := fmt.Sprintf("hash & %d", out.TableSize-1)
+	switch out.IndexRule {
+	case "modulo":
+		rule = fmt.Sprintf("hash %% %d", out.TableSize)
+	case "scale":
+		rule = fmt.Sprintf("(hash * %d) >> 32", out.TableSize)
+	}
+	if out.Device != "" {
+		fmt.Fprintf(w, "queue: %d (entry %d = %s of the %d-entry table of %s)\n", *out.Queue, *out.Index, rule, out.TableSize, out.Device)
+	} else {
+		fmt.Fprintf(w, "queue: %d (entry %d = %s of an equal %d-entry table over %d queues)\n", *out.Queue, *out.Index, rule, out.TableSize, out.Queues)
+	}
 }
