@@ -52,6 +52,13 @@ type Config struct {
 	// NoRXChecksumOffload makes the stack verify every received checksum
 	// itself; by default the endpoint verifies them once and tells it so.
 	NoRXChecksumOffload bool
+	// AcceptPartialChecksum accepts TCP and UDP checksums a sender on
+	// this host left to a TX offload (only the pseudo-header sum in the
+	// field, offload.PartialChecksum), which are otherwise dropped and
+	// counted as RXPartialChecksum: for a peer on the same machine over
+	// veth with its TX checksum offload on (veth's default). The data of
+	// such frames is checked by nothing. It needs the RX checksum offload.
+	AcceptPartialChecksum bool
 	// Coalesce, when set, batches each queue's receive (rx-frames,
 	// rx-usecs, adaptive; package coalesce): frames go to the stack when a
 	// batch is full or its first frame waited rx-usecs.
@@ -85,6 +92,9 @@ func (c *Config) validate() error {
 	if c.MTU < 0 || c.MTU > 65535 || (c.MTU > 0 && c.MTU < 1280) {
 		return bad("MTU", c.MTU, "must be 0 or between 1280 and 65535")
 	}
+	if c.AcceptPartialChecksum && c.NoRXChecksumOffload {
+		return bad("AcceptPartialChecksum", true, "needs the RX checksum offload (NoRXChecksumOffload false): the stack's own check refuses them")
+	}
 	if c.FramesPerQueue < 0 {
 		return bad("FramesPerQueue", c.FramesPerQueue, "must not be negative")
 	}
@@ -110,6 +120,11 @@ type Stats struct {
 	// checksum (offload.VerifyRX; with NoRXChecksumOffload the stack
 	// checks and counts them itself, in its own statistics).
 	RXBadChecksum uint64
+	// RXPartialChecksum are frames whose transport checksum a sender on
+	// this host left unfinished for an offload: dropped, or with
+	// Config.AcceptPartialChecksum handed to the stack (and counted in
+	// RXFrames too).
+	RXPartialChecksum uint64
 	// RXMalformed were dropped as not parseable; RXNotForUs as not to
 	// the stack's MAC (a broadcast or multicast frame is for it).
 	RXMalformed, RXNotForUs uint64

@@ -52,9 +52,9 @@ type Endpoint struct {
 }
 
 type counters struct {
-	rxFrames, rxBytes, rxBadChecksum, rxMalformed, rxNotForUs atomic.Uint64
-	txPackets, txFrames, txSegmented, txBytes, txDropped      atomic.Uint64
-	txErrors                                                  atomic.Uint64
+	rxFrames, rxBytes, rxBadChecksum, rxPartialChecksum, rxMalformed, rxNotForUs atomic.Uint64
+	txPackets, txFrames, txSegmented, txBytes, txDropped                         atomic.Uint64
+	txErrors                                                                     atomic.Uint64
 }
 
 // NewEndpoint opens the AF_XDP sockets on ifname's RX queues (in the
@@ -293,7 +293,7 @@ func (e *Endpoint) Err() error {
 func (e *Endpoint) Stats() Stats {
 	c := &e.ctr
 	st := Stats{
-		RXFrames: c.rxFrames.Load(), RXBytes: c.rxBytes.Load(), RXBadChecksum: c.rxBadChecksum.Load(),
+		RXFrames: c.rxFrames.Load(), RXBytes: c.rxBytes.Load(), RXBadChecksum: c.rxBadChecksum.Load(), RXPartialChecksum: c.rxPartialChecksum.Load(),
 		RXMalformed: c.rxMalformed.Load(), RXNotForUs: c.rxNotForUs.Load(),
 		TXPackets: c.txPackets.Load(), TXFrames: c.txFrames.Load(), TXSegmented: c.txSegmented.Load(),
 		TXBytes: c.txBytes.Load(), TXDropped: c.txDropped.Load(), TXErrors: c.txErrors.Load(),

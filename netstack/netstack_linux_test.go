@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -288,6 +289,7 @@ func TestConfigRefused(t *testing.T) {
 		{Addrs: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}},
 		{Addrs: []netip.Prefix{stack4}, Gateway4: netip.MustParseAddr("203.0.113.1")},
 		{Addrs: []netip.Prefix{stack4}, MTU: 100},
+		{Addrs: []netip.Prefix{stack4}, AcceptPartialChecksum: true, NoRXChecksumOffload: true},
 	} {
 		if _, err := netstack.Open("xdpio-none0", cfg); !errors.Is(err, netstack.ErrInvalidConfig) {
 			t.Errorf("Open(%+v) = %v, want ErrInvalidConfig", cfg, err)
@@ -344,5 +346,43 @@ func TestCoalescedRequestResponse(t *testing.T) {
 	}
 	if timer == 0 || frames != s.TXFrames {
 		t.Errorf("TX coalescing sent %d frames (%d on the timer), the endpoint wrote %d: want all, some on the timer", frames, timer, s.TXFrames)
+	}
+}
+
+// A kernel peer on this host whose veth keeps TX checksum offload on
+// (veth's default) leaves its TCP checksums unfinished: the stack refuses
+// its segments, counted as RXPartialChecksum (not as bad), and with
+// AcceptPartialChecksum takes them and echoes 1 MiB.
+func TestPartialChecksum(t *testing.T) {
+	for _, accept := range []bool{false, true} {
+		t.Run(fmt.Sprintf("accept=%v", accept), func(t *testing.T) {
+			pair := netnstest.New(t, netnstest.Config{Queues: 1})
+			st := open(t, pair, netstack.Config{AcceptPartialChecksum: accept})
+			l, err := st.ListenTCP(7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			go echo(l)
+			dst := netip.AddrPortFrom(stack4.Addr(), 7)
+			if accept {
+				roundTrip(t, pair, dst, 1<<20)
+			} else {
+				err := pair.A.Do(func() error {
+					c, err := net.DialTimeout("tcp", dst.String(), 1500*time.Millisecond)
+					if err == nil {
+						c.Close()
+					}
+					return err
+				})
+				if err == nil {
+					t.Fatal("the stack accepted a connection whose SYN had an unfinished checksum")
+				}
+			}
+			s := st.Endpoint().Stats()
+			if s.RXPartialChecksum == 0 || s.RXBadChecksum != 0 {
+				t.Errorf("stats %+v: want partial checksums counted, none as bad", s)
+			}
+		})
 	}
 }

@@ -124,18 +124,10 @@ func (q *queue) deliver(b *xsk.Batch) {
 		validated := false
 		if proto == header.IPv4ProtocolNumber || proto == header.IPv6ProtocolNumber {
 			if !e.cfg.NoRXChecksumOffload {
-				v := offload.VerifyRX(f)
-				switch {
-				case v.Bad():
-					e.ctr.rxBadChecksum.Add(1)
-					continue
-				case v.L3 == offload.VerdictMalformed:
-					e.ctr.rxMalformed.Add(1)
+				var ok bool
+				if validated, ok = q.verify(f); !ok {
 					continue
 				}
-				// A fragment's checksum covers the reassembled packet:
-				// the stack checks that one itself.
-				validated = v.L4 == offload.VerdictOK
 			}
 		} else if proto != header.ARPProtocolNumber {
 			e.ctr.rxNotForUs.Add(1) // VLAN tags, other protocols: not the stack's
@@ -153,6 +145,30 @@ func (q *queue) deliver(b *xsk.Batch) {
 		e.ctr.rxFrames.Add(1)
 		e.ctr.rxBytes.Add(uint64(len(f)))
 	}
+}
+
+// verify checks a frame's checksums (offload.VerifyRX) and counts the
+// frames it refuses; validated says the transport checksum was checked
+// (a fragment's covers the reassembled packet: the stack checks that one
+// itself).
+func (q *queue) verify(f []byte) (validated, ok bool) {
+	c := &q.e.ctr
+	v := offload.VerifyRX(f)
+	switch {
+	case v.L3 == offload.VerdictBad:
+		c.rxBadChecksum.Add(1)
+		return false, false
+	case v.L4 == offload.VerdictBad && offload.PartialChecksum(f):
+		c.rxPartialChecksum.Add(1)
+		return true, q.e.cfg.AcceptPartialChecksum
+	case v.L4 == offload.VerdictBad:
+		c.rxBadChecksum.Add(1)
+		return false, false
+	case v.L3 == offload.VerdictMalformed:
+		c.rxMalformed.Add(1)
+		return false, false
+	}
+	return v.L4 == offload.VerdictOK, true
 }
 
 // WritePackets implements stack.LinkWriter: each packet goes out through
