@@ -314,23 +314,7 @@ func (e *Endpoint) Stats() Stats {
 // Info says how the endpoint is bound: its interface, queues, copy or
 // zero-copy, driver or generic attach ("vb, queues 0-1, copy mode,
 // driver attach").
-func (e *Endpoint) Info() string {
-	zc := len(e.queues) > 0
-	var qs []string
-	for _, q := range e.queues {
-		qs = append(qs, fmt.Sprint(q.s.Queue()))
-		zc = zc && q.s.ZeroCopy()
-	}
-	mode := "copy"
-	if zc {
-		mode = "zero-copy"
-	}
-	attach := "?"
-	if p := e.dev.Program(); p != nil {
-		attach = p.Mode().String()
-	}
-	return fmt.Sprintf("%s, queues %s, %s mode, %s attach", e.ifname, strings.Join(qs, ","), mode, attach)
-}
+func (e *Endpoint) Info() xsk.Info { return e.dev.Info() }
 
 var (
 	_ stack.LinkEndpoint = (*Endpoint)(nil)

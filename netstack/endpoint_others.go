@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/netip"
 	"runtime"
+
+	"github.com/xdpio/xdpio/xsk"
 )
 
 var errOS = fmt.Errorf("AF_XDP on %s: %w", runtime.GOOS, ErrNotSupported)
@@ -27,8 +29,8 @@ func (e *Endpoint) Err() error { return nil }
 // Stats returns zero counters.
 func (e *Endpoint) Stats() Stats { return Stats{} }
 
-// Info returns "".
-func (e *Endpoint) Info() string { return "" }
+// Info returns the zero Info.
+func (e *Endpoint) Info() xsk.Info { return xsk.Info{} }
 
 // Stack is a gVisor stack on an Endpoint (Linux only).
 type Stack struct{}

@@ -124,49 +124,6 @@ func dropsOf(c *[numCauses]uint64) Drops {
 	}
 }
 
-// Info says how a conn is bound (UDPConn.Info).
-type Info struct {
-	// Interface is the interface's name.
-	Interface string `json:"interface"`
-	// Queues are the RX queues with an AF_XDP socket, in order.
-	Queues []int `json:"queues"`
-	// ZeroCopy is set when the kernel granted every socket zero-copy
-	// (Config.Bind; veth never does).
-	ZeroCopy bool `json:"zero_copy"`
-	// Attach is where the XDP program runs: xsk.AttachDriver or
-	// xsk.AttachGeneric.
-	Attach xsk.AttachMode `json:"attach"`
-}
-
-// String formats the info as a ready line does: "vb, queues 0-3, copy
-// mode, driver attach".
-func (in Info) String() string {
-	mode := "copy"
-	if in.ZeroCopy {
-		mode = "zero-copy"
-	}
-	return in.Interface + ", queues " + ranges(in.Queues) + ", " + mode + " mode, " + in.Attach.String() + " attach"
-}
-
-// ranges formats sorted numbers as "0-3,5".
-func ranges(v []int) string {
-	s := ""
-	for i := 0; i < len(v); {
-		j := i
-		for j+1 < len(v) && v[j+1] == v[j]+1 {
-			j++
-		}
-		if s != "" {
-			s += ","
-		}
-		s += itoa(v[i])
-		if j > i {
-			s += "-" + itoa(v[j])
-		}
-		i = j + 1
-	}
-	if s == "" {
-		return "none"
-	}
-	return s
-}
+// Info says how a conn is bound (UDPConn.Info): its interface, queues,
+// zero-copy or copy mode, and where its XDP program runs.
+type Info = xsk.Info

@@ -3,7 +3,6 @@ package exutil
 import (
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"time"
 
@@ -84,23 +83,7 @@ func modes(queues []int, zc []bool) string {
 // numbers as ranges, as xdpnet.Info does: "queues 3", "queues 0-3",
 // "queues 0,2,5-7", "queues none".
 func QueueList(queues []int) string {
-	var parts []string
-	for i := 0; i < len(queues); {
-		j := i
-		for j+1 < len(queues) && queues[j+1] == queues[j]+1 {
-			j++
-		}
-		if j == i {
-			parts = append(parts, strconv.Itoa(queues[i]))
-		} else {
-			parts = append(parts, strconv.Itoa(queues[i])+"-"+strconv.Itoa(queues[j]))
-		}
-		i = j + 1
-	}
-	if len(parts) == 0 {
-		return "queues none"
-	}
-	return "queues " + strings.Join(parts, ",")
+	return "queues " + xsk.FormatQueues(queues)
 }
 
 // Drain ends dev's receiving for good, so that its sockets' counters hold
