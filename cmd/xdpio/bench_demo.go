@@ -89,6 +89,10 @@ type demoSteady struct {
 	// point above the rest's and more than twice it.
 	StartupLostPercent float64 `json:"startup_lost_percent"`
 	StartupExcluded    bool    `json:"startup_excluded"`
+	// Limit is the end that limits the steady state: "sender" when the
+	// receiver took what was sent (less than 1% lost), else "receiver";
+	// "" without intervals.
+	Limit string `json:"limit"`
 }
 
 // demoWindow sums receiver intervals.
@@ -134,6 +138,10 @@ func demoSteadyState(ivs []bench.Interval) demoSteady {
 	}
 	d.Seconds, d.LostPercent = use.seconds, use.lostPercent()
 	if use.seconds > 0 {
+		d.Limit = "receiver"
+		if d.LostPercent < 1 {
+			d.Limit = "sender"
+		}
 		d.PPS = float64(use.packets-use.lost) / use.seconds
 	}
 	return d

@@ -51,14 +51,15 @@ func TestDemoSteadyState(t *testing.T) {
 		wantStartup, wantLost float64
 	}{
 		{name: "startup loss", lostStart: 200, lost: 0,
-			want: demoSteady{From: 1, StartupExcluded: true}, wantPPS: 4000, wantSeconds: 2, wantStartup: 20, wantLost: 0},
+			want: demoSteady{From: 1, StartupExcluded: true, Limit: "sender"}, wantPPS: 4000, wantSeconds: 2, wantStartup: 20, wantLost: 0},
 		{name: "even loss", lostStart: 50, lost: 50,
-			want: demoSteady{}, wantPPS: 3800, wantSeconds: 3, wantStartup: 5, wantLost: 5},
+			want: demoSteady{Limit: "receiver"}, wantPPS: 3800, wantSeconds: 3, wantStartup: 5, wantLost: 5},
 		{name: "startup loss within a point", lostStart: 15, lost: 10,
-			want: demoSteady{}, wantPPS: (12*1000 - 4*15 - 8*10) / 3.0, wantSeconds: 3, wantStartup: 1.5, wantLost: 100 * float64(4*15+8*10) / 12000},
+			want: demoSteady{Limit: "receiver"}, wantPPS: (12*1000 - 4*15 - 8*10) / 3.0, wantSeconds: 3, wantStartup: 1.5, wantLost: 100 * float64(4*15+8*10) / 12000},
 		{name: "startup loss not twice the rest", lostStart: 150, lost: 80,
-			want: demoSteady{}, wantPPS: (12*1000 - 4*150 - 8*80) / 3.0, wantSeconds: 3, wantStartup: 15, wantLost: 100 * float64(4*150+8*80) / 12000},
-		{name: "no loss", want: demoSteady{}, wantPPS: 4000, wantSeconds: 3},
+			want: demoSteady{Limit: "receiver"}, wantPPS: (12*1000 - 4*150 - 8*80) / 3.0, wantSeconds: 3, wantStartup: 15, wantLost: 100 * float64(4*150+8*80) / 12000},
+		{name: "no loss", want: demoSteady{Limit: "sender"}, wantPPS: 4000, wantSeconds: 3},
+		{name: "under a point", lostStart: 9, lost: 9, want: demoSteady{Limit: "sender"}, wantPPS: 3991, wantSeconds: 3, wantStartup: 0.9, wantLost: 0.9},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got := demoSteadyState(demoIntervals(1000, c.lostStart, c.lost))

@@ -192,7 +192,7 @@ func demoVerdict(r *demoRow) string {
 		scope = fmt.Sprintf("after the first %g s (which lost %.1f%%, more than the rest: a startup effect, left out)", demoStartup, st.StartupLostPercent)
 	}
 	limit := fmt.Sprintf("the receiver is the limit: it lost %.1f%% of what was sent", st.LostPercent)
-	if st.LostPercent < 1 {
+	if st.Limit == "sender" {
 		limit = fmt.Sprintf("the sender is the limit: the receiver took what it sent (%.1f%% lost)", st.LostPercent)
 		if r.Backend == "xsk" {
 			limit += "; on veth the sending thread's system calls also run the receiving side's XDP and copy"
