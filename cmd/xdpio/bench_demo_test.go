@@ -59,7 +59,7 @@ func TestDemoSteadyState(t *testing.T) {
 		{name: "startup loss not twice the rest", lostStart: 150, lost: 80,
 			want: demoSteady{Limit: "receiver"}, wantPPS: (12*1000 - 4*150 - 8*80) / 3.0, wantSeconds: 3, wantStartup: 15, wantLost: 100 * float64(4*150+8*80) / 12000},
 		{name: "no loss", want: demoSteady{Limit: "sender"}, wantPPS: 4000, wantSeconds: 3},
-		{name: "under a point", lostStart: 9, lost: 9, want: demoSteady{Limit: "sender"}, wantPPS: 3991, wantSeconds: 3, wantStartup: 0.9, wantLost: 0.9},
+		{name: "under a point", lostStart: 9, lost: 9, want: demoSteady{Limit: "sender"}, wantPPS: (12*1000 - 12*9) / 3.0, wantSeconds: 3, wantStartup: 0.9, wantLost: 0.9},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got := demoSteadyState(demoIntervals(1000, c.lostStart, c.lost))
