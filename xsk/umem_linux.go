@@ -13,8 +13,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// NewUMEM maps and registers a region. The first socket created on it
-// (NewSocket) uses the registration's file descriptor; later ones share it.
+// NewUMEM maps and registers a region, and reads each of its pages once,
+// so that no first access traps on the data path (see prefault). The
+// first socket created on it (NewSocket) uses the registration's file
+// descriptor; later ones share it.
 func NewUMEM(cfg UMEMConfig) (*UMEM, error) {
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
