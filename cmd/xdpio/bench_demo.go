@@ -166,13 +166,13 @@ func newBenchDemoCmd(g *globals) *cobra.Command {
 		Short: "Build a veth pair in two namespaces and compare the data planes at full speed: AF_XDP (xdpio) and kernel sockets",
 		Long: `Build a veth pair in two namespaces and run the UDP test at full speed with
 each data plane at both ends in turn: the client sends from namespace A, the
-server receives in B. For each it reports packets sent, received and lost,
-the CPU time per packet of the sending and the receiving threads and of the
-whole machine, and the packets each AF_XDP RX queue took, every quarter of a
-second and in total. Its verdict (which end is the limit) is the steady
-state's: the run without its first second when that lost measurably more
-than the rest, which it then says. Progress goes to stderr, one line
-per phase.`,
+server receives in B. For each it reports packets sent, received and lost
+every half second (the chart and --json: every quarter) and in total, the
+CPU time per packet of the sending and the receiving threads and of the
+whole machine, and the packets each AF_XDP RX queue took. Its verdict (which
+end is the limit) is the steady state's: the run without its first second
+when that lost measurably more than the rest, which it then says. Progress
+goes to stderr, one line per phase.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if seconds < 1 || seconds > 60 || queues < 1 || queues > 64 || length < 16 || length > 1472 {
