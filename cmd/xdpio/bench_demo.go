@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -15,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -42,21 +39,112 @@ type demoRow struct {
 	RatioSocket float64 `json:"ratio_to_socket,omitempty"`
 	// CPUPerPacket is the busy time of all cores (both ends run on this
 	// machine) per received packet, in nanoseconds: what a packet cost
-	// the machine, sender and receiver together.
-	CPUPerPacket float64 `json:"cpu_ns_per_packet"`
+	// the machine, sender and receiver together. CPURatioSocket is it
+	// over the socket backend's.
+	CPUPerPacket   float64 `json:"cpu_ns_per_packet"`
+	CPURatioSocket float64 `json:"cpu_ratio_to_socket,omitempty"`
 	// RecvThreadPerPacket is the receiving threads' CPU time per packet
 	// received, SendThreadPerPacket the sending threads' per packet sent
 	// (their share of CPUPerPacket; the rest is the kernel's softirq
 	// work, the veth's transfer included).
 	RecvThreadPerPacket float64 `json:"receiver_thread_ns_per_packet"`
 	SendThreadPerPacket float64 `json:"sender_thread_ns_per_packet"`
+	// Steady is the receiver's steady state: the run without its first
+	// second when that lost measurably more than the rest.
+	Steady demoSteady `json:"steady"`
 	// Cores is the CPU use of each core during the run (mpstat -P ALL).
 	Cores  []bench.CoreCPU    `json:"cores,omitempty"`
 	Queues []plane.QueueCount `json:"queues,omitempty"`
-	// Intervals are the receiver's, SentIntervals the sender's, second
-	// by second.
+	// Intervals are the receiver's, SentIntervals the sender's, every
+	// demoInterval.
 	Intervals     []bench.Interval `json:"intervals,omitempty"`
 	SentIntervals []bench.Interval `json:"sent_intervals,omitempty"`
+}
+
+// demoInterval is the reporting period of both ends: 12 points a line
+// in a 3 s run.
+const demoInterval = 250 * time.Millisecond
+
+// demoStartup is the start of a run, in seconds, that is looked at for a
+// startup effect: loss there that the rest of the run does not have. A
+// whole second, though such an effect lasts less: a receiver that fell
+// behind counts the packets the kernel dropped meanwhile only when it
+// reaches those after them, up to a ring's worth later.
+const demoStartup = 1.0
+
+// demoSteady is a receiver's steady state, from its intervals: the whole
+// run, or the run after its first demoStartup seconds when those lost
+// measurably more (a startup effect, left out).
+type demoSteady struct {
+	// From is where it starts: 0, or demoStartup with the start left out.
+	From float64 `json:"from_seconds"`
+	// Seconds is how long it lasted, PPS the packets received per second
+	// in it, LostPercent the share of the packets sent in it that were
+	// lost.
+	Seconds     float64 `json:"seconds"`
+	PPS         float64 `json:"packets_per_second"`
+	LostPercent float64 `json:"lost_percent"`
+	// StartupLostPercent is the loss in the first demoStartup seconds,
+	// StartupExcluded whether it was left out: it was more than one
+	// point above the rest's and more than twice it.
+	StartupLostPercent float64 `json:"startup_lost_percent"`
+	StartupExcluded    bool    `json:"startup_excluded"`
+	// Limit is the end that limits the steady state: "sender" when the
+	// receiver took what was sent (less than 1% lost), else "receiver";
+	// "" without intervals.
+	Limit string `json:"limit"`
+}
+
+// demoWindow sums receiver intervals.
+type demoWindow struct {
+	packets, lost int64 // iperf3's: lost is in packets
+	seconds       float64
+}
+
+func (w *demoWindow) add(s bench.IntervalStream) {
+	w.packets += s.Packets
+	w.lost += s.LostPackets
+	w.seconds += s.Seconds
+}
+
+func (w demoWindow) lostPercent() float64 {
+	if w.packets <= 0 {
+		return 0
+	}
+	return 100 * float64(w.lost) / float64(w.packets)
+}
+
+// demoWhole says whether an interval is a whole one, not the few
+// milliseconds after the last.
+func demoWhole(s bench.IntervalStream) bool { return s.Seconds >= demoInterval.Seconds()/2 }
+
+// demoSteadyState finds the steady state in a receiver's intervals.
+func demoSteadyState(ivs []bench.Interval) demoSteady {
+	var start, rest demoWindow
+	for _, iv := range ivs {
+		if !demoWhole(iv.Sum) {
+			continue
+		}
+		if iv.Sum.Start < demoStartup-1e-6 {
+			start.add(iv.Sum)
+		} else {
+			rest.add(iv.Sum)
+		}
+	}
+	d := demoSteady{StartupLostPercent: start.lostPercent()}
+	use := demoWindow{packets: start.packets + rest.packets, lost: start.lost + rest.lost, seconds: start.seconds + rest.seconds}
+	if rest.seconds > 0 && start.lostPercent() > rest.lostPercent()+1 && start.lostPercent() > 2*rest.lostPercent() {
+		d.From, d.StartupExcluded, use = demoStartup, true, rest
+	}
+	d.Seconds, d.LostPercent = use.seconds, use.lostPercent()
+	if use.seconds > 0 {
+		d.Limit = "receiver"
+		if d.LostPercent < 1 {
+			d.Limit = "sender"
+		}
+		d.PPS = float64(use.packets-use.lost) / use.seconds
+	}
+	return d
 }
 
 // demoPlaneWords says what a backend is, for the demo's text.
@@ -78,10 +166,13 @@ func newBenchDemoCmd(g *globals) *cobra.Command {
 		Short: "Build a veth pair in two namespaces and compare the data planes at full speed: AF_XDP (xdpio) and kernel sockets",
 		Long: `Build a veth pair in two namespaces and run the UDP test at full speed with
 each data plane at both ends in turn: the client sends from namespace A, the
-server receives in B. For each it reports packets sent, received and lost,
-the CPU time per packet of the sending and the receiving threads and of the
-whole machine, and the packets each AF_XDP RX queue took. Progress goes to
-stderr, one line per phase.`,
+server receives in B. For each it reports packets sent, received and lost
+every half second (the chart and --json: every quarter) and in total, the
+CPU time per packet of the sending and the receiving threads and of the
+whole machine, and the packets each AF_XDP RX queue took. Its verdict (which
+end is the limit) is the steady state's: the run without its first second
+when that lost measurably more than the rest, which it then says. Progress
+goes to stderr, one line per phase.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if seconds < 1 || seconds > 60 || queues < 1 || queues > 64 || length < 16 || length > 1472 {
@@ -95,8 +186,8 @@ stderr, one line per phase.`,
 			}
 			defer pair.Close()
 			if !g.json {
-				fmt.Fprintf(g.stdout, "demo: client in %s (%s) sends to server in %s (%s): %d queues, %d-byte UDP payloads, %d streams at full speed, %d s per data plane\n",
-					pair.A.NS, pair.A.Link, pair.B.NS, pair.B.Link, queues, length, 2*queues, seconds)
+				writeWrapped(g.stdout, fmt.Sprintf("demo: client in %s (%s) sends to server in %s (%s): %d queues, %d-byte UDP payloads, %d streams at full speed, %d s per data plane",
+					pair.A.NS, pair.A.Link, pair.B.NS, pair.B.Link, queues, length, 2*queues, seconds), "  ")
 			}
 			var rows []demoRow
 			for i, backend := range demoBackends {
@@ -111,8 +202,12 @@ stderr, one line per phase.`,
 				}
 			}
 			for i := range rows {
-				if base := rows[len(rows)-1].PPS; base > 0 {
-					rows[i].RatioSocket = rows[i].PPS / base
+				base := rows[len(rows)-1]
+				if base.PPS > 0 {
+					rows[i].RatioSocket = rows[i].PPS / base.PPS
+				}
+				if base.CPUPerPacket > 0 {
+					rows[i].CPURatioSocket = rows[i].CPUPerPacket / base.CPUPerPacket
 				}
 			}
 			if plot != "" {
@@ -132,243 +227,8 @@ stderr, one line per phase.`,
 	c.Flags().IntVar(&seconds, "duration", 3, "seconds per data plane")
 	c.Flags().IntVar(&queues, "queues", 2, "queues of the veth pair")
 	c.Flags().IntVarP(&length, "length", "l", 64, "UDP payload bytes")
-	c.Flags().StringVar(&plot, "plot", "", "write an SVG chart to this file: packets/s sent and received over time per data plane, and packets per AF_XDP RX queue")
+	c.Flags().StringVar(&plot, "plot", "", "write an SVG chart to this file: packets/s sent and received over time per data plane, CPU time per packet, and packets per AF_XDP RX queue")
 	return c
-}
-
-// writeDemoIntervals prints a run's seconds under a header whose columns
-// they fill: what the sender sent and the receiver received.
-func writeDemoIntervals(w io.Writer, r demoRow) {
-	fmt.Fprintf(w, "\n%s at both ends (sender: %s; receiver: %s)\n", r.Backend, demoPlaneWords[r.Backend], demoPlaneWords[r.Backend])
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "interval\tsent pkts/s\treceived pkts/s\tlost pkts/s\t\n")
-	for i, iv := range r.Intervals {
-		s := iv.Sum
-		if s.Seconds < 0.5 {
-			continue // the tail after the last second
-		}
-		recv := float64(s.Packets-s.LostPackets) / s.Seconds
-		sent := "-"
-		if i < len(r.SentIntervals) && r.SentIntervals[i].Sum.Seconds > 0 {
-			sent = fmt.Sprintf("%.0f", float64(r.SentIntervals[i].Sum.Packets)/r.SentIntervals[i].Sum.Seconds)
-		}
-		fmt.Fprintf(tw, "%.0f-%.0f s\t%s\t%.0f\t%.0f\t\n", s.Start, s.End, sent, recv, float64(s.LostPackets)/s.Seconds)
-	}
-	tw.Flush()
-}
-
-// writeDemoTable prints the comparison: per data plane, what was sent,
-// received and lost, what a packet cost at each end, and the headline.
-func writeDemoTable(w io.Writer, rows []demoRow) {
-	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "both ends\tsent\treceived\tlost\tsent/s\treceived/s\t× socket\tsender ns/pkt\treceiver ns/pkt\tmachine ns/pkt\tper RX queue\t\n")
-	for _, r := range rows {
-		pq := "- (no AF_XDP queues)"
-		if len(r.Queues) > 0 {
-			var qs []string
-			for _, q := range r.Queues {
-				qs = append(qs, fmt.Sprintf("q%d:%d", q.Queue, q.Packets))
-			}
-			pq = strings.Join(qs, " ")
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d (%.1f%%)\t%.0f\t%.0f\t%.2f\t%.0f\t%.0f\t%.0f\t%s\t\n", r.Backend, r.SentPackets, r.RecvPackets, r.LostPackets,
-			100*float64(r.LostPackets)/max(float64(r.SentPackets), 1), r.SentPPS, r.PPS, r.RatioSocket, r.SendThreadPerPacket, r.RecvThreadPerPacket, r.CPUPerPacket, pq)
-	}
-	tw.Flush()
-	fmt.Fprintln(w, "(lost: sent but not received, as iperf3 counts it; per second, lost is the gaps in the sequence numbers the receiver saw in that second, so sent − received differs from it by what was in flight at the second's edges; rates are over the sending window; sender/receiver ns/pkt: CPU time of the sending threads per packet sent and of the receiving threads per packet received; machine ns/pkt: busy time of all cores per packet received, the kernel's softirq work included; both ends share this machine's cores)")
-	for _, l := range demoHeadline(rows) {
-		fmt.Fprintln(w, l)
-	}
-}
-
-// demoHeadline says where the difference between xsk and the kernel
-// socket comes from: the receiver's rate, what the sender managed, the
-// losses and the per-packet cost at each end; and which end was the
-// limit.
-func demoHeadline(rows []demoRow) []string {
-	var x, s *demoRow
-	for i := range rows {
-		switch rows[i].Backend {
-		case "xsk":
-			x = &rows[i]
-		case "socket":
-			s = &rows[i]
-		}
-	}
-	if x == nil || s == nil || s.PPS == 0 || s.SentPPS == 0 {
-		return nil
-	}
-	lost := func(r *demoRow) float64 { return 100 * float64(r.LostPackets) / max(float64(r.SentPackets), 1) }
-	limit := func(r *demoRow) string {
-		if lost(r) < 1 {
-			if r.Backend == "xsk" {
-				return "the sender is the limit: the receiver took all it sent (on veth the sending thread's system calls also run the receiving side's XDP and copy)"
-			}
-			return "the sender is the limit: the receiver took all it sent"
-		}
-		return fmt.Sprintf("the receiver is the limit: it lost %.1f%% of what was sent", lost(r))
-	}
-	return []string{
-		fmt.Sprintf("headline: xsk received %.2f× the kernel socket's packets/s (%.0f vs %.0f).", x.PPS/s.PPS, x.PPS, s.PPS),
-		fmt.Sprintf("  sending: xsk's sender sent %.2f× as many (%.0f vs %.0f packets/s) at %.0f vs %.0f ns of CPU per packet.", x.SentPPS/s.SentPPS, x.SentPPS, s.SentPPS, x.SendThreadPerPacket, s.SendThreadPerPacket),
-		fmt.Sprintf("  receiving: %.0f vs %.0f ns of CPU per packet in the receiving thread; xsk lost %.1f%%, the socket %.1f%%.", x.RecvThreadPerPacket, s.RecvThreadPerPacket, lost(x), lost(s)),
-		fmt.Sprintf("  xsk: %s; socket: %s.", limit(x), limit(s)),
-	}
-}
-
-// niceStep is a round tick step (1, 2 or 5 × 10^k) that cuts max into
-// about n steps.
-func niceStep(max float64, n int) float64 {
-	if max <= 0 {
-		return 1
-	}
-	raw := max / float64(n)
-	p := math.Pow(10, math.Floor(math.Log10(raw)))
-	for _, m := range []float64{1, 2, 5, 10} {
-		if m*p >= raw {
-			return m * p
-		}
-	}
-	return 10 * p
-}
-
-// siShort writes a count with k/M prefixes, for chart ticks and labels.
-func siShort(v float64) string {
-	switch {
-	case v >= 1e6:
-		return strconv.FormatFloat(v/1e6, 'f', -1, 64) + "M"
-	case v >= 1e3:
-		return strconv.FormatFloat(v/1e3, 'f', -1, 64) + "k"
-	}
-	return strconv.FormatFloat(v, 'f', -1, 64)
-}
-
-// demoSVG draws the demo: packets/s received (solid) and sent (dashed)
-// each second for each data plane, points at the end of each interval,
-// and the packets each AF_XDP receiver's RX queues took as bars with
-// their own axis. Legends sit outside the plots.
-func demoSVG(rows []demoRow, queues, length int) []byte {
-	const w, h = 940, 520
-	const left, top, plotW, plotH = 80, 50, 440, 300
-	const bx, bw = 640, 220 // the bar chart's plot area
-	colors := []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd"}
-	whole := func(iv bench.Interval) bool { return iv.Sum.Seconds >= 0.5 }
-	recvRate := func(iv bench.Interval) float64 {
-		return float64(iv.Sum.Packets-iv.Sum.LostPackets) / iv.Sum.Seconds
-	}
-	sentRate := func(iv bench.Interval) float64 { return float64(iv.Sum.Packets) / iv.Sum.Seconds }
-	var maxPPS, maxT float64
-	for _, r := range rows {
-		for _, iv := range r.Intervals {
-			if whole(iv) {
-				maxPPS, maxT = max(maxPPS, recvRate(iv)), max(maxT, iv.Sum.End)
-			}
-		}
-		for _, iv := range r.SentIntervals {
-			if whole(iv) {
-				maxPPS, maxT = max(maxPPS, sentRate(iv)), max(maxT, iv.Sum.End)
-			}
-		}
-	}
-	maxT = max(math.Round(maxT), 1)
-	step := niceStep(maxPPS, 5)
-	top1 := max(math.Ceil(maxPPS/step), 1) * step
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", w, h)
-	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", w, h)
-	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="14">xdpio bench demo: %d queues, %d-byte UDP payloads; each data plane at both ends (client sends in A, server receives in B)</text>`+"\n", 20, queues, length)
-	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#888"/>`+"\n", left, top, plotW, plotH)
-	ypos := func(v, topV float64) float64 { return top + plotH - plotH*v/topV }
-	for v := 0.0; v <= top1+step/2; v += step {
-		y := ypos(v, top1)
-		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#eee"/>`+"\n", left, y, left+plotW, y)
-		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", left-5, y+4, siShort(v))
-	}
-	xpos := func(t float64) float64 { return left + plotW*t/maxT }
-	tstep := max(niceStep(maxT, 6), 1) // whole seconds: the intervals' ends
-	for t := 0.0; t <= maxT+tstep/2; t += tstep {
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", xpos(t), top+plotH+15, siShort(t))
-	}
-	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">seconds (each point: the interval ending there)</text>`+"\n", left+plotW/2, top+plotH+32)
-	fmt.Fprintf(&b, `<text x="18" y="%d" transform="rotate(-90 18 %d)" text-anchor="middle">packets/s</text>`+"\n", top+plotH/2, top+plotH/2)
-	line := func(ivs []bench.Interval, rate func(bench.Interval) float64, col, dash string) {
-		var pts []string
-		for _, iv := range ivs {
-			if !whole(iv) {
-				continue
-			}
-			x, y := xpos(iv.Sum.End), ypos(rate(iv), top1)
-			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x, y))
-			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", x, y, col)
-		}
-		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2"%s points="%s"/>`+"\n", col, dash, strings.Join(pts, " "))
-	}
-	for i, r := range rows {
-		col := colors[i%len(colors)]
-		line(r.Intervals, recvRate, col, "")
-		line(r.SentIntervals, sentRate, col, ` stroke-dasharray="6 4"`)
-	}
-	// The legend, under the plots.
-	ly := top + plotH + 60
-	for i, r := range rows {
-		col := colors[i%len(colors)]
-		y := ly + 18*i
-		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"/>`+"\n", left, y-4, left+25, y-4, col)
-		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2" stroke-dasharray="6 4"/>`+"\n", left+30, y-4, left+55, y-4, col)
-		fmt.Fprintf(&b, `<text x="%d" y="%d">%s at both ends: received %s/s (solid), sent %s/s (dashed), lost %.1f%%</text>`+"\n",
-			left+62, y, r.Backend, siShort(math.Round(r.PPS/1e3)*1e3), siShort(math.Round(r.SentPPS/1e3)*1e3), 100*float64(r.LostPackets)/max(float64(r.SentPackets), 1))
-	}
-	// Packets per RX queue of each AF_XDP receiver, with their own axis.
-	var maxQ float64 = 1
-	nq := 0
-	var withQ, without []int
-	for i, r := range rows {
-		for _, q := range r.Queues {
-			maxQ = max(maxQ, float64(q.Packets))
-		}
-		nq = max(nq, len(r.Queues))
-		if len(r.Queues) > 0 {
-			withQ = append(withQ, i)
-		} else {
-			without = append(without, i)
-		}
-	}
-	qstep := niceStep(maxQ, 5)
-	qtop := max(math.Ceil(maxQ/qstep), 1) * qstep
-	fmt.Fprintf(&b, `<text x="%d" y="%d">packets received per RX queue (AF_XDP)</text>`+"\n", bx-40, top-16)
-	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#888"/>`+"\n", bx, top, bw, plotH)
-	for v := 0.0; v <= qtop+qstep/2; v += qstep {
-		y := ypos(v, qtop)
-		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", bx-5, y+4, siShort(v))
-	}
-	groupW := bw / max(nq, 1)
-	barW := max((groupW-8)/max(len(withQ), 1), 2)
-	for qi := 0; qi < nq; qi++ {
-		gx := bx + qi*groupW + 4
-		for k, ri := range withQ {
-			if qi >= len(rows[ri].Queues) {
-				continue
-			}
-			q := rows[ri].Queues[qi]
-			y := ypos(float64(q.Packets), qtop)
-			fmt.Fprintf(&b, `<rect x="%d" y="%.1f" width="%d" height="%.1f" fill="%s"/>`+"\n", gx+k*barW, y, barW-1, float64(top+plotH)-y, colors[ri%len(colors)])
-		}
-		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">q%d</text>`+"\n", gx+(groupW-8)/2, top+plotH+15, qi)
-	}
-	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">RX queue</text>`+"\n", bx+bw/2, top+plotH+32)
-	for k, ri := range withQ {
-		y := ly + 18*k
-		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="12" height="12" fill="%s"/>`+"\n", bx, y-10, colors[ri%len(colors)])
-		fmt.Fprintf(&b, `<text x="%d" y="%d">%s</text>`+"\n", bx+18, y, rows[ri].Backend)
-	}
-	for k, ri := range without {
-		y := ly + 18*(len(withQ)+k)
-		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s">%s: no bars, it reads kernel UDP</text>`+"\n", bx, y, colors[ri%len(colors)], rows[ri].Backend)
-		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s">sockets (one per stream), not RX queues</text>`+"\n", bx, y+14, colors[ri%len(colors)])
-	}
-	b.WriteString("</svg>\n")
-	return []byte(b.String())
 }
 
 // demoBackends are the data planes the demo compares, in order; the last
@@ -396,7 +256,8 @@ func demoRun(ctx context.Context, pair *vethpair.Pair, backend string, port, str
 		return row, fmt.Errorf("the server process: %w", err)
 	}
 	args := []string{"--netns", pair.B.NS, "bench", "server", "-1", "--json", "--backend", backend,
-		"--port", strconv.Itoa(port), "--bind", pair.B.IPv4.String(), "--interval", "1"}
+		"--port", strconv.Itoa(port), "--bind", pair.B.IPv4.String(),
+		"--interval", strconv.FormatFloat(demoInterval.Seconds(), 'f', -1, 64)}
 	if backend != "socket" {
 		args = append(args, "--interface", pair.B.Link)
 	}
@@ -428,6 +289,7 @@ func demoRun(ctx context.Context, pair *vethpair.Pair, backend string, port, str
 		Duration:  d,
 		Length:    length,
 		Bitrate:   bitrate,
+		Interval:  demoInterval,
 		// The server process needs a moment to listen: retry a refused
 		// connection for up to 10 s.
 		Dial: func(ctx context.Context, network, address string) (c net.Conn, err error) {
@@ -465,7 +327,8 @@ func demoRun(ctx context.Context, pair *vethpair.Pair, backend string, port, str
 		return row, fmt.Errorf("the server's report: %w", err)
 	}
 	row.Queues = srvRep.End.RXQueues
-	row.Intervals = srvRep.Intervals // what the receiver got, second by second
+	row.Intervals = srvRep.Intervals // what the receiver got, interval by interval
+	row.Steady = demoSteadyState(row.Intervals)
 	row.SentIntervals = rep.Intervals
 	sum := rep.End.SumReceived
 	row.SentPackets = rep.End.SumSent.Packets
