@@ -144,3 +144,28 @@ type Stats struct {
 	RXCoalesce []coalesce.RXStats
 	TXCoalesce []coalesce.TXStats
 }
+
+// TCPStats are the stack's TCP counters (Stack.TCPStats), gVisor's own,
+// named as the kernel's SNMP counters are where one exists (nstat's
+// TcpActiveOpens, TcpRetransSegs, ...).
+type TCPStats struct {
+	// ActiveOpens and PassiveOpens are connections dialed and accepted
+	// (TcpActiveOpens, TcpPassiveOpens); CurrEstab those established now.
+	ActiveOpens, PassiveOpens, CurrEstab uint64
+	// AttemptFails are dials that failed (TcpAttemptFails); EstabResets
+	// established connections reset (TcpEstabResets).
+	AttemptFails, EstabResets uint64
+	// InSegs and OutSegs are segments received and sent (TcpInSegs,
+	// TcpOutSegs; a segment the endpoint cut with TSO counts once, as the
+	// stack built it: Stats.TXFrames counts what went out); InErrs those received invalid (TcpInErrs), InCsumErrors
+	// those with a wrong checksum that the stack checked itself
+	// (TcpInCsumErrors: with the RX checksum offload the endpoint drops
+	// them first, Stats.RXBadChecksum).
+	InSegs, OutSegs, InErrs, InCsumErrors uint64
+	// RetransSegs are segments sent again (TcpRetransSegs); FastRetrans
+	// those retransmitted on duplicate ACKs or SACK (TcpExtTCPFastRetrans),
+	// Timeouts the retransmission timer's expiries (TcpExtTCPTimeouts).
+	RetransSegs, FastRetrans, Timeouts uint64
+	// OutRsts and InRsts are resets sent (TcpOutRsts) and received.
+	OutRsts, InRsts uint64
+}

@@ -54,3 +54,6 @@ func (st *Stack) ListenUDP(port uint16) (net.PacketConn, error) { return nil, er
 
 // Close does nothing.
 func (st *Stack) Close() error { return nil }
+
+// TCPStats returns zero counters.
+func (st *Stack) TCPStats() TCPStats { return TCPStats{} }

@@ -12,6 +12,8 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -384,5 +386,68 @@ func TestPartialChecksum(t *testing.T) {
 				t.Errorf("stats %+v: want partial checksums counted, none as bad", s)
 			}
 		})
+	}
+}
+
+// snmpTCP reads the Tcp counters of /proc/net/snmp in h's namespace.
+func snmpTCP(t *testing.T, h *netnstest.Host) map[string]uint64 {
+	t.Helper()
+	out, err := h.Command(context.Background(), "cat", "/proc/net/snmp").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	m := map[string]uint64{}
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 || f[0] != "Tcp:" {
+			continue
+		}
+		if names == nil {
+			names = f[1:]
+			continue
+		}
+		for i, v := range f[1:] {
+			n, _ := strconv.ParseInt(v, 10, 64) // MaxConn is -1
+			m[names[i]] = uint64(n)
+		}
+	}
+	return m
+}
+
+// The stack's TCP counters agree with the peer kernel's (/proc/net/snmp):
+// a connection it accepted is one the kernel opened, and every segment
+// one sent the other received, none retransmitted, once the connection is
+// closed on both sides. Without TSO, so that a segment is a frame.
+func TestTCPStatsMatchKernel(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	peer(t, pair)
+	st := open(t, pair, netstack.Config{NoTSO: true})
+	l, err := st.ListenTCP(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go echo(l)
+	before := snmpTCP(t, pair.A)
+	roundTrip(t, pair, netip.AddrPortFrom(stack4.Addr(), 7), 256<<10)
+	var s netstack.TCPStats
+	var k map[string]uint64
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		s, k = st.TCPStats(), snmpTCP(t, pair.A)
+		if (s.CurrEstab == 0 && k["CurrEstab"] == 0 && s.InSegs == k["OutSegs"]-before["OutSegs"] && s.OutSegs == k["InSegs"]-before["InSegs"]) || time.Now().After(deadline) {
+			break
+		}
+	}
+	d := func(name string) uint64 { return k[name] - before[name] }
+	t.Logf("stack %+v; kernel ActiveOpens %d InSegs %d OutSegs %d RetransSegs %d", s, d("ActiveOpens"), d("InSegs"), d("OutSegs"), d("RetransSegs"))
+	if s.PassiveOpens != 1 || d("ActiveOpens") != 1 {
+		t.Errorf("the stack accepted %d connections, the kernel opened %d: want 1 and 1", s.PassiveOpens, d("ActiveOpens"))
+	}
+	if s.InSegs != d("OutSegs") || s.OutSegs != d("InSegs") {
+		t.Errorf("the stack received %d segments and sent %d; the kernel sent %d and received %d", s.InSegs, s.OutSegs, d("OutSegs"), d("InSegs"))
+	}
+	if s.RetransSegs != 0 || d("RetransSegs") != 0 || s.InErrs != 0 || s.CurrEstab != 0 {
+		t.Errorf("stack %+v, kernel retransmitted %d: want no retransmission, no error, nothing left open", s, d("RetransSegs"))
 	}
 }

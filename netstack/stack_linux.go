@@ -87,6 +87,21 @@ func Open(ifname string, cfg Config) (_ *Stack, err error) {
 // Stack returns the gVisor stack, for what the methods here do not cover.
 func (st *Stack) Stack() *stack.Stack { return st.s }
 
+// TCPStats returns the stack's TCP counters, for every connection since
+// Open. It may be called from any goroutine, also after Close.
+func (st *Stack) TCPStats() TCPStats {
+	t := st.s.Stats().TCP
+	return TCPStats{
+		ActiveOpens: t.ActiveConnectionOpenings.Value(), PassiveOpens: t.PassiveConnectionOpenings.Value(),
+		CurrEstab: t.CurrentEstablished.Value(), AttemptFails: t.FailedConnectionAttempts.Value(),
+		EstabResets: t.EstablishedResets.Value(),
+		InSegs:      t.ValidSegmentsReceived.Value() + t.InvalidSegmentsReceived.Value(), OutSegs: t.SegmentsSent.Value(),
+		InErrs: t.InvalidSegmentsReceived.Value(), InCsumErrors: t.ChecksumErrors.Value(),
+		RetransSegs: t.Retransmits.Value(), FastRetrans: t.FastRetransmit.Value(), Timeouts: t.Timeouts.Value(),
+		OutRsts: t.ResetsSent.Value(), InRsts: t.ResetsReceived.Value(),
+	}
+}
+
 // Endpoint returns the stack's link endpoint (its counters: Stats).
 func (st *Stack) Endpoint() *Endpoint { return st.ep }
 
