@@ -29,6 +29,7 @@ const (
 	rxdropReady  = "ready: veth-b, queues 0-1, copy mode, driver attach; dropping through the runner"
 	l2fwdReady   = "ready: veth-b, queues 0-1, copy mode, driver attach; forwarding with the MAC addresses swapped"
 	udpechoReady = "ready: veth-b, queues 0-1, copy mode, driver attach; echoing UDP to [::]:7"
+	tcpechoReady = "ready: veth-b, queues 0-1, copy mode, driver attach; echoing TCP on 198.18.0.3 port 7"
 )
 
 // recipeCheck checks what a recipe printed, with the sender's interface
@@ -46,7 +47,7 @@ func TestExamplesRecipes(t *testing.T) {
 	root := moduleRoot(t)
 	blocks := codeBlocks(readFile(t, filepath.Join(root, "examples", "README.md")), "sh")
 	setup, cleanup := blockWith(t, blocks, "ip netns add"), blockWith(t, blocks, "ip netns del")
-	checks := map[string]recipeCheck{"./rxdrop": checkRxdrop, "./l2fwd": checkL2fwd, "./udpecho": checkUdpecho}
+	checks := map[string]recipeCheck{"./rxdrop": checkRxdrop, "./l2fwd": checkL2fwd, "./udpecho": checkUdpecho, "./tcpecho": checkTcpecho}
 	type recipe struct {
 		name, script string
 		check        recipeCheck
@@ -75,7 +76,7 @@ func TestExamplesRecipes(t *testing.T) {
 	claimNetns(t, names)
 	// The recipes leave the programs and their output at the root, as
 	// they do for a reader: remove what was not there before.
-	leftovers := []string{"rxdrop", "txonly", "l2fwd", "udpecho"}
+	leftovers := []string{"rxdrop", "txonly", "l2fwd", "udpecho", "tcpecho"}
 	for _, m := range regexp.MustCompile(`> (\S+\.out)`).FindAllStringSubmatch(strings.Join(blocks, ""), -1) {
 		leftovers = append(leftovers, m[1])
 	}
@@ -248,6 +249,28 @@ func checkUdpecho(t *testing.T, out string, _, _ linkCounts) string {
 		t.Errorf("udpecho printed %q, want %q… and no drop", got, want)
 	}
 	return strings.Join(got, "")
+}
+
+// tcpecho echoes the one line on one connection, and the segments and
+// frames it counts add up: every segment received came in a frame (the
+// others are ARP), none was dropped, the unfinished checksums were
+// accepted.
+func checkTcpecho(t *testing.T, out string, _, _ linkCounts) string {
+	checkReady(t, out, tcpechoReady)
+	if !strings.HasPrefix(out, "hello\n") {
+		t.Errorf("the client printed no echo (want hello first)")
+	}
+	n := numbers(t, out, regexp.MustCompile(`(?m)^echoed (\d+) bytes on (\d+) connections; TCP: (\d+) segments in, (\d+) out, (\d+) retransmitted, (\d+) resets sent$`))
+	if n[0] != 6 || n[1] != 1 || n[2] == 0 || n[3] == 0 {
+		t.Errorf("tcpecho counted %v, want 6 bytes on 1 connection, segments both ways", n)
+	}
+	f := numbers(t, out, regexp.MustCompile(`(?m)^frames: (\d+) received, (\d+) sent \((\d+) segments cut by TSO\); dropped 0 bad checksums, none unfinished \((\d+) accepted\), 0 malformed, 0 not for us, 0 not sent; the kernel dropped 0 before the sockets$`))
+	// The kernel leaves a connection's segments to the offload; the replies
+	// it makes without one (the last ACK from TIME-WAIT) it sums itself.
+	if f[0] < n[2] || f[1] < n[3] || f[3] == 0 || f[3] > n[2] {
+		t.Errorf("frames %v for segments %v: want a frame for every segment, unfinished checksums accepted", f, n)
+	}
+	return strings.Join(append(lines(out, "echoed "), lines(out, "frames: ")...), "; ")
 }
 
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
