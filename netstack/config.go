@@ -25,13 +25,23 @@ var (
 // value of every other field is a good default: every RX queue, TSO and
 // checksum offload on, no coalescing.
 type Config struct {
-	// Addrs are the stack's own addresses with their prefix lengths
-	// (198.18.0.3/24, 2001:db8::3/64): the stack answers for them, and
-	// reaches the prefixes' networks on the interface directly. The kernel
-	// must not have them.
+	// Addrs are the stack's addresses with their prefix lengths
+	// (198.18.0.3/24, 2001:db8::3/64): it reaches the prefixes' networks
+	// on the interface directly. Without Share they are the stack's own,
+	// which the kernel must not have on the interface, and the stack
+	// answers ARP and neighbour discovery for them; with Share they are
+	// the kernel's, shared.
 	Addrs []netip.Prefix
+	// Share, when set, has the stack share the kernel's addresses on the
+	// interface instead of having its own: the kernel keeps answering for
+	// them (ARP, neighbour discovery, ICMP, its own sockets), its
+	// neighbour table gives the stack's frames their destination, and the
+	// stack takes only the frames Share selects. See "Addresses" in the
+	// package documentation.
+	Share *Share
 	// Gateway4 and Gateway6, when valid, are the default routes' next
-	// hops, on one of Addrs' networks.
+	// hops, on one of Addrs' networks. Not with Share: the kernel's
+	// routes then pick the next hop of every frame.
 	Gateway4, Gateway6 netip.Addr
 	// Queues lists the RX queues to take frames from; nil means every
 	// queue.
@@ -68,6 +78,23 @@ type Config struct {
 	TXCoalesce *coalesce.TXParams
 }
 
+// Share is how a stack shares the kernel's addresses (Config.Share): the
+// ports it takes from the kernel.
+type Share struct {
+	// Expr selects, in tcpdump's syntax, the frames to the stack's
+	// addresses that the stack takes, such as "tcp dst port 5201" for a
+	// listener on port 5201 (package filter's subset: the XDP program
+	// runs it). Required. The kernel must not use what it selects: a
+	// kernel socket on the same port receives nothing more.
+	Expr string
+	// Ports is the range of local ports of the stack's own connections
+	// (DialTCP), whose TCP and UDP frames the stack takes too. It must lie
+	// outside the kernel's ephemeral range (net.ipv4.ip_local_port_range),
+	// so that no kernel connection's replies reach the stack. The zero
+	// value is from the end of the kernel's range, plus one, to 65535.
+	Ports [2]uint16
+}
+
 func (c *Config) validate() error {
 	bad := func(field string, v any, rule string) error {
 		return fmt.Errorf("%w: %s %v: %s", ErrInvalidConfig, field, v, rule)
@@ -91,6 +118,12 @@ func (c *Config) validate() error {
 	}
 	if c.MTU < 0 || c.MTU > 65535 || (c.MTU > 0 && c.MTU < 1280) {
 		return bad("MTU", c.MTU, "must be 0 or between 1280 and 65535")
+	}
+	if c.Share != nil && (c.Gateway4.IsValid() || c.Gateway6.IsValid()) {
+		return bad("gateway", fmt.Sprint(c.Gateway4, " ", c.Gateway6), "a shared stack sends through the kernel's routes: no gateways of its own")
+	}
+	if c.Share != nil && c.Share.Expr == "" {
+		return bad("Share.Expr", `""`, "a shared stack needs the frames it takes, such as \"tcp dst port 5201\"")
 	}
 	if c.AcceptPartialChecksum && c.NoRXChecksumOffload {
 		return bad("AcceptPartialChecksum", true, "needs the RX checksum offload (NoRXChecksumOffload false): the stack's own check refuses them")
@@ -135,6 +168,11 @@ type Stats struct {
 	// TXDropped could not be sent: no frame free, or a packet the
 	// endpoint could not build (TXErrors).
 	TXDropped, TXErrors uint64
+	// TXNoNeighbour were dropped, with Config.Share, because the kernel
+	// could not resolve their next hop (a packet waits up to 3 s for it,
+	// at most 16 per destination and 64 destinations at once, as the
+	// kernel's own neighbour queue holds them).
+	TXNoNeighbour uint64
 	// Sockets are the AF_XDP sockets' own counters, by queue: what the
 	// kernel dropped before them (RXDropped, RXRingFull) among them.
 	Sockets []xsk.Stats

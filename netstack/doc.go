@@ -21,13 +21,28 @@
 //
 // # Addresses
 //
-// The stack answers for addresses of its own (Config.Addrs), which the
-// kernel does not have: the XDP program takes the frames to them (IPv4
-// and IPv6, and the ARP requests and IPv6 neighbour solicitations that
-// ask for them) and leaves everything else to the kernel. The stack
-// resolves its neighbours itself (ARP, neighbour discovery), with the
-// interface's MAC address as its own. The kernel and the stack so share
-// the interface without sharing an address, a port or a neighbour table.
+// By default the stack answers for addresses of its own (Config.Addrs),
+// which the kernel does not have on the interface: the XDP program takes
+// the frames to them (IPv4 and IPv6, and the ARP requests and IPv6
+// neighbour solicitations that ask for them) and leaves everything else
+// to the kernel. The stack resolves its neighbours itself (ARP, neighbour
+// discovery), with the interface's MAC address as its own. The kernel and
+// the stack so share the interface without sharing an address, a port or
+// a neighbour table.
+//
+// With Config.Share the stack shares the kernel's addresses instead, and
+// takes only some of their traffic: what Share.Expr selects (its
+// listeners' ports, "tcp dst port 5201"), and the replies to its own
+// connections, whose local ports lie above the kernel's ephemeral range
+// (Share.Ports). The kernel keeps answering ARP, neighbour discovery and
+// ping, and keeps its sockets on every other port; the stack sends
+// through the kernel's route and neighbour tables (package nexthop's view
+// of them), and a packet to a next hop the kernel has not resolved yet
+// waits for it, as in the kernel. This is how a program serves one port
+// from the stack on a host's existing address: xdpio bench's TCP test.
+//
+// Neither way runs the kernel's firewall (netfilter) for the stack's
+// traffic: the XDP program hands the frames over before it.
 //
 // # Lifecycle
 //

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,6 +37,8 @@ type Endpoint struct {
 	caps    stack.LinkEndpointCapabilities
 	dev     *xsk.Device
 	queues  []*queue
+	neigh   *neighbours // with Config.Share: the kernel's neighbours
+	ports   [2]uint16   // with Config.Share: the stack's own local ports
 
 	mu         sync.RWMutex
 	dispatcher stack.NetworkDispatcher
@@ -54,7 +57,7 @@ type Endpoint struct {
 type counters struct {
 	rxFrames, rxBytes, rxBadChecksum, rxPartialChecksum, rxMalformed, rxNotForUs atomic.Uint64
 	txPackets, txFrames, txSegmented, txBytes, txDropped                         atomic.Uint64
-	txErrors                                                                     atomic.Uint64
+	txErrors, txNoNeighbour                                                      atomic.Uint64
 }
 
 // NewEndpoint opens the AF_XDP sockets on ifname's RX queues (in the
@@ -76,9 +79,15 @@ func NewEndpoint(ifname string, cfg Config) (_ *Endpoint, err error) {
 	if cfg.MTU > 0 {
 		e.mtu = uint32(cfg.MTU)
 	}
-	e.caps = stack.CapabilityResolutionRequired | stack.CapabilityTXChecksumOffload
+	e.caps = stack.CapabilityTXChecksumOffload
+	if cfg.Share == nil {
+		e.caps |= stack.CapabilityResolutionRequired // the stack's ARP and neighbour discovery
+	}
 	if !cfg.NoRXChecksumOffload {
 		e.caps |= stack.CapabilityRXChecksumOffload
+	}
+	if err := checkAddrs(ifi, cfg); err != nil {
+		return nil, err
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	defer func() {
@@ -87,9 +96,23 @@ func NewEndpoint(ifname string, cfg Config) (_ *Endpoint, err error) {
 			if e.dev != nil {
 				e.dev.Close()
 			}
+			if e.neigh != nil {
+				e.neigh.close()
+			}
 		}
 	}()
-	expr, err := steering(cfg.Addrs)
+	var expr string
+	if cfg.Share == nil {
+		expr, err = steering(cfg.Addrs)
+	} else {
+		if e.ports, err = sharedPorts(cfg.Share.Ports); err != nil {
+			return nil, err
+		}
+		if e.neigh, err = newNeighbours(e, ifi.Index); err != nil {
+			return nil, err
+		}
+		expr = sharedSteering(cfg.Addrs, cfg.Share.Expr, e.ports)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -135,6 +158,69 @@ func steering(addrs []netip.Prefix) (string, error) {
 		return "", fmt.Errorf("%w: no address to steer", ErrInvalidConfig)
 	}
 	return strings.Join(parts, " or "), nil
+}
+
+// checkAddrs checks that cfg.Addrs are the kernel's addresses on ifi with
+// Config.Share, and none of them without: two answers to one ARP request
+// would leave the network to pick.
+func checkAddrs(ifi *net.Interface, cfg Config) error {
+	kernel := map[netip.Addr]bool{}
+	as, err := ifi.Addrs()
+	if err != nil {
+		return fmt.Errorf("%w: %s's addresses: %v", ErrNoDevice, ifi.Name, err)
+	}
+	for _, a := range as {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			kernel[p.Addr().WithZone("")] = true
+		}
+	}
+	for _, p := range cfg.Addrs {
+		switch has := kernel[p.Addr()]; {
+		case cfg.Share == nil && has:
+			return fmt.Errorf("%w: %v is the kernel's address on %s: give the stack one of its own, or share the kernel's (Config.Share)", ErrInvalidConfig, p.Addr(), ifi.Name)
+		case cfg.Share != nil && !has:
+			return fmt.Errorf("%w: %v is not the kernel's address on %s, which Config.Share shares (see ip addr)", ErrInvalidConfig, p.Addr(), ifi.Name)
+		}
+	}
+	return nil
+}
+
+// sharedSteering is the tcpdump expression of the frames a stack that
+// shares the kernel's addresses takes: IP (not ARP) to them that expr
+// selects, and the TCP and UDP to the stack's own local ports.
+func sharedSteering(addrs []netip.Prefix, expr string, ports [2]uint16) string {
+	var dst []string
+	for _, p := range addrs {
+		if p.Addr().Is4() {
+			dst = append(dst, "ip dst host "+p.Addr().String())
+		} else {
+			dst = append(dst, "ip6 dst host "+p.Addr().String())
+		}
+	}
+	return fmt.Sprintf("(%s) and ((%s) or ((tcp or udp) and dst portrange %d-%d))", strings.Join(dst, " or "), expr, ports[0], ports[1])
+}
+
+// sharedPorts checks the stack's local port range against the kernel's
+// ephemeral one, or picks the ports above it.
+func sharedPorts(want [2]uint16) ([2]uint16, error) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	var lo, hi int
+	if err == nil {
+		_, err = fmt.Sscan(string(b), &lo, &hi)
+	}
+	if err != nil {
+		return want, fmt.Errorf("the kernel's ephemeral ports (net.ipv4.ip_local_port_range): %w", err)
+	}
+	if want == [2]uint16{} {
+		if hi >= 65535 {
+			return want, fmt.Errorf("%w: the kernel's ephemeral ports (%d-%d) leave none to the stack: set Share.Ports below them, or narrow net.ipv4.ip_local_port_range", ErrInvalidConfig, lo, hi)
+		}
+		return [2]uint16{uint16(hi + 1), 65535}, nil
+	}
+	if want[0] == 0 || want[0] > want[1] || int(want[1]) >= lo && int(want[0]) <= hi {
+		return want, fmt.Errorf("%w: Share.Ports %d-%d: must be a range outside the kernel's ephemeral ports (%d-%d)", ErrInvalidConfig, want[0], want[1], lo, hi)
+	}
+	return want, nil
 }
 
 // MTU implements stack.LinkEndpoint: the largest IP packet.
@@ -235,10 +321,14 @@ func (e *Endpoint) ARPHardwareType() header.ARPHardwareType { return header.ARPH
 
 // AddHeader implements stack.LinkEndpoint: the Ethernet header.
 func (e *Endpoint) AddHeader(pkt *stack.PacketBuffer) {
+	dst := pkt.EgressRoute.RemoteLinkAddress
+	if e.neigh != nil {
+		dst = e.neigh.mac(pkt.EgressRoute.RemoteAddress)
+	}
 	eth := header.Ethernet(pkt.LinkHeader().Push(header.EthernetMinimumSize))
 	eth.Encode(&header.EthernetFields{
-		SrcAddr: pkt.EgressRoute.LocalLinkAddress,
-		DstAddr: pkt.EgressRoute.RemoteLinkAddress,
+		SrcAddr: e.mac,
+		DstAddr: dst,
 		Type:    pkt.NetworkProtocolNumber,
 	})
 }
@@ -276,6 +366,9 @@ func (e *Endpoint) Close() {
 	}
 	e.dev.Close() // wakes the loops' waits
 	e.wg.Wait()
+	if e.neigh != nil {
+		e.neigh.close()
+	}
 }
 
 // Err returns the error that ended the receive loops without Close: one
@@ -296,7 +389,7 @@ func (e *Endpoint) Stats() Stats {
 		RXFrames: c.rxFrames.Load(), RXBytes: c.rxBytes.Load(), RXBadChecksum: c.rxBadChecksum.Load(), RXPartialChecksum: c.rxPartialChecksum.Load(),
 		RXMalformed: c.rxMalformed.Load(), RXNotForUs: c.rxNotForUs.Load(),
 		TXPackets: c.txPackets.Load(), TXFrames: c.txFrames.Load(), TXSegmented: c.txSegmented.Load(),
-		TXBytes: c.txBytes.Load(), TXDropped: c.txDropped.Load(), TXErrors: c.txErrors.Load(),
+		TXBytes: c.txBytes.Load(), TXDropped: c.txDropped.Load(), TXErrors: c.txErrors.Load(), TXNoNeighbour: c.txNoNeighbour.Load(),
 	}
 	for _, q := range e.queues {
 		s, _ := q.s.Stats()

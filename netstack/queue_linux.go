@@ -5,6 +5,7 @@ package netstack
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -133,6 +134,9 @@ func (q *queue) deliver(b *xsk.Batch) {
 			e.ctr.rxNotForUs.Add(1) // VLAN tags, other protocols: not the stack's
 			continue
 		}
+		if e.neigh != nil {
+			e.resolveSYN(f)
+		}
 		pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(f)})
 		pkt.RXChecksumValidated = validated
 		if !e.ParseHeader(pkt) {
@@ -145,6 +149,25 @@ func (q *queue) deliver(b *xsk.Batch) {
 		e.ctr.rxFrames.Add(1)
 		e.ctr.rxBytes.Add(uint64(len(f)))
 	}
+}
+
+// resolveSYN has the kernel resolve the sender of a connection request
+// (a TCP SYN) it has no neighbour entry for, while the stack builds its
+// answer: a stack that shares the kernel's addresses sends through the
+// kernel's neighbour table, and an answer with no next hop waits for it.
+func (e *Endpoint) resolveSYN(f []byte) {
+	lo, r := offload.Parse(f)
+	if r != offload.ReasonNone || lo.Proto != offload.ProtoTCP || lo.L4+offload.TCPMinLen > len(f) {
+		return
+	}
+	if flags := f[lo.L4+13]; flags&0x12 != 0x02 { // SYN without ACK
+		return
+	}
+	src, ok := netip.AddrFromSlice(lo.Src(f))
+	if !ok {
+		return
+	}
+	e.neigh.resolveSYN(src)
 }
 
 // verify checks a frame's checksums (offload.VerifyRX) and counts the
@@ -192,6 +215,10 @@ func (e *Endpoint) WritePackets(pkts stack.PacketBufferList) (int, tcpip.Error) 
 	return n, nil
 }
 
+// writeHeld writes a packet that waited for its next hop (write counts
+// what it cannot send).
+func (q *queue) writeHeld(pkt *stack.PacketBuffer) { q.write(pkt) }
+
 // write puts one packet's frames on the TX ring.
 func (q *queue) write(pkt *stack.PacketBuffer) tcpip.Error {
 	e := q.e
@@ -199,6 +226,14 @@ func (q *queue) write(pkt *stack.PacketBuffer) tcpip.Error {
 	defer q.mu.Unlock()
 	if q.done {
 		return &tcpip.ErrClosedForSend{}
+	}
+	if e.neigh != nil && tcpip.LinkAddress(pkt.LinkHeader().Slice()[:header.EthernetAddressSize]) == noMAC {
+		// Counted when it goes out, or as TXNoNeighbour.
+		if !e.neigh.hold(pkt, q.writeHeld) {
+			e.ctr.txPackets.Add(1)
+			e.ctr.txNoNeighbour.Add(1)
+		}
+		return nil
 	}
 	e.ctr.txPackets.Add(1)
 	size := pkt.Size()

@@ -41,8 +41,12 @@ func Open(ifname string, cfg Config) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
+	nets := []stack.NetworkProtocolFactory{ipv4.NewProtocol, ipv6.NewProtocol}
+	if cfg.Share == nil {
+		nets = append(nets, arp.NewProtocol) // the kernel answers for shared addresses
+	}
 	s := stack.New(stack.Options{
-		NetworkProtocols:   []stack.NetworkProtocolFactory{ipv4.NewProtocol, ipv6.NewProtocol, arp.NewProtocol},
+		NetworkProtocols:   nets,
 		TransportProtocols: []stack.TransportProtocolFactory{tcp.NewProtocol, udp.NewProtocol, icmp.NewProtocol4, icmp.NewProtocol6},
 	})
 	st := &Stack{s: s, ep: ep}
@@ -51,6 +55,11 @@ func Open(ifname string, cfg Config) (_ *Stack, err error) {
 			st.Close()
 		}
 	}()
+	if cfg.Share != nil {
+		if e := s.SetPortRange(ep.ports[0], ep.ports[1]); e != nil {
+			return nil, fmt.Errorf("the stack's ports %d-%d: %s", ep.ports[0], ep.ports[1], e)
+		}
+	}
 	sack := tcpip.TCPSACKEnabled(true)
 	s.SetTransportProtocolOption(tcp.ProtocolNumber, &sack)
 	cc := tcpip.CongestionControlOption("cubic")
@@ -79,6 +88,14 @@ func Open(ifname string, cfg Config) (_ *Stack, err error) {
 		}
 		any := tcpip.AddressWithPrefix{Address: tcpip.AddrFromSlice(make([]byte, g.BitLen()/8)), PrefixLen: 0}
 		routes = append(routes, tcpip.Route{Destination: any.Subnet(), Gateway: tcpip.AddrFromSlice(g.AsSlice()), NIC: nicID})
+	}
+	if cfg.Share != nil {
+		// Everything through the interface: the kernel's route and
+		// neighbour tables pick each frame's next hop (Endpoint.AddHeader).
+		for _, n := range []int{4, 16} {
+			any := tcpip.AddressWithPrefix{Address: tcpip.AddrFromSlice(make([]byte, n)), PrefixLen: 0}
+			routes = append(routes, tcpip.Route{Destination: any.Subnet(), NIC: nicID})
+		}
 	}
 	s.SetRouteTable(routes)
 	return st, nil
