@@ -174,6 +174,10 @@ func TestKernelReceiveChecks(t *testing.T) {
 		{"IPv4 to the host, broadcast MAC", a.IPv4, b.IPv4, bcastMAC},
 		{"IPv4 to the host's address on lo", a.IPv4, ip("198.19.77.1"), nil},
 		{"IPv4 to 127.0.0.1", a.IPv4, ip("127.0.0.1"), nil},
+		{"IPv4 to 255.255.255.255 (broadcast)", a.IPv4, ip("255.255.255.255"), bcastMAC},
+		{"IPv4 to 198.18.0.255 (the subnet's broadcast)", a.IPv4, ip("198.18.0.255"), bcastMAC},
+		{"IPv4 to 224.0.0.1 (all hosts, joined)", a.IPv4, ip("224.0.0.1"), net.HardwareAddr{0x01, 0, 0x5e, 0, 0, 1}},
+		{"IPv4 to 239.1.2.3 (a group not joined)", a.IPv4, ip("239.1.2.3"), net.HardwareAddr{0x01, 0, 0x5e, 1, 2, 3}},
 		{"IPv6 from the peer (control)", a.IPv6, b.IPv6, nil},
 		{"IPv6 from ::1", ip("::1"), b.IPv6, nil},
 		{"IPv6 from ::", ip("::"), b.IPv6, nil},
@@ -188,6 +192,8 @@ func TestKernelReceiveChecks(t *testing.T) {
 		{"IPv6 to the host's address on lo", a.IPv6, ip("2001:db8:77::1"), nil},
 		{"IPv6 to ::1", a.IPv6, ip("::1"), nil},
 		{"IPv6 to ::ffff:198.18.0.2 (v4-mapped)", a.IPv6, ip("::ffff:198.18.0.2"), nil},
+		{"IPv6 to ff02::1 (all nodes, joined)", a.IPv6, ip("ff02::1"), net.HardwareAddr{0x33, 0x33, 0, 0, 0, 1}},
+		{"IPv6 to ff0e::1:2 (a group not joined)", a.IPv6, ip("ff0e::1:2"), net.HardwareAddr{0x33, 0x33, 0, 1, 0, 2}},
 	}
 	cases = append(cases, tc{"IPv6 link-local to link-local", aLL, bLL, nil})
 	in := newInjector(t, a)
