@@ -1,0 +1,281 @@
+package xdpprom
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/xdpio/xdpio/internal/metrics"
+	"github.com/xdpio/xdpio/nic"
+	"github.com/xdpio/xdpio/xdpnet"
+	"github.com/xdpio/xdpio/xsk"
+)
+
+// descs holds one prometheus.Desc per family, shared by every collector.
+var descs sync.Map // *metrics.Family → *prometheus.Desc
+
+func desc(f *metrics.Family) *prometheus.Desc {
+	if d, ok := descs.Load(f); ok {
+		return d.(*prometheus.Desc)
+	}
+	d, _ := descs.LoadOrStore(f, prometheus.NewDesc(f.Name, f.Help, f.Labels, nil))
+	return d.(*prometheus.Desc)
+}
+
+func valueType(f *metrics.Family) prometheus.ValueType {
+	if f.Type == metrics.Counter {
+		return prometheus.CounterValue
+	}
+	return prometheus.GaugeValue
+}
+
+// series names one counter series: its family and label values.
+type series struct {
+	f *metrics.Family
+	l [metrics.MaxLabels]string
+}
+
+// offset is what a series had counted in the endpoints before the current
+// one (base), and the current one's last value.
+type offset struct{ base, last float64 }
+
+// continuity keeps counters going across endpoints: the value exported for
+// a series is base + the current endpoint's value.
+type continuity struct {
+	m map[series]*offset
+}
+
+// adjust turns sample i of s from the current endpoint's value into the
+// exported one. A value below the last one read means the endpoint's
+// counter restarted (an endpoint swapped without Replace): what it had
+// counted moves into the base.
+func (c *continuity) adjust(s *metrics.Set, i int) {
+	f, v, labels := s.At(i)
+	if f.Type != metrics.Counter {
+		return
+	}
+	var k series
+	k.f = f
+	copy(k.l[:], labels)
+	o := c.m[k]
+	if o == nil {
+		if c.m == nil {
+			c.m = map[series]*offset{}
+		}
+		o = &offset{}
+		c.m[k] = o
+	}
+	if v < o.last {
+		o.base += o.last
+	}
+	o.last = v
+	s.SetValue(i, o.base+v)
+}
+
+// handover moves every series' last value into its base: the next
+// endpoint's counters start from 0.
+func (c *continuity) handover() {
+	for _, o := range c.m {
+		o.base += o.last
+		o.last = 0
+	}
+}
+
+// emit sends the samples of s as constant metrics.
+func emit(s *metrics.Set, ch chan<- prometheus.Metric) {
+	for i := range s.Len() {
+		f, v, labels := s.At(i)
+		ch <- prometheus.MustNewConstMetric(desc(f), valueType(f), v, labels...)
+	}
+}
+
+// SocketCollector is a prometheus.Collector of the AF_XDP sockets of an
+// xsk.Device: the xdpio_xsk_* families, labels device and queue. It is safe
+// for concurrent use.
+type SocketCollector struct {
+	mu   sync.Mutex
+	dev  *xsk.Device
+	last map[int]xsk.Stats // the last counters read of each queue's socket
+	cont continuity
+	set  metrics.Set
+}
+
+// NewSocketCollector returns a collector of dev's sockets; dev may be nil
+// until Replace hands it one.
+func NewSocketCollector(dev *xsk.Device) *SocketCollector {
+	return &SocketCollector{dev: dev, last: map[int]xsk.Stats{}}
+}
+
+// Replace makes dev the device whose sockets the collector exports, in place
+// of the one it had: each counter of the new device's sockets is exported
+// on top of what the old one's had counted when Replace read them (close the
+// old device first, so that nothing it counts afterwards is lost). dev may be
+// nil: nothing is exported until the next Replace.
+func (c *SocketCollector) Replace(dev *xsk.Device) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if dev == c.dev {
+		return
+	}
+	if c.dev != nil {
+		c.read()
+		c.cont.handover()
+		clear(c.last)
+	}
+	c.dev = dev
+}
+
+// read fills c.set with the current device's samples, counters adjusted.
+func (c *SocketCollector) read() {
+	c.set.Reset()
+	if c.dev == nil {
+		return
+	}
+	name := c.dev.Name()
+	for _, sk := range c.dev.Sockets() {
+		q := sk.Queue()
+		st, err := sk.Stats()
+		if err != nil {
+			var ok bool
+			if st, ok = c.last[q]; !ok {
+				continue
+			}
+		}
+		c.last[q] = st
+		metrics.AddSocket(&c.set, name, metrics.Queue(q), st)
+	}
+	for i := range c.set.Len() {
+		c.cont.adjust(&c.set, i)
+	}
+}
+
+// Describe sends nothing: the collector is unchecked (see the package
+// documentation).
+func (c *SocketCollector) Describe(chan<- *prometheus.Desc) {}
+
+// Collect sends the sockets' metrics.
+func (c *SocketCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.read()
+	emit(&c.set, ch)
+}
+
+// ConnCollector is a prometheus.Collector of an xdpnet.UDPConn: the
+// xdpio_conn_* families, labels conn (the collector's name), device and
+// queue ("kernel" for the conn's kernel socket), and the xdpio_xsk_*
+// families of its AF_XDP sockets. It is safe for concurrent use.
+type ConnCollector struct {
+	name string
+	mu   sync.Mutex
+	conn *xdpnet.UDPConn
+	cont continuity
+	set  metrics.Set
+}
+
+// NewConnCollector returns a collector of conn, whose series carry
+// conn=name: the name of the endpoint, which stays when Replace hands the
+// collector another conn. An empty name becomes conn's local address
+// ("198.18.0.2:53"). conn may be nil (with a name) until Replace.
+func NewConnCollector(name string, conn *xdpnet.UDPConn) *ConnCollector {
+	if name == "" && conn != nil {
+		name = conn.LocalAddrPort().String()
+	}
+	return &ConnCollector{name: name, conn: conn}
+}
+
+// Name returns the collector's conn label.
+func (c *ConnCollector) Name() string { return c.name }
+
+// Replace makes conn the one the collector exports, in place of the one it
+// had: each counter of the new conn is exported on top of what the old one
+// had counted when Replace read it (close the old conn first, so that
+// nothing it counts afterwards is lost). conn may be nil: nothing is
+// exported until the next Replace.
+func (c *ConnCollector) Replace(conn *xdpnet.UDPConn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if conn == c.conn {
+		return
+	}
+	if c.conn != nil {
+		c.read()
+		c.cont.handover()
+	}
+	c.conn = conn
+}
+
+func (c *ConnCollector) read() {
+	c.set.Reset()
+	if c.conn == nil {
+		return
+	}
+	metrics.AddConn(&c.set, c.name, c.conn.Interface(), c.conn.Stats())
+	for i := range c.set.Len() {
+		c.cont.adjust(&c.set, i)
+	}
+}
+
+// Describe sends nothing: the collector is unchecked (see the package
+// documentation).
+func (c *ConnCollector) Describe(chan<- *prometheus.Desc) {}
+
+// Collect sends the conn's metrics.
+func (c *ConnCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.read()
+	emit(&c.set, ch)
+}
+
+// NICCollector is a prometheus.Collector of a network device: its
+// per-queue counters (xdpio_nic_<counter>_total, labels device and queue,
+// from the source xdpio_nic_stats_source names), NAPI settings and queues,
+// and xdpio_nic_scrape_success for each part. A part that cannot be read
+// (the device was deleted) is exported as xdpio_nic_scrape_success 0,
+// never as stale values. It is safe for concurrent use.
+type NICCollector struct {
+	r   *metrics.NICReader
+	mu  sync.Mutex
+	set metrics.Set
+}
+
+// NewNICCollector returns a collector of d, which the caller keeps open
+// while the collector is registered. Call it in the network namespace d
+// was opened in (as nic.Open, the calling thread's): each Collect reads
+// there, whatever goroutine the registry runs it on.
+func NewNICCollector(d *nic.Device) (*NICCollector, error) {
+	r, err := metrics.NewNICReader(d)
+	if err != nil {
+		return nil, err
+	}
+	return &NICCollector{r: r}, nil
+}
+
+// OpenNICCollector opens the interface called name in the calling thread's
+// network namespace and returns a collector that owns it: a device deleted
+// and created again by that name is opened again at the next Collect.
+// Close closes it.
+func OpenNICCollector(name string) (*NICCollector, error) {
+	r, err := metrics.OpenNICReader(name)
+	if err != nil {
+		return nil, err
+	}
+	return &NICCollector{r: r}, nil
+}
+
+// Close closes the device if the collector opened it (OpenNICCollector).
+func (c *NICCollector) Close() error { return c.r.Close() }
+
+// Describe sends nothing: the collector is unchecked (see the package
+// documentation).
+func (c *NICCollector) Describe(chan<- *prometheus.Desc) {}
+
+// Collect sends the device's metrics.
+func (c *NICCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.set.Reset()
+	c.r.Read(&c.set)
+	emit(&c.set, ch)
+}
