@@ -93,24 +93,40 @@ func emit(s *metrics.Set, ch chan<- prometheus.Metric) {
 // xsk.Device: the xdpio_xsk_* families, labels device and queue. It is safe
 // for concurrent use.
 type SocketCollector struct {
-	mu   sync.Mutex
-	dev  *xsk.Device
-	last map[int]xsk.Stats // the last counters read of each queue's socket
-	cont continuity
-	set  metrics.Set
+	mu    sync.Mutex
+	dev   *xsk.Device
+	name  string            // dev's
+	socks []*xsk.Socket     // dev's, as they were handed over: Device.Close forgets them
+	last  map[int]xsk.Stats // the last counters read of each queue's socket
+	cont  continuity
+	set   metrics.Set
 }
 
-// NewSocketCollector returns a collector of dev's sockets; dev may be nil
-// until Replace hands it one.
+// NewSocketCollector returns a collector of dev's sockets, taken while dev
+// is open; dev may be nil until Replace hands it one.
 func NewSocketCollector(dev *xsk.Device) *SocketCollector {
-	return &SocketCollector{dev: dev, last: map[int]xsk.Stats{}}
+	c := &SocketCollector{last: map[int]xsk.Stats{}}
+	c.take(dev)
+	return c
+}
+
+// take makes dev the current device. Its sockets are taken now, while it
+// is open: after Close the device no longer lists them, but their Stats
+// still report what they counted.
+func (c *SocketCollector) take(dev *xsk.Device) {
+	c.dev, c.name, c.socks = dev, "", nil
+	if dev != nil {
+		c.name, c.socks = dev.Name(), dev.Sockets()
+	}
 }
 
 // Replace makes dev the device whose sockets the collector exports, in place
 // of the one it had: each counter of the new device's sockets is exported
 // on top of what the old one's had counted when Replace read them (close the
 // old device first, so that nothing it counts afterwards is lost). dev may be
-// nil: nothing is exported until the next Replace.
+// nil: nothing is exported until the next Replace. Hand the collector a
+// device before closing it, not after: a closed device no longer lists its
+// sockets.
 func (c *SocketCollector) Replace(dev *xsk.Device) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -122,17 +138,13 @@ func (c *SocketCollector) Replace(dev *xsk.Device) {
 		c.cont.handover()
 		clear(c.last)
 	}
-	c.dev = dev
+	c.take(dev)
 }
 
 // read fills c.set with the current device's samples, counters adjusted.
 func (c *SocketCollector) read() {
 	c.set.Reset()
-	if c.dev == nil {
-		return
-	}
-	name := c.dev.Name()
-	for _, sk := range c.dev.Sockets() {
+	for _, sk := range c.socks {
 		q := sk.Queue()
 		st, err := sk.Stats()
 		if err != nil {
@@ -142,7 +154,7 @@ func (c *SocketCollector) read() {
 			}
 		}
 		c.last[q] = st
-		metrics.AddSocket(&c.set, name, metrics.Queue(q), st)
+		metrics.AddSocket(&c.set, c.name, metrics.Queue(q), st)
 	}
 	for i := range c.set.Len() {
 		c.cont.adjust(&c.set, i)
