@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"strings"
 	"testing"
 )
@@ -19,9 +21,10 @@ func TestExporterUsage(t *testing.T) {
 		{[]string{"exporter", "lo", "--listen", "a b:1"}, `host "a b" is not an address or name`},
 		{[]string{"exporter", "lo", "--listn", ":1"}, "unknown flag: --listn"},
 	} {
-		out, code, err := cli(t, tc.args...)
-		if code != 2 || err == nil || !strings.Contains(err.Error(), tc.want) || out != "" {
-			t.Errorf("%v: exit %d, %v, stdout %q; want exit 2 saying %q", tc.args, code, err, out, tc.want)
+		var out, errb bytes.Buffer
+		err := runWith(context.Background(), &globals{stdout: &out, stderr: &errb}, tc.args)
+		if code := exitStatus(err); code != 2 || err == nil || !strings.Contains(err.Error(), tc.want) || out.Len() != 0 {
+			t.Errorf("%v: exit %d, %v, stdout %q; want exit 2 saying %q", tc.args, code, err, out.String(), tc.want)
 		}
 	}
 }

@@ -326,7 +326,7 @@ func TestPrometheusScrapes(t *testing.T) {
 	rd.Pause()
 	sendUDP(t, p.A, dst, burst, 64, xdpSeen)
 	rd.Resume()
-	lib := conn.Stats()
+	var lib xdpnet.Stats
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		lib = conn.Stats()
 		tot := lib.Total()
