@@ -1,9 +1,13 @@
 package xdpprom
 
 import (
+	"sort"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/xdpio/xdpio/internal/metrics"
 	"github.com/xdpio/xdpio/nic"
@@ -22,70 +26,117 @@ func desc(f *metrics.Family) *prometheus.Desc {
 	return d.(*prometheus.Desc)
 }
 
-func valueType(f *metrics.Family) prometheus.ValueType {
-	if f.Type == metrics.Counter {
-		return prometheus.CounterValue
-	}
-	return prometheus.GaugeValue
-}
-
-// series names one counter series: its family and label values.
+// series names one series: its family and label values.
 type series struct {
 	f *metrics.Family
 	l [metrics.MaxLabels]string
 }
 
-// offset is what a series had counted in the endpoints before the current
-// one (base), and the current one's last value.
-type offset struct{ base, last float64 }
-
-// continuity keeps counters going across endpoints: the value exported for
-// a series is base + the current endpoint's value.
-type continuity struct {
-	m map[series]*offset
+// state is what a collector keeps of one series across scrapes: its
+// label pairs, made once (as client_golang's own metrics keep theirs), and
+// for a counter what the endpoints before the current one had counted
+// (base) and the current one's last value.
+type state struct {
+	desc       *prometheus.Desc
+	pairs      []*dto.LabelPair
+	base, last float64
 }
 
-// adjust turns sample i of s from the current endpoint's value into the
-// exported one. A value below the last one read means the endpoint's
-// counter restarted (an endpoint swapped without Replace): what it had
-// counted moves into the base.
-func (c *continuity) adjust(s *metrics.Set, i int) {
-	f, v, labels := s.At(i)
-	if f.Type != metrics.Counter {
-		return
-	}
+// continuity keeps every series' state: counters go on across endpoints,
+// the value exported for a counter being base + the current endpoint's.
+type continuity struct {
+	m map[series]*state
+}
+
+// get returns the state of sample i of s, made on first sight.
+func (c *continuity) get(s *metrics.Set, i int) *state {
+	f, _, labels := s.At(i)
 	var k series
 	k.f = f
 	copy(k.l[:], labels)
-	o := c.m[k]
-	if o == nil {
+	st := c.m[k]
+	if st == nil {
 		if c.m == nil {
-			c.m = map[series]*offset{}
+			c.m = map[series]*state{}
 		}
-		o = &offset{}
-		c.m[k] = o
+		st = &state{desc: desc(f), pairs: labelPairs(f, labels)}
+		c.m[k] = st
 	}
-	if v < o.last {
-		o.base += o.last
+	return st
+}
+
+// adjust turns counter sample i of s from the current endpoint's value into
+// the exported one, and returns the series' state. A value below the last
+// one read means the endpoint's counter restarted (an endpoint swapped
+// without Replace): what it had counted moves into the base.
+func (c *continuity) adjust(s *metrics.Set, i int) *state {
+	st := c.get(s, i)
+	f, v, _ := s.At(i)
+	if f.Type != metrics.Counter {
+		return st
 	}
-	o.last = v
-	s.SetValue(i, o.base+v)
+	if v < st.last {
+		st.base += st.last
+	}
+	st.last = v
+	s.SetValue(i, st.base+v)
+	return st
 }
 
 // handover moves every series' last value into its base: the next
 // endpoint's counters start from 0.
 func (c *continuity) handover() {
-	for _, o := range c.m {
-		o.base += o.last
-		o.last = 0
+	for _, st := range c.m {
+		st.base += st.last
+		st.last = 0
 	}
 }
 
-// emit sends the samples of s as constant metrics.
-func emit(s *metrics.Set, ch chan<- prometheus.Metric) {
+// labelPairs returns f's label pairs with values, sorted by name as the
+// registry wants them; a value that is not UTF-8 (an interface name may
+// hold any byte) has its bad bytes replaced, as the text format needs.
+func labelPairs(f *metrics.Family, values []string) []*dto.LabelPair {
+	pairs := make([]*dto.LabelPair, len(values))
+	for j, v := range values {
+		pairs[j] = &dto.LabelPair{Name: proto.String(f.Labels[j]), Value: proto.String(strings.ToValidUTF8(v, "\uFFFD"))}
+	}
+	sort.Slice(pairs, func(a, b int) bool { return pairs[a].GetName() < pairs[b].GetName() })
+	return pairs
+}
+
+// metric is one sample as a prometheus.Metric, over its series' cached
+// label pairs.
+type metric struct {
+	st  *state
+	typ metrics.Type
+	v   float64
+}
+
+func (m *metric) Desc() *prometheus.Desc { return m.st.desc }
+
+func (m *metric) Write(out *dto.Metric) error {
+	out.Label = m.st.pairs
+	if m.typ == metrics.Counter {
+		out.Counter = &dto.Counter{Value: proto.Float64(m.v)}
+	} else {
+		out.Gauge = &dto.Gauge{Value: proto.Float64(m.v)}
+	}
+	return nil
+}
+
+// adjustAll adjusts every sample of s.
+func (c *continuity) adjustAll(s *metrics.Set) {
 	for i := range s.Len() {
-		f, v, labels := s.At(i)
-		ch <- prometheus.MustNewConstMetric(desc(f), valueType(f), v, labels...)
+		c.adjust(s, i)
+	}
+}
+
+// emit adjusts the samples of s and sends them.
+func (c *continuity) emit(s *metrics.Set, ch chan<- prometheus.Metric) {
+	for i := range s.Len() {
+		st := c.adjust(s, i)
+		f, v, _ := s.At(i)
+		ch <- &metric{st: st, typ: f.Type, v: v}
 	}
 }
 
@@ -135,6 +186,7 @@ func (c *SocketCollector) Replace(dev *xsk.Device) {
 	}
 	if c.dev != nil {
 		c.read()
+		c.cont.adjustAll(&c.set)
 		c.cont.handover()
 		clear(c.last)
 	}
@@ -156,9 +208,6 @@ func (c *SocketCollector) read() {
 		c.last[q] = st
 		metrics.AddSocket(&c.set, c.name, metrics.Queue(q), st)
 	}
-	for i := range c.set.Len() {
-		c.cont.adjust(&c.set, i)
-	}
 }
 
 // Describe sends nothing: the collector is unchecked (see the package
@@ -170,7 +219,7 @@ func (c *SocketCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.read()
-	emit(&c.set, ch)
+	c.cont.emit(&c.set, ch)
 }
 
 // ConnCollector is a prometheus.Collector of an xdpnet.UDPConn: the
@@ -212,6 +261,7 @@ func (c *ConnCollector) Replace(conn *xdpnet.UDPConn) {
 	}
 	if c.conn != nil {
 		c.read()
+		c.cont.adjustAll(&c.set)
 		c.cont.handover()
 	}
 	c.conn = conn
@@ -223,9 +273,6 @@ func (c *ConnCollector) read() {
 		return
 	}
 	metrics.AddConn(&c.set, c.name, c.conn.Interface(), c.conn.Stats())
-	for i := range c.set.Len() {
-		c.cont.adjust(&c.set, i)
-	}
 }
 
 // Describe sends nothing: the collector is unchecked (see the package
@@ -237,7 +284,7 @@ func (c *ConnCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.read()
-	emit(&c.set, ch)
+	c.cont.emit(&c.set, ch)
 }
 
 // NICCollector is a prometheus.Collector of a network device: its
@@ -247,9 +294,10 @@ func (c *ConnCollector) Collect(ch chan<- prometheus.Metric) {
 // (the device was deleted) is exported as xdpio_nic_scrape_success 0,
 // never as stale values. It is safe for concurrent use.
 type NICCollector struct {
-	r   *metrics.NICReader
-	mu  sync.Mutex
-	set metrics.Set
+	r     *metrics.NICReader
+	mu    sync.Mutex
+	set   metrics.Set
+	cache continuity // label pairs only: the device's counters are the kernel's
 }
 
 // NewNICCollector returns a collector of d, which the caller keeps open
@@ -289,5 +337,8 @@ func (c *NICCollector) Collect(ch chan<- prometheus.Metric) {
 	defer c.mu.Unlock()
 	c.set.Reset()
 	c.r.Read(&c.set)
-	emit(&c.set, ch)
+	for i := range c.set.Len() {
+		f, v, _ := c.set.At(i)
+		ch <- &metric{st: c.cache.get(&c.set, i), typ: f.Type, v: v}
+	}
 }

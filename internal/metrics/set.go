@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Set holds the samples of one scrape in flat slices that Reset keeps for
@@ -115,8 +116,12 @@ func (s *Set) WriteText(w io.Writer) error {
 }
 
 // writeEscaped writes s escaped as the text format wants: a backslash and
-// a line feed always, a double quote in label values.
+// a line feed always, a double quote in label values; bytes that are not
+// UTF-8 (an interface name may hold any) become U+FFFD.
 func writeEscaped(w *bufio.Writer, s string, quote bool) {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
 		case c == '\\':
