@@ -18,17 +18,18 @@ import (
 // --netns), or from goroutines that did not lock their thread, reads the
 // driver's ethtool -S counters and /proc/net/dev of the device's own.
 type NICReader struct {
-	mu    sync.Mutex
-	name  string
-	dev   *nic.Device
-	owned bool // opened by name: reopened after a failed read, closed by Close
-	ns    *namespace
+	mu     sync.Mutex
+	name   string
+	dev    *nic.Device
+	owned  bool // opened by name: reopened when it is gone, closed by Close
+	closed bool
+	ns     *namespace
 }
 
 // OpenNICReader opens interface name in the calling thread's network
 // namespace (nic.Open) and returns a reader that owns it: after a read
-// that failed (the device was deleted) it opens the name again at the next
-// read, so a device that comes back is read again.
+// that found the device gone (deleted) it opens the name again at the
+// next read, so a device that comes back is read again.
 func OpenNICReader(name string) (*NICReader, error) {
 	ns, err := currentNamespace()
 	if err != nil {
@@ -74,7 +75,7 @@ func (r *NICReader) Read(s *Set) error {
 		}
 	}
 	ok := func(part string) { s.Add(NICScrapeSuccess, 1, r.name, part) }
-	err := r.ns.do(func() error {
+	read := func() error {
 		if r.dev == nil {
 			d, err := nic.Open(r.name)
 			if err != nil {
@@ -112,7 +113,11 @@ func (r *NICReader) Read(s *Set) error {
 			fail("queues", err)
 		}
 		return nil
-	})
+	}
+	err := error(nic.ErrClosed)
+	if !r.closed {
+		err = r.ns.do(read)
+	}
 	if err != nil {
 		// The device (or the namespace) could not be opened: every part
 		// failed.
@@ -120,9 +125,10 @@ func (r *NICReader) Read(s *Set) error {
 			fail(part, err)
 		}
 	}
-	if first != nil && r.owned && r.dev != nil {
-		// Open the name again next time: the device may have been
-		// deleted, and one by that name created.
+	if r.owned && r.dev != nil && (errors.Is(first, syscall.ENODEV) || errors.Is(first, nic.ErrNoDevice)) {
+		// The device is gone: open the name again next time, when one by
+		// that name may have been created. Other failures keep the
+		// device, and its netlink clients.
 		r.dev.Close()
 		r.dev = nil
 	}
@@ -131,7 +137,7 @@ func (r *NICReader) Read(s *Set) error {
 }
 
 // Close closes the device if the reader opened it, and the reader's handle
-// of the namespace.
+// of the namespace. Reads after Close fail with nic.ErrClosed.
 func (r *NICReader) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -140,6 +146,7 @@ func (r *NICReader) Close() error {
 		err = r.dev.Close()
 	}
 	r.dev = nil
+	r.closed = true
 	r.ns.close()
 	return err
 }

@@ -6,9 +6,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/xdpio/xdpio/internal/metrics"
 	"github.com/xdpio/xdpio/internal/netnstest"
+	"github.com/xdpio/xdpio/nic"
 )
 
 // run runs a command inside h's namespace and returns its output.
@@ -309,7 +310,10 @@ func TestNICReaderHere(t *testing.T) {
 	if samples(s)[sample{"xdpio_nic_stats_source", "device=lo,source=device"}] != 1 {
 		t.Errorf("lo: %v", samples(s))
 	}
-	if _, err := os.Stat("/proc/thread-self/ns/net"); err != nil {
-		t.Fatal(err)
+	// After Close: every part fails, with ErrClosed.
+	r.Close()
+	s.Reset()
+	if err := r.Read(s); !errors.Is(err, nic.ErrClosed) || samples(s)[sample{"xdpio_nic_scrape_success", "device=lo,part=stats"}] != 0 {
+		t.Errorf("Read after Close: %v, %v", err, samples(s))
 	}
 }
