@@ -55,8 +55,8 @@ func TestConnCollectorReplace(t *testing.T) {
 	dst := netip.AddrPortFrom(p.B.IPv4, 9500)
 	c1 := listen(t, p.B, dst)
 	coll := xdpprom.NewConnCollector("echo", c1)
-	if coll.Name() != "echo" {
-		t.Fatalf("Name %q", coll.Name())
+	if coll.Name() != "echo" || xdpprom.NewConnCollector("", c1).Name() != dst.String() {
+		t.Fatalf("Name %q; without a name, %q", coll.Name(), xdpprom.NewConnCollector("", c1).Name())
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(coll)

@@ -342,3 +342,33 @@ func TestConnDropCausesMatchJSON(t *testing.T) {
 		}
 	}
 }
+
+// Every family the Add functions use is listed by Families (so the
+// convention test above sees it), but the per-queue counters of a device,
+// which NICCounter names.
+func TestFamiliesListsWhatIsAdded(t *testing.T) {
+	listed := map[*metrics.Family]bool{}
+	for _, f := range metrics.Families() {
+		listed[f] = true
+	}
+	var s metrics.Set
+	metrics.AddSocket(&s, "vb", "0", xsk.Stats{})
+	metrics.AddConn(&s, "c", "vb", xdpnet.Stats{Queues: []xdpnet.QueueStats{{Queue: 1}, {Queue: xdpnet.KernelQueue}}})
+	d, g := uint32(1), time.Second
+	metrics.AddNAPIs(&s, "vb", []nic.NAPI{{ID: 1, NAPISettings: nic.NAPISettings{DeferHardIRQs: &d, GROFlushTimeout: &g, IRQSuspendTimeout: &g}}})
+	metrics.AddQueues(&s, "vb", []nic.Queue{{Type: nic.RX, ID: 0, NAPIID: 9}, {Type: nic.TX, ID: 0}})
+	metrics.AddNICStats(&s, "vb", nic.Snapshot{Source: nic.StatsQstats, Queues: []nic.QueueStats{{Type: nic.RX, Queue: 0, Counters: map[string]uint64{"rx-packets": 1}}}})
+	seen := map[*metrics.Family]bool{}
+	for i := range s.Len() {
+		f, _, _ := s.At(i)
+		seen[f] = true
+		if !listed[f] && f != metrics.NICCounter("rx-packets") {
+			t.Errorf("%s is added but not listed by Families", f.Name)
+		}
+	}
+	for f := range listed {
+		if !seen[f] && f != metrics.NICScrapeSuccess && f != metrics.NICScrapeDuration {
+			t.Errorf("%s is listed but no Add function adds it", f.Name)
+		}
+	}
+}
