@@ -1,7 +1,11 @@
 package xdpprom
 
 import (
+	"fmt"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/xdpio/xdpio/internal/metrics"
 )
@@ -36,4 +40,48 @@ func TestContinuity(t *testing.T) {
 	c.handover()
 	c.handover() // twice: nothing counted in between
 	step("third endpoint", 1, 0, 60, 36, 9, 60)
+}
+
+// setCollector sends a fixed Set through the collectors' path.
+type setCollector struct {
+	s    *metrics.Set
+	cont continuity
+}
+
+func (c *setCollector) Describe(chan<- *prometheus.Desc) {}
+func (c *setCollector) Collect(ch chan<- prometheus.Metric) {
+	c.cont.emit(c.s, ch)
+}
+
+// What a registry gathers from the collectors' metrics: label pairs
+// sorted, values typed, and a device or driver counter name that is not
+// UTF-8 (Linux allows any byte but / in an interface name) mended rather
+// than failing the scrape.
+func TestGatherOddNames(t *testing.T) {
+	var s metrics.Set
+	s.Add(metrics.NICCounter("rx\xffodd"), 3, "e\xfeth0", "1")
+	s.Add(metrics.XSKFrames, 5, "vb", "0", "fill")
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(&setCollector{s: &s})
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, mf := range mfs {
+		for _, m := range mf.Metric {
+			var ls []string
+			for _, lp := range m.Label {
+				ls = append(ls, lp.GetName()+"="+lp.GetValue())
+			}
+			got[mf.GetName()] = fmt.Sprintf("%s %v %v %v", mf.GetType(), ls, m.GetCounter().GetValue(), m.GetGauge().GetValue())
+		}
+	}
+	want := map[string]string{
+		"xdpio_nic_rx_odd_total": "COUNTER [device=e\uFFFDth0 queue=1] 3 0",
+		"xdpio_xsk_frames":       "GAUGE [device=vb place=fill queue=0] 0 5",
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("gathered (-want +got):\n%s", d)
+	}
 }

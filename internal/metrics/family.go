@@ -132,7 +132,8 @@ func NICCounter(name string) *Family {
 	if f, ok := nicCounters.Load(name); ok {
 		return f.(*Family)
 	}
-	f, _ := nicCounters.LoadOrStore(name, counter(NICCounterName(name), strings.Replace(nicCounterTemplate, "%s", name, 1), queueLabels))
+	help := strings.Replace(nicCounterTemplate, "%s", strings.ToValidUTF8(name, "\uFFFD"), 1)
+	f, _ := nicCounters.LoadOrStore(name, counter(NICCounterName(name), help, queueLabels))
 	return f.(*Family)
 }
 
