@@ -92,11 +92,14 @@ func BenchmarkCollect(b *testing.B) {
 // BenchmarkScrapeEffect measures what scraping costs a running receiver:
 // an xsk.Device on 4 veth queues receives and drops (rxdrop, the runner)
 // what an XDP live-frames generator sends as fast as it can, in rounds of
-// 2 s that alternate between no scrapes and a scrape of the sockets' and
+// 1 s that alternate between no scrapes and a Gather of the sockets' and
 // the device's collectors every 10 ms (100 times Prometheus's usual 1 s
-// interval, so that an effect would show), for 12 rounds. It reports the
-// receiver's packets/s in each mode (median of the rounds) and the
-// difference. Run it alone, on a quiet machine:
+// interval, so that an effect would show): off, on, off, …, off, 21
+// rounds. Each scraping round is compared with the mean of the rounds
+// either side of it, so that a change of the machine's load over the run
+// does not pass for an effect; it reports the median of those changes, the
+// receiver's packets/s without and with scrapes (medians), and the time a
+// scrape took. Run it alone, on a quiet machine:
 //
 //	go test -run '^$' -bench ScrapeEffect -benchtime 1x .
 func BenchmarkScrapeEffect(b *testing.B) {
@@ -145,17 +148,16 @@ func BenchmarkScrapeEffect(b *testing.B) {
 		}
 		return n
 	}
-	const rounds, roundTime, every = 12, 2 * time.Second, 10 * time.Millisecond
-	var off, on []float64
+	const rounds, roundTime, every = 21, time.Second, 10 * time.Millisecond
+	var pps []float64
 	var scrapes int
 	var scrapeTime time.Duration
 	for b.Loop() {
-		off, on, scrapes, scrapeTime = nil, nil, 0, 0
+		pps, scrapes, scrapeTime = nil, 0, 0
 		for r := range rounds {
-			scraping := r%2 == 1
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
-			if scraping {
+			if r%2 == 1 {
 				wg.Go(func() {
 					tk := time.NewTicker(every)
 					defer tk.Stop()
@@ -182,21 +184,24 @@ func BenchmarkScrapeEffect(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			pps := float64(after-before) / res.Elapsed.Seconds()
-			if scraping {
-				on = append(on, pps)
-			} else {
-				off = append(off, pps)
-			}
+			pps = append(pps, float64(after-before)/res.Elapsed.Seconds())
 		}
 	}
-	mOff, mOn := median(off), median(on)
-	b.ReportMetric(mOff, "rx-pkts/s-no-scrape")
-	b.ReportMetric(mOn, "rx-pkts/s-scraping")
-	b.ReportMetric(100*(mOn-mOff)/mOff, "%-change")
+	var off, on, change []float64
+	for r, v := range pps {
+		if r%2 == 0 {
+			off = append(off, v)
+			continue
+		}
+		on = append(on, v)
+		change = append(change, 100*(v/((pps[r-1]+pps[r+1])/2)-1))
+	}
+	b.ReportMetric(median(off), "rx-pkts/s-no-scrape")
+	b.ReportMetric(median(on), "rx-pkts/s-scraping")
+	b.ReportMetric(median(change), "%-change")
 	b.ReportMetric(float64(scrapeTime.Microseconds())/float64(max(scrapes, 1)), "µs/scrape")
-	fmt.Fprintf(os.Stderr, "rounds without scrapes (pkts/s): %.0f\nrounds with a scrape every %v: %.0f\n%d scrapes, %v each on average\n",
-		off, every, on, scrapes, scrapeTime/time.Duration(max(scrapes, 1)))
+	fmt.Fprintf(os.Stderr, "packets/s by round (no scrapes, a scrape every %v, no scrapes, …): %.0f\nchange of each scraping round against the rounds either side (%%): %.1f\n%d scrapes, %v each on average\n",
+		every, pps, change, scrapes, scrapeTime/time.Duration(max(scrapes, 1)))
 }
 
 func median(v []float64) float64 {
