@@ -99,7 +99,8 @@ func BenchmarkCollect(b *testing.B) {
 // either side of it, so that a change of the machine's load over the run
 // does not pass for an effect; it reports the median of those changes, the
 // receiver's packets/s without and with scrapes (medians), and the time a
-// scrape took. Run it alone, on a quiet machine:
+// scrape took; once for the sockets' collector alone, once with the
+// device's too. Run it alone, on a quiet machine:
 //
 //	go test -run '^$' -bench ScrapeEffect -benchtime 1x .
 func BenchmarkScrapeEffect(b *testing.B) {
@@ -128,15 +129,17 @@ func BenchmarkScrapeEffect(b *testing.B) {
 	go func() { rxDone <- dev.Receive(ctx, xsk.RunConfig{}, func(*xsk.Socket, *xsk.Batch) {}) }()
 	defer func() { cancel(); <-rxDone }()
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(xdpprom.NewSocketCollector(dev))
+	sockets := prometheus.NewRegistry()
+	sockets.MustRegister(xdpprom.NewSocketCollector(dev))
+	both := prometheus.NewRegistry()
+	both.MustRegister(xdpprom.NewSocketCollector(dev))
 	if err := p.B.Do(func() error {
 		c, err := xdpprom.OpenNICCollector(p.B.Link)
 		if err != nil {
 			return err
 		}
 		b.Cleanup(func() { c.Close() })
-		return reg.Register(c)
+		return both.Register(c)
 	}); err != nil {
 		b.Fatal(err)
 	}
@@ -148,6 +151,17 @@ func BenchmarkScrapeEffect(b *testing.B) {
 		}
 		return n
 	}
+	for _, bc := range []struct {
+		name string
+		reg  *prometheus.Registry
+	}{{"sockets", sockets}, {"sockets+nic", both}} {
+		b.Run(bc.name, func(b *testing.B) { scrapeEffect(b, bc.reg, gen, received) })
+	}
+}
+
+// scrapeEffect runs BenchmarkScrapeEffect's rounds, scraping reg.
+func scrapeEffect(b *testing.B, reg *prometheus.Registry, gen *trafficgen.Generator, received func() uint64) {
+	ctx := context.Background()
 	const rounds, roundTime, every = 21, time.Second, 10 * time.Millisecond
 	var pps []float64
 	var scrapes int
