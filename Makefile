@@ -2,16 +2,17 @@
 SHELL := /bin/bash
 GO ?= go
 # The Debian packages the tests and tools call: the outside oracles
-# (iperf3, tcpdump, tshark, ethtool, ip, xdp-tools, bpftool, nft), the
-# kernel's netlink specs (linux-source-6.12, python3-yaml) and
-# rsvg-convert (librsvg2-bin), which draws the demo's chart in its test.
-# The demo needs none of them: it builds its veth pair and namespaces
-# over netlink and runs no outside program (TestDemoStartupLoss runs it
-# with an empty PATH), so make demo installs nothing but what go run
-# fetches.
-DEB_PKGS := iproute2 iputils-ping ethtool iperf3 tcpdump tshark strace procps python3-yaml linux-source-6.12 xdp-tools bpftool nftables librsvg2-bin
+# (iperf3, tcpdump, tshark, ethtool, ip, xdp-tools, bpftool, nft, and
+# Prometheus with promtool for contrib/prometheus), the kernel's netlink
+# specs (linux-source-6.12, python3-yaml) and rsvg-convert (librsvg2-bin),
+# which draws the demo's chart in its test. The demo needs none of them:
+# it builds its veth pair and namespaces over netlink and runs no outside
+# program (TestDemoStartupLoss runs it with an empty PATH), so make demo
+# installs nothing but what go run fetches.
+DEB_PKGS := iproute2 iputils-ping ethtool iperf3 tcpdump tshark strace procps python3-yaml linux-source-6.12 xdp-tools bpftool nftables librsvg2-bin prometheus
 # The separate modules under contrib/ (adapters for wireguard-go and
-# quic-go, so that the core module does not pull their dependencies).
+# quic-go, Prometheus collectors, so that the core module does not pull
+# their dependencies).
 CONTRIB := $(sort $(dir $(wildcard contrib/*/go.mod)))
 
 # Every package builds on these systems too (AF_XDP itself is Linux's: the

@@ -35,7 +35,7 @@ type globals struct {
 // one place (help lists them sorted by name).
 var subcommands = []func(g *globals) *cobra.Command{
 	newChannelsCmd, newRingsCmd, newCoalesceCmd, newRSSCmd, newFeaturesCmd,
-	newQueuesCmd, newNAPICmd, newStatsCmd,
+	newQueuesCmd, newNAPICmd, newStatsCmd, newExporterCmd,
 	newBenchCmd, newPcapCmd, newFilterCmd,
 }
 

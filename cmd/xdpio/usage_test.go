@@ -78,6 +78,8 @@ func TestEveryUsageErrorPointsToHelp(t *testing.T) {
 		{[]string{"bench", "client", "-c", "198.18.0.99", "-l", "70000"}, "xdpio bench client", "-l 70000"},
 		{[]string{"bench", "server", "--cookie-timeout", "0"}, "xdpio bench server", "--cookie-timeout"},
 		{[]string{"bench", "demo", "--duration", "0"}, "xdpio bench demo", "--duration 1-60"},
+		{[]string{"exporter", noDev, "--listen", "9435"}, "xdpio exporter", "want HOST:PORT"},
+		{[]string{"exporter"}, "xdpio exporter", "requires at least 1 arg(s), only received 0"},
 	} {
 		var out bytes.Buffer
 		err := runWith(context.Background(), &globals{stdout: &out, stderr: &out}, tc.args)
