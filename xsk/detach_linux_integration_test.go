@@ -140,8 +140,24 @@ func TestStatsAfterClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A collector reads the device's sockets while it closes (the race
+	// detector watches), and finds the same socket after.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 100; i++ {
+			for _, s := range d.Sockets() {
+				s.Stats()
+			}
+			_ = d.Info()
+		}
+	}()
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
+	}
+	<-done
+	if got := d.Sockets(); len(got) != 1 || got[0] != s {
+		t.Errorf("Sockets after Close: %v, want the closed socket", got)
 	}
 	after, err := s.Stats()
 	if err != nil {

@@ -122,10 +122,13 @@ func (d *Device) NAPIDeferred() []uint32 {
 	return d.napi.NAPIs()
 }
 
-// Sockets returns the sockets in queue order.
+// Sockets returns the sockets in queue order. It may be called from any
+// goroutine, also during and after Close: the sockets are then closed,
+// and their Stats keep the final counters.
 func (d *Device) Sockets() []*Socket { return d.sockets }
 
-// Program returns the attached XDP program, or nil with Config.NoProgram.
+// Program returns the XDP program, or nil with Config.NoProgram (after
+// Close, the detached program).
 func (d *Device) Program() *Program { return d.prog }
 
 // Ifindex returns the interface index.
@@ -146,6 +149,9 @@ func (d *Device) Close() error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.closed {
+		return nil
+	}
 	d.closed = true
 	var first error
 	if d.napi != nil {
@@ -158,7 +164,6 @@ func (d *Device) Close() error {
 		if err := d.prog.Close(); err != nil {
 			first = err
 		}
-		d.prog = nil
 	}
 	// Each close waits for an RCU grace period in the kernel: close the
 	// sockets at once rather than one after another.
@@ -171,7 +176,8 @@ func (d *Device) Close() error {
 		}()
 	}
 	wg.Wait()
-	d.sockets = nil
+	// d.sockets and d.prog stay: Sockets and Program may be called from
+	// any goroutine, and closed sockets keep their final counters.
 	// A runner's handler or filler may still hold frames: the last
 	// runner out unmaps the UMEMs (endRun).
 	if d.runs == 0 {
