@@ -65,13 +65,14 @@ vet: cross
 check: deps vet
 
 # test runs every test (root tests included when root) and the race
-# detector on the concurrent packages: about 10 minutes on a quiet 2-core
+# detector on the concurrent packages, and lists every skipped test with
+# its reason (test/gotest; also in test-skips.txt): about 10 minutes on a quiet 2-core
 # machine (make check is apart). Packages run one at a time (-p 1): the
 # real-kernel tests send UDP at fixed rates into iperf3 and AF_XDP
 # receivers, which must not lose a datagram because another package's
 # test binary took both cores.
 test: deps
-	$(GO) test -p 1 -count=1 -timeout 15m ./...
+	$(GO) run ./test/gotest -skips test-skips.txt -p 1 -count=1 -timeout 15m ./...
 	@for m in $(CONTRIB); do echo "go test ($$m)"; (cd $$m && $(GO) test -p 1 -count=1 -timeout 5m ./...) || exit 1; done
 	$(GO) test -p 1 -count=1 -race -timeout 10m $(RACE_PKGS)
 	@for m in $(CONTRIB); do echo "go test -race ($$m)"; (cd $$m && $(GO) test -p 1 -count=1 -race -timeout 5m ./...) || exit 1; done
