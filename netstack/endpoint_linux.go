@@ -119,8 +119,11 @@ func NewEndpoint(ifname string, cfg Config) (_ *Endpoint, err error) {
 	xc := xsk.Config{
 		Queues:  cfg.Queues,
 		Program: xsk.ProgramConfig{Expr: expr, Attach: cfg.Attach},
-		Socket:  xsk.SocketConfig{Bind: cfg.Bind, TXShare: 1.0 / 3},
-		UMEM:    xsk.UMEMConfig{NumFrames: cfg.FramesPerQueue},
+		// One kick sends everything on the TX ring (a 64 KiB segment is
+		// 45 frames; copy mode's default budget of 32 a kick would leave a
+		// burst's tail on the ring until the stack next writes).
+		Socket: xsk.SocketConfig{Bind: cfg.Bind, TXShare: 1.0 / 3, TXBudget: 2048},
+		UMEM:   xsk.UMEMConfig{NumFrames: cfg.FramesPerQueue},
 	}
 	if e.dev, err = xsk.Open(ifname, xc); err != nil {
 		return nil, err

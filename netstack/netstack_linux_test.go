@@ -114,6 +114,11 @@ func TestTCPEchoKernelPeer(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{Queues: 2})
 	peer(t, pair)
 	st := open(t, pair, netstack.Config{})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("endpoint %+v\nTCP %+v", st.Endpoint().Stats(), st.TCPStats())
+		}
+	})
 	l, err := st.ListenTCP(7)
 	if err != nil {
 		t.Fatal(err)
@@ -336,6 +341,7 @@ func TestCoalescedRequestResponse(t *testing.T) {
 		}
 	}
 	roundTrip(t, pair, netip.AddrPortFrom(stack4.Addr(), 7), 1<<20)
+	st.Close() // flushes what waits: every frame is then counted
 	s := st.Endpoint().Stats()
 	var timer, frames uint64
 	for _, x := range s.TXCoalesce {
