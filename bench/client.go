@@ -54,30 +54,6 @@ type Client struct {
 	OnInterval func(Interval)
 	// SetupTimeout bounds each protocol step outside the test; 0 means 10 s.
 	SetupTimeout time.Duration
-
-	// Mode is the kind of test: ModeUDP (the zero value too) is iperf3's
-	// UDP test; ModeTCP is xdpio's one-way TCP-framed stream over AF_XDP,
-	// which needs an xskplane.DataPlane as plane.DataPlane and an xdpio server (a real
-	// iperf3 server makes Run fail with ErrNotXDPIO). In TCP mode Length
-	// is the bytes per write (0: the largest multiple of the MSS that fits
-	// a 64 KB super-packet), Bitrate 0 means unlimited, and Reverse is
-	// not supported.
-	Mode iperf3.Mode
-	// TSO, in TCP mode, builds each write as one super-packet and cuts it
-	// into MSS-sized segments with offload.SegmentPayload (software TSO:
-	// headers from a template, checksums summed while copying). Without
-	// it every segment is built on its own and checksummed with
-	// offload.FillChecksum.
-	TSO bool
-	// OnTCPReport, if set, is called in TCP mode with both ends' figures
-	// (sender CPU per byte and segment, receiver's in-order bytes and
-	// checksum verdicts) once the results are exchanged, or with the
-	// sender's alone when the test ends early.
-	OnTCPReport func(*TCPReport)
-
-	// tcpCorrupt is a test hook: it may change a TCP-mode frame after its
-	// checksums were filled.
-	tcpCorrupt func(flow int, seg int64, frame []byte)
 }
 
 func (c *Client) params() (iperf3.Params, error) {
@@ -119,15 +95,7 @@ func (c *Client) params() (iperf3.Params, error) {
 // so far, when it fails. Cancelling ctx ends the test early (the server is
 // sent CLIENT_TERMINATE).
 func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
-	var ph clientPhase
-	switch c.Mode {
-	case iperf3.ModeTCP:
-		ph = &tcpClientPhase{c: c}
-	case iperf3.ModeUDP, "":
-		ph = &udpClientPhase{c: c}
-	default:
-		return &Report{Error: "invalid mode"}, fmt.Errorf("invalid mode %q: must be udp or tcp", c.Mode)
-	}
+	var ph clientPhase = &udpClientPhase{c: c}
 	rep = &Report{}
 	defer func() {
 		if err != nil {
@@ -347,7 +315,7 @@ func (c *Client) runTest(ctx context.Context, conn net.Conn, ph clientPhase, run
 }
 
 // clientPhase is the data phase of a client's test, the UDP test's
-// streams (udpClientPhase) or TCP mode's flows (tcpClientPhase): Run
+// streams (udpClientPhase): Run
 // drives the control protocol around it, the same for both.
 type clientPhase interface {
 	// params checks the Client's settings and returns the parameters;

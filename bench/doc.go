@@ -37,13 +37,6 @@
 // numbers say were sent; ReceivedPackets, and the Packets and Pkts/s
 // columns of a receiver's text lines, count those that arrived.
 //
-// Besides iperf3's UDP test, Mode TCP runs xdpio's one-way TCP-framed
-// stream over AF_XDP at both ends, with or without software TSO (see
-// iperf3.TCPParamsKey); it needs xdpio at both ends. Its data plane, the
-// AF_XDP sender and receiver with their frames and per-flow accounting,
-// is package tcpplane, which counts into this package's streams
-// (tcpplane.Counter); the control exchange and the report are here.
-//
-// Not supported: iperf3's kernel-TCP test, bidirectional tests, omitted
+// Not supported: iperf3's TCP test, bidirectional tests, omitted
 // seconds (-O), byte or block counts instead of a time.
 package bench

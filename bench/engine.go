@@ -57,7 +57,6 @@ func (g *group) lookup(a netip.AddrPort) *stream {
 type dataRun struct {
 	groups     []*group
 	sender     bool
-	tcp        bool // a TCP-mode test's flows
 	blksize    int
 	rate       uint64 // bits/s per stream; 0 unlimited
 	counters64 bool

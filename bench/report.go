@@ -21,9 +21,6 @@ type Report struct {
 	End       ReportEnd   `json:"end"`
 	// Error is set when the test failed; the rest holds what was measured.
 	Error string `json:"error,omitempty"`
-	// TCP holds both ends' figures of a TCP-mode test (ModeTCP; not in
-	// iperf3's report).
-	TCP *TCPReport `json:"tcp,omitempty"`
 }
 
 // ReportStart describes the test as it began.
@@ -125,9 +122,6 @@ type TestParams struct {
 type Interval struct {
 	Streams []IntervalStream `json:"streams"`
 	Sum     IntervalStream   `json:"sum"`
-	// TCP marks a TCP-mode test's interval: its packets are segments,
-	// and it has no jitter or losses (not in iperf3's report).
-	TCP bool `json:"-"`
 }
 
 // IntervalStream is a stream's (or the sum's) figures over one interval,
@@ -423,7 +417,6 @@ func (ir *intervalReporter) take(at float64) {
 		ir.prev[s] = cur
 	}
 	iv.Sum = sumIntervals(iv.Streams)
-	iv.TCP = ir.run.tcp
 	ir.prevT = at
 	ir.ivs = append(ir.ivs, iv)
 	ir.mu.Unlock()
@@ -606,10 +599,6 @@ func pow(b float64, n int) float64 {
 	return r
 }
 
-// TCPIntervalHeader is the column header of a TCP-mode test's intervals
-// (WriteInterval's lines without a receiver's jitter and losses).
-const TCPIntervalHeader = "[ ID] Interval           Transfer     Bitrate         Segments  Segs/s\n"
-
 // IntervalHeader is the column header WriteInterval's lines go under.
 // On a receiver's lines Packets and Pkts/s count the datagrams received;
 // Lost/Total Datagrams is iperf3's: the losses and the datagrams the
@@ -692,23 +681,19 @@ func WriteInterval(w io.Writer, iv Interval) error {
 // FormatRate takes it (iperf3's -f).
 func WriteIntervalUnit(w io.Writer, iv Interval, unit byte) error {
 	for _, s := range iv.Streams {
-		if err := row(w, unit, s.Socket, s.Start, s.End, s.Bytes, s.BitsPerSecond, s.Packets, !s.Sender && !iv.TCP, s.JitterMS, s.LostPackets, ""); err != nil {
+		if err := row(w, unit, s.Socket, s.Start, s.End, s.Bytes, s.BitsPerSecond, s.Packets, !s.Sender, s.JitterMS, s.LostPackets, ""); err != nil {
 			return err
 		}
 	}
 	if len(iv.Streams) > 1 {
 		s := iv.Sum
-		return row(w, unit, 0, s.Start, s.End, s.Bytes, s.BitsPerSecond, s.Packets, !s.Sender && !iv.TCP, s.JitterMS, s.LostPackets, "")
+		return row(w, unit, 0, s.Start, s.End, s.Bytes, s.BitsPerSecond, s.Packets, !s.Sender, s.JitterMS, s.LostPackets, "")
 	}
 	return nil
 }
 
-// Header is the column header of iv's lines: IntervalHeader, or
-// TCPIntervalHeader for a TCP-mode test's.
+// Header is the column header of iv's lines: IntervalHeader.
 func (iv Interval) Header() string {
-	if iv.TCP {
-		return TCPIntervalHeader
-	}
 	return IntervalHeader
 }
 

@@ -291,19 +291,3 @@ func TestReportTextPerStreamReceiver(t *testing.T) {
 		t.Errorf("JSON stream ids are not iperf3's 5 and 7: %s", b)
 	}
 }
-
-// A TCP-mode test's interval lines have no jitter or losses, at the
-// receiver either, and their own header.
-func TestTCPIntervalLine(t *testing.T) {
-	iv := Interval{TCP: true, Streams: []IntervalStream{{Socket: 5, Start: 0, End: 1, Seconds: 1, Bytes: 1 << 20, BitsPerSecond: 8388608, Packets: 724}}}
-	var b strings.Builder
-	if err := WriteInterval(&b, iv); err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(b.String(), " ms ") || strings.Contains(b.String(), "/724") || len(strings.Fields(b.String())) != 10 {
-		t.Errorf("TCP-mode receiver's interval line %q has UDP columns", b.String())
-	}
-	if iv.Header() != TCPIntervalHeader || (Interval{}).Header() != IntervalHeader {
-		t.Errorf("headers %q, %q", iv.Header(), Interval{}.Header())
-	}
-}

@@ -64,14 +64,6 @@ type Server struct {
 	// Slack is how long past the announced test time the server waits for
 	// TEST_END before giving up; 0 means 10 s.
 	Slack time.Duration
-	// TCPDataPort is the TCP port xdpio's TCP-mode tests send their
-	// segments to (the XDP filter takes it; the kernel keeps it reserved
-	// while a test runs); 0 means the control port + 1. TCP mode needs an
-	// xskplane.DataPlane as plane.DataPlane.
-	TCPDataPort uint16
-	// OnTCPReport, if set, is called after each TCP-mode test with both
-	// ends' figures.
-	OnTCPReport func(*TCPReport)
 
 	busy atomic.Bool
 	// finishing is set while the running test waits for its client's
@@ -303,7 +295,8 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie iperf3.Cookie
 	if err := iperf3.WriteState(c, iperf3.ParamExchange); err != nil {
 		return rep, err
 	}
-	p, tp, err := iperf3.ReadParams(c)
+	var p iperf3.Params
+	err = iperf3.ReadMessage(c, &p)
 	if err != nil {
 		iperf3.WriteServerError(c, iperf3.IERecvParams, 0)
 		return rep, fmt.Errorf("parameters: %w", err)
@@ -334,9 +327,6 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie iperf3.Cookie
 	}
 	defer dpClosed()
 	var ph serverPhase = &udpServerPhase{dp: s.dataPlane(), p: p, local: local, remote: remote}
-	if tp != nil && p.TCP && !p.UDP {
-		ph = &tcpServerPhase{dp: s.dataPlane(), p: p, tp: tp, local: local, port: s.tcpDataPort(local), onReport: s.OnTCPReport}
-	}
 	defer ph.close()
 	defer free() // before the endpoint closes
 	run, ctl, err := ph.open(ctx, c, rep, setup)
@@ -445,7 +435,7 @@ func (s *Server) exchangeResults(c net.Conn, ph serverPhase, run *dataRun, p ipe
 }
 
 // serverPhase is the data phase of a server's test, the UDP test's
-// streams (udpServerPhase) or TCP mode's flows (tcpServerPhase):
+// streams (udpServerPhase):
 // serveConn runs the control protocol around it, the same for both.
 type serverPhase interface {
 	// open refuses (with SERVER_ERROR) a test it cannot run, opens the

@@ -3,8 +3,7 @@
 // cookie, length-prefixed JSON messages (Params, Results), SERVER_ERROR,
 // the UDP stream setup messages, the header every UDP datagram starts
 // with and the receiver's loss, reordering and jitter accounting
-// (RecvStats), and the messages of xdpio's own TCP mode (TCPParams and
-// the rest). It uses the standard library only and does no I/O of its
+// (RecvStats). It uses the standard library only and does no I/O of its
 // own beyond the reader or writer it is given.
 //
 // A test has a control connection over the kernel's TCP and, in UDP mode,

@@ -25,15 +25,3 @@ func ExampleRecvStats() {
 	fmt.Printf("received %d, highest %d, lost %d, out of order %d\n", s.Datagrams, s.Packets, s.Lost, s.OutOfOrder)
 	// Output: received 6, highest 8, lost 2, out of order 1
 }
-
-// Modes are chosen by name, as the CLI's --mode flag takes them.
-func ExampleParseMode() {
-	for _, s := range []string{"udp", "tcp", "sctp"} {
-		m, err := iperf3.ParseMode(s)
-		fmt.Println(m, err)
-	}
-	// Output:
-	// udp <nil>
-	// tcp <nil>
-	//  invalid mode "sctp": must be udp or tcp
-}

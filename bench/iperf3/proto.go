@@ -125,7 +125,7 @@ const CookieSize = 37
 const cookieChars = "abcdefghijklmnopqrstuvwxyz234567"
 
 // Cookie identifies one test; the client sends it first on the control
-// connection (and, in TCP mode, on every data connection).
+// connection (and, in a TCP test, on every data connection).
 type Cookie [CookieSize]byte
 
 // NewCookie returns a random cookie made like iperf3's: 36 characters from

@@ -247,7 +247,8 @@ func TestParamsTailMS(t *testing.T) {
 	if !bytes.Contains(b.Bytes(), []byte(`"xdpio_tail_ms":100`)) {
 		t.Errorf("params %q lack xdpio_tail_ms", b.Bytes())
 	}
-	p, _, err := ReadParams(&b)
+	var p Params
+	err := ReadMessage(&b, &p)
 	if err != nil || p.TailMS != 100 {
 		t.Errorf("read back %+v, %v", p, err)
 	}

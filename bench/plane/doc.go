@@ -8,6 +8,5 @@
 //
 // The data planes themselves are packages of their own: kernelplane
 // (kernel sockets), xskplane (AF_XDP through package xdpnet) and
-// asavieplane (AF_XDP through github.com/asavie/xdp); TCP mode's, which
-// carries TCP segments rather than datagrams, is tcpplane.
+// asavieplane (AF_XDP through github.com/asavie/xdp).
 package plane

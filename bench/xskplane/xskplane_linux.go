@@ -39,7 +39,7 @@ type DataPlane struct {
 	// Config is the base socket configuration. The UDP endpoints (Listen,
 	// Dial) take Queues, UMEM.NumFrames, Socket.Bind, Socket.RXNap and
 	// Program.Attach from it (xdpnet sets the rest, the XDP filter
-	// included); TCP mode uses all of it.
+	// included).
 	Config xsk.Config
 	// OnClose, if set, is called when a server's endpoint or a client's
 	// shared sockets close, with what each RX queue's socket received (all

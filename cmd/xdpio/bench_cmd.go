@@ -65,7 +65,7 @@ func (g *globals) dataPlane(backend, iface string, onClose func([]plane.QueueCou
 func newBenchCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "bench",
-		Short: "iperf3-compatible UDP benchmark over AF_XDP or kernel sockets (server and client talk to real iperf3), plus TCP mode with software TSO",
+		Short: "iperf3-compatible UDP benchmark over AF_XDP or kernel sockets (server and client talk to real iperf3)",
 		Args:  cobra.NoArgs,
 	}
 	c.AddCommand(newBenchServerCmd(g), newBenchClientCmd(g), newBenchDemoCmd(g))
@@ -83,7 +83,6 @@ type benchServerOptions struct {
 	rxFrames int
 	adaptive bool
 	queues   string
-	tcpPort  int
 	oneRead  bool
 	cookieTO time.Duration
 	ipf      iperfFlags
@@ -96,7 +95,6 @@ func (o *benchServerOptions) addFlags(c *cobra.Command) {
 	o.ipf.add(c)
 	c.Flags().StringVar(&o.backend, "backend", "auto", backendHelp)
 	c.Flags().StringVarP(&o.iface, "interface", "i", "", "interface whose queues the xsk backend binds (the control connection stays with the kernel)")
-	c.Flags().IntVar(&o.tcpPort, "tcp-port", 0, "data port of TCP-mode tests (--mode tcp clients; 0: the control port + 1)")
 	c.Flags().StringVar(&o.queues, "queues", "all", "RX queues the xsk backend binds: all, or a list such as 0,2-3 (traffic RSS steers to other queues stays with the kernel)")
 	c.Flags().IntVar(&o.rxUsecs, "rx-usecs", 0, "software RX coalescing per queue: hand a batch over at most this many µs after its first frame (like ethtool -C rx-usecs)")
 	c.Flags().IntVar(&o.rxFrames, "rx-frames", 0, "software RX coalescing: hand a batch over once it holds this many frames (0: the batch size)")
@@ -108,7 +106,7 @@ func (o *benchServerOptions) addFlags(c *cobra.Command) {
 func newBenchServerCmd(g *globals) *cobra.Command {
 	var o benchServerOptions
 	c := &cobra.Command{
-		Use:   "server [-i IFACE] [--port 5201] [--bind ADDR] [-1] [--backend auto|xsk|socket|asavie] [--queues LIST|all] [--rx-usecs N --rx-frames N | --adaptive] [--one-reader] [--tcp-port N] [--cookie-timeout 2s]",
+		Use:   "server [-i IFACE] [--port 5201] [--bind ADDR] [-1] [--backend auto|xsk|socket|asavie] [--queues LIST|all] [--rx-usecs N --rx-frames N | --adaptive] [--one-reader] [--cookie-timeout 2s]",
 		Short: "Serve iperf3 clients (UDP tests) until Ctrl-C, or for one test with -1",
 		// Short forms people type for it, for "Did you mean".
 		SuggestFor: []string{"srv", "serve", "s"},
@@ -173,9 +171,6 @@ func (o *benchServerOptions) dataPlane(cmd *cobra.Command, g *globals, queues *q
 	if o.port < 1 || o.port > 65535 {
 		return nil, "", usagef("--port %d: must be 1-65535", o.port)
 	}
-	if o.tcpPort < 0 || o.tcpPort > 65535 || o.tcpPort == o.port {
-		return nil, "", usagef("--tcp-port %d: must be 1-65535 and not the control port (0: control port + 1)", o.tcpPort)
-	}
 	if o.cookieTO <= 0 {
 		return nil, "", usagef("--cookie-timeout %v: must be positive (a client sends its cookie as soon as it is connected)", o.cookieTO)
 	}
@@ -236,7 +231,6 @@ func (o *benchServerOptions) server(g *globals, dp plane.DataPlane, queues *queu
 	ivs := &intervalPrinter{g: g, unit: o.ipf.unit()}
 	s := &bench.Server{
 		DataPlane:     dp,
-		TCPDataPort:   uint16(o.tcpPort),
 		CookieTimeout: o.cookieTO,
 		Interval:      o.ipf.period(),
 		OnReport: func(r *bench.Report, err error) {
@@ -261,7 +255,6 @@ func (o *benchServerOptions) server(g *globals, dp plane.DataPlane, queues *queu
 	}
 	if !g.json {
 		s.OnInterval = ivs.print
-		s.OnTCPReport = func(r *bench.TCPReport) { r.WriteText(g.stdout) }
 	}
 	return s
 }
@@ -284,8 +277,6 @@ type benchClientOptions struct {
 	rssAddrs bool
 	only4    bool
 	only6    bool
-	mode     string
-	tso      string
 	ipf      iperfFlags
 }
 
@@ -302,8 +293,6 @@ func (o *benchClientOptions) addFlags(c *cobra.Command) {
 	c.Flags().BoolVar(&o.counters, "udp-counters-32bit", false, "iperf3's 32-bit sequence numbers instead of 64-bit")
 	c.Flags().StringVar(&o.backend, "backend", "auto", backendHelp)
 	c.Flags().StringVarP(&o.iface, "interface", "i", "", "interface the xsk backend sends and receives on")
-	c.Flags().StringVar(&o.mode, "mode", "udp", "udp: iperf3's UDP test; tcp: xdpio's one-way TCP-framed stream over AF_XDP at both ends (xdpio server, --backend xsk)")
-	c.Flags().StringVar(&o.tso, "tso", "on", "with --mode tcp: on cuts 64 KB writes into segments in software (TSO), off builds each segment on its own")
 	c.Flags().BoolVarP(&o.only4, "version4", "4", false, "IPv4 only (resolve -c NAME to an IPv4 address)")
 	c.Flags().BoolVarP(&o.only6, "version6", "6", false, "IPv6 only (resolve -c NAME to an IPv6 address)")
 	c.Flags().IntVar(&o.rssQs, "rss-queues", 0, "place the streams on the server NIC's RSS queues: its table spreads equally over this many (as the kernel's default table)")
@@ -315,8 +304,8 @@ func (o *benchClientOptions) addFlags(c *cobra.Command) {
 func newBenchClientCmd(g *globals) *cobra.Command {
 	var o benchClientOptions
 	c := &cobra.Command{
-		Use:        "client -c SERVER [--port 5201] [-P FLOWS] [-t SECONDS] [-l LENGTH] [-b RATE] [-R] [-4|-6] [-i IFACE] [--backend auto|xsk|socket|asavie] [--mode udp|tcp] [--tso on|off] [--rss-queues N | --rss-table LIST] [--rss-key HEX]",
-		Short:      "Run a UDP test against an iperf3 server (or xdpio bench server), or a TCP-mode test over AF_XDP against xdpio bench server",
+		Use:        "client -c SERVER [--port 5201] [-P FLOWS] [-t SECONDS] [-l LENGTH] [-b RATE] [-R] [-4|-6] [-i IFACE] [--backend auto|xsk|socket|asavie] [--rss-queues N | --rss-table LIST] [--rss-key HEX]",
+		Short:      "Run a UDP test against an iperf3 server (or xdpio bench server)",
 		SuggestFor: []string{"cli", "c"},
 		Args:       cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -346,7 +335,7 @@ func runBenchClient(cmd *cobra.Command, g *globals, o *benchClientOptions) error
 	if err != nil {
 		return err
 	}
-	m, bps, err := o.test(cmd.Flags(), dp)
+	bps, err := o.test(cmd.Flags())
 	if err != nil {
 		return err
 	}
@@ -359,7 +348,7 @@ func runBenchClient(cmd *cobra.Command, g *globals, o *benchClientOptions) error
 	if err != nil {
 		return err
 	}
-	cl := o.client(g, netip.AddrPortFrom(addr, uint16(o.port)), dp, m, bps)
+	cl := o.client(g, netip.AddrPortFrom(addr, uint16(o.port)), dp, bps)
 	if !g.json {
 		o.announce(g, cl, backend)
 	}
@@ -419,58 +408,28 @@ func (o *benchClientOptions) serverAddr(ctx context.Context, g *globals) (netip.
 	return addr, nil
 }
 
-// test checks the test's flags and returns its mode and bit rate. In TCP
-// mode a write is a 64 KB super-packet and the rate unlimited unless -l
-// and -b say otherwise; a UDP test's length defaults, as iperf3's, to the
-// control connection's MSS (0 here).
-func (o *benchClientOptions) test(fs *pflag.FlagSet, dp plane.DataPlane) (iperf3.Mode, uint64, error) {
+// test checks the test's flags and returns its bit rate. A UDP test's
+// length defaults, as iperf3's, to the control connection's MSS (0 here).
+func (o *benchClientOptions) test(fs *pflag.FlagSet) (uint64, error) {
 	if o.port < 1 || o.port > 65535 {
-		return "", 0, usagef("--port %d: must be 1-65535", o.port)
+		return 0, usagef("--port %d: must be 1-65535", o.port)
 	}
 	if o.streams < 1 || o.streams > 128 {
-		return "", 0, usagef("-P %d: must be 1-128", o.streams)
+		return 0, usagef("-P %d: must be 1-128", o.streams)
 	}
 	if o.seconds < 1 || o.seconds > 86400 {
-		return "", 0, usagef("-t %d: must be 1-86400 seconds", o.seconds)
-	}
-	m, err := iperf3.ParseMode(o.mode)
-	if err != nil {
-		return "", 0, usagef("--mode: %v", err)
-	}
-	if o.tso != "on" && o.tso != "off" {
-		return "", 0, usagef("--tso %q: want on or off", o.tso)
-	}
-	if m == iperf3.ModeTCP {
-		if _, ok := dp.(*xskplane.DataPlane); !ok {
-			return "", 0, usagef("--mode tcp sends TCP-framed segments through AF_XDP: it needs --backend xsk and -i IFACE")
-		}
-		if o.reverse {
-			return "", 0, usagef("--mode tcp is one-way, client to server: no -R")
-		}
-		if !fs.Changed("length") {
-			o.length = 0
-		}
-		if !fs.Changed("bitrate") {
-			o.rate = "0"
-		}
-	} else if fs.Changed("tso") {
-		return "", 0, usagef("--tso is about --mode tcp")
+		return 0, usagef("-t %d: must be 1-86400 seconds", o.seconds)
 	}
 	bps, err := parseRate(o.rate)
 	if err != nil {
-		return "", 0, usagef("-b %q: %v", o.rate, err)
+		return 0, usagef("-b %q: %v", o.rate, err)
 	}
 	if !fs.Changed("length") {
 		o.length = 0 // iperf3's choice: the control connection's MSS
+	} else if lo := iperf3.HeaderLen(!o.counters); o.length < lo || o.length > 65507 {
+		return 0, usagef("-l %d: a UDP payload is %d-65507 bytes", o.length, lo)
 	}
-	if m == iperf3.ModeUDP && fs.Changed("length") {
-		if lo := iperf3.HeaderLen(!o.counters); o.length < lo || o.length > 65507 {
-			return "", 0, usagef("-l %d: a UDP payload is %d-65507 bytes", o.length, lo)
-		}
-	} else if m == iperf3.ModeTCP && o.length < 0 {
-		return "", 0, usagef("-l %d: bytes per write must be positive", o.length)
-	}
-	return m, bps, nil
+	return bps, nil
 }
 
 // placer is the stream placer of the --rss-* flags, handed to the data
@@ -494,7 +453,7 @@ func (o *benchClientOptions) placer(dp plane.DataPlane, backend string) (*place.
 }
 
 // client is the command's bench.Client, dialling from inside --netns.
-func (o *benchClientOptions) client(g *globals, server netip.AddrPort, dp plane.DataPlane, m iperf3.Mode, bps uint64) *bench.Client {
+func (o *benchClientOptions) client(g *globals, server netip.AddrPort, dp plane.DataPlane, bps uint64) *bench.Client {
 	return &bench.Client{
 		Server:     server,
 		DataPlane:  dp,
@@ -504,8 +463,6 @@ func (o *benchClientOptions) client(g *globals, server netip.AddrPort, dp plane.
 		Bitrate:    bps,
 		Reverse:    o.reverse,
 		Counters32: o.counters,
-		Mode:       m,
-		TSO:        o.tso == "on",
 		Interval:   o.ipf.period(),
 		Dial: func(ctx context.Context, network, address string) (c net.Conn, err error) {
 			err = g.inNetns(func() (err error) {
@@ -518,20 +475,15 @@ func (o *benchClientOptions) client(g *globals, server netip.AddrPort, dp plane.
 }
 
 // announce prints the text client's first line and has cl print its
-// intervals and TCP-mode report as they come.
+// intervals as they come.
 func (o *benchClientOptions) announce(g *globals, cl *bench.Client, backend string) {
 	rateText := "unlimited rate"
 	if cl.Bitrate != bench.BitrateUnlimited {
 		rateText, _ = bench.FormatRate(float64(cl.Bitrate), o.ipf.unit())
 	}
-	kind := "UDP"
-	if cl.Mode == iperf3.ModeTCP {
-		kind = "TCP-mode"
-	}
-	fmt.Fprintf(g.stdout, "Connecting to %v, %d %s stream(s), %s each, for %d s (%s backend)\n", cl.Server, o.streams, kind, rateText, o.seconds, backend)
+	fmt.Fprintf(g.stdout, "Connecting to %v, %d UDP stream(s), %s each, for %d s (%s backend)\n", cl.Server, o.streams, rateText, o.seconds, backend)
 	ivs := &intervalPrinter{g: g, unit: o.ipf.unit()}
 	cl.OnInterval = ivs.print
-	cl.OnTCPReport = func(r *bench.TCPReport) { r.WriteText(g.stdout) }
 }
 
 // printPlacement prints where the client placed its streams, numbered as
@@ -678,9 +630,6 @@ func printBenchReport(g *globals, r *bench.Report, err error, unit byte) {
 	if err != nil && len(r.Intervals) == 0 && len(r.End.Streams) == 0 {
 		return
 	}
-	if r.Start.TestStart.Protocol == "TCP" {
-		return // a TCP-mode test's summary is its TCPReport, printed already
-	}
 	summary := *r
 	summary.Intervals = nil
 	summary.Error = "" // printed by the caller
@@ -730,7 +679,7 @@ type iperfFlags struct {
 }
 
 func (f *iperfFlags) add(c *cobra.Command) {
-	c.Flags().BoolVarP(&f.udp, "udp", "u", false, "iperf3's UDP test: the default, accepted for iperf3 habits (TCP-framed tests: --mode tcp)")
+	c.Flags().BoolVarP(&f.udp, "udp", "u", false, "iperf3's UDP test: the default, accepted for iperf3 habits")
 	c.Flags().StringVarP(&f.format, "format", "f", "", "unit of bit rates as iperf3's -f: k, m, g, t (Kbits … Tbits/sec) or K, M, G, T (KBytes … TBytes/sec); default: adaptive")
 	c.Flags().Float64Var(&f.interval, "interval", 1, "seconds between periodic reports, 0 for none (iperf3's -i; in xdpio -i is the interface)")
 }

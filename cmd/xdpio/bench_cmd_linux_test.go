@@ -653,60 +653,6 @@ func TestBenchAsavieBackend(t *testing.T) {
 	}
 }
 
-// TestBenchTCPMode: `bench client --mode tcp` against `bench server`,
-// both on AF_XDP, with software TSO on and off: the server takes every
-// byte in order with valid checksums, and both ends' --json reports carry
-// the TCP figures.
-func TestBenchTCPMode(t *testing.T) {
-	pair := netnstest.New(t, netnstest.Config{Queues: 2})
-	for i, tso := range []string{"on", "off"} {
-		port := 15281 + 2*i
-		srv, cli := serveOnce(t, pair, port, []string{"--backend", "xsk", "-i", pair.B.Link},
-			[]string{"--backend", "xsk", "-i", pair.A.Link, "--mode", "tcp", "--tso", tso, "-P", "2", "-b", "100M"})
-		for _, r := range []bench.Report{srv, cli} {
-			if r.TCP == nil {
-				t.Fatalf("tso %s: a report without TCP figures: %+v", tso, r)
-			}
-		}
-		s := cli.TCP.Sum
-		if s.SentBytes == 0 || s.ReceivedBytes != s.SentBytes || s.BadChecksum != 0 || s.GapBytes != 0 {
-			t.Errorf("tso %s: sent %d bytes, received %d in order (gaps %d, bad checksums %d)", tso, s.SentBytes, s.ReceivedBytes, s.GapBytes, s.BadChecksum)
-		}
-		if cli.TCP.Sender.TSO != (tso == "on") {
-			t.Errorf("tso %s: the sender reports TSO %v", tso, cli.TCP.Sender.TSO)
-		}
-		// The receiver's window is the sender's (it ends at TEST_END as
-		// the sender sent it, not 100 ms later when it arrives).
-		if d := srv.TCP.Receiver.Seconds - cli.TCP.Sender.Seconds; d < -0.02 || d > 0.02 {
-			t.Errorf("tso %s: receiver's window %.3f s, sender's %.3f s", tso, srv.TCP.Receiver.Seconds, cli.TCP.Sender.Seconds)
-		}
-		if srv.TCP.Sum.ReceivedBytes != s.ReceivedBytes {
-			t.Errorf("tso %s: server says %d bytes in order, client was told %d", tso, srv.TCP.Sum.ReceivedBytes, s.ReceivedBytes)
-		}
-	}
-	// As text: the first line names the mode and an unlimited rate, no
-	// interval has zero length, and the sending client lists no RX
-	// queues (they carried nothing of the test).
-	srvText, out := serveOnceText(t, pair, 15285, []string{"--backend", "xsk", "-i", pair.B.Link},
-		[]string{"--backend", "xsk", "-i", pair.A.Link, "--mode", "tcp"})
-	// The receiving server's interval lines are TCP's too: no jitter or
-	// datagram losses.
-	if !strings.Contains(srvText, bench.TCPIntervalHeader) || strings.Contains(srvText, "Lost/Total") || strings.Contains(srvText, " ms ") {
-		t.Errorf("TCP mode server's intervals in UDP's columns:\n%s", srvText)
-	}
-	first, _, _ := strings.Cut(out, "\n")
-	if !strings.Contains(first, "1 TCP-mode stream(s), unlimited rate each") || strings.Contains(out, "RX queues") {
-		t.Errorf("TCP mode client:\n%s", out)
-	}
-	for _, l := range strings.Split(out, "\n") {
-		var id string
-		var a, b float64
-		if n, _ := fmt.Sscanf(l, "[%s %f-%f sec", &id, &a, &b); n == 3 && b-a < 0.01 {
-			t.Errorf("a zero-length interval: %q\n%s", l, out)
-		}
-	}
-}
-
 // TestBenchClientReverseQueues: with -R the AF_XDP client receives, and
 // its --json report says what each of its RX queues took, which accounts
 // for every datagram it received.

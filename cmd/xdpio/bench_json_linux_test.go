@@ -93,8 +93,6 @@ var jsonDifferences = []jsonDifference{
 		Reason: "what each AF_XDP RX queue took at a receiving end"},
 	{Path: "start.placement", OursOnly: true, NotRun: "--rss-queues or --rss-table",
 		Reason: "each stream's source port and the server RX queue it was placed on"},
-	{Path: "tcp", OursOnly: true, NotRun: "--mode tcp, xdpio's own test",
-		Reason: "both ends' TCP-mode figures"},
 	{Path: "start.sock_bufsize", Backend: "xsk",
 		Reason: "an AF_XDP data plane has no socket buffer on its path"},
 	{Path: "start.sndbuf_actual", Backend: "xsk",
