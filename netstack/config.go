@@ -3,6 +3,7 @@ package netstack
 import (
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/xdpio/xdpio/coalesce"
 	"github.com/xdpio/xdpio/internal/errs"
@@ -206,4 +207,32 @@ type TCPStats struct {
 	RetransSegs, FastRetrans, Timeouts uint64
 	// OutRsts and InRsts are resets sent (TcpOutRsts) and received.
 	OutRsts, InRsts uint64
+}
+
+// TCPConnInfo is one TCP connection's state in the stack (Stack.TCPConnInfo),
+// what the kernel's TCP_INFO tells of one of its sockets.
+type TCPConnInfo struct {
+	// State is the connection's state in gVisor's names: ESTABLISHED,
+	// FIN-WAIT1, FIN-WAIT2, TIME-WAIT, CLOSE-WAIT, LAST-ACK, CLOSED, …
+	State string
+	// RTT and RTTVar are the smoothed round-trip time and its variation
+	// (zero before data went both ways); RTO the retransmission timeout.
+	RTT, RTTVar, RTO time.Duration
+	// SndCwnd is the congestion window and SndSsthresh the slow-start
+	// threshold, in segments.
+	SndCwnd, SndSsthresh uint32
+	// MSS is the largest segment payload the stack's MTU allows the
+	// connection (the MTU less the IP and TCP headers; TCP options, such
+	// as timestamps, are not deducted).
+	MSS int
+	// Retransmits are the segments the connection sent again,
+	// FastRetransmits those sent again on duplicate ACKs or SACK, and
+	// Timeouts the expiries of its retransmission timer.
+	Retransmits, FastRetransmits, Timeouts uint64
+	// SegmentsSent and SegmentsReceived are the connection's segments,
+	// its handshake's included but for a peer's SYN, which the
+	// listener handles before the connection exists.
+	SegmentsSent, SegmentsReceived uint64
+	// Congestion is the congestion control algorithm ("cubic").
+	Congestion string
 }

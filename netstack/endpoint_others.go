@@ -57,3 +57,6 @@ func (st *Stack) Close() error { return nil }
 
 // TCPStats returns zero counters.
 func (st *Stack) TCPStats() TCPStats { return TCPStats{} }
+
+// TCPConnInfo returns ErrNotSupported.
+func (st *Stack) TCPConnInfo(c net.Conn) (TCPConnInfo, error) { return TCPConnInfo{}, errOS }

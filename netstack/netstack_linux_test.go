@@ -582,3 +582,121 @@ func TestSharedConfigRefused(t *testing.T) {
 		}
 	}
 }
+
+// kernelTCPInfo is TCP_INFO of a kernel connection.
+func kernelTCPInfo(t *testing.T, c *net.TCPConn) *unix.TCPInfo {
+	t.Helper()
+	raw, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info *unix.TCPInfo
+	var serr error
+	raw.Control(func(fd uintptr) { info, serr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) })
+	if serr != nil {
+		t.Fatal(serr)
+	}
+	return info
+}
+
+// TCPConnInfo tells a connection's state as the peer kernel's TCP_INFO
+// of the other end sees it: the segments one sent the other received,
+// for a connection the stack accepted and one it dialed, but for one
+// handshake segment that a listener handles, whose connection does not
+// count it (the stack's the peer's SYN; the kernel's its SYN-ACK); once
+// the stack
+// closes its side and the peer has acknowledged the FIN, it is in
+// FIN-WAIT2 and the peer in CLOSE-WAIT. Without TSO, so that a segment
+// is a frame.
+func TestTCPConnInfo(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 1})
+	peer(t, pair)
+	st := open(t, pair, netstack.Config{NoTSO: true})
+	l, err := st.ListenTCP(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var kl net.Listener
+	if err := pair.A.Do(func() (err error) { kl, err = net.Listen("tcp", "[::]:7100"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer kl.Close()
+	// Each case: the stack's end and the kernel's, connected; and the
+	// segments the stack's end counted received less those the kernel's
+	// counted sent.
+	cases := map[string]func() (net.Conn, *net.TCPConn, int){
+		"accepted": func() (net.Conn, *net.TCPConn, int) {
+			var k net.Conn
+			if err := pair.A.Do(func() (err error) {
+				k, err = net.DialTimeout("tcp", netip.AddrPortFrom(stack4.Addr(), 7).String(), 5*time.Second)
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			s, err := l.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s, k.(*net.TCPConn), -1 // the kernel's SYN
+		},
+		"dialed": func() (net.Conn, *net.TCPConn, int) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			s, err := st.DialTCP(ctx, netip.AddrPortFrom(pair.A.IPv4, 7100))
+			if err != nil {
+				t.Fatal(err)
+			}
+			k, err := kl.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s, k.(*net.TCPConn), +1 // the kernel's listener's SYN-ACK
+		},
+	}
+	for name, connect := range cases {
+		t.Run(name, func(t *testing.T) {
+			s, k, extra := connect()
+			defer s.Close()
+			defer k.Close()
+			msg := bytes.Repeat([]byte("info "), 200000)
+			go s.Write(msg)
+			got := make([]byte, len(msg))
+			k.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.ReadFull(k, got); err != nil {
+				t.Fatal(err)
+			}
+			k.Write([]byte("back"))
+			s.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.ReadFull(s, make([]byte, 4)); err != nil {
+				t.Fatal(err)
+			}
+			s.(interface{ CloseWrite() error }).CloseWrite()
+			var info netstack.TCPConnInfo
+			var ki *unix.TCPInfo
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+				if info, err = st.TCPConnInfo(s); err != nil {
+					t.Fatal(err)
+				}
+				ki = kernelTCPInfo(t, k)
+				if info.State == "FIN-WAIT2" && uint64(ki.Segs_in) == info.SegmentsSent && int64(ki.Segs_out)+int64(extra) == int64(info.SegmentsReceived) || time.Now().After(deadline) {
+					break
+				}
+			}
+			t.Logf("stack %+v; kernel state %d segs in %d out %d, rtt %d µs", info, ki.State, ki.Segs_in, ki.Segs_out, ki.Rtt)
+			if info.State != "FIN-WAIT2" || ki.State != unix.BPF_TCP_CLOSE_WAIT {
+				t.Errorf("after the stack's FIN: stack %s, kernel state %d, want FIN-WAIT2 and CLOSE-WAIT (%d)", info.State, ki.State, unix.BPF_TCP_CLOSE_WAIT)
+			}
+			if uint64(ki.Segs_in) != info.SegmentsSent || int64(ki.Segs_out)+int64(extra) != int64(info.SegmentsReceived) {
+				t.Errorf("the stack sent %d segments and received %d; the kernel received %d and sent %d (%+d for the handshake)", info.SegmentsSent, info.SegmentsReceived, ki.Segs_in, ki.Segs_out, extra)
+			}
+			if info.RTT <= 0 || info.SndCwnd == 0 || info.MSS != 1460 || info.Congestion != "cubic" || info.Retransmits != 0 {
+				t.Errorf("info %+v: want an RTT, a window, MSS 1460, cubic and no retransmission", info)
+			}
+		})
+	}
+	st.Close()
+	if _, err := st.TCPConnInfo(&net.TCPConn{}); err == nil {
+		t.Error("TCPConnInfo of a closed stack worked")
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/header"
 	"gvisor.dev/gvisor/pkg/tcpip/network/arp"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
@@ -117,6 +118,49 @@ func (st *Stack) TCPStats() TCPStats {
 		RetransSegs: t.Retransmits.Value(), FastRetrans: t.FastRetransmit.Value(), Timeouts: t.Timeouts.Value(),
 		OutRsts: t.ResetsSent.Value(), InRsts: t.ResetsReceived.Value(),
 	}
+}
+
+// TCPConnInfo returns the state of c, one of the stack's TCP connections
+// (accepted from ListenTCP's listener, or from DialTCP), found by its
+// addresses; it may be called from any goroutine. It fails with an error
+// matching ErrClosed once the connection has left the stack (closed, and
+// out of TIME-WAIT) or the stack is closed.
+func (st *Stack) TCPConnInfo(c net.Conn) (TCPConnInfo, error) {
+	local, lok := c.LocalAddr().(*net.TCPAddr)
+	remote, rok := c.RemoteAddr().(*net.TCPAddr)
+	if !lok || !rok {
+		return TCPConnInfo{}, fmt.Errorf("tcp info: %T is not a TCP connection", c)
+	}
+	l, r := local.AddrPort(), remote.AddrPort()
+	fail := fmt.Errorf("tcp info %v-%v: %w", l, r, ErrClosed)
+	if st.closed.Load() {
+		return TCPConnInfo{}, fail
+	}
+	la, ra := l.Addr().Unmap(), r.Addr().Unmap()
+	proto, hdr := ipv4.ProtocolNumber, header.IPv4MinimumSize
+	if la.Is6() {
+		proto, hdr = ipv6.ProtocolNumber, header.IPv6MinimumSize
+	}
+	id := stack.TransportEndpointID{LocalPort: l.Port(), LocalAddress: tcpip.AddrFromSlice(la.AsSlice()),
+		RemotePort: r.Port(), RemoteAddress: tcpip.AddrFromSlice(ra.AsSlice())}
+	ep, ok := st.s.FindTransportEndpoint(proto, tcp.ProtocolNumber, id, nicID).(*tcp.Endpoint)
+	if !ok {
+		return TCPConnInfo{}, fail
+	}
+	var ti tcpip.TCPInfoOption
+	if e := ep.GetSockOpt(&ti); e != nil {
+		return TCPConnInfo{}, fmt.Errorf("tcp info %v-%v: %s", l, r, e)
+	}
+	var cc tcpip.CongestionControlOption
+	ep.GetSockOpt(&cc)
+	info := TCPConnInfo{State: tcp.EndpointState(ti.State).String(), RTT: ti.RTT, RTTVar: ti.RTTVar, RTO: ti.RTO,
+		SndCwnd: ti.SndCwnd, SndSsthresh: ti.SndSsthresh, MSS: int(st.ep.MTU()) - hdr - header.TCPMinimumSize,
+		Congestion: string(cc)}
+	if s, ok := ep.Stats().(*tcp.Stats); ok {
+		info.Retransmits, info.FastRetransmits, info.Timeouts = s.SendErrors.Retransmits.Value(), s.SendErrors.FastRetransmit.Value(), s.SendErrors.Timeouts.Value()
+		info.SegmentsSent, info.SegmentsReceived = s.SegmentsSent.Value(), s.SegmentsReceived.Value()
+	}
+	return info, nil
 }
 
 // Endpoint returns the stack's link endpoint (its counters: Stats).
