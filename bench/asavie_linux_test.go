@@ -111,7 +111,7 @@ func TestAsavieServerFromSocketClient(t *testing.T) {
 			inA, inB := udpInDatagrams(t, pair.A), udpInDatagrams(t, pair.B)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			c := &Client{Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &kernelplane.DataPlane{Do: pair.A.Do},
+			c := &Client{UDP: true, Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &kernelplane.DataPlane{Do: pair.A.Do},
 				Dial: nsDial(pair.A), Streams: 3, Duration: time.Second, Bitrate: 20e6, Reverse: reverse, Length: 1000}
 			rep, err := c.Run(ctx)
 			if err != nil {
@@ -302,8 +302,8 @@ func TestAsavieClientAgainstIperf3Server(t *testing.T) {
 		name string
 		c    Client
 	}{
-		{"P2", Client{Bitrate: 10e6, Streams: 2}}, // iperf3 -s reads one datagram per syscall into a 208 KiB buffer: on a loaded machine faster bursts overflow it (UdpRcvbufErrors)
-		{"reverse", Client{Bitrate: 10e6, Reverse: true}},
+		{"P2", Client{UDP: true, Bitrate: 10e6, Streams: 2}}, // iperf3 -s reads one datagram per syscall into a 208 KiB buffer: on a loaded machine faster bursts overflow it (UdpRcvbufErrors)
+		{"reverse", Client{UDP: true, Bitrate: 10e6, Reverse: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -17,30 +17,39 @@ import (
 const BitrateUnlimited = math.MaxUint64
 
 // tailGrace is how long a sending Client waits between its last datagram
-// and TEST_END, so that the receiver (iperf3 counts only until TEST_END)
-// has read what was in flight.
+// (in a TCP test: the server's acknowledgement of its last byte) and
+// TEST_END, so that the receiver (iperf3 counts only until TEST_END) has
+// read what was in flight.
 const tailGrace = 100 * time.Millisecond
 
-// Client runs the client end of an iperf3 UDP test against a real iperf3
-// server or a Server. Set Server; the zero value of every other field is
-// iperf3's default.
+// Client runs the client end of an iperf3 test, TCP (iperf3's default)
+// or UDP, against a real iperf3 server or a Server. Set Server; the zero
+// value of every other field is iperf3's default.
 type Client struct {
 	// Server is the server's control address (iperf3's port is 5201).
 	Server netip.AddrPort
-	// DataPlane carries the UDP streams; nil means kernel sockets.
+	// UDP runs iperf3's UDP test (-u) instead of its TCP test.
+	UDP bool
+	// DataPlane carries a UDP test's streams; nil means kernel sockets.
 	DataPlane plane.DataPlane
-	// Dial opens the control connection; nil uses a net.Dialer. Set it to
+	// TCPPlane carries a TCP test's data connections; nil means the
+	// kernel's TCP (dialed with Dial).
+	TCPPlane plane.TCPPlane
+	// Dial opens the control connection, and a TCP test's data
+	// connections on the kernel's TCP; nil uses a net.Dialer. Set it to
 	// dial from another network namespace.
 	Dial func(ctx context.Context, network, address string) (net.Conn, error)
 	// Streams is the number of parallel streams (-P); 0 means 1.
 	Streams int
 	// Duration is the test length (-t), whole seconds; 0 means 10 s.
 	Duration time.Duration
-	// Length is the UDP payload length (-l); 0 means iperf3's choice: the
-	// control connection's TCP MSS (1448 on a 1500-byte MTU link with
-	// timestamps), or 1460 when that is unknown.
+	// Length is the UDP payload length, or a TCP test's bytes per read
+	// or write (-l). 0 means iperf3's choice: in a UDP test the control
+	// connection's TCP MSS (1448 on a 1500-byte MTU link with
+	// timestamps), or 1460 when that is unknown; in a TCP test 128 KiB.
 	Length int
-	// Bitrate is the target per stream in bits/s (-b); 0 means 1 Mbit/s,
+	// Bitrate is the target per stream in bits/s (-b); 0 means 1 Mbit/s
+	// in a UDP test and no limit in a TCP test (iperf3's defaults),
 	// BitrateUnlimited no limit.
 	Bitrate uint64
 	// Reverse makes the server send (-R).
@@ -95,7 +104,10 @@ func (c *Client) params() (iperf3.Params, error) {
 // so far, when it fails. Cancelling ctx ends the test early (the server is
 // sent CLIENT_TERMINATE).
 func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
-	var ph clientPhase = &udpClientPhase{c: c}
+	var ph clientPhase = &tcpClientPhase{c: c}
+	if c.UDP {
+		ph = &udpClientPhase{c: c}
+	}
 	rep = &Report{}
 	defer func() {
 		if err != nil {
@@ -117,8 +129,8 @@ func (c *Client) Run(ctx context.Context) (rep *Report, err error) {
 	}
 	defer conn.Close()
 	defer stopClose()
-	ph.connected(conn, &p)
 	cookie := iperf3.NewCookie()
+	ph.connected(conn, &p, cookie)
 	rep.Start = c.reportStart(p, cookie)
 	setup := orDefault(c.SetupTimeout, 10*time.Second)
 	conn.SetDeadline(time.Now().Add(setup))
@@ -321,7 +333,7 @@ type clientPhase interface {
 	// params checks the Client's settings and returns the parameters;
 	// connected may adjust them once the control connection is up.
 	params() (iperf3.Params, error)
-	connected(conn net.Conn, p *iperf3.Params)
+	connected(conn net.Conn, p *iperf3.Params, cookie iperf3.Cookie)
 	// paramsMsg is what the client sends at PARAM_EXCHANGE.
 	paramsMsg(p iperf3.Params) any
 	// createStreams sets the streams up at CREATE_STREAMS (calling
@@ -351,12 +363,8 @@ type clientPhase interface {
 // that ctx ending sends CLIENT_TERMINATE and closes it; the returned stop
 // undoes that arrangement.
 func (c *Client) connect(ctx context.Context) (net.Conn, func() bool, error) {
-	dial := c.Dial
-	if dial == nil {
-		dial = (&net.Dialer{}).DialContext
-	}
 	dctx, dcancel := context.WithTimeout(ctx, orDefault(c.SetupTimeout, 10*time.Second))
-	conn, err := dial(dctx, "tcp", c.Server.String())
+	conn, err := c.dial(dctx, c.Server.String())
 	dcancel()
 	if err != nil {
 		var oe *net.OpError
@@ -374,6 +382,15 @@ func (c *Client) connect(ctx context.Context) (net.Conn, func() bool, error) {
 		conn.Close()
 	})
 	return conn, stop, nil
+}
+
+// dial opens a kernel TCP connection to address with Dial, or a
+// net.Dialer.
+func (c *Client) dial(ctx context.Context, address string) (net.Conn, error) {
+	if c.Dial != nil {
+		return c.Dial(ctx, "tcp", address)
+	}
+	return (&net.Dialer{}).DialContext(ctx, "tcp", address)
 }
 
 // rootText is an error that says only what its innermost cause says

@@ -82,7 +82,7 @@ func TestServerIdleConnection(t *testing.T) {
 		closed := idle()
 		time.Sleep(100 * time.Millisecond) // the server is waiting on it
 		start := time.Now()
-		c := &Client{Server: server, DataPlane: &kernelplane.DataPlane{Do: pair.A.Do}, Dial: nsDial(pair.A),
+		c := &Client{UDP: true, Server: server, DataPlane: &kernelplane.DataPlane{Do: pair.A.Do}, Dial: nsDial(pair.A),
 			Duration: time.Second, Bitrate: 1e6, Interval: -1}
 		rep, err := c.Run(ctx)
 		if err != nil {
@@ -169,7 +169,7 @@ func TestServerManyIdleConnections(t *testing.T) {
 		defer c.Close()
 	}
 	time.Sleep(100 * time.Millisecond) // all accepted and waiting
-	c := Client{Server: server, DataPlane: &kernelplane.DataPlane{Do: pair.A.Do}, Dial: nsDial(pair.A), Duration: time.Second, Interval: -1}
+	c := Client{UDP: true, Server: server, DataPlane: &kernelplane.DataPlane{Do: pair.A.Do}, Dial: nsDial(pair.A), Duration: time.Second, Interval: -1}
 	if _, err := c.Run(ctx); !errors.Is(err, iperf3.ErrAccessDenied) {
 		t.Errorf("client beyond %d silent connections: %v, want ErrAccessDenied", maxPendingCookies, err)
 	}

@@ -19,9 +19,12 @@ type Counters struct {
 	iperf3.RecvCounters
 	SentBytes   uint64 // payload bytes sent
 	SentPackets int64  // datagrams sent (the last sequence number used)
+	// TCP is a TCP test's sender's connection figures at its last
+	// sample (zero otherwise).
+	TCP plane.TCPInfo
 }
 
-// stream is one UDP flow of a test.
+// stream is one UDP flow or TCP data connection of a test.
 type stream struct {
 	id    int
 	peer  netip.AddrPort // the other end's address
@@ -30,12 +33,20 @@ type stream struct {
 	recv  iperf3.RecvStats
 	sentB uint64
 	sentP int64
+
+	// A TCP test's: the connection, and at a sender its figures at the
+	// last sample and what the intervals saw of them; at a receiver,
+	// eof once the peer has closed its sending.
+	conn plane.TCPConn
+	info plane.TCPInfo
+	agg  tcpAgg
+	eof  bool
 }
 
 func (s *stream) counters() Counters {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Counters{RecvCounters: s.recv.RecvCounters, SentBytes: s.sentB, SentPackets: s.sentP}
+	return Counters{RecvCounters: s.recv.RecvCounters, SentBytes: s.sentB, SentPackets: s.sentP, TCP: s.info}
 }
 
 // group is a plane.PacketConn and the streams that use it.
@@ -60,6 +71,7 @@ type dataRun struct {
 	blksize    int
 	rate       uint64 // bits/s per stream; 0 unlimited
 	counters64 bool
+	tcp        bool // a TCP test's: streams over TCP connections
 
 	stopping atomic.Bool
 	stopCh   chan struct{}
@@ -372,6 +384,9 @@ func (r *dataRun) results() iperf3.Results {
 	if r.sender {
 		res.SenderHasRetransmits = 0
 	}
+	if r.tcp {
+		r.tcpResults(&res)
+	}
 	if r.cpu != nil {
 		r.cpuOnce.Do(func() {
 			r.usage = r.cpu.Finish()
@@ -387,6 +402,9 @@ func (r *dataRun) results() iperf3.Results {
 		for _, s := range g.streams {
 			c := s.counters()
 			sr := iperf3.StreamResults{ID: s.id, Retransmits: -1, EndTime: end.Sub(r.start).Seconds()}
+			if r.tcp && r.sender {
+				sr.Retransmits = int64(c.TCP.Retransmits)
+			}
 			if r.sender {
 				sr.Bytes, sr.Packets = c.SentBytes, c.SentPackets
 			} else {

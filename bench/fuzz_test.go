@@ -124,7 +124,7 @@ func FuzzClientControl(f *testing.F) {
 		defer srv.Close()
 		go io.Copy(io.Discard, srv)
 		go func() { srv.Write(in); time.Sleep(50 * time.Millisecond); srv.Close() }()
-		c := &Client{Server: netip.MustParseAddrPort("198.18.0.2:5201"), DataPlane: fakeDataPlane{}, Duration: time.Second,
+		c := &Client{UDP: true, Server: netip.MustParseAddrPort("198.18.0.2:5201"), DataPlane: fakeDataPlane{}, Duration: time.Second,
 			SetupTimeout: 50 * time.Millisecond, Interval: -1,
 			Dial: func(context.Context, string, string) (net.Conn, error) { return cli, nil }}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)

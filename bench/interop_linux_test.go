@@ -196,10 +196,10 @@ func TestClientAgainstIperf3Server(t *testing.T) {
 		name string
 		c    Client
 	}{
-		{"20M", Client{Bitrate: 20e6}},
-		{"P4-32bit", Client{Bitrate: 20e6, Streams: 4, Counters32: true}},
-		{"reverse", Client{Bitrate: 20e6, Reverse: true}},
-		{"len64", Client{Bitrate: 2e6, Length: 64}}, // iperf3 -s reads 64-byte datagrams one by one into a 208 KiB buffer: bursts overflow it
+		{"20M", Client{UDP: true, Bitrate: 20e6}},
+		{"P4-32bit", Client{UDP: true, Bitrate: 20e6, Streams: 4, Counters32: true}},
+		{"reverse", Client{UDP: true, Bitrate: 20e6, Reverse: true}},
+		{"len64", Client{UDP: true, Bitrate: 2e6, Length: 64}}, // iperf3 -s reads 64-byte datagrams one by one into a 208 KiB buffer: bursts overflow it
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -46,6 +46,13 @@ type ReportStart struct {
 	// Placement is each stream's source port and the server RX queue it
 	// was placed on (client with a plane.Placer only; not in iperf3's report).
 	Placement []place.Placement `json:"placement,omitempty"`
+	// TCPMSSDefault is, in a TCP test, what iperf3 reports as
+	// tcp_mss_default: the control connection's MSS at a client, 0 at a
+	// server.
+	TCPMSSDefault *int `json:"tcp_mss_default,omitempty"`
+	// TCPStack is, in a TCP test, the stack of the data connections and
+	// the settings it ran with (not in iperf3's report).
+	TCPStack *plane.TCPStack `json:"tcp_stack,omitempty"`
 }
 
 // SocketBuffers is a kernel socket's buffer sizes, as iperf3 reports
@@ -122,6 +129,8 @@ type TestParams struct {
 type Interval struct {
 	Streams []IntervalStream `json:"streams"`
 	Sum     IntervalStream   `json:"sum"`
+	// TCP marks a TCP test's interval, whose figures are TCP's.
+	TCP bool `json:"-"`
 }
 
 // IntervalStream is a stream's (or the sum's) figures over one interval,
@@ -149,12 +158,18 @@ type IntervalStream struct {
 	ReceivedPackets int64 `json:"received_packets"`
 	Omitted         bool  `json:"omitted"`
 	Sender          bool  `json:"sender"`
+	// TCPFigures are a TCP test's sender's: its retransmissions in the
+	// interval, its window, RTT and path MTU at its end (TCPInterval).
+	TCPInterval
 }
 
 // MarshalJSON writes the figures with iperf3 -J's fields: a sender's
 // without jitter and losses, which iperf3 leaves out of them, and a
 // receiver's with those and received_packets.
 func (s IntervalStream) MarshalJSON() ([]byte, error) {
+	if s.TCP {
+		return s.tcpJSON()
+	}
 	if s.Sender {
 		return json.Marshal(struct {
 			Socket        int     `json:"socket,omitempty"`
@@ -202,11 +217,25 @@ type ReportEnd struct {
 	// sockets received (-R) at a client (AF_XDP data planes only; not in
 	// iperf3's report).
 	RXQueues []plane.QueueCount `json:"rx_queues,omitempty"`
+	// TCP marks a TCP test's totals: iperf3's TCP form (streams' sender
+	// and receiver, no sum).
+	TCP bool `json:"-"`
+	// SenderCongestion and ReceiverCongestion are, in a TCP test, the
+	// congestion control of each end's data connections, when known
+	// (iperf3's sender_tcp_congestion and receiver_tcp_congestion).
+	SenderCongestion   string `json:"sender_tcp_congestion,omitempty"`
+	ReceiverCongestion string `json:"receiver_tcp_congestion,omitempty"`
+	// TCPStackCounters is what this end's own TCP stack counted during a
+	// TCP test (netstack only; not in iperf3's report).
+	TCPStackCounters *plane.TCPStackCounters `json:"tcp_stack_counters,omitempty"`
 }
 
 // EndStream wraps a stream's summary under its protocol, as iperf3 does.
 type EndStream struct {
 	UDP Summary `json:"udp"`
+	// Sender is, in a TCP test, the sender's figures of the stream
+	// (UDP is then unused), as iperf3's end.streams[].sender.
+	Sender *Summary `json:"sender,omitempty"`
 	// Receiver is what the receiving end counted of the stream, over
 	// its own window (iperf3's text shows it as the stream's receiver
 	// line; its JSON has it for TCP streams only). Its Sender is false,
@@ -240,6 +269,8 @@ type Summary struct {
 	// iperf3's report).
 	ReceivedPackets int64 `json:"received_packets"`
 	Sender          bool  `json:"sender"`
+	// TCPSummary is a TCP test's sender's figures.
+	TCPSummary
 }
 
 // summaryJSON is a Summary as -J writes it: out_of_order and
@@ -276,6 +307,9 @@ func (s Summary) json(outOfOrder, received bool) summaryJSON {
 // in the streams' summaries only, and received_packets (not in iperf3's
 // report) in the receiver's figures only.
 func (e ReportEnd) MarshalJSON() ([]byte, error) {
+	if e.TCP {
+		return e.tcpJSON()
+	}
 	type endStream struct {
 		UDP      summaryJSON  `json:"udp"`
 		Receiver *summaryJSON `json:"receiver,omitempty"`
@@ -412,11 +446,22 @@ func (ir *intervalReporter) take(at float64) {
 	ir.mu.Lock()
 	var iv Interval
 	for _, s := range ir.run.allStreams() {
+		if ir.run.tcp && ir.run.sender {
+			s.sample()
+		}
 		cur := s.counters()
-		iv.Streams = append(iv.Streams, intervalStream(s.id, ir.run.sender, ir.prev[s], cur, ir.prevT, at))
+		is := intervalStream(s.id, ir.run.sender, ir.prev[s], cur, ir.prevT, at)
+		if ir.run.tcp {
+			is = tcpIntervalStream(s, ir.run.sender, is, ir.prev[s], cur)
+		}
+		iv.Streams = append(iv.Streams, is)
 		ir.prev[s] = cur
 	}
 	iv.Sum = sumIntervals(iv.Streams)
+	if ir.run.tcp {
+		iv.TCP = true
+		iv.Sum = sumTCPIntervals(iv.Sum, iv.Streams)
+	}
 	ir.prevT = at
 	ir.ivs = append(ir.ivs, iv)
 	ir.mu.Unlock()
@@ -429,7 +474,8 @@ func (ir *intervalReporter) changed() bool {
 	ir.mu.Lock()
 	defer ir.mu.Unlock()
 	for _, s := range ir.run.allStreams() {
-		if s.counters() != ir.prev[s] {
+		c, p := s.counters(), ir.prev[s]
+		if c.RecvCounters != p.RecvCounters || c.SentBytes != p.SentBytes || c.SentPackets != p.SentPackets {
 			return true
 		}
 	}
@@ -680,6 +726,9 @@ func WriteInterval(w io.Writer, iv Interval) error {
 // WriteIntervalUnit is WriteInterval with bit rates in unit, as
 // FormatRate takes it (iperf3's -f).
 func WriteIntervalUnit(w io.Writer, iv Interval, unit byte) error {
+	if iv.TCP {
+		return writeTCPInterval(w, iv, unit)
+	}
 	for _, s := range iv.Streams {
 		if err := row(w, unit, s.Socket, s.Start, s.End, s.Bytes, s.BitsPerSecond, s.Packets, !s.Sender, s.JitterMS, s.LostPackets, ""); err != nil {
 			return err
@@ -692,8 +741,16 @@ func WriteIntervalUnit(w io.Writer, iv Interval, unit byte) error {
 	return nil
 }
 
-// Header is the column header of iv's lines: IntervalHeader.
+// Header is the column header of iv's lines: IntervalHeader, or in a TCP
+// test TCPIntervalHeader, or TCPSenderIntervalHeader for a sender's
+// lines with its retransmissions and window.
 func (iv Interval) Header() string {
+	if iv.TCP {
+		if iv.Sum.HasTCPInfo {
+			return TCPSenderIntervalHeader
+		}
+		return TCPIntervalHeader
+	}
 	return IntervalHeader
 }
 
@@ -709,6 +766,9 @@ func (r *Report) WriteText(w io.Writer) error {
 // WriteTextUnit is WriteText with bit rates in unit, as FormatRate takes
 // it (iperf3's -f).
 func (r *Report) WriteTextUnit(w io.Writer, unit byte) error {
+	if r.End.TCP {
+		return r.writeTCPText(w, unit)
+	}
 	var b strings.Builder
 	if len(r.Intervals) > 0 {
 		b.WriteString(IntervalHeader)
@@ -734,22 +794,28 @@ func (r *Report) WriteTextUnit(w io.Writer, unit byte) error {
 		line(&b, unit, 0, ss.End, ss.Bytes, ss.BitsPerSecond, ss.Packets, true, 0, 0, "  sender")
 		line(&b, unit, 0, sr.End, sr.Bytes, sr.BitsPerSecond, sr.Packets, false, sr.JitterMS, sr.LostPackets, "  receiver")
 	}
+	r.writeTail(&b)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writeTail writes the end of the text report, after the totals: CPU
+// use and the error, if any.
+func (r *Report) writeTail(b *strings.Builder) {
 	c := r.End.CPU
 	if c.HostTotal > 0 || c.RemoteTotal > 0 {
-		fmt.Fprintf(&b, "CPU Utilization: local/%s %.1f%% (%.1f%%u/%.1f%%s), remote/%s %.1f%% (%.1f%%u/%.1f%%s)\n",
+		fmt.Fprintf(b, "CPU Utilization: local/%s %.1f%% (%.1f%%u/%.1f%%s), remote/%s %.1f%% (%.1f%%u/%.1f%%s)\n",
 			senderWord(r.End.Sum.Sender), c.HostTotal, c.HostUser, c.HostSystem,
 			senderWord(!r.End.Sum.Sender), c.RemoteTotal, c.RemoteUser, c.RemoteSystem)
 	}
 	if h := r.End.HostCPU; h != nil && len(h.Cores) > 0 {
 		b.WriteString("CPU     %usr   %nice    %sys %iowait    %irq   %soft  %steal  %idle\n")
 		for _, k := range h.Cores {
-			fmt.Fprintf(&b, "%-5s %6.2f  %6.2f  %6.2f  %6.2f  %6.2f  %6.2f  %6.2f %6.2f\n", k.CPU, k.User, k.Nice, k.System, k.IOWait, k.IRQ, k.SoftIRQ, k.Steal, k.Idle)
+			fmt.Fprintf(b, "%-5s %6.2f  %6.2f  %6.2f  %6.2f  %6.2f  %6.2f  %6.2f %6.2f\n", k.CPU, k.User, k.Nice, k.System, k.IOWait, k.IRQ, k.SoftIRQ, k.Steal, k.Idle)
 		}
-		fmt.Fprintf(&b, "busy CPU time of all cores %.2f s; data threads %.2f s\n", h.BusySeconds, h.DataThreadSeconds)
+		fmt.Fprintf(b, "busy CPU time of all cores %.2f s; data threads %.2f s\n", h.BusySeconds, h.DataThreadSeconds)
 	}
 	if r.Error != "" {
-		fmt.Fprintf(&b, "error: %s\n", r.Error)
+		fmt.Fprintf(b, "error: %s\n", r.Error)
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }

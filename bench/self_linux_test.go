@@ -39,7 +39,7 @@ func TestClientAgainstServer(t *testing.T) {
 		before := udpInDatagrams(t, rx)
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		var ivs []Interval
-		c := &Client{Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &kernelplane.DataPlane{Do: pair.A.Do},
+		c := &Client{UDP: true, Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &kernelplane.DataPlane{Do: pair.A.Do},
 			Dial: nsDial(pair.A), Streams: 3, Duration: 2 * time.Second, Bitrate: 20e6, Reverse: reverse, Length: 1000,
 			Interval: 500 * time.Millisecond, OnInterval: func(iv Interval) { ivs = append(ivs, iv) }}
 		rep, err := c.Run(ctx)
@@ -85,16 +85,16 @@ func TestClientAgainstServer(t *testing.T) {
 	}
 }
 
-// A second client while a test runs gets ACCESS_DENIED; an iperf3 TCP
-// test gets SERVER_ERROR "unable to start stream listener" (202) with
-// errno EPROTONOSUPPORT, which iperf3's client prints as "Protocol not
-// supported", and the server's error says it runs UDP tests only.
+// A second client while a test runs gets ACCESS_DENIED; an iperf3 SCTP
+// test (--sctp) gets SERVER_ERROR "unable to start stream listener" (202)
+// with errno EPROTONOSUPPORT, which iperf3's client prints as "Protocol
+// not supported", and the server's error says it runs TCP and UDP tests.
 func TestServerRefuses(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{})
 	reports := startServerQuiet(t, pair, 5201)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	base := Client{Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &kernelplane.DataPlane{Do: pair.A.Do}, Dial: nsDial(pair.A), Duration: 2 * time.Second}
+	base := Client{UDP: true, Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &kernelplane.DataPlane{Do: pair.A.Do}, Dial: nsDial(pair.A), Duration: 2 * time.Second}
 	first := base
 	done := make(chan error, 1)
 	go func() { _, err := first.Run(ctx); done <- err }()
@@ -108,7 +108,7 @@ func TestServerRefuses(t *testing.T) {
 	}
 	<-reports
 
-	// A real client asking for TCP.
+	// A real client asking for SCTP.
 	conn, err := nsDial(pair.A)(ctx, "tcp", base.Server.String())
 	if err != nil {
 		t.Fatal(err)
@@ -119,14 +119,14 @@ func TestServerRefuses(t *testing.T) {
 	if st, err := iperf3.ReadState(conn); st != iperf3.ParamExchange || err != nil {
 		t.Fatalf("got %v %v, want PARAM_EXCHANGE", st, err)
 	}
-	iperf3.WriteMessage(conn, &iperf3.Params{TCP: true, Time: 1, Parallel: 1})
+	iperf3.WriteMessage(conn, &iperf3.Params{SCTP: true, Time: 1, Parallel: 1})
 	st, err := iperf3.ReadState(conn)
 	var se *iperf3.ServerError
 	if st != iperf3.ServerErrorCode || err != nil || !errors.As(iperf3.ReadServerError(conn), &se) || se.Code != iperf3.IEStreamListen || se.Errno != iperf3.LinuxEPROTONOSUPPORT {
-		t.Errorf("TCP test: %v %v %+v, want SERVER_ERROR 202 with errno 93", st, err, se)
+		t.Errorf("SCTP test: %v %v %+v, want SERVER_ERROR 202 with errno 93", st, err, se)
 	}
-	if r := <-reports; !errors.Is(r.err, ErrNotSupported) || !strings.Contains(r.err.Error(), "UDP tests only") {
-		t.Errorf("server: %v, want ErrNotSupported saying it runs UDP tests only", r.err)
+	if r := <-reports; !errors.Is(r.err, ErrNotSupported) || !strings.Contains(r.err.Error(), "runs TCP and UDP tests") {
+		t.Errorf("server: %v, want ErrNotSupported saying it runs TCP and UDP tests", r.err)
 	}
 }
 
@@ -175,7 +175,7 @@ func TestClientCancel(t *testing.T) {
 	reports := startServerQuiet(t, pair, 5201)
 	ctx, cancel := context.WithCancel(context.Background())
 	var ivs int
-	c := &Client{Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &kernelplane.DataPlane{Do: pair.A.Do},
+	c := &Client{UDP: true, Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &kernelplane.DataPlane{Do: pair.A.Do},
 		Dial: nsDial(pair.A), Duration: 10 * time.Second, Bitrate: 10e6, Interval: 200 * time.Millisecond,
 		OnInterval: func(Interval) {
 			if ivs++; ivs == 3 {

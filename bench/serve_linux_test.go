@@ -34,7 +34,7 @@ func TestXSKServerBackToBack(t *testing.T) {
 	var received []int64
 	for i := 0; i < tests; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		c := &Client{Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &kernelplane.DataPlane{Do: pair.A.Do},
+		c := &Client{UDP: true, Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &kernelplane.DataPlane{Do: pair.A.Do},
 			Dial: nsDial(pair.A), Duration: time.Second, Bitrate: 10e6, Length: 1000, Interval: -1}
 		start := time.Now()
 		rep, err := c.Run(ctx)
@@ -83,7 +83,7 @@ func TestXSKServerDeviceDeleted(t *testing.T) {
 	reports := startServerWith(t, pair, 5201, &xskplane.DataPlane{Iface: pair.B.Link, Do: pair.B.Do})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c := &Client{Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &kernelplane.DataPlane{Do: pair.A.Do},
+	c := &Client{UDP: true, Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &kernelplane.DataPlane{Do: pair.A.Do},
 		Dial: nsDial(pair.A), Duration: 10 * time.Second, Bitrate: 10e6, Length: 1000, Interval: -1}
 	done := make(chan error, 1)
 	go func() {
@@ -192,7 +192,7 @@ func TestServerFreeBeforeEndpointCloses(t *testing.T) {
 	defer cancel()
 	var ctl *firstReadConn
 	for i, name := range []string{"first", "second"} {
-		c := &Client{Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &kernelplane.DataPlane{Do: pair.A.Do},
+		c := &Client{UDP: true, Server: netip.AddrPortFrom(pair.B.IPv4, 5201), DataPlane: &kernelplane.DataPlane{Do: pair.A.Do},
 			Duration: time.Second, Bitrate: 1e6, Length: 1000, Interval: -1,
 			Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
 				conn, err := nsDial(pair.A)(ctx, network, addr)

@@ -34,13 +34,19 @@ const maxPendingCookies = 16
 // (iperf3's DEFAULT_UDP_BLKSIZE).
 const DefaultBlksize = 1460
 
-// Server runs the server end of iperf3 UDP tests, one at a time, for real
-// iperf3 clients and for Client. The control connection is the kernel's
-// TCP; the datagrams go through plane.DataPlane. The zero value is ready to use.
+// Server runs the server end of iperf3 tests, TCP and UDP, one at a time,
+// for real iperf3 clients and for Client. The control connection is the
+// kernel's TCP; a UDP test's datagrams go through plane.DataPlane, a TCP
+// test's data connections through TCPPlane. The zero value is ready to
+// use.
 type Server struct {
 	// DataPlane carries the UDP streams; nil means kernel sockets
 	// (&kernelplane.DataPlane{}).
 	DataPlane plane.DataPlane
+	// TCPPlane carries a TCP test's data connections; nil means the
+	// kernel's TCP, as iperf3's: they come to the control port and Serve's
+	// listener accepts them (a TCP test needs Serve then, not ServeConn).
+	TCPPlane plane.TCPPlane
 	// Interval is the reporting period; 0 means one second, negative none.
 	Interval time.Duration
 	// OnInterval, if set, is called with each interval's figures while a
@@ -77,6 +83,10 @@ type Server struct {
 	// opens its own.
 	dpMu     sync.Mutex
 	dpClosed chan struct{}
+	// serving is set while Serve runs; kernel holds the TCP test that
+	// waits for its data connections on Serve's listener.
+	serving atomic.Bool
+	kernel  atomic.Pointer[kernelStreams]
 }
 
 func (s *Server) dataPlane() plane.DataPlane {
@@ -103,6 +113,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
 	defer ln.Close()
+	s.serving.Store(true)
+	defer s.serving.Store(false)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	pending := make(chan struct{}, maxPendingCookies)
@@ -113,6 +125,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 				return nil
 			}
 			return fmt.Errorf("accept control connection: %w", err)
+		}
+		if s.offerKernelStream(c) {
+			continue // a data connection of the running TCP test
 		}
 		if s.busy.Load() && !s.finishing.Load() {
 			// Not a byte is read from it: that could hold up the test.
@@ -306,14 +321,20 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie iperf3.Cookie
 	}
 	if p.Len == 0 {
 		p.Len = DefaultBlksize
+		if p.TCP {
+			p.Len = DefaultTCPBlksize
+		}
 	}
 	rev := 0
 	if p.Reverse {
 		rev = 1
 	}
-	proto := "UDP"
-	if !p.UDP {
-		proto = "TCP"
+	proto := "TCP"
+	switch {
+	case p.UDP:
+		proto = "UDP"
+	case p.SCTP:
+		proto = "SCTP"
 	}
 	rep.Start.TargetBitrate = p.Bandwidth
 	rep.Start.TestStart = TestParams{Protocol: proto, NumStreams: p.Parallel, Blksize: p.Len, Omit: p.Omit, Duration: p.Time,
@@ -327,6 +348,9 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie iperf3.Cookie
 	}
 	defer dpClosed()
 	var ph serverPhase = &udpServerPhase{dp: s.dataPlane(), p: p, local: local, remote: remote}
+	if !p.UDP {
+		ph = &tcpServerPhase{s: s, p: p, cookie: cookie, local: local, remote: remote}
+	}
 	defer ph.close()
 	defer free() // before the endpoint closes
 	run, ctl, err := ph.open(ctx, c, rep, setup)
@@ -360,8 +384,6 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie iperf3.Cookie
 		run.markEnd(end)
 	}
 	derr := ph.stop(run)
-	rep.Intervals = ir.finish()
-	localRes := run.results()
 	switch {
 	case derr == nil:
 	case endErr == nil || errors.Is(endErr, errDataPlaneFailed):
@@ -380,20 +402,21 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie iperf3.Cookie
 		// cancelled server), and the data plane had failed too.
 		endErr = fmt.Errorf("%w (data plane: %w)", endErr, derr)
 	}
-	ooo := ph.outOfOrder(run)
 	if endErr != nil {
-		rep.End = runEnd(run, localRes, nil, ooo)
+		ph.settle(run, nil)
+		rep.Intervals = ir.finish()
+		rep.End = runEnd(run, run.results(), nil, ph.outOfOrder(run))
 		ph.report(rep, false)
 		return rep, endErr
 	}
 
-	return rep, s.exchangeResults(c, ph, run, p, localRes, ooo, setup, rep)
+	return rep, s.exchangeResults(c, ph, run, ir, p, setup, rep)
 }
 
 // exchangeResults ends a test that ran its course: the results both ways
-// (the report's End is filled in between), DISPLAY_RESULTS and the
-// client's IPERF_DONE.
-func (s *Server) exchangeResults(c net.Conn, ph serverPhase, run *dataRun, p iperf3.Params, localRes iperf3.Results, ooo map[int]int64, setup time.Duration, rep *Report) error {
+// (the data phase settles in between, and the report's intervals and End
+// are filled in), DISPLAY_RESULTS and the client's IPERF_DONE.
+func (s *Server) exchangeResults(c net.Conn, ph serverPhase, run *dataRun, ir *intervalReporter, p iperf3.Params, setup time.Duration, rep *Report) error {
 	c.SetDeadline(time.Now().Add(setup))
 	if err := iperf3.WriteState(c, iperf3.ExchangeResults); err != nil {
 		return err
@@ -405,7 +428,17 @@ func (s *Server) exchangeResults(c net.Conn, ph serverPhase, run *dataRun, p ipe
 	if err := ph.readExtra(c); err != nil {
 		return err
 	}
-	rep.End = runEnd(run, localRes, &remoteRes, ooo)
+	if err := ph.settle(run, &remoteRes); err != nil {
+		c.SetWriteDeadline(time.Now().Add(time.Second))
+		iperf3.WriteServerError(c, iperf3.IEStreamRead, 0)
+		rep.Intervals = ir.finish()
+		rep.End = runEnd(run, run.results(), &remoteRes, ph.outOfOrder(run))
+		return fmt.Errorf("data plane: %w", err)
+	}
+	c.SetDeadline(time.Now().Add(setup))
+	rep.Intervals = ir.finish()
+	localRes := run.results()
+	rep.End = runEnd(run, localRes, &remoteRes, ph.outOfOrder(run))
 	ph.report(rep, true)
 	if p.GetServerOutput != 0 {
 		if b, err := json.Marshal(rep); err == nil {
@@ -445,8 +478,12 @@ type serverPhase interface {
 	open(ctx context.Context, c net.Conn, rep *Report, setup time.Duration) (run *dataRun, ctl <-chan stateOrErr, err error)
 	// start begins taking in data.
 	start(run *dataRun)
-	// stop ends the data and returns the data plane's error.
+	// stop ends the data at the end of the test and returns the data
+	// plane's error; a TCP receiver goes on reading until settle.
 	stop(run *dataRun) error
+	// settle ends the data of a test stopped, once the client's results
+	// (remote; nil for a test that ended early) are in.
+	settle(run *dataRun, remote *iperf3.Results) error
 	// outOfOrder gives each stream's datagrams or segments out of order.
 	outOfOrder(run *dataRun) map[int]int64
 	// readExtra reads what the client sends after its results, and
@@ -519,6 +556,8 @@ func awaitTestEnd(ctx context.Context, c net.Conn, ctl <-chan stateOrErr, failed
 func runEnd(run *dataRun, local iperf3.Results, remote *iperf3.Results, ooo map[int]int64) ReportEnd {
 	var e ReportEnd
 	switch {
+	case run.tcp:
+		e = tcpRunEnd(run, local, remote)
 	case remote == nil:
 		e = endFromOne(local, run.sender, ooo)
 	case run.sender:

@@ -73,11 +73,13 @@ func (u *udpServerPhase) open(ctx context.Context, c net.Conn, rep *Report, setu
 	return &dataRun{groups: []*group{g}, sender: p.Reverse, blksize: p.Len, rate: p.Bandwidth, counters64: counters64}, ctl, nil
 }
 
-func (u *udpServerPhase) start(run *dataRun)        { run.begin() }
-func (u *udpServerPhase) stop(run *dataRun) error   { return run.stop() }
-func (u *udpServerPhase) readExtra(net.Conn) error  { return nil }
-func (u *udpServerPhase) writeExtra(net.Conn) error { return nil }
-func (u *udpServerPhase) report(*Report, bool)      {}
+func (u *udpServerPhase) start(run *dataRun)      { run.begin() }
+func (u *udpServerPhase) stop(run *dataRun) error { return run.stop() }
+
+func (u *udpServerPhase) settle(*dataRun, *iperf3.Results) error { return nil }
+func (u *udpServerPhase) readExtra(net.Conn) error               { return nil }
+func (u *udpServerPhase) writeExtra(net.Conn) error              { return nil }
+func (u *udpServerPhase) report(*Report, bool)                   {}
 
 func (u *udpServerPhase) outOfOrder(run *dataRun) map[int]int64 { return streamsOutOfOrder(run) }
 
@@ -158,7 +160,7 @@ func (u *udpClientPhase) params() (iperf3.Params, error) {
 	return u.c.params()
 }
 
-func (u *udpClientPhase) connected(conn net.Conn, p *iperf3.Params) {
+func (u *udpClientPhase) connected(conn net.Conn, p *iperf3.Params, _ iperf3.Cookie) {
 	if u.c.Length == 0 {
 		// As iperf3 does: a datagram the size of a TCP segment on this
 		// path fits the link's MTU.

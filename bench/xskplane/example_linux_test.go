@@ -10,13 +10,14 @@ import (
 	"github.com/xdpio/xdpio/bench/xskplane"
 )
 
-// A client whose four streams leave through AF_XDP sockets on eth1
+// A UDP client whose four streams leave through AF_XDP sockets on eth1
 // (package xdpnet), against an iperf3 server; the control connection
 // stays with the kernel. (Needs root and an interface: compiled, not
 // run.)
 func ExampleDataPlane() {
 	cl := &bench.Client{
 		Server:    netip.MustParseAddrPort("198.18.0.2:5201"),
+		UDP:       true,
 		DataPlane: &xskplane.DataPlane{Iface: "eth1"},
 		Streams:   4,
 		Bitrate:   100e6,
