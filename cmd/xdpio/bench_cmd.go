@@ -21,7 +21,6 @@ import (
 	"github.com/xdpio/xdpio/bench/place"
 	"github.com/xdpio/xdpio/bench/plane"
 	"github.com/xdpio/xdpio/bench/xskplane"
-	"github.com/xdpio/xdpio/coalesce"
 	"github.com/xdpio/xdpio/nic"
 	"github.com/xdpio/xdpio/rss"
 )
@@ -33,7 +32,7 @@ import (
 var benchBackends = []string{"auto", "xsk", "socket", "asavie"}
 
 // backendHelp is the --backend flag's help.
-const backendHelp = "data plane: auto (xsk when -i IFACE is given, socket otherwise), xsk (AF_XDP through xdpio), socket (kernel UDP sockets) or asavie (AF_XDP through github.com/asavie/xdp)"
+const backendHelp = "data plane: auto (xsk when -i IFACE is given, socket otherwise), xsk (AF_XDP through xdpio: UDP through xdpnet, TCP through netstack, gVisor's TCP/IP stack), socket (kernel sockets and TCP) or asavie (UDP through AF_XDP with github.com/asavie/xdp; no TCP)"
 
 // checker is a data plane that can try its interface before a test.
 type checker interface{ Check() error }
@@ -65,7 +64,7 @@ func (g *globals) dataPlane(backend, iface string, onClose func([]plane.QueueCou
 func newBenchCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "bench",
-		Short: "iperf3-compatible UDP benchmark over AF_XDP or kernel sockets (server and client talk to real iperf3)",
+		Short: "iperf3-compatible TCP and UDP benchmark over AF_XDP (TCP through xdpio's netstack) or kernel sockets (server and client talk to real iperf3)",
 		Args:  cobra.NoArgs,
 	}
 	c.AddCommand(newBenchServerCmd(g), newBenchClientCmd(g), newBenchDemoCmd(g))
@@ -79,10 +78,7 @@ type benchServerOptions struct {
 	oneOff   bool
 	backend  string
 	iface    string
-	rxUsecs  int
-	rxFrames int
-	adaptive bool
-	queues   string
+	stack    stackFlags
 	oneRead  bool
 	cookieTO time.Duration
 	ipf      iperfFlags
@@ -95,19 +91,16 @@ func (o *benchServerOptions) addFlags(c *cobra.Command) {
 	o.ipf.add(c)
 	c.Flags().StringVar(&o.backend, "backend", "auto", backendHelp)
 	c.Flags().StringVarP(&o.iface, "interface", "i", "", "interface whose queues the xsk backend binds (the control connection stays with the kernel)")
-	c.Flags().StringVar(&o.queues, "queues", "all", "RX queues the xsk backend binds: all, or a list such as 0,2-3 (traffic RSS steers to other queues stays with the kernel)")
-	c.Flags().IntVar(&o.rxUsecs, "rx-usecs", 0, "software RX coalescing per queue: hand a batch over at most this many µs after its first frame (like ethtool -C rx-usecs)")
-	c.Flags().IntVar(&o.rxFrames, "rx-frames", 0, "software RX coalescing: hand a batch over once it holds this many frames (0: the batch size)")
-	c.Flags().BoolVar(&o.adaptive, "adaptive", false, "adaptive RX coalescing: pick rx-usecs/rx-frames from the measured rate (bounded by --rx-usecs, default 64)")
+	o.stack.add(c, " (UDP tests' AF_XDP sockets and TCP tests' netstack)")
 	c.Flags().DurationVar(&o.cookieTO, "cookie-timeout", bench.DefaultCookieTimeout, "how long a new control connection may take to send its cookie (iperf3 sends it at once) before it is closed; silent connections never hold off other clients")
-	c.Flags().BoolVar(&o.oneRead, "one-reader", false, "read every RX queue in one goroutine (with --rx-usecs: one coalescing policy for all), not one per queue: fewer wake-ups on a machine with fewer CPUs than queues")
+	c.Flags().BoolVar(&o.oneRead, "one-reader", false, "UDP tests: read every RX queue in one goroutine (with --rx-usecs: one coalescing policy for all), not one per queue: fewer wake-ups on a machine with fewer CPUs than queues")
 }
 
 func newBenchServerCmd(g *globals) *cobra.Command {
 	var o benchServerOptions
 	c := &cobra.Command{
-		Use:   "server [-i IFACE] [--port 5201] [--bind ADDR] [-1] [--backend auto|xsk|socket|asavie] [--queues LIST|all] [--rx-usecs N --rx-frames N | --adaptive] [--one-reader] [--cookie-timeout 2s]",
-		Short: "Serve iperf3 clients (UDP tests) until Ctrl-C, or for one test with -1",
+		Use:   "server [-i IFACE] [--port 5201] [--bind ADDR] [-1] [--backend auto|xsk|socket|asavie] [--queues LIST|all] [--rx-usecs N --rx-frames N | --adaptive] [--tx-usecs N --tx-frames N] [--tso on|off] [--rx-csum on|off] [--one-reader] [--cookie-timeout 2s]",
+		Short: "Serve iperf3 clients (TCP and UDP tests) until Ctrl-C, or for one test with -1",
 		// Short forms people type for it, for "Did you mean".
 		SuggestFor: []string{"srv", "serve", "s"},
 		Args:       cobra.NoArgs,
@@ -127,7 +120,7 @@ func runBenchServer(cmd *cobra.Command, g *globals, o *benchServerOptions) error
 	// server's RX queues carry the test.
 	printQ := g.printQueues(o.iface)
 	queues := &queueLog{print: func([]plane.QueueCount) {}}
-	dp, backend, err := o.dataPlane(cmd, g, queues)
+	dp, tp, backend, err := o.dataPlane(cmd, g, queues)
 	if err != nil {
 		return err
 	}
@@ -142,8 +135,9 @@ func runBenchServer(cmd *cobra.Command, g *globals, o *benchServerOptions) error
 	}
 	var lastErr error
 	s := o.server(g, dp, queues, printQ, cancel, &lastErr)
+	s.TCPPlane = tp
 	if !g.json {
-		fmt.Fprintf(g.stdout, "Server listening on %s (UDP tests, %s backend)\n", ln.Addr(), backend)
+		fmt.Fprintf(g.stdout, "Server listening on %s (TCP and UDP tests, %s backend)\n", ln.Addr(), backend)
 	}
 	err = s.Serve(ctx, ln)
 	if err != nil && ctx.Err() == nil {
@@ -160,59 +154,62 @@ func runBenchServer(cmd *cobra.Command, g *globals, o *benchServerOptions) error
 	return nil
 }
 
-// dataPlane checks the flags and returns the data plane they ask for,
-// set up and checked, and its backend's name; queues records its
-// per-queue counts.
-func (o *benchServerOptions) dataPlane(cmd *cobra.Command, g *globals, queues *queueLog) (plane.DataPlane, string, error) {
+// stackFlagNames are the flags of the xsk backend's queues and netstack.
+var stackFlagNames = []string{"queues", "rx-usecs", "rx-frames", "adaptive", "tx-usecs", "tx-frames", "tso", "rx-csum"}
+
+// dataPlane checks the flags and returns the data plane and the TCP
+// plane they ask for, set up and checked, and the backend's name; queues
+// records the data plane's per-queue counts.
+func (o *benchServerOptions) dataPlane(cmd *cobra.Command, g *globals, queues *queueLog) (plane.DataPlane, plane.TCPPlane, string, error) {
 	dp, backend, err := g.dataPlane(o.backend, o.iface, queues.record)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
 	if o.port < 1 || o.port > 65535 {
-		return nil, "", usagef("--port %d: must be 1-65535", o.port)
+		return nil, nil, "", usagef("--port %d: must be 1-65535", o.port)
 	}
 	if o.cookieTO <= 0 {
-		return nil, "", usagef("--cookie-timeout %v: must be positive (a client sends its cookie as soon as it is connected)", o.cookieTO)
+		return nil, nil, "", usagef("--cookie-timeout %v: must be positive (a client sends its cookie as soon as it is connected)", o.cookieTO)
 	}
-	coalescing := cmd.Flags().Changed("rx-usecs") || cmd.Flags().Changed("rx-frames") || o.adaptive
-	var qlist []int
-	if o.queues != "all" {
-		if qlist, err = parseQueueList(o.queues); err != nil || len(qlist) == 0 {
-			return nil, "", usagef("--queues %q: want all or a list such as 0,2-3 (%v)", o.queues, err)
-		}
+	fs := cmd.Flags()
+	ss, err := o.stack.parse(fs)
+	if err != nil {
+		return nil, nil, "", err
 	}
 	x, isXSK := dp.(*xskplane.DataPlane)
-	if !isXSK && (coalescing || qlist != nil || o.oneRead) {
-		return nil, "", usagef("--queues, --rx-usecs, --rx-frames, --adaptive and --one-reader are about xdpio's AF_XDP queues: they need the xsk backend")
+	if given := changed(fs, append(stackFlagNames, "one-reader")...); !isXSK && len(given) > 0 {
+		return nil, nil, "", usagef("%s: about xdpio's AF_XDP queues and netstack: they need the xsk backend (-i IFACE)", strings.Join(given, ", "))
 	}
-	if isXSK {
-		if err := o.configureXSK(g, x, qlist, coalescing); err != nil {
-			return nil, "", err
+	var tp plane.TCPPlane
+	switch {
+	case isXSK:
+		if err := o.configureXSK(g, x, ss); err != nil {
+			return nil, nil, "", err
 		}
+		tp = ss.tcpPlane(g, o.iface)
+	case backend == "asavie":
+		tp = noTCP{backend}
 	}
 	if x, ok := dp.(checker); ok {
 		if err := x.Check(); err != nil {
-			return nil, "", fmt.Errorf("bench server: %w", err)
+			return nil, nil, "", fmt.Errorf("bench server: %w", err)
 		}
 	}
-	return dp, backend, nil
+	return dp, tp, backend, nil
 }
 
 // configureXSK sets up the xsk backend's queues, reader and software
 // coalescing from the flags.
-func (o *benchServerOptions) configureXSK(g *globals, x *xskplane.DataPlane, qlist []int, coalescing bool) error {
-	x.Config.Queues = qlist
+func (o *benchServerOptions) configureXSK(g *globals, x *xskplane.DataPlane, ss stackSettings) error {
+	x.Config.Queues = ss.queues
 	x.OneReader = o.oneRead
-	if !coalescing {
+	if ss.rx == nil {
 		return nil
 	}
-	if o.rxUsecs < 0 || o.rxUsecs > coalesce.MaxUsecs || o.rxFrames < 0 {
-		return usagef("--rx-usecs 0-%d and --rx-frames ≥ 0", coalesce.MaxUsecs)
-	}
-	x.Coalesce = &coalesce.Params{RXUsecs: o.rxUsecs, RXFrames: o.rxFrames, Adaptive: o.adaptive}
+	x.Coalesce = ss.rx
 	// A coalescing receiver keeps its P while it sleeps a window; the
 	// rest of the program needs one more.
-	n := len(qlist)
+	n := len(ss.queues)
 	if o.oneRead {
 		n = 1
 	} else if n == 0 {
@@ -277,6 +274,7 @@ type benchClientOptions struct {
 	rssAddrs bool
 	only4    bool
 	only6    bool
+	stack    stackFlags
 	ipf      iperfFlags
 }
 
@@ -286,13 +284,14 @@ func (o *benchClientOptions) addFlags(c *cobra.Command) {
 	c.Flags().IntVarP(&o.port, "port", "p", 5201, "server's TCP control port")
 	c.Flags().IntVarP(&o.streams, "parallel", "P", 1, "parallel streams")
 	c.Flags().IntVarP(&o.seconds, "time", "t", 10, "seconds to send")
-	c.Flags().IntVarP(&o.length, "length", "l", 0, "UDP payload bytes (default: the control connection's TCP MSS, as iperf3 picks it: 1448 on a 1500-byte MTU)")
-	c.Flags().StringVarP(&o.rate, "bitrate", "b", "1M", "target per stream, bits/s with k/M/G suffix (0: unlimited)")
+	c.Flags().IntVarP(&o.length, "length", "l", 0, "TCP: bytes per read or write (default 128 KiB, as iperf3); UDP: payload bytes (default: the control connection's TCP MSS, as iperf3 picks it: 1448 on a 1500-byte MTU)")
+	c.Flags().StringVarP(&o.rate, "bitrate", "b", "", "target per stream, bits/s with k/M/G suffix, 0 for unlimited (default: as iperf3, 1M for UDP, unlimited for TCP)")
 	c.Flags().BoolVarP(&o.reverse, "reverse", "R", false, "the server sends, the client receives")
 	o.ipf.add(c)
-	c.Flags().BoolVar(&o.counters, "udp-counters-32bit", false, "iperf3's 32-bit sequence numbers instead of 64-bit")
+	c.Flags().BoolVar(&o.counters, "udp-counters-32bit", false, "UDP: iperf3's 32-bit sequence numbers instead of 64-bit")
 	c.Flags().StringVar(&o.backend, "backend", "auto", backendHelp)
 	c.Flags().StringVarP(&o.iface, "interface", "i", "", "interface the xsk backend sends and receives on")
+	o.stack.add(c, " (a TCP test's netstack)")
 	c.Flags().BoolVarP(&o.only4, "version4", "4", false, "IPv4 only (resolve -c NAME to an IPv4 address)")
 	c.Flags().BoolVarP(&o.only6, "version6", "6", false, "IPv6 only (resolve -c NAME to an IPv6 address)")
 	c.Flags().IntVar(&o.rssQs, "rss-queues", 0, "place the streams on the server NIC's RSS queues: its table spreads equally over this many (as the kernel's default table)")
@@ -304,8 +303,8 @@ func (o *benchClientOptions) addFlags(c *cobra.Command) {
 func newBenchClientCmd(g *globals) *cobra.Command {
 	var o benchClientOptions
 	c := &cobra.Command{
-		Use:        "client -c SERVER [--port 5201] [-P FLOWS] [-t SECONDS] [-l LENGTH] [-b RATE] [-R] [-4|-6] [-i IFACE] [--backend auto|xsk|socket|asavie] [--rss-queues N | --rss-table LIST] [--rss-key HEX]",
-		Short:      "Run a UDP test against an iperf3 server (or xdpio bench server)",
+		Use:        "client -c SERVER [-u] [--port 5201] [-P FLOWS] [-t SECONDS] [-l LENGTH] [-b RATE] [-R] [-4|-6] [-i IFACE] [--backend auto|xsk|socket|asavie] [--queues LIST|all] [--tso on|off] [--rx-csum on|off] [--rx-usecs N --rx-frames N | --adaptive] [--tx-usecs N --tx-frames N] [--rss-queues N | --rss-table LIST] [--rss-key HEX]",
+		Short:      "Run a TCP test (iperf3's default; over AF_XDP through xdpio's netstack with -i) or a UDP test (-u) against an iperf3 server (or xdpio bench server)",
 		SuggestFor: []string{"cli", "c"},
 		Args:       cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -331,11 +330,15 @@ func runBenchClient(cmd *cobra.Command, g *globals, o *benchClientOptions) error
 	if err != nil {
 		return err
 	}
-	addr, err := o.serverAddr(cmd.Context(), g)
+	bps, err := o.test(cmd.Flags())
 	if err != nil {
 		return err
 	}
-	bps, err := o.test(cmd.Flags())
+	tp, err := o.planes(cmd.Flags(), g, dp, backend)
+	if err != nil {
+		return err
+	}
+	addr, err := o.serverAddr(cmd.Context(), g)
 	if err != nil {
 		return err
 	}
@@ -349,6 +352,7 @@ func runBenchClient(cmd *cobra.Command, g *globals, o *benchClientOptions) error
 		return err
 	}
 	cl := o.client(g, netip.AddrPortFrom(addr, uint16(o.port)), dp, bps)
+	cl.TCPPlane = tp
 	if !g.json {
 		o.announce(g, cl, backend)
 	}
@@ -408,8 +412,10 @@ func (o *benchClientOptions) serverAddr(ctx context.Context, g *globals) (netip.
 	return addr, nil
 }
 
-// test checks the test's flags and returns its bit rate. A UDP test's
-// length defaults, as iperf3's, to the control connection's MSS (0 here).
+// test checks the test's flags and returns its bit rate, 0 for iperf3's
+// default (a UDP test's 1 Mbit/s, a TCP test's no limit). The length
+// defaults, as iperf3's, to the control connection's MSS in a UDP test,
+// to 128 KiB in a TCP test (0 here).
 func (o *benchClientOptions) test(fs *pflag.FlagSet) (uint64, error) {
 	if o.port < 1 || o.port > 65535 {
 		return 0, usagef("--port %d: must be 1-65535", o.port)
@@ -420,16 +426,62 @@ func (o *benchClientOptions) test(fs *pflag.FlagSet) (uint64, error) {
 	if o.seconds < 1 || o.seconds > 86400 {
 		return 0, usagef("-t %d: must be 1-86400 seconds", o.seconds)
 	}
-	bps, err := parseRate(o.rate)
-	if err != nil {
-		return 0, usagef("-b %q: %v", o.rate, err)
+	udp := o.ipf.udp
+	var bps uint64 // a TCP test's default: unlimited
+	if fs.Changed("bitrate") || udp {
+		if !fs.Changed("bitrate") {
+			o.rate = "1M"
+		}
+		var err error
+		if bps, err = parseRate(o.rate); err != nil {
+			return 0, usagef("-b %q: %v", o.rate, err)
+		}
 	}
-	if !fs.Changed("length") {
-		o.length = 0 // iperf3's choice: the control connection's MSS
-	} else if lo := iperf3.HeaderLen(!o.counters); o.length < lo || o.length > 65507 {
-		return 0, usagef("-l %d: a UDP payload is %d-65507 bytes", o.length, lo)
+	if !udp {
+		if given := changed(fs, "udp-counters-32bit", "rss-queues", "rss-table", "rss-key", "rss-addresses-only"); len(given) > 0 {
+			return 0, usagef("%s: about UDP tests: give -u (TCP is the default test, as iperf3's)", strings.Join(given, ", "))
+		}
+	}
+	switch {
+	case !fs.Changed("length"):
+		o.length = 0 // iperf3's choice
+	case udp:
+		if lo := iperf3.HeaderLen(!o.counters); o.length < lo || o.length > 65507 {
+			return 0, usagef("-l %d: a UDP payload is %d-65507 bytes", o.length, lo)
+		}
+	case o.length < 1 || o.length > 1<<20:
+		return 0, usagef("-l %d: a TCP test reads and writes 1 byte to 1 MiB at a time (iperf3's limit)", o.length)
 	}
 	return bps, nil
+}
+
+// planes checks the backend's settings against the test and returns the
+// TCP plane of a TCP test (nil: the kernel's TCP).
+func (o *benchClientOptions) planes(fs *pflag.FlagSet, g *globals, dp plane.DataPlane, backend string) (plane.TCPPlane, error) {
+	ss, err := o.stack.parse(fs)
+	if err != nil {
+		return nil, err
+	}
+	x, isXSK := dp.(*xskplane.DataPlane)
+	if given := changed(fs, stackFlagNames...); !isXSK && len(given) > 0 {
+		return nil, usagef("%s: about xdpio's AF_XDP queues and netstack: they need the xsk backend (-i IFACE)", strings.Join(given, ", "))
+	}
+	if o.ipf.udp {
+		if given := changed(fs, "rx-usecs", "rx-frames", "adaptive", "tx-usecs", "tx-frames", "tso", "rx-csum"); len(given) > 0 {
+			return nil, usagef("%s: about a TCP test's netstack: not with -u (a UDP client's AF_XDP sockets take --queues)", strings.Join(given, ", "))
+		}
+		if isXSK {
+			x.Config.Queues = ss.queues
+		}
+		return nil, nil
+	}
+	switch {
+	case backend == "asavie":
+		return nil, usagef("--backend asavie has no TCP stack: give -u for a UDP test, or --backend xsk for TCP over AF_XDP (netstack)")
+	case isXSK:
+		return ss.tcpPlane(g, o.iface), nil
+	}
+	return nil, nil
 }
 
 // placer is the stream placer of the --rss-* flags, handed to the data
@@ -463,6 +515,7 @@ func (o *benchClientOptions) client(g *globals, server netip.AddrPort, dp plane.
 		Bitrate:    bps,
 		Reverse:    o.reverse,
 		Counters32: o.counters,
+		UDP:        o.ipf.udp,
 		Interval:   o.ipf.period(),
 		Dial: func(ctx context.Context, network, address string) (c net.Conn, err error) {
 			err = g.inNetns(func() (err error) {
@@ -477,11 +530,18 @@ func (o *benchClientOptions) client(g *globals, server netip.AddrPort, dp plane.
 // announce prints the text client's first line and has cl print its
 // intervals as they come.
 func (o *benchClientOptions) announce(g *globals, cl *bench.Client, backend string) {
-	rateText := "unlimited rate"
-	if cl.Bitrate != bench.BitrateUnlimited {
-		rateText, _ = bench.FormatRate(float64(cl.Bitrate), o.ipf.unit())
+	rate, kind := cl.Bitrate, "TCP"
+	if cl.UDP {
+		kind = "UDP"
+		if rate == 0 {
+			rate = 1 << 20 // bench.Client's UDP default
+		}
 	}
-	fmt.Fprintf(g.stdout, "Connecting to %v, %d UDP stream(s), %s each, for %d s (%s backend)\n", cl.Server, o.streams, rateText, o.seconds, backend)
+	rateText := "unlimited rate"
+	if rate != 0 && rate != bench.BitrateUnlimited {
+		rateText, _ = bench.FormatRate(float64(rate), o.ipf.unit())
+	}
+	fmt.Fprintf(g.stdout, "Connecting to %v, %d %s stream(s), %s each, for %d s (%s backend)\n", cl.Server, o.streams, kind, rateText, o.seconds, backend)
 	ivs := &intervalPrinter{g: g, unit: o.ipf.unit()}
 	cl.OnInterval = ivs.print
 }
@@ -630,6 +690,7 @@ func printBenchReport(g *globals, r *bench.Report, err error, unit byte) {
 	if err != nil && len(r.Intervals) == 0 && len(r.End.Streams) == 0 {
 		return
 	}
+	fmt.Fprint(g.stdout, describeStack(r.Start.TCPStack))
 	summary := *r
 	summary.Intervals = nil
 	summary.Error = "" // printed by the caller
@@ -670,8 +731,9 @@ func (p *intervalPrinter) reset() {
 }
 
 // iperfFlags are iperf3's flags that xdpio's bench takes too, or
-// explains: -u (UDP is the default), -f (the unit of bit rates) and
-// --interval (iperf3's -i, which is the interface in xdpio).
+// explains: -u (a client's UDP test; TCP is the default, as iperf3's),
+// -f (the unit of bit rates) and --interval (iperf3's -i, which is the
+// interface in xdpio).
 type iperfFlags struct {
 	udp      bool
 	format   string
@@ -679,7 +741,7 @@ type iperfFlags struct {
 }
 
 func (f *iperfFlags) add(c *cobra.Command) {
-	c.Flags().BoolVarP(&f.udp, "udp", "u", false, "iperf3's UDP test: the default, accepted for iperf3 habits")
+	c.Flags().BoolVarP(&f.udp, "udp", "u", false, "iperf3's UDP test instead of its TCP test (the default, as iperf3's); a server takes either, whatever its -u")
 	c.Flags().StringVarP(&f.format, "format", "f", "", "unit of bit rates as iperf3's -f: k, m, g, t (Kbits … Tbits/sec) or K, M, G, T (KBytes … TBytes/sec); default: adaptive")
 	c.Flags().Float64Var(&f.interval, "interval", 1, "seconds between periodic reports, 0 for none (iperf3's -i; in xdpio -i is the interface)")
 }

@@ -104,7 +104,7 @@ func clientAgainstIperf3(t *testing.T, pair *netnstest.Pair, port int, args ...s
 	defer srv.Process.Kill()
 	var out bytes.Buffer
 	waitListening(ctx, t, pair.B, port)
-	all := append([]string{"bench", "client", "--netns", pair.A.NS, "-c", pair.B.IPv4.String(), "--port", strconv.Itoa(port), "--json"}, args...)
+	all := append([]string{"bench", "client", "-u", "--netns", pair.A.NS, "-c", pair.B.IPv4.String(), "--port", strconv.Itoa(port), "--json"}, args...)
 	err := runWith(ctx, &globals{stdout: &out, stderr: &out}, all)
 	if err != nil {
 		t.Fatalf("bench client: %v\n%s", err, out.String())
@@ -465,7 +465,7 @@ func TestBenchClientResolvesNames(t *testing.T) {
 		}
 		waitListening(ctx, t, pair.A, 15261)
 		var out bytes.Buffer
-		err := runWith(ctx, &globals{stdout: &out, stderr: &out}, []string{"bench", "client", "--netns", pair.A.NS, "-c", "localhost", tc.flag,
+		err := runWith(ctx, &globals{stdout: &out, stderr: &out}, []string{"bench", "client", "-u", "--netns", pair.A.NS, "-c", "localhost", tc.flag,
 			"--port", "15261", "-t", "1", "-b", "1M", "--json"})
 		srv.Process.Kill()
 		srv.Wait()
@@ -537,7 +537,7 @@ func allReceived(t *testing.T, srv bench.Report) {
 func TestBenchClientPlacement(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{Queues: 2})
 	srv, cli := serveOnce(t, pair, 15209, []string{"--backend", "xsk", "-i", pair.B.Link},
-		[]string{"--backend", "xsk", "-i", pair.A.Link, "-P", "4", "-b", "2M", "-l", "200", "--rss-queues", "2"})
+		[]string{"-u", "--backend", "xsk", "-i", pair.A.Link, "-P", "4", "-b", "2M", "-l", "200", "--rss-queues", "2"})
 	perQueue := map[uint32]int{}
 	for _, p := range cli.Start.Placement {
 		perQueue[p.Queue]++
@@ -570,7 +570,7 @@ func TestBenchServerCoalescing(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{Queues: 2})
 	// 2 streams of 10k datagrams/s (100 bytes at 8 Mbit/s).
 	srv, _ := serveOnce(t, pair, 15241, []string{"--backend", "xsk", "-i", pair.B.Link, "--rx-usecs", "200"},
-		[]string{"--backend", "socket", "-P", "2", "-b", "8M", "-l", "100"})
+		[]string{"-u", "--backend", "socket", "-P", "2", "-b", "8M", "-l", "100"})
 	allReceived(t, srv)
 	var batches, frames uint64
 	for _, q := range srv.End.RXQueues {
@@ -599,7 +599,7 @@ func TestBenchServerOneReader(t *testing.T) {
 		t.Run(strings.Join(append([]string{"one-reader"}, extra...), " "), func(t *testing.T) {
 			pair := netnstest.New(t, netnstest.Config{Queues: 2})
 			srv, _ := serveOnce(t, pair, 15281+10*i, append([]string{"--backend", "xsk", "-i", pair.B.Link, "--one-reader"}, extra...),
-				[]string{"--backend", "xsk", "-i", pair.A.Link, "-P", "2", "-b", "8M", "-l", "100", "--rss-queues", "2"})
+				[]string{"-u", "--backend", "xsk", "-i", pair.A.Link, "-P", "2", "-b", "8M", "-l", "100", "--rss-queues", "2"})
 			allReceived(t, srv)
 			qs := srv.End.RXQueues
 			if len(qs) != 2 || qs[0].Packets == 0 || qs[1].Packets == 0 {
@@ -626,7 +626,7 @@ func TestBenchServerOneReader(t *testing.T) {
 func TestBenchServerQueues(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{Queues: 2})
 	srv, _ := serveOnce(t, pair, 15251, []string{"--backend", "xsk", "-i", pair.B.Link, "--queues", "1"},
-		[]string{"--backend", "xsk", "-i", pair.A.Link, "-P", "2", "-b", "2M", "-l", "200", "--rss-table", "1"})
+		[]string{"-u", "--backend", "xsk", "-i", pair.A.Link, "-P", "2", "-b", "2M", "-l", "200", "--rss-table", "1"})
 	allReceived(t, srv)
 	got := srv.End.SumReceived.Packets
 	// A client's first datagrams may leave through its kernel socket while
@@ -646,7 +646,7 @@ func TestBenchServerQueues(t *testing.T) {
 func TestBenchAsavieBackend(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{Queues: 2})
 	srv, _ := serveOnce(t, pair, 15271, []string{"--backend", "asavie", "-i", pair.B.Link},
-		[]string{"--backend", "asavie", "-i", pair.A.Link, "-P", "2", "-b", "2M", "-l", "200", "--rss-queues", "2"})
+		[]string{"-u", "--backend", "asavie", "-i", pair.A.Link, "-P", "2", "-b", "2M", "-l", "200", "--rss-queues", "2"})
 	allReceived(t, srv)
 	if q := srv.End.RXQueues; len(q) != 2 || q[0].Packets == 0 || q[1].Packets == 0 {
 		t.Errorf("rx_queues %+v: want both queues to have received", q)
@@ -659,7 +659,7 @@ func TestBenchAsavieBackend(t *testing.T) {
 func TestBenchClientReverseQueues(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{Queues: 2})
 	_, cli := serveOnce(t, pair, 15291, []string{"--backend", "xsk", "-i", pair.B.Link},
-		[]string{"--backend", "xsk", "-i", pair.A.Link, "-R", "-P", "2", "-b", "2M", "-l", "200"})
+		[]string{"-u", "--backend", "xsk", "-i", pair.A.Link, "-R", "-P", "2", "-b", "2M", "-l", "200"})
 	got := cli.End.SumReceived.Packets
 	var total uint64
 	for _, q := range cli.End.RXQueues {

@@ -58,7 +58,7 @@ func TestBenchServerSilentConnection(t *testing.T) {
 	start := time.Now()
 	var cliOut bytes.Buffer
 	if err := runWith(ctx, &globals{stdout: &cliOut, stderr: &cliOut},
-		[]string{"bench", "client", "--backend", "socket", "-c", "127.0.0.1", "--port", port, "-t", "1", "-b", "1M", "-l", "200"}); err != nil {
+		[]string{"bench", "client", "-u", "--backend", "socket", "-c", "127.0.0.1", "--port", port, "-t", "1", "-b", "1M", "-l", "200"}); err != nil {
 		t.Fatalf("client after a silent connection: %v\n%s", err, cliOut.String())
 	}
 	if d := time.Since(start); d > 3*time.Second {

@@ -284,6 +284,7 @@ func demoRun(ctx context.Context, pair *vethpair.Pair, backend string, port, str
 	}
 	cl := &bench.Client{
 		Server:    netip.AddrPortFrom(pair.B.IPv4, uint16(port)),
+		UDP:       true, // the demo compares the UDP data planes
 		DataPlane: dp,
 		Streams:   streams,
 		Duration:  d,

@@ -157,7 +157,7 @@ func TestBenchEndBlockLikeIperf3(t *testing.T) {
 func TestBenchSenderServerQueues(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{Queues: 2})
 	for i, rev := range []bool{true, false} {
-		args := []string{"--backend", "socket", "-b", "2M", "-l", "200"}
+		args := []string{"-u", "--backend", "socket", "-b", "2M", "-l", "200"}
 		if rev {
 			args = append(args, "-R")
 		}
@@ -183,7 +183,7 @@ func TestBenchFailedJSON(t *testing.T) {
 		t.Fatalf("iperf3 -J: %v\n%s", err, ref)
 	}
 	var out, errOut bytes.Buffer
-	err := runWith(ctx, &globals{stdout: &out, stderr: &errOut}, []string{"bench", "client", "--json", "-c", "127.0.0.1", "--port", port, "-t", "1"})
+	err := runWith(ctx, &globals{stdout: &out, stderr: &errOut}, []string{"bench", "client", "-u", "--json", "-c", "127.0.0.1", "--port", port, "-t", "1"})
 	if err == nil {
 		t.Fatal("no error")
 	}
@@ -223,7 +223,7 @@ func TestBenchClientInterrupted(t *testing.T) {
 	cctx, stop := context.WithCancel(ctx)
 	time.AfterFunc(1500*time.Millisecond, stop)
 	var out bytes.Buffer
-	err := runWith(cctx, &globals{stdout: &out, stderr: &out}, []string{"bench", "client", "--netns", pair.A.NS, "-c", pair.B.IPv4.String(), "--port", "15307", "-t", "10", "-b", "1M"})
+	err := runWith(cctx, &globals{stdout: &out, stderr: &out}, []string{"bench", "client", "-u", "--netns", pair.A.NS, "-c", pair.B.IPv4.String(), "--port", "15307", "-t", "10", "-b", "1M"})
 	if err == nil || err.Error() != "bench client: interrupted" || exitStatus(err) != 1 {
 		t.Errorf("error %v (exit %d), want bench client: interrupted, exit 1\n%s", err, exitStatus(err), out.String())
 	}

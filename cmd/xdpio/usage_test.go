@@ -75,7 +75,7 @@ func TestEveryUsageErrorPointsToHelp(t *testing.T) {
 		{[]string{"stats", noDev, "--count", "2"}, "xdpio stats", "--count needs --watch"},
 		{[]string{"filter", "check", "udp", "tcp"}, "xdpio filter check", "want one expression"},
 		{[]string{"pcap", "segment", "--mss", "0", "in.pcap", "out.pcap"}, "xdpio pcap segment", "invalid --mss 0"},
-		{[]string{"bench", "client", "-c", "198.18.0.99", "-l", "70000"}, "xdpio bench client", "-l 70000"},
+		{[]string{"bench", "client", "-u", "-c", "198.18.0.99", "-l", "70000"}, "xdpio bench client", "-l 70000"},
 		{[]string{"bench", "server", "--cookie-timeout", "0"}, "xdpio bench server", "--cookie-timeout"},
 		{[]string{"bench", "demo", "--duration", "0"}, "xdpio bench demo", "--duration 1-60"},
 		{[]string{"exporter", noDev, "--listen", "9435"}, "xdpio exporter", "want HOST:PORT"},
