@@ -156,7 +156,7 @@ func (s *stack) describe() plane.TCPStack {
 	d.Counters = &plane.TCPStackCounters{ActiveOpens: t.ActiveOpens, PassiveOpens: t.PassiveOpens, EstabResets: t.EstabResets,
 		InSegs: t.InSegs, OutSegs: t.OutSegs, InErrs: t.InErrs, RetransSegs: t.RetransSegs, FastRetrans: t.FastRetrans, Timeouts: t.Timeouts,
 		RXFrames: e.RXFrames, TXFrames: e.TXFrames, TXSegmented: e.TXSegmented, RXBadChecksum: e.RXBadChecksum,
-		RXPartialChecksum: e.RXPartialChecksum, TXDropped: e.TXDropped}
+		RXPartialChecksum: e.RXPartialChecksum, TXPackets: e.TXPackets, TXDropped: e.TXDropped, TXNoNeighbour: e.TXNoNeighbour, TXErrors: e.TXErrors}
 	return d
 }
 

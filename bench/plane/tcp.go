@@ -123,13 +123,19 @@ type TCPStackCounters struct {
 	FastRetrans uint64 `json:"fast_retrans"`
 	Timeouts    uint64 `json:"timeouts"`
 	// RXFrames and TXFrames are the link's frames, TXSegmented the
-	// segments it cut (TSO); RXBadChecksum frames it dropped for a wrong
+	// packets it cut (TSO); RXBadChecksum frames it dropped for a wrong
 	// checksum, RXPartialChecksum those whose checksum a sender on this
-	// host left to an offload; TXDropped frames it could not send.
+	// host left to an offload. TXPackets are the packets the stack
+	// handed the link; TXDropped those it could not send for want of a
+	// free frame, TXNoNeighbour for want of the next hop's address,
+	// TXErrors for another error.
 	RXFrames          uint64 `json:"rx_frames"`
 	TXFrames          uint64 `json:"tx_frames"`
 	TXSegmented       uint64 `json:"tx_segmented"`
 	RXBadChecksum     uint64 `json:"rx_bad_checksum"`
 	RXPartialChecksum uint64 `json:"rx_partial_checksum"`
+	TXPackets         uint64 `json:"tx_packets"`
 	TXDropped         uint64 `json:"tx_dropped"`
+	TXNoNeighbour     uint64 `json:"tx_no_neighbour"`
+	TXErrors          uint64 `json:"tx_errors"`
 }

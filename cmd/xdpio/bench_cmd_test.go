@@ -213,3 +213,36 @@ func TestBenchBackendAutoHelp(t *testing.T) {
 		}
 	}
 }
+
+// Flags that do not go with the test or the backend asked for are usage
+// errors (exit 2) that say why, before anything is opened: UDP's flags
+// without -u (TCP being the default), the netstack's with -u or without
+// the xsk backend, a backend without TCP, values out of range.
+func TestBenchTCPUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "client", "-c", "198.18.0.99", "--udp-counters-32bit"}, "--udp-counters-32bit: about UDP tests: give -u"},
+		{[]string{"bench", "client", "-c", "198.18.0.99", "--rss-queues", "2"}, "--rss-queues: about UDP tests: give -u"},
+		{[]string{"bench", "client", "-c", "198.18.0.99", "--backend", "asavie", "-i", "eth9"}, "--backend asavie has no TCP stack"},
+		{[]string{"bench", "client", "-c", "198.18.0.99", "-u", "-i", "eth9", "--tso", "off"}, "--tso: about a TCP test's netstack: not with -u"},
+		{[]string{"bench", "client", "-c", "198.18.0.99", "-u", "-i", "eth9", "--rx-usecs", "50", "--tx-frames", "8"}, "--rx-usecs, --tx-frames: about a TCP test's netstack"},
+		{[]string{"bench", "client", "-c", "198.18.0.99", "--backend", "socket", "--rx-csum", "off"}, "--rx-csum: about xdpio's AF_XDP queues and netstack: they need the xsk backend"},
+		{[]string{"bench", "client", "-c", "198.18.0.99", "--queues", "0"}, "--queues: about xdpio's AF_XDP queues and netstack: they need the xsk backend"},
+		{[]string{"bench", "client", "-c", "198.18.0.99", "-i", "eth9", "--tso", "maybe"}, `--tso "maybe": want on or off`},
+		{[]string{"bench", "client", "-c", "198.18.0.99", "-i", "eth9", "--rx-csum", "1"}, `--rx-csum "1": want on or off`},
+		{[]string{"bench", "client", "-c", "198.18.0.99", "-i", "eth9", "--tx-usecs", "-1"}, "--tx-usecs 0-1000000"},
+		{[]string{"bench", "client", "-c", "198.18.0.99", "-l", "0"}, "-l 0: a TCP test reads and writes 1 byte to 1 MiB"},
+		{[]string{"bench", "server", "--backend", "socket", "--tso", "off"}, "--tso: about xdpio's AF_XDP queues and netstack: they need the xsk backend"},
+		{[]string{"bench", "server", "--backend", "socket", "--tx-usecs", "20"}, "--tx-usecs: about xdpio's AF_XDP queues and netstack"},
+		{[]string{"bench", "server", "-i", "eth9", "--rx-csum", "maybe"}, `--rx-csum "maybe": want on or off`},
+		{[]string{"bench", "server", "-i", "eth9", "--tx-frames", "-2"}, "--tx-usecs 0-1000000 and --tx-frames ≥ 0"},
+	} {
+		var out bytes.Buffer
+		err := runWith(context.Background(), &globals{stdout: &out, stderr: &out}, tc.args)
+		if exitStatus(err) != 2 || err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v (status %d), want status 2 and %q", tc.args, err, exitStatus(err), tc.want)
+		}
+	}
+}

@@ -256,10 +256,71 @@ func lossInstructions(countsFD int, port uint16, threshold uint32, drop int32) a
 	}
 }
 
+// tcpLossInstructions is lossInstructions' program for TCP: the
+// candidates are IPv4 TCP segments (no IP options) to or from port with
+// at least minPayload bytes of payload (a GSO packet at egress counts
+// once).
+func tcpLossInstructions(countsFD int, port uint16, threshold uint32, drop int32, minPayload int32) asm.Instructions {
+	be16 := func(v uint16) int32 { return int32(binary.NativeEndian.Uint16(binary.BigEndian.AppendUint16(nil, v))) }
+	insns := asm.Instructions{
+		asm.LoadMem(asm.R2, asm.R1, skbData, asm.Word),
+		asm.LoadMem(asm.R3, asm.R1, skbDataEnd, asm.Word),
+		asm.Mov.Reg(asm.R4, asm.R2),
+		asm.Add.Imm(asm.R4, 14+20+20),
+		asm.JGT.Reg(asm.R4, asm.R3, "pass"),
+		asm.LoadMem(asm.R4, asm.R2, 12, asm.Half), // EtherType
+		asm.JNE.Imm(asm.R4, be16(unix.ETH_P_IP), "pass"),
+		asm.LoadMem(asm.R4, asm.R2, 14, asm.Byte), // version and IHL
+		asm.JNE.Imm(asm.R4, 0x45, "pass"),
+		asm.LoadMem(asm.R4, asm.R2, 14+9, asm.Byte), // protocol
+		asm.JNE.Imm(asm.R4, unix.IPPROTO_TCP, "pass"),
+		asm.LoadMem(asm.R4, asm.R2, 14+2, asm.Half), // IP total length
+		asm.HostTo(asm.BE, asm.R4, asm.Half),
+		asm.LoadMem(asm.R5, asm.R2, 14+20+12, asm.Byte), // data offset
+		asm.RSh.Imm(asm.R5, 4),
+		asm.LSh.Imm(asm.R5, 2),
+		asm.Add.Imm(asm.R5, 20),
+		asm.JGT.Reg(asm.R5, asm.R4, "pass"),
+		asm.Sub.Reg(asm.R4, asm.R5), // payload
+		asm.JLT.Imm(asm.R4, minPayload, "pass"),
+		asm.LoadMem(asm.R4, asm.R2, 14+20, asm.Half), // source port
+		asm.JEq.Imm(asm.R4, be16(port), "match"),
+		asm.LoadMem(asm.R4, asm.R2, 14+20+2, asm.Half), // destination port
+		asm.JNE.Imm(asm.R4, be16(port), "pass"),
+	}
+	// The rest, from the random draw on, is the UDP program's.
+	udp := lossInstructions(countsFD, port, threshold, drop)
+	for i, ins := range udp {
+		if ins.Symbol() == "match" {
+			return append(insns, udp[i:]...)
+		}
+	}
+	panic("lossInstructions has no match label")
+}
+
 // newLossyLink puts a lossyLink on h's veth, at its egress or ingress,
 // dropping share (0-1) of the datagrams to or from port; t's cleanup
 // removes it.
 func newLossyLink(t *testing.T, h *netnstest.Host, egress bool, port uint16, share float64) *lossyLink {
+	t.Helper()
+	return loadLossyLink(t, h, egress, share, func(fd int, threshold uint32, drop int32) asm.Instructions {
+		return lossInstructions(fd, port, threshold, drop)
+	})
+}
+
+// newLossyTCPLink puts a lossyLink on h's veth, at its egress or
+// ingress, dropping share (0-1) of the TCP segments to or from port with
+// at least minPayload bytes of payload (tcpLossInstructions); t's cleanup
+// removes it.
+func newLossyTCPLink(t *testing.T, h *netnstest.Host, egress bool, port uint16, share float64, minPayload int32) *lossyLink {
+	t.Helper()
+	return loadLossyLink(t, h, egress, share, func(fd int, threshold uint32, drop int32) asm.Instructions {
+		return tcpLossInstructions(fd, port, threshold, drop, minPayload)
+	})
+}
+
+// loadLossyLink puts the lossy program prog builds on h's veth.
+func loadLossyLink(t *testing.T, h *netnstest.Host, egress bool, share float64, build func(countsFD int, threshold uint32, drop int32) asm.Instructions) *lossyLink {
 	t.Helper()
 	if share <= 0 || share >= 1 {
 		t.Fatalf("loss share %v: want 0 < share < 1", share)
@@ -274,7 +335,7 @@ func newLossyLink(t *testing.T, h *netnstest.Host, egress bool, port uint16, sha
 		drop = tcActStolen
 	}
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: "xdpio_loss", Type: ebpf.SchedCLS, License: "Dual MIT/GPL",
-		Instructions: lossInstructions(counts.FD(), port, uint32(share*(1<<32)), drop)})
+		Instructions: build(counts.FD(), uint32(share*(1<<32)), drop)})
 	if err != nil {
 		t.Fatalf("lossy link: load program: %v", err)
 	}

@@ -1,0 +1,351 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/xdpio/xdpio/bench/plane"
+	"github.com/xdpio/xdpio/internal/netnstest"
+)
+
+// tcpReport is what the tests read of a TCP test's -J report, iperf3's
+// or xdpio's.
+type tcpReport struct {
+	Error string `json:"error"`
+	Start struct {
+		TCPStack *plane.TCPStack `json:"tcp_stack"`
+	} `json:"start"`
+	End struct {
+		Streams []struct {
+			Sender struct {
+				Bytes       uint64 `json:"bytes"`
+				Retransmits *int64 `json:"retransmits"`
+			} `json:"sender"`
+			Receiver struct {
+				Bytes uint64 `json:"bytes"`
+			} `json:"receiver"`
+		} `json:"streams"`
+		SumSent struct {
+			Bytes       uint64 `json:"bytes"`
+			Retransmits *int64 `json:"retransmits"`
+		} `json:"sum_sent"`
+		SumReceived struct {
+			Bytes uint64 `json:"bytes"`
+		} `json:"sum_received"`
+		Counters *plane.TCPStackCounters `json:"tcp_stack_counters"`
+	} `json:"end"`
+}
+
+func parseTCPReport(t *testing.T, who string, b []byte) tcpReport {
+	t.Helper()
+	var r tcpReport
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("%s's JSON: %v\n%s", who, err, b)
+	}
+	if r.Error != "" {
+		t.Fatalf("%s reports an error: %s", who, r.Error)
+	}
+	return r
+}
+
+func retransmits(r tcpReport) int64 {
+	if r.End.SumSent.Retransmits == nil {
+		return -1
+	}
+	return *r.End.SumSent.Retransmits
+}
+
+// TestBenchTCPUnderLoss: 1% of the data segments on the link of a real
+// iperf3's end are dropped (a tc BPF program on its veth: this kernel has
+// no netem), and the TCP test over xdpio's netstack still completes with
+// the bytes agreeing. The lossy link's count of what it dropped is the
+// oracle of the retransmissions: every dropped segment was sent again at
+// least once. Where netstack sends (our client to iperf3 -s; our server
+// to iperf3 -c -R) its report's retransmissions are its stack's
+// (tcp_stack_counters.retrans_segs); where it receives (our client -R),
+// the sending kernel's own TcpRetransSegs counts them, as does the
+// report. Reordering cannot be made here: netem, fq and etf, which could
+// delay a packet, are not in this kernel (see the report's notes).
+func TestBenchTCPUnderLoss(t *testing.T) {
+	netnstest.RequireTool(t, "iperf3")
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	const share, minPayload = 0.01, 1000
+	for i, tc := range []struct {
+		name       string
+		oursServer bool
+		reverse    bool
+	}{
+		{"client sends", false, false},
+		{"client receives", false, true},
+		{"server sends", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			port := 15501 + i
+			ps := strconv.Itoa(port)
+			// The link of iperf3's end, where netstack's frames arrive
+			// (its ingress) or iperf3's kernel sends (its egress, with
+			// segmentation off so that a dropped packet is a segment).
+			iperfHost, egress := pair.B, tc.reverse
+			if tc.oursServer {
+				iperfHost, egress = pair.A, false
+			}
+			if egress {
+				runIn(t, iperfHost, "ethtool", "-K", iperfHost.Link, "tso", "off", "gso", "off")
+			}
+			retrans0 := netnstest.Counter(t, iperfHost, "TcpRetransSegs")
+			var ours, theirs []byte
+			if tc.oursServer {
+				var srvOut syncBuffer
+				done := make(chan error, 1)
+				go func() {
+					done <- runWith(ctx, &globals{stdout: &srvOut, stderr: &srvOut},
+						[]string{"bench", "server", "--netns", pair.B.NS, "-i", pair.B.Link, "--port", ps, "-1", "--json"})
+				}()
+				waitListening(ctx, t, pair.B, port)
+				link := newLossyTCPLink(t, iperfHost, egress, uint16(port), share, minPayload)
+				out, err := pair.A.Command(ctx, "iperf3", "-c", pair.B.IPv4.String(), "-p", ps, "-t", "2", "-R", "-J").Output()
+				if err != nil {
+					t.Fatalf("iperf3 -c: %v\n%s", err, out)
+				}
+				if err := <-done; err != nil {
+					t.Fatalf("bench server: %v\n%s", err, srvOut.String())
+				}
+				ours, theirs = []byte(srvOut.String()), out
+				checkLoss(t, link, ours, theirs, tc.reverse, true, netnstest.Counter(t, iperfHost, "TcpRetransSegs")-retrans0)
+				return
+			}
+			srv := pair.B.Command(ctx, "iperf3", "-s", "-1", "-J", "-B", pair.B.IPv4.String(), "-p", ps)
+			var srvOut syncBuffer
+			srv.Stdout = &srvOut
+			if err := srv.Start(); err != nil {
+				t.Fatal(err)
+			}
+			waitListening(ctx, t, pair.B, port)
+			link := newLossyTCPLink(t, iperfHost, egress, uint16(port), share, minPayload)
+			args := []string{"bench", "client", "--netns", pair.A.NS, "-i", pair.A.Link, "-c", pair.B.IPv4.String(), "--port", ps, "-t", "2", "--json"}
+			if tc.reverse {
+				args = append(args, "-R")
+			}
+			var out, errOut bytes.Buffer
+			if err := runWith(ctx, &globals{stdout: &out, stderr: &errOut}, args); err != nil {
+				t.Fatalf("bench client: %v\n%s%s", err, out.String(), errOut.String())
+			}
+			if err := srv.Wait(); err != nil {
+				t.Fatalf("iperf3 -s: %v\n%s", err, srvOut.String())
+			}
+			checkLoss(t, link, out.Bytes(), []byte(srvOut.String()), tc.reverse, false, netnstest.Counter(t, iperfHost, "TcpRetransSegs")-retrans0)
+		})
+	}
+}
+
+// checkLoss checks a TCP test over a lossy link: ours is xdpio's --json,
+// theirs iperf3's -J (a server's knows its own side only), kernelRetrans
+// what iperf3's kernel counted sent again.
+func checkLoss(t *testing.T, link *lossyLink, ours, theirs []byte, reverse, oursServer bool, kernelRetrans int64) {
+	t.Helper()
+	o, th := parseTCPReport(t, "xdpio", ours), parseTCPReport(t, "iperf3", theirs)
+	passed, dropped := link.counts(t)
+	c := o.End.Counters
+	if c == nil || o.Start.TCPStack == nil || o.Start.TCPStack.Name != "netstack" {
+		t.Fatalf("xdpio's report: stack %+v, counters %+v: want netstack's", o.Start.TCPStack, c)
+	}
+	netstackSends := oursServer == reverse
+	t.Logf("link passed %d, dropped %d segments; xdpio: sent %d, received %d, retransmits %d, netstack %+v; iperf3: sent %d, received %d, retransmits %d; its kernel sent %d again",
+		passed, dropped, o.End.SumSent.Bytes, o.End.SumReceived.Bytes, retransmits(o), *c, th.End.SumSent.Bytes, th.End.SumReceived.Bytes, retransmits(th), kernelRetrans)
+	if dropped == 0 || float64(dropped) > 0.02*float64(passed+dropped) {
+		t.Fatalf("the link dropped %d of %d segments, want about 1%%", dropped, passed+dropped)
+	}
+	// The bytes agree: xdpio's report holds both ends' counts, iperf3's
+	// its own side's (all of it but a receiving iperf3 client's, which
+	// stops counting at TEST_END, as against an iperf3 server).
+	switch {
+	case oursServer:
+		if th.End.SumSent.Bytes != o.End.SumSent.Bytes || th.End.SumReceived.Bytes != o.End.SumReceived.Bytes || o.End.SumReceived.Bytes > o.End.SumSent.Bytes || o.End.SumReceived.Bytes == 0 {
+			t.Errorf("bytes: xdpio sent %d, iperf3 received %d; iperf3's report: %d and %d", o.End.SumSent.Bytes, o.End.SumReceived.Bytes, th.End.SumSent.Bytes, th.End.SumReceived.Bytes)
+		}
+	case reverse:
+		if o.End.SumReceived.Bytes != th.End.SumSent.Bytes || o.End.SumSent.Bytes != th.End.SumSent.Bytes {
+			t.Errorf("bytes: iperf3 -s sent %d, xdpio received %d (and says %d were sent)", th.End.SumSent.Bytes, o.End.SumReceived.Bytes, o.End.SumSent.Bytes)
+		}
+	default:
+		if th.End.SumReceived.Bytes != o.End.SumSent.Bytes || o.End.SumReceived.Bytes != o.End.SumSent.Bytes {
+			t.Errorf("bytes: xdpio sent %d, iperf3 -s received %d (and xdpio says %d)", o.End.SumSent.Bytes, th.End.SumReceived.Bytes, o.End.SumReceived.Bytes)
+		}
+	}
+	// Every dropped segment was sent again, and the report says so.
+	if r := retransmits(o); r < int64(dropped) {
+		t.Errorf("xdpio reports %d retransmissions, the link dropped %d segments", r, dropped)
+	}
+	if netstackSends {
+		if c.RetransSegs != uint64(retransmits(o)) || c.OutSegs == 0 {
+			t.Errorf("netstack counted %d retransmissions, its connections %d", c.RetransSegs, retransmits(o))
+		}
+	} else if kernelRetrans < int64(dropped) || retransmits(o) != retransmits(th) {
+		t.Errorf("iperf3's kernel sent %d segments again and reported %d, the link dropped %d (xdpio says %d)", kernelRetrans, retransmits(th), dropped, retransmits(o))
+	}
+}
+
+// runIn runs a command in h's namespace, failing t if it fails.
+func runIn(t *testing.T, h *netnstest.Host, name string, args ...string) {
+	t.Helper()
+	if out, err := h.Command(context.Background(), name, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s %s in %s: %v\n%s", name, strings.Join(args, " "), h.NS, err, out)
+	}
+}
+
+// xdpAttached reports whether h's veth has an XDP program (netlink's
+// IFLA_XDP, as `ip -d link` shows it).
+func xdpAttached(t *testing.T, h *netnstest.Host) bool {
+	t.Helper()
+	a, err := h.Attrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a.Xdp != nil && a.Xdp.Attached
+}
+
+// TestBenchServerSIGKILL: `xdpio bench server` (this test binary running
+// xdpio's main, in a process of its own) killed with SIGKILL while a
+// real iperf3 client's TCP test runs on its netstack leaves no XDP
+// program on the interface: the kernel detaches it when the process's
+// file descriptors close. The port is the kernel's again: a new server
+// serves the next TCP test at once.
+func TestBenchServerSIGKILL(t *testing.T) {
+	netnstest.RequireTool(t, "iperf3")
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := exec.CommandContext(ctx, exe, "--netns", pair.B.NS, "bench", "server", "-i", pair.B.Link, "--port", "15521")
+	srv.Env = append(os.Environ(), demoServerEnv+"=1")
+	var srvOut syncBuffer
+	srv.Stdout, srv.Stderr = &srvOut, &srvOut
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	srvDone := make(chan error, 1)
+	go func() { srvDone <- srv.Wait() }()
+	defer func() {
+		srv.Process.Kill()
+		<-srvDone
+	}()
+	waitListening(ctx, t, pair.B, 15521)
+	if xdpAttached(t, pair.B) {
+		t.Fatal("an XDP program on the interface before the test")
+	}
+	cli := pair.A.Command(ctx, "iperf3", "-c", pair.B.IPv4.String(), "-p", "15521", "-t", "5", "--forceflush")
+	var cliOut syncBuffer
+	cli.Stdout, cli.Stderr = &cliOut, &cliOut
+	if err := cli.Start(); err != nil {
+		t.Fatal(err)
+	}
+	cliDone := make(chan error, 1)
+	go func() { cliDone <- cli.Wait() }()
+	// The test runs once iperf3 prints its first interval.
+	for !strings.Contains(cliOut.String(), "0.00-1.00") {
+		select {
+		case err := <-cliDone:
+			t.Fatalf("iperf3 ended before its first interval: %v\n%s\nserver:\n%s", err, cliOut.String(), srvOut.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if !xdpAttached(t, pair.B) {
+		t.Fatalf("no XDP program while the TCP test runs on netstack\nserver:\n%s", srvOut.String())
+	}
+	kill := time.Now()
+	srv.Process.Signal(syscall.SIGKILL)
+	select {
+	case err := <-srvDone:
+		srvDone <- err // for the deferred wait
+	case <-time.After(3 * time.Second):
+		t.Fatal("bench server still running 3 s after SIGKILL")
+	}
+	for xdpAttached(t, pair.B) {
+		if time.Since(kill) > 2*time.Second {
+			t.Fatalf("an XDP program is still attached %v after SIGKILL", time.Since(kill))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("XDP program gone %v after SIGKILL", time.Since(kill).Round(time.Millisecond))
+	<-cliDone // iperf3 fails: its server is gone
+
+	// A new server on the same port, and a test on its netstack.
+	var out syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- runWith(ctx, &globals{stdout: &out, stderr: &out}, []string{"bench", "server", "--netns", pair.B.NS, "-i", pair.B.Link, "--port", "15521", "-1"})
+	}()
+	waitListening(ctx, t, pair.B, 15521)
+	if res, err := pair.A.Command(ctx, "iperf3", "-c", pair.B.IPv4.String(), "-p", "15521", "-t", "1").CombinedOutput(); err != nil {
+		t.Errorf("iperf3 against a new server: %v\n%s", err, res)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("new server: %v\n%s", err, out.String())
+	}
+	if xdpAttached(t, pair.B) {
+		t.Error("an XDP program is left after the new server's test")
+	}
+}
+
+// TestBenchTCPNetstackBothEnds: `xdpio bench client` and `xdpio bench
+// server`, both on netstack (the xsk backend), run TCP tests both ways
+// byte for byte; the stack settings given on the command line (--tso,
+// --rx-csum, --rx-usecs, --tx-usecs, --tx-frames, --queues) are in force
+// and in each report, and they show in the stack's counters: without
+// TSO the link cut no segment, with it (the default) it did.
+func TestBenchTCPNetstackBothEnds(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	set := []string{"--tso", "off", "--rx-csum", "off", "--rx-usecs", "50", "--tx-usecs", "20", "--tx-frames", "16", "--queues", "0-1"}
+	for i, tc := range []struct {
+		name    string
+		options []string
+		client  []string
+	}{
+		{"options", set, []string{"-P", "2"}},
+		{"defaults reverse", nil, []string{"-R"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, cli := serveOnceText(t, pair, 15531+i, append([]string{"--json", "-i", pair.B.Link}, tc.options...),
+				append(append([]string{"--json", "-i", pair.A.Link}, tc.options...), tc.client...))
+			for _, side := range []struct {
+				who string
+				out string
+			}{{"server", srv}, {"client", cli}} {
+				r := parseTCPReport(t, side.who, []byte(side.out))
+				s, c := r.Start.TCPStack, r.End.Counters
+				if s == nil || c == nil {
+					t.Fatalf("%s: no stack or counters in its report:\n%s", side.who, side.out)
+				}
+				t.Logf("%s: %+v %+v; sent %d received %d", side.who, *s, *c, r.End.SumSent.Bytes, r.End.SumReceived.Bytes)
+				if r.End.SumSent.Bytes == 0 || r.End.SumSent.Bytes != r.End.SumReceived.Bytes {
+					t.Errorf("%s: sent %d bytes, received %d", side.who, r.End.SumSent.Bytes, r.End.SumReceived.Bytes)
+				}
+				on := tc.options == nil
+				if s.Name != "netstack" || s.TSO != on || s.RXChecksumOffload != on || (s.RXCoalesce != nil) == on || (s.TXCoalesce != nil) == on ||
+					len(s.Queues) != 2 || !on && (s.RXCoalesce.RXUsecs != 50 || s.TXCoalesce.TXUsecs != 20 || s.TXCoalesce.TXFrames != 16) {
+					t.Errorf("%s: stack %+v, want the settings %v", side.who, *s, tc.options)
+				}
+				sends := (side.who == "client") != (tc.client[0] == "-R")
+				if sends && (c.TXSegmented > 0) != on {
+					t.Errorf("%s: TSO %v, and the link cut %d segments", side.who, on, c.TXSegmented)
+				}
+				if c.RXBadChecksum != 0 || c.RXPartialChecksum != 0 || c.TXDropped != 0 {
+					t.Errorf("%s: counters %+v: bad frames between two netstacks", side.who, *c)
+				}
+			}
+		})
+	}
+}
