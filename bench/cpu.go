@@ -34,7 +34,8 @@ type HostCPU struct {
 	BusySeconds float64 `json:"busy_seconds"`
 	// DataThreadSeconds is the CPU time of the threads that sent or
 	// received the test's datagrams (user and system, from
-	// CLOCK_THREAD_CPUTIME_ID).
+	// CLOCK_THREAD_CPUTIME_ID); 0 in a TCP test, whose bytes move in the
+	// TCP stack's own goroutines or the kernel.
 	DataThreadSeconds float64 `json:"data_thread_seconds"`
 }
 

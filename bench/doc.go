@@ -5,7 +5,35 @@
 // receiver's statistics) is package iperf3's; this package runs it.
 //
 // Server answers iperf3 clients (and Client); Client drives an iperf3
-// server (or Server). Both move datagrams through a plane.DataPlane:
+// server (or Server). A test is iperf3's TCP test (its default) or its
+// UDP test (Client.UDP, iperf3's -u).
+//
+// # TCP
+//
+// A TCP test's data connections, one per stream, each starting with the
+// test's cookie, run on the kernel's TCP, as iperf3's (a Server's come to
+// its control port, and Serve's listener takes them), or on the stack a
+// plane.TCPPlane opens for the test: netstackplane's, gVisor's TCP/IP
+// stack over AF_XDP (package netstack) sharing the kernel's address, which
+// takes the data connections and leaves the control connection to the
+// kernel. The report has iperf3's TCP figures: retransmissions, the
+// congestion window and RTT of a sender's intervals (TCP_INFO, or
+// netstack.Stack.TCPConnInfo), both ends' congestion control, and which
+// stack ran the test with which settings (ReportStart.TCPStack) and what
+// it counted (ReportEnd.TCPStackCounters).
+//
+// The totals agree to the byte with the other end's: a receiving server
+// reads, after TEST_END, until it has what the client's results say was
+// sent on each stream; a sending client stops writing, waits until the
+// server's stack has acknowledged its FIN (everything sent, then) and a
+// moment for the server to read it, then sends TEST_END; a receiving
+// client reads each stream up to the server's FIN, which iperf3's server
+// sends at TEST_END. Only a real iperf3 client receiving (-R) counts
+// less: it stops counting at TEST_END, as against its own server.
+//
+// # UDP
+//
+// A UDP test's datagrams go through a plane.DataPlane:
 //
 //   - kernelplane: kernel UDP sockets, recvmmsg/sendmmsg batches (the
 //     default).
@@ -37,6 +65,6 @@
 // numbers say were sent; ReceivedPackets, and the Packets and Pkts/s
 // columns of a receiver's text lines, count those that arrived.
 //
-// Not supported: iperf3's TCP test, bidirectional tests, omitted
-// seconds (-O), byte or block counts instead of a time.
+// Not supported: SCTP, bidirectional tests, omitted seconds (-O), and at
+// the client byte or block counts instead of a time.
 package bench
