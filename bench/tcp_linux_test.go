@@ -270,3 +270,56 @@ func retryDial(h *netnstest.Host) func(ctx context.Context, network, addr string
 		return nil, err
 	}
 }
+
+// Debian's iperf3 client over IPv6 against our Server on netstack: the
+// stack shares B's IPv6 address and takes the data connections, the
+// control connection stays the kernel's. Oracle: iperf3's -J.
+func TestTCPIPv6(t *testing.T) {
+	netnstest.RequireTool(t, "iperf3")
+	pair := netnstest.New(t, netnstest.Config{})
+	var ln net.Listener
+	if err := pair.B.Do(func() (err error) {
+		ln, err = net.Listen("tcp", netip.AddrPortFrom(pair.B.IPv6, 15861).String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	reports := make(chan reportErr, 4)
+	srv := &Server{TCPPlane: &netstackplane.Plane{Iface: pair.B.Link, Do: pair.B.Do}, OnReport: func(r *Report, err error) { reports <- reportErr{r, err} }}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	defer func() { cancel(); <-done }()
+	var out []byte
+	var err error
+	for try := 0; try < 20; try++ { // the address may still be tentative
+		out, err = pair.A.Command(ctx, "iperf3", "-6", "-c", pair.B.IPv6.String(), "-p", "15861", "-t", "1", "-P", "2", "-J").Output()
+		if err == nil && !bytes.Contains(out, []byte(`"error"`)) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("iperf3 -6: %v\n%s", err, out)
+	}
+	j := parseIperfTCP(t, "iperf3 -6", out)
+	var r reportErr
+	for r.rep == nil || r.err != nil {
+		select {
+		case r = <-reports:
+			if r.err != nil {
+				t.Logf("server: %v", r.err) // a try while the address was tentative
+			}
+		case <-ctx.Done():
+			t.Fatal("no server report")
+		}
+	}
+	if r.err != nil || r.rep.Start.TCPStack == nil || r.rep.Start.TCPStack.Name != "netstack" {
+		t.Fatalf("server: %v, stack %+v", r.err, r.rep.Start.TCPStack)
+	}
+	if c := r.rep.Start.Connected; len(c) != 2 || c[0].LocalHost != pair.B.IPv6.String() {
+		t.Errorf("connected %+v: want 2 streams to %v", c, pair.B.IPv6)
+	}
+	checkTCPAgainstIperf3(t, j, r.rep, false, true)
+}

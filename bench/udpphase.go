@@ -28,11 +28,6 @@ func (u *udpServerPhase) open(ctx context.Context, c net.Conn, rep *Report, setu
 	p := u.p
 	counters64 := p.UDPCounters64Bit != 0
 	switch {
-	case !p.UDP:
-		// iperf3's client prints "unable to start stream listener:
-		// Protocol not supported", the clearest its messages allow.
-		iperf3.WriteServerError(c, iperf3.IEStreamListen, iperf3.LinuxEPROTONOSUPPORT)
-		return nil, nil, fmt.Errorf("refused an iperf3 %s test from %v: this server runs UDP tests only (iperf3 -u): %w", rep.Start.TestStart.Protocol, u.remote.Addr(), ErrNotSupported)
 	case p.Bidirectional:
 		iperf3.WriteServerError(c, iperf3.IEUnimp, 0)
 		return nil, nil, fmt.Errorf("bidirectional test: %w", ErrNotSupported)
