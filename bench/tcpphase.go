@@ -378,7 +378,7 @@ type tcpServerPhase struct {
 	run           *dataRun
 }
 
-// refuse sends SERVER_ERROR with IESTREAMLISTEN and Linux's errno
+// refuseTCP sends SERVER_ERROR with IESTREAMLISTEN and Linux's errno
 // "Protocol not supported" (what iperf3's client prints) and returns
 // err.
 func refuseTCP(c net.Conn, err error) error {
@@ -389,7 +389,9 @@ func refuseTCP(c net.Conn, err error) error {
 func (t *tcpServerPhase) open(ctx context.Context, c net.Conn, rep *Report, setup time.Duration) (*dataRun, <-chan stateOrErr, error) {
 	p := t.p
 	switch {
-	case p.SCTP || !p.TCP:
+	case p.SCTP:
+		// Parameters without tcp, udp or sctp are a TCP test, as to
+		// iperf3's server.
 		return nil, nil, refuseTCP(c, fmt.Errorf("refused an iperf3 %s test from %v: this server runs TCP and UDP tests: %w", rep.Start.TestStart.Protocol, t.remote.Addr(), ErrNotSupported))
 	case p.Bidirectional:
 		iperf3.WriteServerError(c, iperf3.IEUnimp, 0)
