@@ -654,9 +654,11 @@ func TestTCPConnInfo(t *testing.T) {
 			return s, k.(*net.TCPConn), +1 // the kernel's listener's SYN-ACK
 		},
 	}
+	var last net.Conn
 	for name, connect := range cases {
 		t.Run(name, func(t *testing.T) {
 			s, k, extra := connect()
+			last = s
 			defer s.Close()
 			defer k.Close()
 			msg := bytes.Repeat([]byte("info "), 200000)
@@ -695,8 +697,15 @@ func TestTCPConnInfo(t *testing.T) {
 			}
 		})
 	}
+	if _, err := st.TCPConnInfo(&net.TCPConn{}); err == nil || errors.Is(err, netstack.ErrClosed) {
+		t.Errorf("TCPConnInfo of a kernel connection: %v, want an error saying it is not the stack's", err)
+	}
+	// Closed by both ends, it is closing, or gone.
+	if i, err := st.TCPConnInfo(last); err == nil && i.State == "ESTABLISHED" || err != nil && !errors.Is(err, netstack.ErrClosed) {
+		t.Errorf("TCPConnInfo of a closed connection: %+v, %v: want a closing state or ErrClosed", i, err)
+	}
 	st.Close()
-	if _, err := st.TCPConnInfo(&net.TCPConn{}); err == nil {
-		t.Error("TCPConnInfo of a closed stack worked")
+	if _, err := st.TCPConnInfo(last); !errors.Is(err, netstack.ErrClosed) {
+		t.Errorf("TCPConnInfo on a closed stack: %v, want ErrClosed", err)
 	}
 }

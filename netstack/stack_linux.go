@@ -126,16 +126,20 @@ func (st *Stack) TCPStats() TCPStats {
 // matching ErrClosed once the connection has left the stack (closed, and
 // out of TIME-WAIT) or the stack is closed.
 func (st *Stack) TCPConnInfo(c net.Conn) (TCPConnInfo, error) {
+	if _, ok := c.(*gonet.TCPConn); !ok {
+		return TCPConnInfo{}, fmt.Errorf("tcp info: %T is not one of the stack's TCP connections", c)
+	}
+	if st.closed.Load() {
+		return TCPConnInfo{}, fmt.Errorf("tcp info: %w", ErrClosed)
+	}
 	local, lok := c.LocalAddr().(*net.TCPAddr)
 	remote, rok := c.RemoteAddr().(*net.TCPAddr)
-	if !lok || !rok {
-		return TCPConnInfo{}, fmt.Errorf("tcp info: %T is not a TCP connection", c)
+	if !lok || !rok || local == nil || remote == nil {
+		// gonet has no addresses for a connection that is closed.
+		return TCPConnInfo{}, fmt.Errorf("tcp info: the connection is closed: %w", ErrClosed)
 	}
 	l, r := local.AddrPort(), remote.AddrPort()
 	fail := fmt.Errorf("tcp info %v-%v: %w", l, r, ErrClosed)
-	if st.closed.Load() {
-		return TCPConnInfo{}, fail
-	}
 	la, ra := l.Addr().Unmap(), r.Addr().Unmap()
 	proto, hdr := ipv4.ProtocolNumber, header.IPv4MinimumSize
 	if la.Is6() {
