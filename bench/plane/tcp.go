@@ -83,8 +83,10 @@ type TCPDialer interface {
 // TCPStack describes the TCP stack of a test's data connections and the
 // settings it ran with, for the report.
 type TCPStack struct {
-	// Name is "kernel", or "netstack" for gVisor's stack over AF_XDP
-	// (package netstack), sharing the kernel's address.
+	// Name is "kernel", "netstack" for gVisor's stack over AF_XDP
+	// (package netstack), sharing the kernel's address, or "gvisor-xdp"
+	// for gVisor's stack over gVisor's own AF_XDP endpoint (package
+	// gvisorxdpplane), sharing it too.
 	Name string `json:"name"`
 	// Interface and Queues are the interface and the RX queues the
 	// stack's AF_XDP sockets took frames from (netstack only).
@@ -99,6 +101,10 @@ type TCPStack struct {
 	// stack's queues, nil when off (netstack).
 	RXCoalesce *coalesce.Params   `json:"rx_coalesce,omitempty"`
 	TXCoalesce *coalesce.TXParams `json:"tx_coalesce,omitempty"`
+	// QDisc is the queueing discipline between the stack and its link
+	// endpoint (gvisor-xdp: "fifo", gVisor's, or "none"); empty when the
+	// stack has no such choice.
+	QDisc string `json:"qdisc,omitempty"`
 	// Counters are the stack's own counters for the test (netstack; nil
 	// for the kernel, whose counters are the whole namespace's).
 	Counters *TCPStackCounters `json:"counters,omitempty"`
