@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/xdpio/xdpio/bench"
 	"github.com/xdpio/xdpio/bench/asavieplane"
+	"github.com/xdpio/xdpio/bench/gvisorxdpplane"
 	"github.com/xdpio/xdpio/bench/iperf3"
 	"github.com/xdpio/xdpio/bench/kernelplane"
 	"github.com/xdpio/xdpio/bench/place"
@@ -26,13 +27,14 @@ import (
 )
 
 // Backends the bench commands accept: AF_XDP through xdpio (xsk), kernel
-// sockets, and AF_XDP through github.com/asavie/xdp v0.3.3 (the Go peer).
-// "auto" is xsk when an interface is given with -i, kernel sockets
-// otherwise.
-var benchBackends = []string{"auto", "xsk", "socket", "asavie"}
+// sockets, AF_XDP through github.com/asavie/xdp v0.3.3 (the Go peer for
+// UDP), and gVisor's TCP on gVisor's own AF_XDP endpoint (gvisor-xdp, the
+// peer for TCP). "auto" is xsk when an interface is given with -i, kernel
+// sockets otherwise.
+var benchBackends = []string{"auto", "xsk", "socket", "asavie", "gvisor-xdp"}
 
 // backendHelp is the --backend flag's help.
-const backendHelp = "data plane: auto (xsk when -i IFACE is given, socket otherwise), xsk (AF_XDP through xdpio: UDP through xdpnet, TCP through netstack, gVisor's TCP/IP stack), socket (kernel sockets and TCP) or asavie (UDP through AF_XDP with github.com/asavie/xdp; no TCP)"
+const backendHelp = "data plane: auto (xsk when -i IFACE is given, socket otherwise), xsk (AF_XDP through xdpio: UDP through xdpnet, TCP through netstack, gVisor's TCP/IP stack), socket (kernel sockets and TCP), asavie (UDP through AF_XDP with github.com/asavie/xdp; no TCP) or gvisor-xdp (TCP through gVisor's stack on gVisor's own AF_XDP endpoint, gvisor.dev/gvisor/pkg/tcpip/link/xdp: queue 0 of a 1-queue interface; no UDP)"
 
 // checker is a data plane that can try its interface before a test.
 type checker interface{ Check() error }
@@ -57,6 +59,11 @@ func (g *globals) dataPlane(backend, iface string, onClose func([]plane.QueueCou
 			return nil, "", usagef("--backend asavie needs -i IFACE")
 		}
 		return &asavieplane.DataPlane{Iface: iface, Do: g.inNetns, OnClose: onClose}, "asavie", nil
+	case "gvisor-xdp":
+		if iface == "" {
+			return nil, "", usagef("--backend gvisor-xdp needs -i IFACE")
+		}
+		return gvisorXDP{&gvisorxdpplane.Plane{Iface: iface, Do: g.inNetns}}, "gvisor-xdp", nil
 	}
 	return nil, "", usagef("--backend %q: want %s", backend, strings.Join(benchBackends, ", "))
 }
@@ -99,7 +106,7 @@ func (o *benchServerOptions) addFlags(c *cobra.Command) {
 func newBenchServerCmd(g *globals) *cobra.Command {
 	var o benchServerOptions
 	c := &cobra.Command{
-		Use:   "server [-i IFACE] [--port 5201] [--bind ADDR] [-1] [--backend auto|xsk|socket|asavie] [--queues LIST|all] [--rx-usecs N --rx-frames N | --adaptive] [--tx-usecs N --tx-frames N] [--tso on|off] [--rx-csum on|off] [--one-reader] [--cookie-timeout 2s]",
+		Use:   "server [-i IFACE] [--port 5201] [--bind ADDR] [-1] [--backend auto|xsk|socket|asavie|gvisor-xdp] [--queues LIST|all] [--rx-usecs N --rx-frames N | --adaptive] [--tx-usecs N --tx-frames N] [--tso on|off] [--rx-csum on|off] [--qdisc fifo|none] [--one-reader] [--cookie-timeout 2s]",
 		Short: "Serve iperf3 clients (TCP and UDP tests) until Ctrl-C, or for one test with -1",
 		// Short forms people type for it, for "Did you mean".
 		SuggestFor: []string{"srv", "serve", "s"},
@@ -137,7 +144,11 @@ func runBenchServer(cmd *cobra.Command, g *globals, o *benchServerOptions) error
 	s := o.server(g, dp, queues, printQ, cancel, &lastErr)
 	s.TCPPlane = tp
 	if !g.json {
-		fmt.Fprintf(g.stdout, "Server listening on %s (TCP and UDP tests, %s backend)\n", ln.Addr(), backend)
+		tests := "TCP and UDP tests"
+		if _, ok := dp.(gvisorXDP); ok {
+			tests = "TCP tests"
+		}
+		fmt.Fprintf(g.stdout, "Server listening on %s (%s, %s backend)\n", ln.Addr(), tests, backend)
 	}
 	err = s.Serve(ctx, ln)
 	if err != nil && ctx.Err() == nil {
@@ -177,11 +188,20 @@ func (o *benchServerOptions) dataPlane(cmd *cobra.Command, g *globals, queues *q
 		return nil, nil, "", err
 	}
 	x, isXSK := dp.(*xskplane.DataPlane)
-	if given := changed(fs, append(stackFlagNames, "one-reader")...); !isXSK && len(given) > 0 {
+	gx, isGX := dp.(gvisorXDP)
+	if given := changed(fs, append(stackFlagNames, "one-reader")...); !isXSK && !isGX && len(given) > 0 {
 		return nil, nil, "", usagef("%s: about xdpio's AF_XDP queues and netstack: they need the xsk backend (-i IFACE)", strings.Join(given, ", "))
+	}
+	if err := qdiscFlag(fs, isGX); err != nil {
+		return nil, nil, "", err
 	}
 	var tp plane.TCPPlane
 	switch {
+	case isGX:
+		if err := gvisorXDPFlags(fs, ss, gx.tcp); err != nil {
+			return nil, nil, "", err
+		}
+		tp = gx.tcp
 	case isXSK:
 		if err := o.configureXSK(g, x, ss); err != nil {
 			return nil, nil, "", err
@@ -303,7 +323,7 @@ func (o *benchClientOptions) addFlags(c *cobra.Command) {
 func newBenchClientCmd(g *globals) *cobra.Command {
 	var o benchClientOptions
 	c := &cobra.Command{
-		Use:        "client -c SERVER [-u] [--port 5201] [-P FLOWS] [-t SECONDS] [-l LENGTH] [-b RATE] [-R] [-4|-6] [-i IFACE] [--backend auto|xsk|socket|asavie] [--queues LIST|all] [--tso on|off] [--rx-csum on|off] [--rx-usecs N --rx-frames N | --adaptive] [--tx-usecs N --tx-frames N] [--rss-queues N | --rss-table LIST] [--rss-key HEX]",
+		Use:        "client -c SERVER [-u] [--port 5201] [-P FLOWS] [-t SECONDS] [-l LENGTH] [-b RATE] [-R] [-4|-6] [-i IFACE] [--backend auto|xsk|socket|asavie|gvisor-xdp] [--queues LIST|all] [--tso on|off] [--rx-csum on|off] [--qdisc fifo|none] [--rx-usecs N --rx-frames N | --adaptive] [--tx-usecs N --tx-frames N] [--rss-queues N | --rss-table LIST] [--rss-key HEX]",
 		Short:      "Run a TCP test (iperf3's default; over AF_XDP through xdpio's netstack with -i) or a UDP test (-u) against an iperf3 server (or xdpio bench server)",
 		SuggestFor: []string{"cli", "c"},
 		Args:       cobra.NoArgs,
@@ -463,8 +483,21 @@ func (o *benchClientOptions) planes(fs *pflag.FlagSet, g *globals, dp plane.Data
 		return nil, err
 	}
 	x, isXSK := dp.(*xskplane.DataPlane)
-	if given := changed(fs, stackFlagNames...); !isXSK && len(given) > 0 {
+	gx, isGX := dp.(gvisorXDP)
+	if given := changed(fs, stackFlagNames...); !isXSK && !isGX && len(given) > 0 {
 		return nil, usagef("%s: about xdpio's AF_XDP queues and netstack: they need the xsk backend (-i IFACE)", strings.Join(given, ", "))
+	}
+	if err := qdiscFlag(fs, isGX); err != nil {
+		return nil, err
+	}
+	if isGX {
+		if o.ipf.udp {
+			return nil, usagef("--backend gvisor-xdp runs TCP tests only (gVisor's stack on gVisor's AF_XDP endpoint): drop -u, or give -u another backend (xsk, socket, asavie)")
+		}
+		if err := gvisorXDPFlags(fs, ss, gx.tcp); err != nil {
+			return nil, err
+		}
+		return gx.tcp, nil
 	}
 	if o.ipf.udp {
 		if given := changed(fs, "rx-usecs", "rx-frames", "adaptive", "tx-usecs", "tx-frames", "tso", "rx-csum"); len(given) > 0 {

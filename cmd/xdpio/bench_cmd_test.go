@@ -202,7 +202,7 @@ func TestBenchBackendAutoHelp(t *testing.T) {
 		if err := runWith(context.Background(), &globals{stdout: &out, stderr: &out}, []string{"bench", sub, "--help"}); err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(out.String(), "--backend auto|xsk|socket|asavie") || !strings.Contains(out.String(), "auto (xsk when -i IFACE is given, socket otherwise)") {
+		if !strings.Contains(out.String(), "--backend auto|xsk|socket|asavie|gvisor-xdp") || !strings.Contains(out.String(), "auto (xsk when -i IFACE is given, socket otherwise)") {
 			t.Errorf("bench %s --help:\n%s", sub, out.String())
 		}
 	}

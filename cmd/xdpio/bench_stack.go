@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"github.com/xdpio/xdpio/bench/gvisorxdpplane"
 	"github.com/xdpio/xdpio/bench/netstackplane"
 	"github.com/xdpio/xdpio/bench/plane"
 	"github.com/xdpio/xdpio/coalesce"
@@ -26,6 +27,7 @@ type stackFlags struct {
 	txFrames int
 	tso      string
 	rxCsum   string
+	qdisc    string
 }
 
 func (f *stackFlags) add(c *cobra.Command, udpToo string) {
@@ -36,6 +38,7 @@ func (f *stackFlags) add(c *cobra.Command, udpToo string) {
 	c.Flags().IntVar(&f.txUsecs, "tx-usecs", 0, "software TX coalescing per queue of a TCP test's netstack: kick the kernel at most this many µs after a frame was queued (like ethtool -C tx-usecs)")
 	c.Flags().IntVar(&f.txFrames, "tx-frames", 0, "software TX coalescing of a TCP test's netstack: kick the kernel once this many frames are queued (0: the batch size)")
 	c.Flags().StringVar(&f.tso, "tso", "on", "a TCP test's netstack: on hands the link segments of up to 64 KiB, cut in software (TSO); off has the stack cut them to the MSS")
+	c.Flags().StringVar(&f.qdisc, "qdisc", "fifo", "the gvisor-xdp backend: gVisor's queueing discipline between its stack and its AF_XDP endpoint: fifo (gVisor's, runsc's default: batches of up to 47 packets a write) or none (the stack writes each packet itself, as netstack's does)")
 	c.Flags().StringVar(&f.rxCsum, "rx-csum", "on", "a TCP test's netstack: on verifies received checksums once in the link (RX checksum offload, accepting those a sender on this host left to its TX offload); off has the stack verify them (a veth peer then needs ethtool -K DEV tx off)")
 }
 
@@ -132,10 +135,15 @@ func describeStack(s *plane.TCPStack) string {
 	if s == nil {
 		return ""
 	}
-	if s.Name != "netstack" {
+	onOff := map[bool]string{true: "on", false: "off"}
+	switch s.Name {
+	case "netstack":
+	case gvisorxdpplane.Name:
+		return fmt.Sprintf("TCP stack: gVisor's on gVisor's AF_XDP endpoint (gvisor-xdp) on %s, queue %s: no TSO (GSO), RX checksum offload %s, qdisc %s, no coalescing\n",
+			s.Interface, xsk.FormatQueues(s.Queues), onOff[s.RXChecksumOffload], s.QDisc)
+	default:
 		return "TCP stack: the kernel's\n"
 	}
-	onOff := map[bool]string{true: "on", false: "off"}
 	var b strings.Builder
 	fmt.Fprintf(&b, "TCP stack: netstack on %s, queues %s: TSO %s, RX checksum offload %s", s.Interface, xsk.FormatQueues(s.Queues), onOff[s.TSO], onOff[s.RXChecksumOffload])
 	if c := s.RXCoalesce; c != nil {
