@@ -196,10 +196,13 @@ type TCPStats struct {
 	AttemptFails, EstabResets uint64
 	// InSegs and OutSegs are segments received and sent (TcpInSegs,
 	// TcpOutSegs; a segment the endpoint cut with TSO counts once, as the
-	// stack built it: Stats.TXFrames counts what went out); InErrs those received invalid (TcpInErrs), InCsumErrors
-	// those with a wrong checksum that the stack checked itself
-	// (TcpInCsumErrors: with the RX checksum offload the endpoint drops
-	// them first, Stats.RXBadChecksum).
+	// stack built it: Stats.TXFrames counts what went out). Unlike the
+	// kernel's, InSegs leaves out a segment for no connection or
+	// listener (gVisor answers it with a reset, counted in OutRsts,
+	// without counting it). InErrs are those received invalid
+	// (TcpInErrs), InCsumErrors those with a wrong checksum that the
+	// stack checked itself (TcpInCsumErrors: with the RX checksum offload
+	// the endpoint drops them first, Stats.RXBadChecksum).
 	InSegs, OutSegs, InErrs, InCsumErrors uint64
 	// RetransSegs are segments sent again (TcpRetransSegs); FastRetrans
 	// those retransmitted on duplicate ACKs or SACK (TcpExtTCPFastRetrans),

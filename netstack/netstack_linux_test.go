@@ -709,3 +709,61 @@ func TestTCPConnInfo(t *testing.T) {
 		t.Errorf("TCPConnInfo on a closed stack: %v, want ErrClosed", err)
 	}
 }
+
+// Shutdown waits for a closing connection's last ACK, so that the peer's
+// kernel sees an orderly close (its socket in TIME-WAIT, no reset), and
+// gives up at ctx's end on a connection nobody closes, which Close then
+// resets: the peer's read fails with ECONNRESET.
+func TestShutdown(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	peer(t, pair)
+	for _, leaveOpen := range []bool{false, true} {
+		st := open(t, pair, netstack.Config{})
+		l, err := st.ListenTCP(7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go echo(l)
+		var c net.Conn
+		if err := pair.A.Do(func() (err error) { c, err = net.DialTimeout("tcp", "198.18.0.3:7", 5*time.Second); return err }); err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+			t.Fatal(err)
+		}
+		l.Close()
+		wait := 5 * time.Second
+		if leaveOpen {
+			wait = 200 * time.Millisecond
+		} else {
+			c.Close()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		err = st.Shutdown(ctx)
+		cancel()
+		if leaveOpen {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("Shutdown with a connection left open: %v, want context.DeadlineExceeded", err)
+			}
+			if _, err := c.Read(make([]byte, 1)); !errors.Is(err, unix.ECONNRESET) {
+				t.Errorf("the peer's read after Shutdown gave up: %v, want ECONNRESET", err)
+			}
+			c.Close()
+			continue
+		}
+		if err != nil {
+			t.Errorf("Shutdown after an orderly close: %v", err)
+		}
+		out, err := pair.A.Command(context.Background(), "ss", "-tanH", "state", "time-wait", "dst", "198.18.0.3").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "198.18.0.3:7") {
+			t.Errorf("the peer's socket after Shutdown is not in TIME-WAIT (%v): ss printed %q", err, out)
+		}
+		if s := st.TCPStats(); s.OutRsts != 0 {
+			t.Errorf("the stack sent %d resets on an orderly close", s.OutRsts)
+		}
+	}
+}

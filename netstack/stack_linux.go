@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"sync/atomic"
+	"time"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
 	"gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
@@ -222,6 +223,46 @@ func (st *Stack) ListenUDP(port uint16) (net.PacketConn, error) {
 		return nil, fmt.Errorf("listen udp port %d: %w", port, err)
 	}
 	return c, nil
+}
+
+// Shutdown closes the stack once its TCP connections have ended, as a
+// server does on Ctrl-C: it waits until no connection is open or closing
+// (the last ACK of each closed one has arrived; one in TIME-WAIT has
+// ended, as it has for the kernel), or until ctx ends, and then calls
+// Close, which resets the ones still open. Shutdown does not close the
+// connections: close them first, or let their peers. It returns ctx's
+// error if ctx ended first.
+func (st *Stack) Shutdown(ctx context.Context) error {
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	var err error
+	for st.liveTCP() > 0 && err == nil {
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-t.C:
+		}
+	}
+	st.Close()
+	return err
+}
+
+// liveTCP returns how many TCP connections are open or closing:
+// neither listening, nor in TIME-WAIT, nor closed.
+func (st *Stack) liveTCP() int {
+	n := 0
+	for _, e := range st.s.RegisteredEndpoints() {
+		t, ok := e.(*tcp.Endpoint)
+		if !ok {
+			continue
+		}
+		switch t.EndpointState() {
+		case tcp.StateSynSent, tcp.StateSynRecv, tcp.StateEstablished, tcp.StateFinWait1, tcp.StateFinWait2,
+			tcp.StateCloseWait, tcp.StateLastAck, tcp.StateClosing:
+			n++
+		}
+	}
+	return n
 }
 
 // Close closes the stack and its endpoint: connections are reset, the XDP

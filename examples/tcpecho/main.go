@@ -10,7 +10,9 @@
 // checks received checksums once, in the endpoint (RX checksum offload);
 // -no-tso and -no-rx-csum hand both back to the stack. It prints what it
 // echoed, and the stack's and the endpoint's counters, when it stops
-// (Ctrl-C or -t).
+// (Ctrl-C or -t): it stops accepting, gives open connections a second to
+// end, closes the rest, and waits (another second at most) for their last
+// ACKs, so that the peers see an orderly close and the counters add up.
 //
 // A peer on the same host, through a veth pair whose sending end has TX
 // checksum offload on (veth's default), leaves its TCP checksums
@@ -35,6 +37,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/xdpio/xdpio/examples/exutil"
 	"github.com/xdpio/xdpio/netstack"
@@ -159,9 +162,11 @@ func run(args []string, out io.Writer) error {
 	// this line before they connect.
 	fmt.Fprintf(out, "ready: %s; echoing TCP on %s port %d\n", st.Endpoint().Info(), addrList(o.cfg.Addrs), o.port)
 	conns, bytes := serve(ctx, l)
-	// Close first: the counters then hold every frame until the XDP
-	// program was gone.
-	st.Close()
+	// Close first, once the closings' last ACKs are in: the counters then
+	// hold every frame until the XDP program was gone.
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	st.Shutdown(sctx)
 	ep, tcp := st.Endpoint().Stats(), st.TCPStats()
 	var kernel uint64
 	for _, s := range ep.Sockets {
@@ -193,8 +198,15 @@ func addrList(ps []netip.Prefix) string {
 	return strings.Join(s, ", ")
 }
 
-// serve echoes every connection l accepts until ctx ends, then closes
-// them all and returns how many there were and the bytes echoed.
+// grace is how long open connections have to end on their own once
+// tcpecho stops (Ctrl-C or -t), before it closes them; and then how long
+// the stack has for the closings' last ACKs.
+const grace = time.Second
+
+// serve echoes every connection l accepts until ctx ends, then stops
+// accepting, gives the open ones grace to end (a client that already
+// closed its side has its FIN on the way), closes the rest, and returns
+// how many there were and the bytes echoed.
 func serve(ctx context.Context, l net.Listener) (conns, bytes uint64) {
 	var (
 		wg    sync.WaitGroup
@@ -202,14 +214,7 @@ func serve(ctx context.Context, l net.Listener) (conns, bytes uint64) {
 		open  = map[net.Conn]bool{}
 		total atomic.Uint64
 	)
-	stop := context.AfterFunc(ctx, func() {
-		l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for c := range open {
-			c.Close()
-		}
-	})
+	stop := context.AfterFunc(ctx, func() { l.Close() })
 	defer stop()
 	for {
 		c, err := l.Accept()
@@ -217,11 +222,6 @@ func serve(ctx context.Context, l net.Listener) (conns, bytes uint64) {
 			break // ctx ended (or the stack went away)
 		}
 		mu.Lock()
-		if ctx.Err() != nil {
-			mu.Unlock()
-			c.Close()
-			break
-		}
 		open[c] = true
 		mu.Unlock()
 		conns++
@@ -237,6 +237,17 @@ func serve(ctx context.Context, l net.Listener) (conns, bytes uint64) {
 		}()
 	}
 	<-ctx.Done()
-	wg.Wait()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		mu.Lock()
+		for c := range open {
+			c.Close()
+		}
+		mu.Unlock()
+		<-done
+	}
 	return conns, total.Load()
 }
