@@ -80,8 +80,7 @@ func retransmits(r tcpReport) int64 {
 // to iperf3 -c -R) its report's retransmissions are its stack's
 // (tcp_stack_counters.retrans_segs); where it receives (our client -R),
 // the sending kernel's own TcpRetransSegs counts them, as does the
-// report. Reordering cannot be made here: netem, fq and etf, which could
-// delay a packet, are not in this kernel (see the report's notes).
+// report. (Reordering: TestBenchTCPReordered.)
 func TestBenchTCPUnderLoss(t *testing.T) {
 	netnstest.RequireTool(t, "iperf3")
 	pair := netnstest.New(t, netnstest.Config{Queues: 2})
@@ -496,11 +495,14 @@ func newReorderLink(t *testing.T, h *netnstest.Host, port uint16, share float64,
 }
 
 // TestBenchTCPReordered: iperf3 -s sends to `xdpio bench client -R` on
-// netstack through a link that holds 1% of its segments back in a slow
-// HTB class (a tc BPF classifier picks them; this kernel has no netem to
-// delay them): netstack receives them out of order and still counts every
-// byte the server sent. The oracle of the reordering is iperf3's kernel,
-// which sees it in the SACKs netstack sends.
+// netstack through a link that holds 1% of its packets back in a slow
+// HTB class, while the others pass them (a tc BPF classifier picks them:
+// this kernel has no netem, fq or etf to delay a packet; the qdisc sees
+// iperf3's kernel's GSO packets, up to 64 KiB each): netstack receives
+// them out of order and still counts every byte the server sent. The
+// oracle of the reordering is iperf3's kernel: netstack's SACKs put it in
+// recovery, and it found segments it had taken for lost arrived late
+// (TcpExtTCPTSReorder, TCPSACKReorder).
 func TestBenchTCPReordered(t *testing.T) {
 	netnstest.RequireTool(t, "iperf3")
 	pair := netnstest.New(t, netnstest.Config{Queues: 2})
