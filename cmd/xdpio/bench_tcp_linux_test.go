@@ -101,13 +101,15 @@ func TestBenchTCPUnderLoss(t *testing.T) {
 			ps := strconv.Itoa(port)
 			// The link of iperf3's end, where netstack's frames arrive
 			// (its ingress) or iperf3's kernel sends (its egress, with
-			// segmentation off so that a dropped packet is a segment).
+			// one segment a packet so that a dropped packet is a
+			// segment: the kernel's TCP builds GSO packets whatever the
+			// device's features, as large as its gso_max_size).
 			iperfHost, egress := pair.B, tc.reverse
 			if tc.oursServer {
 				iperfHost, egress = pair.A, false
 			}
 			if egress {
-				runIn(t, iperfHost, "ethtool", "-K", iperfHost.Link, "tso", "off", "gso", "off")
+				runIn(t, iperfHost, "ip", "link", "set", "dev", iperfHost.Link, "gso_max_size", "1500")
 			}
 			retrans0 := netnstest.Counter(t, iperfHost, "TcpRetransSegs")
 			var ours, theirs []byte
@@ -494,12 +496,12 @@ func newReorderLink(t *testing.T, h *netnstest.Host, port uint16, share float64,
 	}
 }
 
-// TestBenchTCPReordered: iperf3 -s sends to `xdpio bench client -R` on
-// netstack through a link that holds 1% of its packets back in a slow
-// HTB class, while the others pass them (a tc BPF classifier picks them:
-// this kernel has no netem, fq or etf to delay a packet; the qdisc sees
-// iperf3's kernel's GSO packets, up to 64 KiB each): netstack receives
-// them out of order and still counts every byte the server sent. The
+// TestBenchTCPReordered: iperf3 -s sends (at 100 Mbit/s) to `xdpio bench
+// client -R` on netstack through a link that holds 2% of its segments
+// back in a slow HTB class, while the others pass them (a tc BPF
+// classifier picks them: this kernel has no netem, fq or etf to delay a
+// packet): netstack receives them out of order and still counts every
+// byte the server sent. The
 // oracle of the reordering is iperf3's kernel: netstack's SACKs put it in
 // recovery, and it found segments it had taken for lost arrived late
 // (TcpExtTCPTSReorder, TCPSACKReorder).
@@ -508,7 +510,10 @@ func TestBenchTCPReordered(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{Queues: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	runIn(t, pair.B, "ethtool", "-K", pair.B.Link, "tso", "off", "gso", "off")
+	// One segment a packet, so that what is held back is one segment
+	// (the kernel's TCP builds GSO packets whatever the device's
+	// features; their size it bounds by the device's gso_max_size).
+	runIn(t, pair.B, "ip", "link", "set", "dev", pair.B.Link, "gso_max_size", "1500")
 	const port = 15541
 	srv := pair.B.Command(ctx, "iperf3", "-s", "-1", "-J", "-B", pair.B.IPv4.String(), "-p", strconv.Itoa(port))
 	var srvOut syncBuffer
@@ -517,14 +522,14 @@ func TestBenchTCPReordered(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitListening(ctx, t, pair.B, port)
-	counts := newReorderLink(t, pair.B, port, 0.01, 50e6)
+	counts := newReorderLink(t, pair.B, port, 0.02, 20e6)
 	before, err := pair.B.Counters()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out, errOut bytes.Buffer
 	if err := runWith(ctx, &globals{stdout: &out, stderr: &errOut}, []string{"bench", "client", "--netns", pair.A.NS, "-i", pair.A.Link,
-		"-c", pair.B.IPv4.String(), "--port", strconv.Itoa(port), "-t", "2", "-R", "--json"}); err != nil {
+		"-c", pair.B.IPv4.String(), "--port", strconv.Itoa(port), "-t", "2", "-b", "100M", "-R", "--json"}); err != nil {
 		t.Fatalf("bench client: %v\n%s%s", err, out.String(), errOut.String())
 	}
 	if err := srv.Wait(); err != nil {
