@@ -28,8 +28,10 @@
 // server's stack has acknowledged its FIN (everything sent, then) and a
 // moment for the server to read it, then sends TEST_END; a receiving
 // client reads each stream up to the server's FIN, which iperf3's server
-// sends at TEST_END. Only a real iperf3 client receiving (-R) counts
-// less: it stops counting at TEST_END, as against its own server.
+// sends at TEST_END, and a sending Server too, which then waits until
+// the client has acknowledged everything before EXCHANGE_RESULTS. Only a
+// real iperf3 client receiving (-R) counts less: it stops counting at
+// TEST_END, as against its own server.
 //
 // # UDP
 //

@@ -417,6 +417,14 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn, cookie iperf3.Cookie
 // (the data phase settles in between, and the report's intervals and End
 // are filled in), DISPLAY_RESULTS and the client's IPERF_DONE.
 func (s *Server) exchangeResults(c net.Conn, ph serverPhase, run *dataRun, ir *intervalReporter, p iperf3.Params, setup time.Duration, rep *Report) error {
+	if err := ph.deliver(run); err != nil {
+		c.SetWriteDeadline(time.Now().Add(time.Second))
+		iperf3.WriteServerError(c, iperf3.IEStreamWrite, 0)
+		rep.Intervals = ir.finish()
+		rep.End = runEnd(run, run.results(), nil, ph.outOfOrder(run))
+		ph.report(rep, false)
+		return fmt.Errorf("data plane: %w", err)
+	}
 	c.SetDeadline(time.Now().Add(setup))
 	if err := iperf3.WriteState(c, iperf3.ExchangeResults); err != nil {
 		return err
@@ -481,8 +489,11 @@ type serverPhase interface {
 	// stop ends the data at the end of the test and returns the data
 	// plane's error; a TCP receiver goes on reading until settle.
 	stop(run *dataRun) error
-	// settle ends the data of a test stopped, once the client's results
-	// (remote; nil for a test that ended early) are in.
+	// deliver waits, after a test that ran its course, until what this
+	// end sent has arrived, before the results exchange; settle ends the
+	// data of a test stopped, once the client's results (remote; nil for
+	// a test that ended early) are in.
+	deliver(run *dataRun) error
 	settle(run *dataRun, remote *iperf3.Results) error
 	// outOfOrder gives each stream's datagrams or segments out of order.
 	outOfOrder(run *dataRun) map[int]int64

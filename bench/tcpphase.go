@@ -435,7 +435,7 @@ func (t *tcpServerPhase) open(ctx context.Context, c net.Conn, rep *Report, setu
 		stack = plane.TCPStack{Name: "kernel", TSO: true, RXChecksumOffload: true}
 		t.s.kernel.Store(&kernelStreams{conns: t.conns})
 	}
-	context.AfterFunc(ctx, t.close)
+	context.AfterFunc(ctx, t.abort)
 	if err := iperf3.WriteState(c, iperf3.CreateStreams); err != nil {
 		return nil, nil, err
 	}
@@ -490,23 +490,30 @@ func (t *tcpServerPhase) open(ctx context.Context, c net.Conn, rep *Report, setu
 
 func (t *tcpServerPhase) start(run *dataRun) { run.beginTCP() }
 
-// stop ends a sender's writing at TEST_END and closes its sending (as
-// iperf3's server closes its streams then): the client reads what is in
-// flight up to the FIN. A receiver goes on reading until settle.
+// stop ends a sender's writing at TEST_END. A receiver goes on reading
+// until settle.
 func (t *tcpServerPhase) stop(run *dataRun) error {
 	if !run.sender {
 		run.end = run.stopTime()
 		return nil
 	}
-	err := run.stopTCP()
-	for _, s := range run.allStreams() {
-		ctx, cancel := context.WithTimeout(context.Background(), t.setup)
-		go func() {
-			defer cancel()
-			s.conn.Finish(ctx)
-		}()
+	return run.stopTCP()
+}
+
+// deliver, at a sender whose test ran its course, closes each stream's
+// sending (as iperf3's server closes its streams at TEST_END) and waits
+// until the client has acknowledged all that was sent, FIN included
+// (within the setup timeout), before EXCHANGE_RESULTS: the client reads
+// what was in flight (iperf3's client drains it after TEST_END without
+// counting it), and the stack has sent again all it lost before the
+// results say how often.
+func (t *tcpServerPhase) deliver(run *dataRun) error {
+	if !run.sender {
+		return nil
 	}
-	return err
+	ctx, cancel := context.WithTimeout(context.Background(), t.setup)
+	defer cancel()
+	return run.finishAll(ctx)
 }
 
 // settle ends a receiver's reading once it has what the client says it
@@ -537,6 +544,15 @@ func (t *tcpServerPhase) writeExtra(net.Conn) error         { return nil }
 func (t *tcpServerPhase) report(rep *Report, complete bool) {
 	if t.ln != nil {
 		rep.End.TCPStackCounters = t.ln.Stack().Counters
+	}
+}
+
+// abort, when the server is cancelled, closes the stack (its connections
+// are reset) and turns later connections away.
+func (t *tcpServerPhase) abort() {
+	t.conns.close()
+	if t.ln != nil {
+		t.ln.Close()
 	}
 }
 

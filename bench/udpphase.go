@@ -72,6 +72,7 @@ func (u *udpServerPhase) start(run *dataRun)      { run.begin() }
 func (u *udpServerPhase) stop(run *dataRun) error { return run.stop() }
 
 func (u *udpServerPhase) settle(*dataRun, *iperf3.Results) error { return nil }
+func (u *udpServerPhase) deliver(*dataRun) error                 { return nil }
 func (u *udpServerPhase) readExtra(net.Conn) error               { return nil }
 func (u *udpServerPhase) writeExtra(net.Conn) error              { return nil }
 func (u *udpServerPhase) report(*Report, bool)                   {}
