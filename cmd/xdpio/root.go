@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"regexp"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,10 +26,12 @@ import (
 type globals struct {
 	json   bool   // --json: machine-readable output on stdout
 	netns  string // --netns NAME: run inside that network namespace
+	prof   string // --cpuprofile FILE: Go CPU profile of the command
 	stdout io.Writer
 	stderr io.Writer
 
-	running bool // the command line was accepted and the command started
+	running  bool     // the command line was accepted and the command started
+	profFile *os.File // the open --cpuprofile file, while profiling
 }
 
 // subcommands lists the constructors of the top-level commands, all in
@@ -95,12 +98,13 @@ func newRoot(g *globals) *cobra.Command {
 				return &usageError{err: err}
 			}
 			g.running = true
-			return nil
+			return g.startProfile()
 		},
 	}
 	root.SetVersionTemplate("xdpio {{.Version}}\n")
 	root.PersistentFlags().BoolVarP(&g.json, "json", "J", false, "print machine-readable JSON on stdout (also iperf3's -J); a failure prints {\"error\": …}")
 	root.PersistentFlags().StringVar(&g.netns, "netns", "", "run the command inside the named network namespace")
+	root.PersistentFlags().StringVar(&g.prof, "cpuprofile", "", "write a CPU profile of the command to FILE when it ends (go tool pprof FILE): where a benchmark's time goes")
 	root.SetFlagErrorFunc(flagError)
 	for _, mk := range subcommands {
 		root.AddCommand(mk(g))
@@ -329,6 +333,9 @@ func runWith(ctx context.Context, g *globals, args []string) error {
 	if err == nil {
 		cmd, err = root.ExecuteContextC(ctx)
 	}
+	if perr := g.stopProfile(); err == nil {
+		err = perr
+	}
 	var ue *usageError
 	if err != nil && !g.running && !errors.As(err, &ue) {
 		err = &usageError{err: err}
@@ -347,6 +354,37 @@ func runWith(ctx context.Context, g *globals, args []string) error {
 		writeJSON(out, map[string]any{"error": errorText(err), "exit_status": exitStatus(err)})
 	}
 	return err
+}
+
+// startProfile starts the CPU profile --cpuprofile asked for.
+func (g *globals) startProfile() error {
+	if g.prof == "" {
+		return nil
+	}
+	f, err := os.Create(g.prof)
+	if err != nil {
+		return fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return fmt.Errorf("--cpuprofile: %w", err)
+	}
+	g.profFile = f
+	return nil
+}
+
+// stopProfile ends the CPU profile, if one was started, and writes it out.
+func (g *globals) stopProfile() error {
+	if g.profFile == nil {
+		return nil
+	}
+	pprof.StopCPUProfile()
+	err := g.profFile.Close()
+	g.profFile = nil
+	if err != nil {
+		return fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return nil
 }
 
 // countingWriter counts what a command wrote to stdout, so that a failure

@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"regexp"
 	"runtime/debug"
 	"slices"
@@ -252,5 +254,32 @@ func TestVersionOf(t *testing.T) {
 	}
 	if a.String() != b.String() || a.String() != "xdpio "+version()+"\n" {
 		t.Errorf("version %q, --version %q, want both %q", a.String(), b.String(), "xdpio "+version()+"\n")
+	}
+}
+
+// --cpuprofile writes a Go CPU profile (gzipped protobuf, its sample
+// type cpu/nanoseconds) when the command ends; a file that cannot be
+// created fails the command before it runs.
+func TestCPUProfile(t *testing.T) {
+	p := t.TempDir() + "/cpu.prof"
+	if _, _, err := runCLI(t, "--cpuprofile", p, "version"); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatalf("the profile is not gzipped: %v", err)
+	}
+	b, err := io.ReadAll(z)
+	if err != nil || !bytes.Contains(b, []byte("nanoseconds")) || !bytes.Contains(b, []byte("cpu")) {
+		t.Fatalf("the profile (%d bytes, %v) has no cpu/nanoseconds sample type", len(b), err)
+	}
+	out, _, err := runCLI(t, "--cpuprofile", t.TempDir()+"/no/such/dir/cpu.prof", "version")
+	if err == nil || !strings.Contains(err.Error(), "--cpuprofile") || out != "" {
+		t.Errorf("--cpuprofile into a missing directory: %v, printed %q; want an error naming the flag, before the command ran", err, out)
 	}
 }
