@@ -55,6 +55,9 @@ func (st *Stack) ListenUDP(port uint16) (net.PacketConn, error) { return nil, er
 // Close does nothing.
 func (st *Stack) Close() error { return nil }
 
+// Shutdown closes the stack once its connections have ended (never open here).
+func (st *Stack) Shutdown(ctx context.Context) error { return nil }
+
 // TCPStats returns zero counters.
 func (st *Stack) TCPStats() TCPStats { return TCPStats{} }
 
