@@ -32,7 +32,7 @@ RACE_PKGS := ./xsk/... ./xdpnet/... ./netstack/... ./internal/... ./rss/... ./co
 # cmd/xskbench is left out too: it is a benchmark, whose smoke test runs
 # every backend at full speed, which the detector only slows.
 
-.PHONY: all deps build cross vet check test test-race bench demo demo-claim demo-rxdrop lab fmt
+.PHONY: all deps build cross vet check test test-race bench seeds demo demo-claim demo-rxdrop lab fmt
 
 all: build
 
@@ -104,6 +104,16 @@ demo-rxdrop:
 
 bench: deps
 	$(GO) run ./cmd/xskbench
+
+# seeds reproduces the four seed patches' experiments (software TSO, RX
+# checksum offload, coalescing, RSS) with the real iperf3 against
+# `xdpio bench server` on a veth pair of its own, the kernel's TCP and
+# gVisor's own AF_XDP endpoint in the same interleaved rounds, and prints
+# the table with each variant's median and range and the ratios (test/seeds).
+# Root, on a quiet machine: about 10 minutes with the defaults.
+SEEDS_ARGS ?= -rounds 5 -t 5 -profile
+seeds: deps
+	$(GO) run ./test/seeds $(SEEDS_ARGS)
 
 # lab boots a Debian kernel under qemu with netdevsim and a virtio-net RSS NIC
 # and runs the lab-tagged tests inside it (test/lab/README.md). Root; installs
