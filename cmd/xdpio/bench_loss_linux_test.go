@@ -127,7 +127,7 @@ func TestBenchReceivedUnderLoss(t *testing.T) {
 	netnstest.RequireTool(t, "iperf3")
 	pair := netnstest.New(t, netnstest.Config{Queues: 2})
 	const share = 0.6
-	args := []string{"-u", "-P", "2", "-t", "2", "-b", "20M", "-l", "1000"}
+	args := []string{"-u", "-P", "2", "-t", "1", "-b", "20M", "-l", "1000"}
 	port := 15401
 	for _, ours := range []string{"client", "server"} {
 		for _, reverse := range []bool{false, true} {
