@@ -257,8 +257,7 @@ func (r *runner) once(v variant, prof string) (result, error) {
 	if err := srv.Wait(); err != nil {
 		return result{}, fmt.Errorf("%s: the server: %w\n%s", v.name, err, sout.Bytes())
 	}
-	ru := srv.ProcessState.SysUsage().(*syscall.Rusage)
-	res.serverCPU = seconds(ru.Utime) + seconds(ru.Stime)
+	res.serverCPU = (srv.ProcessState.UserTime() + srv.ProcessState.SystemTime()).Seconds()
 	if len(use.Cores) < 2 {
 		return result{}, errors.New("/proc/stat could not be read")
 	}
@@ -283,8 +282,6 @@ func (r *runner) listening(port string) error {
 	}
 	return errors.New("the server did not listen within 15 s")
 }
-
-func seconds(tv syscall.Timeval) float64 { return float64(tv.Sec) + float64(tv.Usec)/1e6 }
 
 func tail(b []byte) []byte {
 	if len(b) > 2000 {
