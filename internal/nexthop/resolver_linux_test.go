@@ -27,16 +27,6 @@ import (
 
 func setup(t *testing.T, opts Options) (*netnstest.Pair, *Resolver) {
 	t.Helper()
-	// Each test has its own namespaces, and most of its time is the
-	// kernel's DAD: run them side by side.
-	t.Parallel()
-	return setupAlone(t, opts)
-}
-
-// setupAlone is setup for a test that must not run in parallel
-// (testing.AllocsPerRun).
-func setupAlone(t *testing.T, opts Options) (*netnstest.Pair, *Resolver) {
-	t.Helper()
 	p := netnstest.New(t, netnstest.Config{Queues: 1})
 	// A fresh namespace is busy for a second or two: IPv6 link-local
 	// addresses come, pass DAD, and each address or route event rightly
@@ -218,7 +208,7 @@ func linkLocal(t testing.TB, h *netnstest.Host) netip.Addr {
 }
 
 func TestOnLinkStatic(t *testing.T) {
-	p, r := setupAlone(t, Options{})
+	p, r := setup(t, Options{})
 	for _, tc := range []struct {
 		dst, src netip.Addr
 		ask      string
