@@ -118,7 +118,7 @@ func TestImportRules(t *testing.T) {
 		{
 			why:  "bench/plane is what the engine asks of a data plane: it imports no plane",
 			who:  is("bench/plane"),
-			what: is("bench/kernelplane", "bench/xskplane", "bench/asavieplane", "bench/netstackplane"),
+			what: is("bench/kernelplane", "bench/xskplane", "bench/asavieplane", "bench/netstackplane", "bench/gvisorxdpplane"),
 		},
 		{
 			why:   "only test helpers (packages named *test) import internal/netnstest",
