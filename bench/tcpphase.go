@@ -234,6 +234,13 @@ func (r *dataRun) drainTCP(want map[int]uint64, deadline time.Time) {
 	}
 }
 
+// finishTimeout bounds how long a sending end waits for its data and FIN
+// to be acknowledged after the test's time: longer than the setup
+// timeout, because a TCP under loss may be in retransmission backoff
+// (each timeout doubles the next; netstack over a link losing 1% took up
+// to 12 timeouts in a 2 s test, and once more than 10 s to drain).
+func finishTimeout(setup time.Duration) time.Duration { return max(setup, 30*time.Second) }
+
 // finishAll finishes every stream's sending (plane.TCPConn.Finish), at
 // once, within ctx, and returns the first error.
 func (r *dataRun) finishAll(ctx context.Context) error {
@@ -511,7 +518,7 @@ func (t *tcpServerPhase) deliver(run *dataRun) error {
 	if !run.sender {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), t.setup)
+	ctx, cancel := context.WithTimeout(context.Background(), finishTimeout(t.setup))
 	defer cancel()
 	return run.finishAll(ctx)
 }
@@ -708,7 +715,7 @@ func (t *tcpClientPhase) start(run *dataRun) { run.beginTCP() }
 // timeout): what TEST_END then tells the server to count is all there.
 func (t *tcpClientPhase) stopSending(run *dataRun) error {
 	err := run.stopTCP()
-	ctx, cancel := context.WithTimeout(context.Background(), orDefault(t.c.SetupTimeout, 10*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), finishTimeout(orDefault(t.c.SetupTimeout, 10*time.Second)))
 	defer cancel()
 	return errors.Join(err, run.finishAll(ctx))
 }

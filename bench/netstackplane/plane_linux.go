@@ -253,7 +253,8 @@ func (c *conn) Finish(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("finish: the peer has not acknowledged the FIN (%s): %w", i.State, ctx.Err())
+			return fmt.Errorf("finish: the peer has not acknowledged the FIN (%s; RTO %v, cwnd %d, %d timeouts, %d retransmitted): %w",
+				i.State, i.RTO, i.SndCwnd, i.Timeouts, i.Retransmits, ctx.Err())
 		case <-t.C:
 		}
 	}

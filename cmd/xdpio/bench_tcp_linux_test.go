@@ -95,7 +95,7 @@ func TestBenchTCPUnderLoss(t *testing.T) {
 		{"server sends", true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			port := 15501 + i
 			ps := strconv.Itoa(port)
