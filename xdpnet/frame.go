@@ -213,7 +213,45 @@ func (p *rxParser) parse(f []byte, d *rxDatagram) cause {
 	if why != causeOK {
 		return why
 	}
-	return p.parseUDP(f[lo.L4:lo.End], pseudo, d)
+	// The UDP header: port, length, and the checksum, verified here or
+	// left to the copy (deferSum). (One function with the parse: a call
+	// more per datagram cost xdpnet 2 ns of its 3% budget.)
+	l4 := f[lo.L4:lo.End]
+	dport := binary.BigEndian.Uint16(l4[2:])
+	if dport < p.port || int(dport-p.port) >= p.ports {
+		return causeNotForUs
+	}
+	if !p.wantDst {
+		d.dst = netip.AddrPortFrom(netip.Addr{}, dport)
+	}
+	ulen := int(binary.BigEndian.Uint16(l4[4:]))
+	if ulen < udpLen || ulen > len(l4) {
+		return causeMalformed
+	}
+	l4 = l4[:ulen]
+	d.deferred = false
+	if pseudo != 0 {
+		ph := offload.Fold(pseudo + uint64(ulen))
+		if p.deferSum {
+			d.deferred = true
+			d.ph, d.check = ph, binary.BigEndian.Uint16(l4[6:])
+			d.sum = uint64(ph) + uint64(binary.BigEndian.Uint32(l4[0:])) + uint64(binary.BigEndian.Uint32(l4[4:]))
+			d.payload = l4[udpLen:]
+			return causeOK
+		}
+		if offload.Checksum(l4, ph) != 0xffff {
+			// A sender that left the sum to an offload wrote the
+			// pseudo-header sum into the field and nothing more.
+			if binary.BigEndian.Uint16(l4[6:]) != ph {
+				return causeBadChecksum
+			}
+			if p.mode != RXChecksumAcceptPartial {
+				return causePartialChecksum
+			}
+		}
+	}
+	d.payload = l4[udpLen:]
+	return causeOK
 }
 
 // parse4 checks an IPv4 header (addresses, source, header checksum) and
@@ -306,46 +344,6 @@ func (p *rxParser) parse6(f []byte, lo *offload.Layout, v *localView, d *rxDatag
 		pseudo += uint64(binary.BigEndian.Uint32(ip[i:]))
 	}
 	return pseudo, causeOK
-}
-
-// parseUDP checks the UDP header (port, length) and its checksum, or
-// leaves it to the copy (deferSum), and sets d's payload.
-func (p *rxParser) parseUDP(l4 []byte, pseudo uint64, d *rxDatagram) cause {
-	dport := binary.BigEndian.Uint16(l4[2:])
-	if dport < p.port || int(dport-p.port) >= p.ports {
-		return causeNotForUs
-	}
-	if !p.wantDst {
-		d.dst = netip.AddrPortFrom(netip.Addr{}, dport)
-	}
-	ulen := int(binary.BigEndian.Uint16(l4[4:]))
-	if ulen < udpLen || ulen > len(l4) {
-		return causeMalformed
-	}
-	l4 = l4[:ulen]
-	d.deferred = false
-	if pseudo != 0 {
-		ph := offload.Fold(pseudo + uint64(ulen))
-		if p.deferSum {
-			d.deferred = true
-			d.ph, d.check = ph, binary.BigEndian.Uint16(l4[6:])
-			d.sum = uint64(ph) + uint64(binary.BigEndian.Uint32(l4[0:])) + uint64(binary.BigEndian.Uint32(l4[4:]))
-			d.payload = l4[udpLen:]
-			return causeOK
-		}
-		if offload.Checksum(l4, ph) != 0xffff {
-			// A sender that left the sum to an offload wrote the
-			// pseudo-header sum into the field and nothing more.
-			if binary.BigEndian.Uint16(l4[6:]) != ph {
-				return causeBadChecksum
-			}
-			if p.mode != RXChecksumAcceptPartial {
-				return causePartialChecksum
-			}
-		}
-	}
-	d.payload = l4[udpLen:]
-	return causeOK
 }
 
 // finishSum finishes a deferred UDP checksum with the payload's sum
