@@ -175,6 +175,57 @@ func TestJumboDatagrams(t *testing.T) {
 	t.Logf("%d datagrams, %d through the kernel socket", st.Datagrams, c.Stats().Queues[2].Datagrams)
 }
 
+// An MTU raised under a running conn loses nothing either: the conn was
+// opened at MTU 1500, both ends go to 9000, and datagrams longer than its
+// UMEM frames reach it through its kernel socket (the program passes
+// frames longer than a socket's frame to the kernel), both ways.
+func TestMTURaisedUnderConn(t *testing.T) {
+	pair := netnstest.New(t, netnstest.Config{Queues: 2})
+	txOff(t, pair.A)
+	c := listen(t, pair.B, netip.AddrPortFrom(netip.IPv4Unspecified(), port), xdpnet.Config{})
+	werr := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 65536)
+		for {
+			n, from, err := c.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			if _, err := c.WriteToUDPAddrPort(buf[:n], from); err != nil {
+				werr <- err
+				return
+			}
+		}
+	}()
+	for _, h := range []*netnstest.Host{pair.A, pair.B} {
+		run(t, h, "ip", "link", "set", "dev", h.Link, "mtu", "9000")
+	}
+	defer func() {
+		select {
+		case err := <-werr:
+			t.Errorf("the echo's write failed: %v", err)
+		default:
+		}
+	}()
+	k := kernelUDP(t, pair.A, netip.AddrPortFrom(pair.A.IPv4, 0))
+	for _, size := range []int{1000, 4100, 8972} {
+		p := bytes.Repeat([]byte{byte(size)}, size)
+		if _, err := k.WriteToUDPAddrPort(p, netip.AddrPortFrom(pair.B.IPv4, port)); err != nil {
+			t.Fatalf("send %d bytes: %v", size, err)
+		}
+		k.SetReadDeadline(time.Now().Add(2 * time.Second))
+		buf := make([]byte, 10000)
+		n, err := k.Read(buf)
+		if err != nil || !bytes.Equal(buf[:n], p) {
+			t.Errorf("%d bytes after the MTU went to 9000: echo of %d bytes, %v", size, n, err)
+		}
+	}
+	st := c.Stats().Total()
+	if st.Socket.RXDropped != 0 || st.Drops.Total() != 0 || st.Datagrams != 3 {
+		t.Errorf("%d datagrams; dropped: socket %d, conn %+v", st.Datagrams, st.Socket.RXDropped, st.Drops)
+	}
+}
+
 // Stats after Close keep what the kernel dropped (the socket's counters
 // read at Close), and they agree with veth's own count of the frames it
 // could not redirect.

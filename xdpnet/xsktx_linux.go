@@ -63,7 +63,11 @@ func (x *xskQueue) write(msgs []Message) (int, error) {
 				}
 				mtu = c.mtu
 			}
-			if err := c.checkSize(m, dst, mtu, false); err != nil {
+			// The kernel's socket checks a single datagram's size itself,
+			// with the kernel's MTU, which is current: ours may be a
+			// moment old (an MTU raised just now), and the kernel's
+			// EMSGSIZE (its socket never fragments) is the answer then.
+			if err := c.checkSize(m, dst, mtu, false); err != nil && m.SegSize > 0 && m.SegSize < m.N {
 				return x.failAt(i, done, c.opErr("write", dst, err))
 			}
 			if err := x.flushTX(); err != nil {
