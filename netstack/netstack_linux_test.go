@@ -692,8 +692,13 @@ func TestTCPConnInfo(t *testing.T) {
 			if uint64(ki.Segs_in) != info.SegmentsSent || int64(ki.Segs_out)+int64(extra) != int64(info.SegmentsReceived) {
 				t.Errorf("the stack sent %d segments and received %d; the kernel received %d and sent %d (%+d for the handshake)", info.SegmentsSent, info.SegmentsReceived, ki.Segs_in, ki.Segs_out, extra)
 			}
-			if info.RTT <= 0 || info.SndCwnd == 0 || info.MSS != 1460 || info.Congestion != "cubic" || info.Retransmits != 0 {
-				t.Errorf("info %+v: want an RTT, a window, MSS 1460, cubic and no retransmission", info)
+			// Retransmissions are not asserted here: on a lossless veth a
+			// loaded machine (the race detector in CI) still sees a
+			// spurious one now and then, and the segment counts above,
+			// which include them, agree with the kernel's. The loss tests
+			// hold retransmissions to what a lossy link dropped.
+			if info.RTT <= 0 || info.SndCwnd == 0 || info.MSS != 1460 || info.Congestion != "cubic" {
+				t.Errorf("info %+v: want an RTT, a window, MSS 1460 and cubic", info)
 			}
 		})
 	}
