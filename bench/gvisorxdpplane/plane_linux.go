@@ -585,10 +585,13 @@ func (c *conn) Finish(ctx context.Context) error {
 		default:
 			select {
 			case <-ctx.Done():
+				// As netstackplane says it: the state and why the data
+				// may still be in flight (retransmission backoff).
+				why := fmt.Sprintf("%s; RTO %v, cwnd %d", s, ti.RTO, ti.SndCwnd)
 				if e := c.st.err(); e != nil {
-					return fmt.Errorf("finish: the peer has not acknowledged the FIN (%s): %w", s, e)
+					return fmt.Errorf("finish: the peer has not acknowledged the FIN (%s): %w", why, e)
 				}
-				return fmt.Errorf("finish: the peer has not acknowledged the FIN (%s): %w", s, ctx.Err())
+				return fmt.Errorf("finish: the peer has not acknowledged the FIN (%s): %w", why, ctx.Err())
 			case <-t.C:
 			}
 		}
