@@ -63,6 +63,15 @@ type Config struct {
 	// NoRXChecksumOffload makes the stack verify every received checksum
 	// itself; by default the endpoint verifies them once and tells it so.
 	NoRXChecksumOffload bool
+	// NoGRO hands the stack every TCP segment as it came. By default the
+	// endpoint merges the in-order segments of a flow that one receive
+	// batch holds into one packet of up to 64 KiB (offload.GRO, Linux's
+	// rules), so that the stack's per-segment work runs once for them,
+	// as a kernel's GRO does for its stack: the more a batch holds (see
+	// Coalesce), the more it merges. GRO takes only segments whose
+	// checksums the endpoint verified: with NoRXChecksumOffload it merges
+	// nothing.
+	NoGRO bool
 	// AcceptPartialChecksum accepts TCP and UDP checksums a sender on
 	// this host left to a TX offload (only the pseudo-header sum in the
 	// field, offload.PartialChecksum), which are otherwise dropped and
@@ -148,8 +157,11 @@ func (c *Config) onLink(a netip.Addr) bool {
 // Stats are an endpoint's counters. Every frame a socket took is a frame
 // handed to the stack or a drop.
 type Stats struct {
-	// RXFrames were handed to the stack; RXBytes their bytes.
-	RXFrames, RXBytes uint64
+	// RXFrames were handed to the stack; RXBytes their bytes. RXPackets
+	// are the packets the stack received: fewer than RXFrames when GRO
+	// merged segments (RXFrames ÷ RXPackets is the frames a packet held
+	// on average).
+	RXFrames, RXBytes, RXPackets uint64
 	// RXBadChecksum were dropped for a wrong IPv4 header or transport
 	// checksum (offload.VerifyRX; with NoRXChecksumOffload the stack
 	// checks and counts them itself, in its own statistics).

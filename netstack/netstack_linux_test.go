@@ -109,7 +109,8 @@ func roundTrip(t testing.TB, pair *netnstest.Pair, dst netip.AddrPort, n int) {
 // The kernel of the peer, as a TCP client, reaches the stack over IPv4
 // and IPv6 (resolving its address with ARP and neighbour discovery, which
 // the stack answers) and gets 4 MiB back byte for byte; the stack's big
-// writes go out cut by the endpoint (TSO), and no frame is lost or bad.
+// writes go out cut by the endpoint (TSO), the kernel's segments come in
+// merged by the endpoint (GRO), and no frame is lost or bad.
 func TestTCPEchoKernelPeer(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{Queues: 2})
 	peer(t, pair)
@@ -133,26 +134,38 @@ func TestTCPEchoKernelPeer(t *testing.T) {
 	if s.RXFrames == 0 || s.TXFrames == 0 || s.TXSegmented == 0 {
 		t.Errorf("stats %+v: want frames both ways and segments cut by the endpoint", s)
 	}
+	if s.RXPackets >= s.RXFrames {
+		t.Errorf("stats %+v: the stack received %d packets of %d frames: want segments merged by GRO", s, s.RXPackets, s.RXFrames)
+	}
 	if s.RXBadChecksum != 0 || s.RXMalformed != 0 || s.TXErrors != 0 {
 		t.Errorf("stats %+v: bad frames", s)
 	}
 }
 
 // Without TSO and RX checksum offload the stack does both itself: the same
-// bytes arrive, the endpoint cut nothing.
+// bytes arrive, the endpoint cut nothing and merged nothing (GRO takes
+// only segments the endpoint verified); with NoGRO alone, the same.
 func TestTCPEchoWithoutOffloads(t *testing.T) {
-	pair := netnstest.New(t, netnstest.Config{Queues: 1})
-	peer(t, pair)
-	st := open(t, pair, netstack.Config{NoTSO: true, NoRXChecksumOffload: true})
-	l, err := st.ListenTCP(7)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go echo(l)
-	roundTrip(t, pair, netip.AddrPortFrom(stack4.Addr(), 7), 1<<20)
-	if s := st.Endpoint().Stats(); s.TXSegmented != 0 || s.TXFrames == 0 {
-		t.Errorf("stats %+v: want frames, none cut by the endpoint", s)
+	for _, cfg := range []netstack.Config{{NoTSO: true, NoRXChecksumOffload: true}, {NoGRO: true}} {
+		t.Run(fmt.Sprintf("NoTSO=%v,NoRXChecksumOffload=%v,NoGRO=%v", cfg.NoTSO, cfg.NoRXChecksumOffload, cfg.NoGRO), func(t *testing.T) {
+			pair := netnstest.New(t, netnstest.Config{Queues: 1})
+			peer(t, pair)
+			st := open(t, pair, cfg)
+			l, err := st.ListenTCP(7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			go echo(l)
+			roundTrip(t, pair, netip.AddrPortFrom(stack4.Addr(), 7), 1<<20)
+			s := st.Endpoint().Stats()
+			if cfg.NoTSO && s.TXSegmented != 0 || s.TXFrames == 0 {
+				t.Errorf("stats %+v: want frames, none cut by the endpoint", s)
+			}
+			if s.RXPackets != s.RXFrames || s.RXFrames == 0 {
+				t.Errorf("stats %+v: %d frames became %d packets: want none merged", s, s.RXFrames, s.RXPackets)
+			}
+		})
 	}
 }
 
@@ -424,8 +437,10 @@ func snmpTCP(t *testing.T, h *netnstest.Host) map[string]uint64 {
 // The stack's TCP counters agree with the peer kernel's (/proc/net/snmp):
 // a connection it accepted is one the kernel opened, and every segment
 // one sent (retransmissions included) the other received, once the
-// connection is closed on both sides. Without TSO, so that a segment is a
-// frame.
+// connection is closed on both sides. Without TSO, so that a segment the
+// stack sends is a frame; a packet GRO merged counts once in the stack's
+// InSegs, the segments merged into it in the endpoint's RXFrames less its
+// RXPackets.
 func TestTCPStatsMatchKernel(t *testing.T) {
 	pair := netnstest.New(t, netnstest.Config{Queues: 2})
 	peer(t, pair)
@@ -440,19 +455,22 @@ func TestTCPStatsMatchKernel(t *testing.T) {
 	roundTrip(t, pair, netip.AddrPortFrom(stack4.Addr(), 7), 256<<10)
 	var s netstack.TCPStats
 	var k map[string]uint64
+	var merged uint64
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		s, k = st.TCPStats(), snmpTCP(t, pair.A)
-		if (s.CurrEstab == 0 && k["CurrEstab"] == 0 && s.InSegs == k["OutSegs"]-before["OutSegs"] && s.OutSegs == k["InSegs"]-before["InSegs"]) || time.Now().After(deadline) {
+		e := st.Endpoint().Stats()
+		merged = e.RXFrames - e.RXPackets
+		if (s.CurrEstab == 0 && k["CurrEstab"] == 0 && s.InSegs+merged == k["OutSegs"]-before["OutSegs"] && s.OutSegs == k["InSegs"]-before["InSegs"]) || time.Now().After(deadline) {
 			break
 		}
 	}
 	d := func(name string) uint64 { return k[name] - before[name] }
-	t.Logf("stack %+v; kernel ActiveOpens %d InSegs %d OutSegs %d RetransSegs %d", s, d("ActiveOpens"), d("InSegs"), d("OutSegs"), d("RetransSegs"))
+	t.Logf("stack %+v, GRO merged %d; kernel ActiveOpens %d InSegs %d OutSegs %d RetransSegs %d", s, merged, d("ActiveOpens"), d("InSegs"), d("OutSegs"), d("RetransSegs"))
 	if s.PassiveOpens != 1 || d("ActiveOpens") != 1 {
 		t.Errorf("the stack accepted %d connections, the kernel opened %d: want 1 and 1", s.PassiveOpens, d("ActiveOpens"))
 	}
-	if s.InSegs != d("OutSegs") || s.OutSegs != d("InSegs") {
-		t.Errorf("the stack received %d segments and sent %d; the kernel sent %d and received %d", s.InSegs, s.OutSegs, d("OutSegs"), d("InSegs"))
+	if s.InSegs+merged != d("OutSegs") || s.OutSegs != d("InSegs") {
+		t.Errorf("the stack received %d segments (%d more merged by GRO) and sent %d; the kernel sent %d and received %d", s.InSegs, merged, s.OutSegs, d("OutSegs"), d("InSegs"))
 	}
 	if s.InErrs != 0 || s.CurrEstab != 0 {
 		t.Errorf("stack %+v: want no error, nothing left open", s)

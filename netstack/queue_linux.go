@@ -4,6 +4,7 @@ package netstack
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"net/netip"
 	"sync"
@@ -26,9 +27,11 @@ type queue struct {
 	s *xsk.Socket
 
 	// RX, owned by the receive loop.
-	rb  *xsk.Batch
-	nap xsk.Napper
-	rcv *coalesce.Receiver
+	rb     *xsk.Batch
+	nap    xsk.Napper
+	rcv    *coalesce.Receiver
+	gro    *offload.GRO // nil with Config.NoGRO
+	groOut [][]byte     // what gro hands over, reused batch to batch
 
 	// TX.
 	mu      sync.Mutex
@@ -45,6 +48,14 @@ func newQueue(e *Endpoint, s *xsk.Socket) (*queue, error) {
 		q.scratch = make([]byte, header.EthernetMinimumSize+gsoMaxSize)
 	}
 	var err error
+	if !e.cfg.NoGRO && !e.cfg.NoRXChecksumOffload {
+		// The merged packets' checksums are the endpoint's own: the
+		// stack takes them as verified, as it takes every frame the
+		// endpoint verified.
+		if q.gro, err = offload.NewGRO(offload.GROOptions{PartialChecksum: true}); err != nil {
+			return nil, err
+		}
+	}
 	if p := e.cfg.Coalesce; p != nil {
 		if q.rcv, err = coalesce.NewReceiver(s, *p, coalesce.Options{}); err != nil {
 			return nil, err
@@ -101,8 +112,11 @@ func (q *queue) receiveCoalesced(ctx context.Context) error {
 }
 
 // deliver hands the frames of b to the stack: each checked (the MAC, and
-// unless the stack checks them itself, the checksums) and copied into a
-// packet buffer of its own, as the stack keeps packets beyond the batch.
+// unless the stack checks them itself, the checksums), the TCP segments of
+// one flow merged by GRO, and copied into a packet buffer of its own, as
+// the stack keeps packets beyond the batch. GRO is flushed at the end of
+// the batch, as NAPI flushes it at the end of a poll: a segment never
+// waits for a frame that may not come.
 func (q *queue) deliver(b *xsk.Batch) {
 	e := q.e
 	d := e.deliverer()
@@ -122,11 +136,11 @@ func (q *queue) deliver(b *xsk.Batch) {
 			continue
 		}
 		proto := eth.Type()
-		validated := false
+		validated, merge := false, false
 		if proto == header.IPv4ProtocolNumber || proto == header.IPv6ProtocolNumber {
 			if !e.cfg.NoRXChecksumOffload {
 				var ok bool
-				if validated, ok = q.verify(f); !ok {
+				if validated, merge, ok = q.verify(f); !ok {
 					continue
 				}
 			}
@@ -137,18 +151,40 @@ func (q *queue) deliver(b *xsk.Batch) {
 		if e.neigh != nil {
 			e.resolveSYN(f)
 		}
-		pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(f)})
-		pkt.RXChecksumValidated = validated
-		if !e.ParseHeader(pkt) {
-			pkt.DecRef()
-			e.ctr.rxMalformed.Add(1)
-			continue
-		}
-		d.DeliverNetworkPacket(proto, pkt)
-		pkt.DecRef()
 		e.ctr.rxFrames.Add(1)
 		e.ctr.rxBytes.Add(uint64(len(f)))
+		if q.gro != nil && validated && (merge || q.gro.Held() > 0) {
+			// A segment without data passes GRO only when GRO holds
+			// something, which may be of its flow and must go first.
+			q.groOut = q.gro.Feed(q.groOut[:0], f)
+			for _, p := range q.groOut {
+				q.push(d, p, true)
+			}
+			continue
+		}
+		q.push(d, f, validated)
 	}
+	if q.gro != nil && q.gro.Held() > 0 {
+		q.groOut = q.gro.Flush(q.groOut[:0])
+		for _, p := range q.groOut {
+			q.push(d, p, true)
+		}
+	}
+}
+
+// push hands one frame, or a packet GRO merged, to the stack.
+func (q *queue) push(d stack.NetworkDispatcher, f []byte, validated bool) {
+	e := q.e
+	pkt := stack.NewPacketBuffer(stack.PacketBufferOptions{Payload: buffer.MakeWithData(f)})
+	pkt.RXChecksumValidated = validated
+	if !e.ParseHeader(pkt) {
+		pkt.DecRef()
+		e.ctr.rxMalformed.Add(1) // shorter than an Ethernet header: deliver's check keeps them out
+		return
+	}
+	d.DeliverNetworkPacket(header.Ethernet(f).Type(), pkt)
+	pkt.DecRef()
+	e.ctr.rxPackets.Add(1)
 }
 
 // resolveSYN has the kernel resolve the sender of a connection request
@@ -173,25 +209,43 @@ func (e *Endpoint) resolveSYN(f []byte) {
 // verify checks a frame's checksums (offload.VerifyRX) and counts the
 // frames it refuses; validated says the transport checksum was checked
 // (a fragment's covers the reassembled packet: the stack checks that one
-// itself).
-func (q *queue) verify(f []byte) (validated, ok bool) {
+// itself), and merge that the frame is a verified TCP segment carrying
+// data, for GRO.
+func (q *queue) verify(f []byte) (validated, merge, ok bool) {
 	c := &q.e.ctr
 	v := offload.VerifyRX(f)
 	switch {
 	case v.L3 == offload.VerdictBad:
 		c.rxBadChecksum.Add(1)
-		return false, false
+		return false, false, false
 	case v.L4 == offload.VerdictBad && offload.PartialChecksum(f):
 		c.rxPartialChecksum.Add(1)
-		return true, q.e.cfg.AcceptPartialChecksum
+		return true, false, q.e.cfg.AcceptPartialChecksum
 	case v.L4 == offload.VerdictBad:
 		c.rxBadChecksum.Add(1)
-		return false, false
+		return false, false, false
 	case v.L3 == offload.VerdictMalformed:
 		c.rxMalformed.Add(1)
-		return false, false
+		return false, false, false
 	}
-	return v.L4 == offload.VerdictOK, true
+	if v.L4 != offload.VerdictOK {
+		return false, false, true
+	}
+	return true, v.Proto == offload.ProtoTCP && tcpData(f, v), true
+}
+
+// tcpData reports whether a verified TCP frame carries data: its IP
+// packet is longer than its headers (Ethernet padding aside).
+func tcpData(f []byte, v offload.RXResult) bool {
+	l3, l4 := v.L3Offset, v.L4Offset
+	if l4+offload.TCPMinLen > len(f) {
+		return false
+	}
+	end := l3 + int(binary.BigEndian.Uint16(f[l3+2:]))
+	if v.EtherType == offload.EtherTypeIPv6 {
+		end = l3 + 40 + int(binary.BigEndian.Uint16(f[l3+4:]))
+	}
+	return end > l4+int(f[l4+12]>>4)*4
 }
 
 // WritePackets implements stack.LinkWriter: each packet goes out through

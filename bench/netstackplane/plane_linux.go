@@ -146,16 +146,20 @@ type stack struct {
 func (p *Plane) stack(st *netstack.Stack) *stack {
 	c := p.Config
 	return &stack{st: st, desc: plane.TCPStack{Name: "netstack", Interface: p.Iface, Queues: st.Endpoint().Info().Queues,
-		TSO: !c.NoTSO, RXChecksumOffload: !c.NoRXChecksumOffload, RXCoalesce: c.Coalesce, TXCoalesce: c.TXCoalesce}}
+		TSO: !c.NoTSO, RXChecksumOffload: !c.NoRXChecksumOffload, GRO: !c.NoGRO && !c.NoRXChecksumOffload, RXCoalesce: c.Coalesce, TXCoalesce: c.TXCoalesce}}
 }
 
 // describe returns the stack's settings and counters.
 func (s *stack) describe() plane.TCPStack {
 	d := s.desc
 	t, e := s.st.TCPStats(), s.st.Endpoint().Stats()
+	var dropped uint64
+	for _, k := range e.Sockets {
+		dropped += k.RXDropped + k.RXRingFull
+	}
 	d.Counters = &plane.TCPStackCounters{ActiveOpens: t.ActiveOpens, PassiveOpens: t.PassiveOpens, EstabResets: t.EstabResets,
 		InSegs: t.InSegs, OutSegs: t.OutSegs, InErrs: t.InErrs, RetransSegs: t.RetransSegs, FastRetrans: t.FastRetrans, Timeouts: t.Timeouts,
-		RXFrames: e.RXFrames, TXFrames: e.TXFrames, TXSegmented: e.TXSegmented, RXBadChecksum: e.RXBadChecksum,
+		RXFrames: e.RXFrames, RXPackets: e.RXPackets, RXSocketDropped: dropped, TXFrames: e.TXFrames, TXSegmented: e.TXSegmented, RXBadChecksum: e.RXBadChecksum,
 		RXPartialChecksum: e.RXPartialChecksum, TXPackets: e.TXPackets, TXDropped: e.TXDropped, TXNoNeighbour: e.TXNoNeighbour, TXErrors: e.TXErrors}
 	return d
 }

@@ -94,9 +94,11 @@ type TCPStack struct {
 	Queues    []int  `json:"queues,omitempty"`
 	// TSO tells that the stack handed the link segments of up to 64 KiB
 	// to cut (software TSO, netstack), RXChecksumOffload that the link
-	// verified received checksums for it.
+	// verified received checksums for it, GRO that the link merged the
+	// segments of a flow it received in one batch (netstack).
 	TSO               bool `json:"tso"`
 	RXChecksumOffload bool `json:"rx_checksum_offload"`
+	GRO               bool `json:"gro"`
 	// RXCoalesce and TXCoalesce are the software coalescing of the
 	// stack's queues, nil when off (netstack).
 	RXCoalesce *coalesce.Params   `json:"rx_coalesce,omitempty"`
@@ -128,14 +130,20 @@ type TCPStackCounters struct {
 	RetransSegs uint64 `json:"retrans_segs"`
 	FastRetrans uint64 `json:"fast_retrans"`
 	Timeouts    uint64 `json:"timeouts"`
-	// RXFrames and TXFrames are the link's frames, TXSegmented the
-	// packets it cut (TSO); RXBadChecksum frames it dropped for a wrong
+	// RXFrames and TXFrames are the link's frames, RXPackets the packets
+	// the received frames became (fewer when GRO merged segments),
+	// RXSocketDropped the frames the kernel dropped before the stack's
+	// AF_XDP sockets (their RX ring full, no free frame: xsk.Stats'
+	// RXDropped and RXRingFull),
+	// TXSegmented the packets it cut (TSO); RXBadChecksum frames it dropped for a wrong
 	// checksum, RXPartialChecksum those whose checksum a sender on this
 	// host left to an offload. TXPackets are the packets the stack
 	// handed the link; TXDropped those it could not send for want of a
 	// free frame, TXNoNeighbour for want of the next hop's address,
 	// TXErrors for another error.
 	RXFrames          uint64 `json:"rx_frames"`
+	RXPackets         uint64 `json:"rx_packets"`
+	RXSocketDropped   uint64 `json:"rx_socket_dropped"`
 	TXFrames          uint64 `json:"tx_frames"`
 	TXSegmented       uint64 `json:"tx_segmented"`
 	RXBadChecksum     uint64 `json:"rx_bad_checksum"`

@@ -27,6 +27,7 @@ type stackFlags struct {
 	txFrames int
 	tso      string
 	rxCsum   string
+	gro      string
 	qdisc    string
 }
 
@@ -38,6 +39,7 @@ func (f *stackFlags) add(c *cobra.Command, udpToo string) {
 	c.Flags().IntVar(&f.txUsecs, "tx-usecs", 0, "software TX coalescing per queue of a TCP test's netstack: kick the kernel at most this many µs after a frame was queued (like ethtool -C tx-usecs)")
 	c.Flags().IntVar(&f.txFrames, "tx-frames", 0, "software TX coalescing of a TCP test's netstack: kick the kernel once this many frames are queued (0: the batch size)")
 	c.Flags().StringVar(&f.tso, "tso", "on", "a TCP test's netstack: on hands the link segments of up to 64 KiB, cut in software (TSO); off has the stack cut them to the MSS")
+	c.Flags().StringVar(&f.gro, "gro", "on", "a TCP test's netstack: on merges the in-order segments of a flow that one receive batch holds before the stack sees them (GRO; needs --rx-csum on); off hands it every segment")
 	c.Flags().StringVar(&f.qdisc, "qdisc", "fifo", "the gvisor-xdp backend: gVisor's queueing discipline between its stack and its AF_XDP endpoint: fifo (gVisor's, runsc's default: batches of up to 47 packets a write) or none (the stack writes each packet itself, as netstack's does)")
 	c.Flags().StringVar(&f.rxCsum, "rx-csum", "on", "a TCP test's netstack: on verifies received checksums once in the link (RX checksum offload, accepting those a sender on this host left to its TX offload); off has the stack verify them (a veth peer then needs ethtool -K DEV tx off)")
 }
@@ -71,6 +73,7 @@ type stackSettings struct {
 	tx     *coalesce.TXParams
 	noTSO  bool
 	noCsum bool
+	noGRO  bool
 }
 
 // parse checks the flags.
@@ -98,7 +101,7 @@ func (f *stackFlags) parse(fs *pflag.FlagSet) (stackSettings, error) {
 	for _, o := range []struct {
 		name, v string
 		off     *bool
-	}{{"tso", f.tso, &s.noTSO}, {"rx-csum", f.rxCsum, &s.noCsum}} {
+	}{{"tso", f.tso, &s.noTSO}, {"rx-csum", f.rxCsum, &s.noCsum}, {"gro", f.gro, &s.noGRO}} {
 		switch o.v {
 		case "on":
 		case "off":
@@ -113,7 +116,7 @@ func (f *stackFlags) parse(fs *pflag.FlagSet) (stackSettings, error) {
 // tcpPlane is the xsk backend's TCP: a netstack per test on iface.
 func (s stackSettings) tcpPlane(g *globals, iface string) *netstackplane.Plane {
 	return &netstackplane.Plane{Iface: iface, Do: g.inNetns, Config: netstack.Config{Queues: s.queues,
-		NoTSO: s.noTSO, NoRXChecksumOffload: s.noCsum, Coalesce: s.rx, TXCoalesce: s.tx}}
+		NoTSO: s.noTSO, NoRXChecksumOffload: s.noCsum, NoGRO: s.noGRO, Coalesce: s.rx, TXCoalesce: s.tx}}
 }
 
 // noTCP is the TCP plane of a backend without a TCP stack: it refuses
@@ -145,7 +148,7 @@ func describeStack(s *plane.TCPStack) string {
 		return "TCP stack: the kernel's\n"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "TCP stack: netstack on %s, queues %s: TSO %s, RX checksum offload %s", s.Interface, xsk.FormatQueues(s.Queues), onOff[s.TSO], onOff[s.RXChecksumOffload])
+	fmt.Fprintf(&b, "TCP stack: netstack on %s, queues %s: TSO %s, RX checksum offload %s, GRO %s", s.Interface, xsk.FormatQueues(s.Queues), onOff[s.TSO], onOff[s.RXChecksumOffload], onOff[s.GRO])
 	if c := s.RXCoalesce; c != nil {
 		fmt.Fprintf(&b, ", RX coalescing rx-usecs %d rx-frames %d", c.RXUsecs, c.RXFrames)
 		if c.Adaptive {

@@ -178,8 +178,8 @@ func run(args []string, out io.Writer) error {
 	if o.cfg.AcceptPartialChecksum {
 		partial = fmt.Sprintf("none unfinished (%d accepted)", ep.RXPartialChecksum)
 	}
-	fmt.Fprintf(out, "frames: %d received, %d sent (%d segments cut by TSO); dropped %d bad checksums, %s, %d malformed, %d not for us, %d not sent; the kernel dropped %d before the sockets\n",
-		ep.RXFrames, ep.TXFrames, ep.TXSegmented, ep.RXBadChecksum, partial, ep.RXMalformed, ep.RXNotForUs, ep.TXDropped, kernel)
+	fmt.Fprintf(out, "frames: %d received (%d packets after GRO), %d sent (%d segments cut by TSO); dropped %d bad checksums, %s, %d malformed, %d not for us, %d not sent; the kernel dropped %d before the sockets\n",
+		ep.RXFrames, ep.RXPackets, ep.TXFrames, ep.TXSegmented, ep.RXBadChecksum, partial, ep.RXMalformed, ep.RXNotForUs, ep.TXDropped, kernel)
 	if ep.RXPartialChecksum > 0 && !o.cfg.AcceptPartialChecksum {
 		fmt.Fprintf(out, "hint: %d frames dropped with unfinished checksums: a peer on this host (veth with TX checksum offload on) left them to an offload; run with -accept-partial, or on the peer: ethtool -K DEV tx off\n", ep.RXPartialChecksum)
 	}
