@@ -329,8 +329,8 @@ func (r *Report) writeTCPText(w io.Writer, unit byte) error {
 	}
 	r.writeTail(&b)
 	if c := r.End.TCPStackCounters; c != nil {
-		fmt.Fprintf(&b, "netstack: %d segments in, %d out, %d retransmitted (%d fast, %d timeouts); frames %d in (%d packets after GRO, %d dropped by the kernel before the sockets), %d out (%d cut by TSO), %d bad checksums, %d not sent\n",
-			c.InSegs, c.OutSegs, c.RetransSegs, c.FastRetrans, c.Timeouts, c.RXFrames, c.RXPackets, c.RXSocketDropped, c.TXFrames, c.TXSegmented, c.RXBadChecksum, c.TXDropped)
+		fmt.Fprintf(&b, "netstack: %d segments in, %d out, %d retransmitted (%d fast, %d timeouts); frames %d in (%d batches, %d packets after GRO, %d dropped by the kernel before the sockets), %d out (%d cut by TSO), %d bad checksums, %d not sent\n",
+			c.InSegs, c.OutSegs, c.RetransSegs, c.FastRetrans, c.Timeouts, c.RXFrames, c.RXBatches, c.RXPackets, c.RXSocketDropped, c.TXFrames, c.TXSegmented, c.RXBadChecksum, c.TXDropped)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

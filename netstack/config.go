@@ -162,6 +162,11 @@ type Stats struct {
 	// merged segments (RXFrames ÷ RXPackets is the frames a packet held
 	// on average).
 	RXFrames, RXBytes, RXPackets uint64
+	// RXBatches are the batches the queues' receive loops took from
+	// their sockets, each at one wake-up: RXFrames ÷ RXBatches is what
+	// a wake-up took on average, which coalescing (Config.Coalesce)
+	// raises.
+	RXBatches uint64
 	// RXBadChecksum were dropped for a wrong IPv4 header or transport
 	// checksum (offload.VerifyRX; with NoRXChecksumOffload the stack
 	// checks and counts them itself, in its own statistics).

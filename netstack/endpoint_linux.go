@@ -56,7 +56,7 @@ type Endpoint struct {
 
 type counters struct {
 	rxFrames, rxBytes, rxBadChecksum, rxPartialChecksum, rxMalformed, rxNotForUs atomic.Uint64
-	rxPackets                                                                    atomic.Uint64
+	rxPackets, rxBatches                                                         atomic.Uint64
 	txPackets, txFrames, txSegmented, txBytes, txDropped                         atomic.Uint64
 	txErrors, txNoNeighbour                                                      atomic.Uint64
 }
@@ -391,7 +391,7 @@ func (e *Endpoint) Stats() Stats {
 	c := &e.ctr
 	st := Stats{
 		RXFrames: c.rxFrames.Load(), RXBytes: c.rxBytes.Load(), RXBadChecksum: c.rxBadChecksum.Load(), RXPartialChecksum: c.rxPartialChecksum.Load(),
-		RXMalformed: c.rxMalformed.Load(), RXNotForUs: c.rxNotForUs.Load(), RXPackets: c.rxPackets.Load(),
+		RXMalformed: c.rxMalformed.Load(), RXNotForUs: c.rxNotForUs.Load(), RXPackets: c.rxPackets.Load(), RXBatches: c.rxBatches.Load(),
 		TXPackets: c.txPackets.Load(), TXFrames: c.txFrames.Load(), TXSegmented: c.txSegmented.Load(),
 		TXBytes: c.txBytes.Load(), TXDropped: c.txDropped.Load(), TXErrors: c.txErrors.Load(), TXNoNeighbour: c.txNoNeighbour.Load(),
 	}

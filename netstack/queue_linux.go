@@ -124,6 +124,9 @@ func (q *queue) deliver(b *xsk.Batch) {
 		return
 	}
 	mac := e.LinkAddress()
+	if b.Len() > 0 {
+		e.ctr.rxBatches.Add(1)
+	}
 	for i := 0; i < b.Len(); i++ {
 		f := b.Frame(i)
 		if len(f) < header.EthernetMinimumSize {

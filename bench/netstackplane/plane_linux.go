@@ -159,7 +159,7 @@ func (s *stack) describe() plane.TCPStack {
 	}
 	d.Counters = &plane.TCPStackCounters{ActiveOpens: t.ActiveOpens, PassiveOpens: t.PassiveOpens, EstabResets: t.EstabResets,
 		InSegs: t.InSegs, OutSegs: t.OutSegs, InErrs: t.InErrs, RetransSegs: t.RetransSegs, FastRetrans: t.FastRetrans, Timeouts: t.Timeouts,
-		RXFrames: e.RXFrames, RXPackets: e.RXPackets, RXSocketDropped: dropped, TXFrames: e.TXFrames, TXSegmented: e.TXSegmented, RXBadChecksum: e.RXBadChecksum,
+		RXFrames: e.RXFrames, RXPackets: e.RXPackets, RXBatches: e.RXBatches, RXSocketDropped: dropped, TXFrames: e.TXFrames, TXSegmented: e.TXSegmented, RXBadChecksum: e.RXBadChecksum,
 		RXPartialChecksum: e.RXPartialChecksum, TXPackets: e.TXPackets, TXDropped: e.TXDropped, TXNoNeighbour: e.TXNoNeighbour, TXErrors: e.TXErrors}
 	return d
 }

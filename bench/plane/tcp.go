@@ -132,6 +132,7 @@ type TCPStackCounters struct {
 	Timeouts    uint64 `json:"timeouts"`
 	// RXFrames and TXFrames are the link's frames, RXPackets the packets
 	// the received frames became (fewer when GRO merged segments),
+	// RXBatches the batches they came in (one a wake-up),
 	// RXSocketDropped the frames the kernel dropped before the stack's
 	// AF_XDP sockets (their RX ring full, no free frame: xsk.Stats'
 	// RXDropped and RXRingFull),
@@ -143,6 +144,7 @@ type TCPStackCounters struct {
 	// TXErrors for another error.
 	RXFrames          uint64 `json:"rx_frames"`
 	RXPackets         uint64 `json:"rx_packets"`
+	RXBatches         uint64 `json:"rx_batches"`
 	RXSocketDropped   uint64 `json:"rx_socket_dropped"`
 	TXFrames          uint64 `json:"tx_frames"`
 	TXSegmented       uint64 `json:"tx_segmented"`

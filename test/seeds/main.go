@@ -11,12 +11,14 @@
 //     gVisor's own AF_XDP endpoint (--backend gvisor-xdp) in the same
 //     rounds;
 //   - ravb, RX checksum offload: one stream to the server, --rx-csum on
-//     against off: throughput, the server's CPU time per byte, and (with
-//     -profile) the share of the server's CPU profile in checksumming;
+//     (GRO off) against off: throughput, the server's CPU time per byte,
+//     and (with -profile) the share of the server's CPU profile in
+//     checksumming; and the offload with GRO, which needs its verdict;
 //   - icssg, coalescing: one stream to the server at a fixed rate below
-//     the maximum (-rate, or 60% of netstack's median in the ravb
-//     experiment), --rx-usecs/--tx-usecs against none: the server's CPU
-//     time per byte;
+//     the maximum (-rate, or 60% of the median of netstack with GRO in
+//     the ravb experiment), --rx-usecs/--tx-usecs/--adaptive against
+//     none, with GRO and without: the server's CPU time per byte, and
+//     the frames a wake-up of the receive loop took;
 //   - r8169, RSS: iperf3 -P 20 to the server with the veth pair at one
 //     queue against two (both ends, ethtool -L): total throughput, its
 //     per-second minimum and maximum, and the busiest core's load.
@@ -44,7 +46,10 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -213,7 +218,14 @@ type result struct {
 	serverCPU      float64 // seconds, user+system of the server process
 	machineCPU     float64 // seconds of busy time on all cores
 	busiest        float64 // the busiest core's busy share, 0-1
+
+	// netstack's: the frames a receive batch (one wake-up) held, and the
+	// frames a packet GRO handed the stack held, on average.
+	framesPerBatch, framesPerPacket float64
 }
+
+// netstackFrames is the server's summary of netstack's receive.
+var netstackFrames = regexp.MustCompile(`frames (\d+) in \((\d+) batches, (\d+) packets after GRO`)
 
 // once runs the variant's server and iperf3's client once. prof, when
 // set, is where the server writes its CPU profile.
@@ -258,6 +270,16 @@ func (r *runner) once(v variant, prof string) (result, error) {
 		return result{}, fmt.Errorf("%s: the server: %w\n%s", v.name, err, sout.Bytes())
 	}
 	res.serverCPU = (srv.ProcessState.UserTime() + srv.ProcessState.SystemTime()).Seconds()
+	if m := netstackFrames.FindSubmatch(sout.Bytes()); m != nil {
+		f, _ := strconv.ParseFloat(string(m[1]), 64)
+		b, _ := strconv.ParseFloat(string(m[2]), 64)
+		p, _ := strconv.ParseFloat(string(m[3]), 64)
+		if b > 0 && p > 0 {
+			res.framesPerBatch, res.framesPerPacket = f/b, f/p
+		}
+	} else if v.netstack {
+		return result{}, fmt.Errorf("%s: no frame counts in the server's output:\n%s", v.name, sout.Bytes())
+	}
 	if len(use.Cores) < 2 {
 		return result{}, errors.New("/proc/stat could not be read")
 	}
@@ -305,7 +327,7 @@ func (r *runner) experiment(e experiment) ([][]result, error) {
 	}
 	if e.name == "ravb" {
 		for i, v := range e.variants {
-			if v.netstack {
+			if v.rateBase {
 				for _, x := range res[i] {
 					r.netstackRX = append(r.netstackRX, x.bps)
 				}
@@ -324,7 +346,7 @@ func (r *runner) fixedRate() (string, error) {
 	}
 	if len(r.netstackRX) == 0 {
 		e := *experimentNamed("ravb")
-		e.variants = e.variants[1:2]
+		e.variants = slices.DeleteFunc(e.variants, func(v variant) bool { return !v.rateBase })
 		x, err := r.once(e.variants[0], "")
 		if err != nil {
 			return "", err
