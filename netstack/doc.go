@@ -10,12 +10,20 @@
 //     (offload.VerifyRX) and the stack is told not to check them again
 //     (CapabilityRXChecksumOffload), as ravb's CHECKSUM_COMPLETE does; a
 //     frame with a wrong checksum is dropped and counted;
+//   - GRO: the in-order TCP segments of a flow that one receive batch
+//     holds are merged into one packet of up to 64 KiB (offload.GRO,
+//     Linux's rules) before the stack sees them, so that its per-segment
+//     work runs once for all of them, as the kernel's GRO does for its
+//     stack; it takes only segments whose checksums the endpoint
+//     verified, and is flushed at the end of every batch;
 //   - TX checksum offload: the stack leaves the transport checksums to the
 //     endpoint (CapabilityTXChecksumOffload), which fills them while it
 //     builds the frame;
 //   - coalescing: the receive loops hand frames over in batches by
 //     rx-frames and rx-usecs (package coalesce), as icssg's hrtimer
-//     coalescing does;
+//     coalescing does (the bigger a batch, the more GRO merges; a sender
+//     with TSO already delivers its frames in bursts of up to 44, which
+//     one wake-up takes without it);
 //   - multi-queue: one socket and one receiving goroutine per RX queue,
 //     RSS spreading the flows, as r8169's RSS does.
 //

@@ -4,7 +4,6 @@ package netstack
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"net/netip"
 	"sync"
@@ -52,7 +51,10 @@ func newQueue(e *Endpoint, s *xsk.Socket) (*queue, error) {
 		// The merged packets' checksums are the endpoint's own: the
 		// stack takes them as verified, as it takes every frame the
 		// endpoint verified.
-		if q.gro, err = offload.NewGRO(offload.GROOptions{PartialChecksum: true}); err != nil {
+		// GRO verifies the checksums of the TCP segments it takes as it
+		// copies them: they are read once.
+		o := offload.GROOptions{PartialChecksum: true, Verify: true, AcceptPartialChecksum: e.cfg.AcceptPartialChecksum}
+		if q.gro, err = offload.NewGRO(o); err != nil {
 			return nil, err
 		}
 	}
@@ -139,11 +141,15 @@ func (q *queue) deliver(b *xsk.Batch) {
 			continue
 		}
 		proto := eth.Type()
-		validated, merge := false, false
+		if q.gro != nil && q.groTakes(f) {
+			q.feedGRO(d, f)
+			continue
+		}
+		validated := false
 		if proto == header.IPv4ProtocolNumber || proto == header.IPv6ProtocolNumber {
 			if !e.cfg.NoRXChecksumOffload {
 				var ok bool
-				if validated, merge, ok = q.verify(f); !ok {
+				if validated, ok = q.verify(f); !ok {
 					continue
 				}
 			}
@@ -156,15 +162,6 @@ func (q *queue) deliver(b *xsk.Batch) {
 		}
 		e.ctr.rxFrames.Add(1)
 		e.ctr.rxBytes.Add(uint64(len(f)))
-		if q.gro != nil && validated && (merge || q.gro.Held() > 0) {
-			// A segment without data passes GRO only when GRO holds
-			// something, which may be of its flow and must go first.
-			q.groOut = q.gro.Feed(q.groOut[:0], f)
-			for _, p := range q.groOut {
-				q.push(d, p, true)
-			}
-			continue
-		}
 		q.push(d, f, validated)
 	}
 	if q.gro != nil && q.gro.Held() > 0 {
@@ -172,6 +169,48 @@ func (q *queue) deliver(b *xsk.Batch) {
 		for _, p := range q.groOut {
 			q.push(d, p, true)
 		}
+	}
+}
+
+// groTakes reports whether GRO, verifying, is to take frame f: a TCP
+// segment that is no fragment and carries data, or any TCP segment while
+// GRO holds a packet, which may be of its flow and must go first.
+func (q *queue) groTakes(f []byte) bool {
+	var lo offload.Layout
+	if lo.Parse(f) != offload.ReasonNone || lo.Proto != offload.ProtoTCP || lo.Fragment || lo.AH || lo.Payload == 0 {
+		return false
+	}
+	return lo.End > lo.Payload || q.gro.Held() > 0
+}
+
+// feedGRO hands a TCP segment to GRO, which verifies its checksums as it
+// copies it, and what GRO hands over to the stack; a segment GRO drops is
+// counted as the checks of verify count it.
+func (q *queue) feedGRO(d stack.NetworkDispatcher, f []byte) {
+	e := q.e
+	before := q.gro.Stats()
+	q.groOut = q.gro.Feed(q.groOut[:0], f)
+	after := q.gro.Stats()
+	if after.PartialChecksum != before.PartialChecksum {
+		e.ctr.rxPartialChecksum.Add(1)
+		if !e.cfg.AcceptPartialChecksum {
+			return
+		}
+	}
+	switch {
+	case after.BadChecksum != before.BadChecksum:
+		e.ctr.rxBadChecksum.Add(1)
+	case after.Unverifiable != before.Unverifiable:
+		e.ctr.rxMalformed.Add(1)
+	default:
+		if e.neigh != nil {
+			e.resolveSYN(f)
+		}
+		e.ctr.rxFrames.Add(1)
+		e.ctr.rxBytes.Add(uint64(len(f)))
+	}
+	for _, p := range q.groOut {
+		q.push(d, p, true)
 	}
 }
 
@@ -212,43 +251,25 @@ func (e *Endpoint) resolveSYN(f []byte) {
 // verify checks a frame's checksums (offload.VerifyRX) and counts the
 // frames it refuses; validated says the transport checksum was checked
 // (a fragment's covers the reassembled packet: the stack checks that one
-// itself), and merge that the frame is a verified TCP segment carrying
-// data, for GRO.
-func (q *queue) verify(f []byte) (validated, merge, ok bool) {
+// itself).
+func (q *queue) verify(f []byte) (validated, ok bool) {
 	c := &q.e.ctr
 	v := offload.VerifyRX(f)
 	switch {
 	case v.L3 == offload.VerdictBad:
 		c.rxBadChecksum.Add(1)
-		return false, false, false
+		return false, false
 	case v.L4 == offload.VerdictBad && offload.PartialChecksum(f):
 		c.rxPartialChecksum.Add(1)
-		return true, false, q.e.cfg.AcceptPartialChecksum
+		return true, q.e.cfg.AcceptPartialChecksum
 	case v.L4 == offload.VerdictBad:
 		c.rxBadChecksum.Add(1)
-		return false, false, false
+		return false, false
 	case v.L3 == offload.VerdictMalformed:
 		c.rxMalformed.Add(1)
-		return false, false, false
+		return false, false
 	}
-	if v.L4 != offload.VerdictOK {
-		return false, false, true
-	}
-	return true, v.Proto == offload.ProtoTCP && tcpData(f, v), true
-}
-
-// tcpData reports whether a verified TCP frame carries data: its IP
-// packet is longer than its headers (Ethernet padding aside).
-func tcpData(f []byte, v offload.RXResult) bool {
-	l3, l4 := v.L3Offset, v.L4Offset
-	if l4+offload.TCPMinLen > len(f) {
-		return false
-	}
-	end := l3 + int(binary.BigEndian.Uint16(f[l3+2:]))
-	if v.EtherType == offload.EtherTypeIPv6 {
-		end = l3 + 40 + int(binary.BigEndian.Uint16(f[l3+4:]))
-	}
-	return end > l4+int(f[l4+12]>>4)*4
+	return v.L4 == offload.VerdictOK, true
 }
 
 // WritePackets implements stack.LinkWriter: each packet goes out through

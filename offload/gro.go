@@ -27,6 +27,32 @@ type GROOptions struct {
 	// segments. By default the full checksum is written, so a merged frame
 	// is valid on the wire.
 	PartialChecksum bool
+	// Verify makes GRO the checksum check of the frames it takes, in the
+	// pass that copies them (no frame is read twice): every frame it
+	// hands over had its IPv4 header and TCP checksums verified, merged
+	// or not, and a frame whose checksum is wrong, or that is no TCP
+	// segment GRO can verify (not TCP, malformed, an IP fragment), is
+	// dropped and counted in Stats instead of passed on. Feed it the TCP
+	// segments, and check the other frames apart.
+	Verify bool
+	// AcceptPartialChecksum, with Verify, hands over (alone, merged with
+	// nothing, and counted in Stats) a segment whose TCP checksum field
+	// holds the pseudo-header sum alone instead of dropping it: for a
+	// peer on the same host over veth, whose TX checksum offload leaves
+	// it so. Its data is checked by nothing.
+	AcceptPartialChecksum bool
+}
+
+// GROStats are what a GRO with GROOptions.Verify dropped.
+type GROStats struct {
+	// BadChecksum are frames dropped for a wrong IPv4 header or TCP
+	// checksum. PartialChecksum are frames whose TCP checksum field held
+	// the pseudo-header sum alone (see PartialChecksum), left unfinished
+	// for a TX offload by a sender on the same host: counted in
+	// BadChecksum too, unless AcceptPartialChecksum handed them over.
+	BadChecksum, PartialChecksum uint64
+	// Unverifiable are frames dropped as no TCP segment GRO can verify.
+	Unverifiable uint64
 }
 
 // GRO merges in-order TCP segments of one flow into super-packets, the
@@ -71,6 +97,7 @@ type GROOptions struct {
 // the kernel's per-NAPI table.
 type GRO struct {
 	opts    GROOptions
+	stats   GROStats
 	slots   []groSlot
 	clock   uint64
 	bufSize int
@@ -106,6 +133,9 @@ func NewGRO(opts GROOptions) (*GRO, error) {
 	if opts.MaxFlows < 1 || opts.MaxFlows > 1024 {
 		return nil, fmt.Errorf("new GRO: %w: MaxFlows %d: must be between 1 and 1024", ErrInvalidOptions, opts.MaxFlows)
 	}
+	if opts.AcceptPartialChecksum && !opts.Verify {
+		return nil, fmt.Errorf("new GRO: %w: AcceptPartialChecksum needs Verify", ErrInvalidOptions)
+	}
 	return &GRO{
 		opts:    opts,
 		slots:   make([]groSlot, opts.MaxFlows),
@@ -124,6 +154,9 @@ func (g *GRO) Held() int {
 	return n
 }
 
+// Stats returns what the GRO dropped (with GROOptions.Verify).
+func (g *GRO) Stats() GROStats { return g.stats }
+
 // Flush delivers every held packet, oldest first, appending them to dst.
 func (g *GRO) Flush(dst [][]byte) [][]byte {
 	for {
@@ -141,6 +174,10 @@ func (g *GRO) Feed(dst [][]byte, frame []byte) [][]byte {
 	var layout Layout
 	lo := &layout
 	if perr := parseLayout(lo, frame, ipProtoTCP); perr.kind != nil {
+		if g.opts.Verify {
+			g.stats.Unverifiable++
+			return dst
+		}
 		return g.emitCopy(dst, frame)
 	}
 	s := g.lookup(frame, lo)
@@ -148,7 +185,7 @@ func (g *GRO) Feed(dst [][]byte, frame []byte) [][]byte {
 		if s != nil {
 			dst = g.emitSlot(dst, s)
 		}
-		return g.emitCopy(dst, frame)
+		return g.emitAlone(dst, frame, lo)
 	}
 	th := frame[lo.L4:lo.Payload]
 	flags := th[13]
@@ -157,9 +194,9 @@ func (g *GRO) Feed(dst [][]byte, frame []byte) [][]byte {
 		if g.canMerge(s, frame, lo) {
 			if !g.appendPayload(s, frame, lo) {
 				// Bad TCP checksum: deliver what we hold, then the
-				// segment as it is.
+				// segment as it is (or, with Verify, drop it).
 				dst = g.emitSlot(dst, s)
-				return g.emitCopy(dst, frame)
+				return g.emitAlone(dst, frame, lo)
 			}
 			if plen < s.mss || flags&(tcpURG|tcpPSH|tcpRST|tcpSYN|tcpFIN) != 0 {
 				dst = g.emitSlot(dst, s)
@@ -169,7 +206,7 @@ func (g *GRO) Feed(dst [][]byte, frame []byte) [][]byte {
 		dst = g.emitSlot(dst, s)
 	}
 	if plen == 0 || flags&(tcpURG|tcpPSH|tcpRST|tcpSYN|tcpFIN) != 0 {
-		return g.emitCopy(dst, frame)
+		return g.emitAlone(dst, frame, lo)
 	}
 	s = g.free()
 	if s == nil {
@@ -177,8 +214,41 @@ func (g *GRO) Feed(dst [][]byte, frame []byte) [][]byte {
 		dst = g.emitSlot(dst, s)
 	}
 	if !g.hold(s, frame, lo) {
+		return g.emitAlone(dst, frame, lo)
+	}
+	return dst
+}
+
+// emitAlone appends a copy of a TCP frame that merges with nothing to
+// dst: with Verify, only if its checksums verify, summed as it is copied.
+func (g *GRO) emitAlone(dst [][]byte, frame []byte, lo *Layout) [][]byte {
+	if !g.opts.Verify {
 		return g.emitCopy(dst, frame)
 	}
+	if !lo.IPv6 && Checksum(frame[lo.L3:lo.L4], 0) != 0xffff {
+		g.stats.BadChecksum++
+		return dst
+	}
+	n := len(dst)
+	dst, b := g.spare(dst, len(frame))
+	b = append(b, frame[:lo.Payload]...)
+	b = b[:len(frame)]
+	ps := copySum(b[lo.Payload:lo.End], frame[lo.Payload:lo.End])
+	copy(b[lo.End:], frame[lo.End:])
+	if !tcpSumOK(frame, lo, ps) {
+		partial := PartialChecksum(frame)
+		if partial {
+			g.stats.PartialChecksum++
+			if g.opts.AcceptPartialChecksum {
+				dst[n] = b
+				return dst
+			}
+		}
+		g.stats.BadChecksum++
+		dst[n] = b[:0] // the buffer stays for the next output
+		return dst[:n]
+	}
+	dst[n] = b
 	return dst
 }
 
@@ -190,7 +260,9 @@ func groEligible(frame []byte, lo *Layout) bool {
 		return false
 	}
 	if lo.IPv6 {
-		return true
+		// A routing header's final destination is the pseudo-header's:
+		// merged packets are summed with the fixed header's.
+		return lo.FinalDst == lo.L3+24
 	}
 	ip := frame[lo.L3:lo.L4]
 	if lo.HasIPv4Options() || lo.Fragment {
@@ -305,7 +377,11 @@ func (g *GRO) appendPayload(s *groSlot, frame []byte, lo *Layout) bool {
 // tcpSumOK reports whether frame's TCP checksum verifies, given the sum of
 // its payload.
 func tcpSumOK(frame []byte, lo *Layout, paySum uint16) bool {
-	sum := uint64(pseudoSum(frame[lo.L3:], lo.IPv6, ipProtoTCP, lo.End-lo.L4)) +
+	ph := pseudoSum(frame[lo.L3:], lo.IPv6, ipProtoTCP, lo.End-lo.L4)
+	if lo.IPv6 && lo.FinalDst != lo.L3+24 {
+		ph = PseudoHeaderIPv6([16]byte(frame[lo.L3+8:lo.L3+24]), [16]byte(frame[lo.FinalDst:lo.FinalDst+16]), ipProtoTCP, uint32(lo.End-lo.L4))
+	}
+	sum := uint64(ph) +
 		uint64(Checksum(frame[lo.L4:lo.Payload], 0)) + uint64(paySum)
 	return Fold(sum) == 0xffff
 }

@@ -283,3 +283,70 @@ func TestGROMaxSize(t *testing.T) {
 		t.Fatalf("%d frames, want 4 (3+3+3+1 segments)", len(out))
 	}
 }
+
+// With Verify, GRO is the checksum check: a segment with a wrong TCP or
+// IPv4 header checksum is dropped and counted (what it held goes first),
+// as is a frame that is no TCP segment; one whose TCP checksum was left
+// to a TX offload is counted as such; good segments merge as without it.
+func TestGROVerify(t *testing.T) {
+	g := mustGRO(t, GROOptions{Verify: true})
+	segs := groSeq(t, false, 5)
+	segs[2][70] ^= 0xff // payload: TCP checksum wrong
+	segs[3][24] ^= 0x01 // TTL: IPv4 header checksum wrong
+	var out [][]byte
+	for _, s := range segs {
+		out = g.Feed(out, s)
+	}
+	out = g.Flush(out)
+	if len(out) != 2 || len(out[0]) != len(segs[0])+1000 || len(out[1]) != len(segs[4]) {
+		t.Fatalf("%d frames out: want segments 0-1 merged, then 4", len(out))
+	}
+	for i, o := range out {
+		if v := VerifyRX(o); !v.L4Verified() || v.L3 != VerdictOK {
+			t.Errorf("frame %d: %v", i, v)
+		}
+	}
+	if st := g.Stats(); st.BadChecksum != 2 || st.PartialChecksum != 0 || st.Unverifiable != 0 {
+		t.Errorf("stats %+v: want 2 bad checksums", st)
+	}
+
+	// A segment GRO passes on alone (PSH, no payload) is verified too.
+	g = mustGRO(t, GROOptions{Verify: true})
+	lone := groRefix(t, groSeq(t, true, 1)[0])
+	lone[14+40+13] |= tcpPSH
+	groRefix(t, lone)
+	if out = g.Feed(out[:0], lone); len(out) != 1 || !bytes.Equal(out[0], lone) {
+		t.Fatalf("a good lone segment: %d frames out", len(out))
+	}
+	bad := append([]byte(nil), lone...)
+	bad[len(bad)-1] ^= 1
+	if out = g.Feed(out[:0], bad); len(out) != 0 {
+		t.Fatalf("a bad lone segment was handed over")
+	}
+	// Left unfinished by a sender's TX offload: the pseudo-header sum.
+	partial := append([]byte(nil), lone...)
+	lo, _ := parseSegLayout(partial, ipProtoTCP, "test")
+	binary.BigEndian.PutUint16(partial[lo.L4+16:], pseudoSum(partial[lo.L3:], true, ipProtoTCP, lo.End-lo.L4))
+	if out = g.Feed(out[:0], partial); len(out) != 0 {
+		t.Fatalf("a partial checksum was handed over")
+	}
+	if out = g.Feed(out[:0], []byte("not a packet at all")); len(out) != 0 {
+		t.Fatalf("a frame that is no TCP segment was handed over")
+	}
+	if st := g.Stats(); st.BadChecksum != 2 || st.PartialChecksum != 1 || st.Unverifiable != 1 {
+		t.Errorf("stats %+v: want 2 bad checksums, 1 of them partial, 1 unverifiable", st)
+	}
+	g = mustGRO(t, GROOptions{Verify: true, AcceptPartialChecksum: true})
+	if out = g.Feed(out[:0], partial); len(out) != 1 || !bytes.Equal(out[0], partial) {
+		t.Fatalf("AcceptPartialChecksum: a partial checksum was not handed over as it came")
+	}
+	if out = g.Feed(out[:0], bad); len(out) != 0 {
+		t.Fatalf("AcceptPartialChecksum: a bad checksum was handed over")
+	}
+	if st := g.Stats(); st.BadChecksum != 1 || st.PartialChecksum != 1 {
+		t.Errorf("AcceptPartialChecksum: stats %+v: want 1 bad, 1 partial (accepted)", st)
+	}
+	if _, err := NewGRO(GROOptions{AcceptPartialChecksum: true}); !errors.Is(err, ErrInvalidOptions) {
+		t.Errorf("AcceptPartialChecksum without Verify: %v, want ErrInvalidOptions", err)
+	}
+}
