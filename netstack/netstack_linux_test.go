@@ -404,6 +404,9 @@ func TestPartialChecksum(t *testing.T) {
 			if s.RXPartialChecksum == 0 || s.RXBadChecksum != 0 {
 				t.Errorf("stats %+v: want partial checksums counted, none as bad", s)
 			}
+			if accept && s.RXPackets >= s.RXFrames {
+				t.Errorf("stats %+v: %d frames became %d packets: want the accepted segments merged by GRO", s, s.RXFrames, s.RXPackets)
+			}
 		})
 	}
 }

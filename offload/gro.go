@@ -35,10 +35,10 @@ type GROOptions struct {
 	// dropped and counted in Stats instead of passed on. Feed it the TCP
 	// segments, and check the other frames apart.
 	Verify bool
-	// AcceptPartialChecksum, with Verify, hands over (alone, merged with
-	// nothing, and counted in Stats) a segment whose TCP checksum field
-	// holds the pseudo-header sum alone instead of dropping it: for a
-	// peer on the same host over veth, whose TX checksum offload leaves
+	// AcceptPartialChecksum, with Verify, takes a segment whose TCP
+	// checksum field holds the pseudo-header sum alone as if it verified
+	// (merging it, and counting it in Stats) instead of dropping it: for
+	// a peer on the same host over veth, whose TX checksum offload leaves
 	// it so. Its data is checked by nothing.
 	AcceptPartialChecksum bool
 }
@@ -236,8 +236,7 @@ func (g *GRO) emitAlone(dst [][]byte, frame []byte, lo *Layout) [][]byte {
 	ps := copySum(b[lo.Payload:lo.End], frame[lo.Payload:lo.End])
 	copy(b[lo.End:], frame[lo.End:])
 	if !tcpSumOK(frame, lo, ps) {
-		partial := PartialChecksum(frame)
-		if partial {
+		if partialTCP(frame, lo) {
 			g.stats.PartialChecksum++
 			if g.opts.AcceptPartialChecksum {
 				dst[n] = b
@@ -360,7 +359,7 @@ func (g *GRO) appendPayload(s *groSlot, frame []byte, lo *Layout) bool {
 	pay := frame[lo.Payload:lo.End]
 	n := len(s.buf)
 	ps := copySum(s.buf[n:n+len(pay)], pay)
-	if !tcpSumOK(frame, lo, ps) {
+	if !g.sumOK(frame, lo, ps) {
 		return false
 	}
 	if (n-s.pay)%2 == 1 {
@@ -372,6 +371,25 @@ func (g *GRO) appendPayload(s *groSlot, frame []byte, lo *Layout) bool {
 	s.nextSeq += uint32(len(pay))
 	s.buf[s.l4+13] |= frame[lo.L4+13] & (tcpFIN | tcpPSH)
 	return true
+}
+
+// sumOK is tcpSumOK, but for a partial checksum that
+// AcceptPartialChecksum takes (and counts).
+func (g *GRO) sumOK(frame []byte, lo *Layout, paySum uint16) bool {
+	if tcpSumOK(frame, lo, paySum) {
+		return true
+	}
+	if g.opts.AcceptPartialChecksum && partialTCP(frame, lo) {
+		g.stats.PartialChecksum++
+		return true
+	}
+	return false
+}
+
+// partialTCP reports whether the checksum field of a TCP frame whose sum
+// does not verify holds the pseudo-header sum (PartialChecksum).
+func partialTCP(frame []byte, lo *Layout) bool {
+	return binary.BigEndian.Uint16(frame[lo.L4+16:]) == layoutPseudoSum(frame, lo)
 }
 
 // tcpSumOK reports whether frame's TCP checksum verifies, given the sum of
@@ -395,7 +413,7 @@ func (g *GRO) hold(s *groSlot, frame []byte, lo *Layout) bool {
 	b := s.buf[:lo.End]
 	copy(b, frame[:lo.Payload])
 	ps := copySum(b[lo.Payload:], frame[lo.Payload:lo.End])
-	if !tcpSumOK(frame, lo, ps) {
+	if !g.sumOK(frame, lo, ps) {
 		return false
 	}
 	g.clock++

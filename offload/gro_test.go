@@ -350,3 +350,31 @@ func TestGROVerify(t *testing.T) {
 		t.Errorf("AcceptPartialChecksum without Verify: %v, want ErrInvalidOptions", err)
 	}
 }
+
+// With AcceptPartialChecksum, segments whose checksums a sender on this
+// host left to its TX offload merge as verified ones do.
+func TestGROAcceptPartialMerges(t *testing.T) {
+	segs := groSeq(t, false, 4)
+	var full [][]byte
+	g := mustGRO(t, GROOptions{PartialChecksum: true})
+	for _, s := range segs {
+		full = g.Feed(full, s)
+	}
+	full = g.Flush(full)
+	for _, s := range segs {
+		lo, _ := parseSegLayout(s, ipProtoTCP, "test")
+		binary.BigEndian.PutUint16(s[lo.L4+16:], pseudoSum(s[lo.L3:], false, ipProtoTCP, lo.End-lo.L4))
+	}
+	g = mustGRO(t, GROOptions{PartialChecksum: true, Verify: true, AcceptPartialChecksum: true})
+	var out [][]byte
+	for _, s := range segs {
+		out = g.Feed(out, s)
+	}
+	out = g.Flush(out)
+	if len(out) != 1 || len(full) != 1 || !bytes.Equal(out[0], full[0]) {
+		t.Fatalf("%d frames out, want the one packet the verified segments make", len(out))
+	}
+	if st := g.Stats(); st.PartialChecksum != 4 || st.BadChecksum != 0 {
+		t.Errorf("stats %+v: want 4 partial checksums, none bad", st)
+	}
+}
