@@ -1,6 +1,6 @@
 module github.com/xdpio/xdpio/contrib/prometheus
 
-go 1.26.0
+go 1.26.3
 
 require (
 	github.com/google/go-cmp v0.7.0

@@ -1,6 +1,6 @@
 module github.com/xdpio/xdpio/contrib/quic
 
-go 1.26.0
+go 1.26.3
 
 require (
 	github.com/quic-go/quic-go v0.65.0
