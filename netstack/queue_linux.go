@@ -358,13 +358,15 @@ func (q *queue) single(pkt *stack.PacketBuffer, size int) error {
 }
 
 // segment cuts a GSO packet (a TCP segment of up to 64 KiB) into MSS-sized
-// frames, each with its own headers and checksums: software TSO.
+// frames, each with its own headers and checksums: software TSO. The
+// payload is cut straight from the stack's buffer when it lies in one
+// piece there, as it mostly does (the headers are copied apart); else
+// the packet is first made contiguous in scratch.
 func (q *queue) segment(pkt *stack.PacketBuffer, size int) error {
-	f := q.scratch[:size]
-	copyPacket(f, pkt)
+	hdr, payload := q.split(pkt, size)
 	start := q.tb.Len()
 	var allocErr error
-	n, err := offload.SegmentFunc(f, offload.SegmentOptions{MSS: int(pkt.GSOOptions.MSS)}, func(n int) []byte {
+	n, err := offload.SegmentPayload(hdr, payload, offload.SegmentOptions{MSS: int(pkt.GSOOptions.MSS)}, func(n int) []byte {
 		if allocErr = q.alloc(1); allocErr != nil {
 			return nil
 		}
@@ -385,6 +387,38 @@ func (q *queue) segment(pkt *stack.PacketBuffer, size int) error {
 	return nil
 }
 
+// split returns a GSO packet's headers and its payload: the payload's
+// own bytes in the stack's buffer when they are one piece, and the
+// headers copied into the start of scratch (otherwise both are copied
+// there, one after the other).
+func (q *queue) split(pkt *stack.PacketBuffer, size int) (hdr, payload []byte) {
+	hlen := pkt.HeaderSize()
+	views, off := pkt.AsViewList()
+	n := 0
+	for v := views.Front(); v != nil; v = v.Next() {
+		s := v.AsSlice()
+		if off >= len(s) {
+			off -= len(s)
+			continue
+		}
+		s = s[off:]
+		off = 0
+		if n < hlen {
+			c := copy(q.scratch[n:hlen], s)
+			n += c
+			s = s[c:]
+			if len(s) == 0 {
+				continue
+			}
+		}
+		if n == hlen && len(s) == size-hlen {
+			return q.scratch[:hlen], s // the whole payload in one view
+		}
+		n += copy(q.scratch[n:], s)
+	}
+	return q.scratch[:hlen], q.scratch[hlen:n]
+}
+
 // alloc takes n frames onto tb, flushing what is pending and waiting up
 // to a millisecond for completions when the pool is empty.
 func (q *queue) alloc(n int) error {
@@ -393,7 +427,7 @@ func (q *queue) alloc(n int) error {
 			return errNoFrame
 		}
 	}
-	deadline := time.Now().Add(time.Millisecond)
+	var deadline time.Time // set when the pool is first found empty
 	for {
 		start := q.tb.Len()
 		if q.s.Alloc(q.tb, n) == n {
@@ -401,7 +435,9 @@ func (q *queue) alloc(n int) error {
 		}
 		q.s.FreeTail(q.tb, start)
 		if q.s.Complete() == 0 {
-			if time.Now().After(deadline) {
+			if deadline.IsZero() {
+				deadline = time.Now().Add(time.Millisecond)
+			} else if time.Now().After(deadline) {
 				return errNoFrame
 			}
 			q.s.Kick()
