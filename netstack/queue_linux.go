@@ -48,11 +48,10 @@ func newQueue(e *Endpoint, s *xsk.Socket) (*queue, error) {
 	}
 	var err error
 	if !e.cfg.NoGRO && !e.cfg.NoRXChecksumOffload {
-		// The merged packets' checksums are the endpoint's own: the
-		// stack takes them as verified, as it takes every frame the
-		// endpoint verified.
 		// GRO verifies the checksums of the TCP segments it takes as it
-		// copies them: they are read once.
+		// copies them (they are read once), and the stack takes what it
+		// hands over as verified; a merged packet's checksum field holds
+		// the pseudo-header sum, as the kernel's GRO leaves it.
 		o := offload.GROOptions{PartialChecksum: true, Verify: true, AcceptPartialChecksum: e.cfg.AcceptPartialChecksum}
 		if q.gro, err = offload.NewGRO(o); err != nil {
 			return nil, err
@@ -184,25 +183,26 @@ func (q *queue) groTakes(f []byte) bool {
 }
 
 // feedGRO hands a TCP segment to GRO, which verifies its checksums as it
-// copies it, and what GRO hands over to the stack; a segment GRO drops is
-// counted as the checks of verify count it.
+// copies it, and what GRO hands over (which may include packets it held
+// from earlier frames) to the stack; a segment GRO drops is counted as
+// the checks of verify count it.
 func (q *queue) feedGRO(d stack.NetworkDispatcher, f []byte) {
 	e := q.e
 	before := q.gro.Stats()
 	q.groOut = q.gro.Feed(q.groOut[:0], f)
 	after := q.gro.Stats()
-	if after.PartialChecksum != before.PartialChecksum {
-		e.ctr.rxPartialChecksum.Add(1)
-		if !e.cfg.AcceptPartialChecksum {
-			return
-		}
-	}
+	partial := after.PartialChecksum != before.PartialChecksum
 	switch {
+	case partial && !e.cfg.AcceptPartialChecksum:
+		e.ctr.rxPartialChecksum.Add(1) // dropped (GRO counts it bad too)
 	case after.BadChecksum != before.BadChecksum:
 		e.ctr.rxBadChecksum.Add(1)
 	case after.Unverifiable != before.Unverifiable:
 		e.ctr.rxMalformed.Add(1)
 	default:
+		if partial {
+			e.ctr.rxPartialChecksum.Add(1) // accepted: a frame too
+		}
 		if e.neigh != nil {
 			e.resolveSYN(f)
 		}
