@@ -43,6 +43,7 @@ func experiments() []experiment {
 	ns := []string{"--backend", "xsk"}
 	flags := func(f ...string) []string { return append(slices.Clone(ns), f...) }
 	gv := []string{"--backend", "gvisor-xdp"}
+	paced := []string{"-b", "1G", "-l", "1448", "--pacing-timer", "10"}
 	return []experiment{
 		{
 			name: "enetc", seed: "software TSO (enetc: 1.63 → 2.34 Gbit/s, 1.44×)",
@@ -95,6 +96,20 @@ func experiments() []experiment {
 				{"netstack, adaptive", "netstack, no coalescing", "serverCPU", "≤ 0.7×"},
 				{"netstack, rx-usecs 64, no GRO", "netstack, no coalescing, no GRO", "serverCPU", "≤ 0.7× (without GRO)"},
 				{"netstack, no coalescing", "netstack, no coalescing, no GRO", "serverCPU", "report (GRO)"},
+			},
+		},
+		{
+			name: "icssg-paced", seed: "RX coalescing with a sender paced like a wire (icssg: RX CPU 38% → 25%, 0.66×)",
+			what: "one TCP stream received by the server from a sender that writes one segment's worth every 10 µs at 1 Gbit/s (iperf3 -b 1G -l 1448 --pacing-timer 10: frames arrive spread out, as on icssg's 1 Gbit/s wire, not in TSO bursts), one queue",
+			variants: []variant{
+				{name: "netstack, no coalescing", server: flags(), client: paced, queues: 1, netstack: true},
+				{name: "netstack, rx-usecs 64", server: flags("--rx-usecs", "64"), client: paced, queues: 1, netstack: true},
+				{name: "netstack, rx-usecs 200", server: flags("--rx-usecs", "200"), client: paced, queues: 1, netstack: true},
+			},
+			goals: []goal{
+				{"netstack, rx-usecs 200", "netstack, no coalescing", "bps", "≈ 1× (equal throughput)"},
+				{"netstack, rx-usecs 64", "netstack, no coalescing", "serverCPU", "≤ 0.7× (≥ 30% less CPU per byte)"},
+				{"netstack, rx-usecs 200", "netstack, no coalescing", "serverCPU", "≤ 0.7×"},
 			},
 		},
 		{

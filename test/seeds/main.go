@@ -18,7 +18,9 @@
 //     the maximum (-rate, or 60% of the median of netstack with GRO in
 //     the ravb experiment), --rx-usecs/--tx-usecs/--adaptive against
 //     none, with GRO and without: the server's CPU time per byte, and
-//     the frames a wake-up of the receive loop took;
+//     the frames a wake-up of the receive loop took; and icssg-paced, the
+//     same with a sender that spreads its frames as a 1 Gbit/s wire does
+//     (iperf3 -l 1448 --pacing-timer 10), where a wake-up takes a few;
 //   - r8169, RSS: iperf3 -P 20 to the server with the veth pair at one
 //     queue against two (both ends, ethtool -L): total throughput, its
 //     per-second minimum and maximum, and the busiest core's load.
@@ -80,7 +82,7 @@ func parseFlags() (options, error) {
 	flag.IntVar(&o.rounds, "rounds", 5, "interleaved rounds, 1-50")
 	flag.IntVar(&o.secs, "t", 5, "seconds per iperf3 run, 2-60")
 	flag.StringVar(&o.rate, "rate", "", "the icssg experiment's fixed rate (iperf3's -b, such as 2G); default 60% of netstack's median in the ravb experiment")
-	only := flag.String("only", "", "comma-separated experiments to run (enetc, ravb, icssg, r8169); default all")
+	only := flag.String("only", "", "comma-separated experiments to run (enetc, ravb, icssg, icssg-paced, r8169); default all")
 	flag.BoolVar(&o.profile, "profile", false, "after the rounds, profile the server once per netstack variant (--cpuprofile) and report where its time goes")
 	flag.StringVar(&o.out, "o", "", "also write the report (markdown) to this file")
 	flag.Parse()
@@ -93,7 +95,7 @@ func parseFlags() (options, error) {
 			continue
 		}
 		if experimentNamed(s) == nil {
-			return o, fmt.Errorf("-only %s: no such experiment (enetc, ravb, icssg, r8169)", s)
+			return o, fmt.Errorf("-only %s: no such experiment (enetc, ravb, icssg, icssg-paced, r8169)", s)
 		}
 		o.only[s] = true
 	}
