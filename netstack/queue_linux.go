@@ -5,6 +5,7 @@ package netstack
 import (
 	"context"
 	"errors"
+	"iter"
 	"net/netip"
 	"sync"
 	"time"
@@ -393,16 +394,8 @@ func (q *queue) segment(pkt *stack.PacketBuffer, size int) error {
 // there, one after the other).
 func (q *queue) split(pkt *stack.PacketBuffer, size int) (hdr, payload []byte) {
 	hlen := pkt.HeaderSize()
-	views, off := pkt.AsViewList()
 	n := 0
-	for v := views.Front(); v != nil; v = v.Next() {
-		s := v.AsSlice()
-		if off >= len(s) {
-			off -= len(s)
-			continue
-		}
-		s = s[off:]
-		off = 0
+	for s := range packetBytes(pkt) {
 		if n < hlen {
 			c := copy(q.scratch[n:hlen], s)
 			n += c
@@ -524,15 +517,27 @@ func (q *queue) closeTX() {
 
 // copyPacket copies pkt's bytes, headers first, into b.
 func copyPacket(b []byte, pkt *stack.PacketBuffer) {
-	views, off := pkt.AsViewList()
 	n := 0
-	for v := views.Front(); v != nil; v = v.Next() {
-		s := v.AsSlice()
-		if off >= len(s) {
-			off -= len(s)
-			continue
+	for s := range packetBytes(pkt) {
+		n += copy(b[n:], s)
+	}
+}
+
+// packetBytes yields pkt's bytes, headers first, in the pieces its views
+// hold them.
+func packetBytes(pkt *stack.PacketBuffer) iter.Seq[[]byte] {
+	return func(yield func([]byte) bool) {
+		views, off := pkt.AsViewList()
+		for v := views.Front(); v != nil; v = v.Next() {
+			s := v.AsSlice()
+			if off >= len(s) {
+				off -= len(s)
+				continue
+			}
+			if !yield(s[off:]) {
+				return
+			}
+			off = 0
 		}
-		n += copy(b[n:], s[off:])
-		off = 0
 	}
 }
